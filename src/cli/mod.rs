@@ -1,0 +1,258 @@
+//! The `steward` command line. Errors surface as one line and exit code 1.
+
+mod runs;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::provider::ProviderSet;
+use crate::run::report::RunReport;
+use crate::run::{Runner, TriggerEvent};
+use crate::server::{self, AppState};
+use crate::store::{RunStatus, SqliteStore, Store};
+use crate::tools::ToolRegistry;
+
+/// Default model request timeout.
+const MODEL_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Parser, Debug)]
+#[command(name = "steward", version, about = "A company's internal agent: triggers, tools, LLM and script coordinators")]
+struct Cli {
+    /// Folder holding agents/, subagents/, prompts/ and scripts/ (default: current directory).
+    #[arg(long, env = "STEWARD_ROOT", global = true)]
+    root: Option<PathBuf>,
+    /// Run store.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://data/steward.db", global = true)]
+    database_url: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start the HTTP server.
+    Serve {
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        addr: SocketAddr,
+        /// How long in-flight work may continue after SIGTERM.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        grace: Duration,
+    },
+    /// Run one event through one agent and print the answer.
+    Run {
+        agent: String,
+        /// Event JSON file, or - for standard input.
+        #[arg(long)]
+        event: String,
+        /// Use every tool's mock instead of the real implementation.
+        #[arg(long)]
+        mock_tools: bool,
+        /// Print the whole run record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the whole config tree and print every problem.
+    Validate,
+    /// Inspect recorded runs.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RunsCommand {
+    /// Most recent runs first.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// One run with its events.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::config::duration::parse_duration(text)
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    crate::http::install_crypto_provider();
+    let cli = Cli::parse();
+    crate::telemetry::init(cli.log_json);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let root = match &cli.root {
+        Some(r) => r.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    match cli.command {
+        Command::Validate => validate(&root),
+        Command::Run {
+            agent,
+            event,
+            mock_tools,
+            json,
+        } => run(&root, &cli.database_url, &agent, &event, mock_tools, json).await,
+        Command::Serve { addr, grace } => serve(&root, &cli.database_url, addr, grace).await,
+        Command::Runs { command } => {
+            let store = open_store(&cli.database_url).await?;
+            match command {
+                RunsCommand::List { json, limit } => runs::list(store.as_ref(), limit, json).await,
+                RunsCommand::Show { id, json } => runs::show(store.as_ref(), &id, json).await,
+            }
+        }
+    }
+}
+
+fn tools() -> anyhow::Result<ToolRegistry> {
+    Ok(ToolRegistry::builtin(crate::http::client().context("cannot build the HTTP client")?))
+}
+
+fn load_config(root: &Path, tools: &ToolRegistry) -> anyhow::Result<Config> {
+    Config::load(root, &tools.names()).map_err(|diags| {
+        let n = diags.0.len();
+        anyhow::anyhow!("{diags}\n{n} problem{} in the config", if n == 1 { "" } else { "s" })
+    })
+}
+
+async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let store = SqliteStore::connect(url).await.with_context(|| format!("cannot open the run store {url}"))?;
+    Ok(Arc::new(store))
+}
+
+fn validate(root: &Path) -> anyhow::Result<ExitCode> {
+    let tools = tools()?;
+    match Config::load(root, &tools.names()) {
+        Ok(config) => {
+            println!(
+                "ok: {} agent{}, {} subagent{} in {}",
+                config.agents.len(),
+                if config.agents.len() == 1 { "" } else { "s" },
+                config.subagents.len(),
+                if config.subagents.len() == 1 { "" } else { "s" },
+                root.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(diags) => {
+            for d in &diags.0 {
+                eprintln!("{d}");
+            }
+            eprintln!("{} problem{} found", diags.0.len(), if diags.0.len() == 1 { "" } else { "s" });
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn read_event(path: &str) -> anyhow::Result<serde_json::Value> {
+    let text = if path == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read the event from standard input")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read event file {path}"))?
+    };
+    serde_json::from_str(&text).with_context(|| format!("event file {path} is not valid JSON"))
+}
+
+async fn run(
+    root: &Path,
+    database_url: &str,
+    agent: &str,
+    event: &str,
+    mock_tools: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let tools = tools()?;
+    let config = load_config(root, &tools)?;
+    let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
+    let trigger = TriggerEvent::from_cli(read_event(event)?);
+    let store = open_store(database_url).await?;
+    let http = crate::http::client().context("cannot build the HTTP client")?;
+    let runner = Runner {
+        store: store.clone(),
+        providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
+        tools: Arc::new(tools),
+        mock_tools,
+    };
+    let cancel = CancellationToken::new();
+    let on_ctrl_c = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+    let outcome = runner.run(&agent, &trigger, None, cancel).await;
+    watcher.abort();
+    let outcome = outcome?;
+    if json {
+        let report = RunReport::load(store.as_ref(), &outcome.run_id)
+            .await?
+            .context("the run record disappeared")?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if let Some(text) = &outcome.final_text {
+        println!("{text}");
+    } else if outcome.status == RunStatus::Succeeded {
+        println!("(no answer kept: output.reply is false for agent '{}')", agent.name);
+    }
+    if outcome.status != RunStatus::Succeeded {
+        bail!(
+            "run {} {} ({}): {}",
+            outcome.run_id,
+            outcome.status.as_str(),
+            outcome.termination.as_str(),
+            outcome.error.as_deref().unwrap_or("no details")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(root: &Path, database_url: &str, addr: SocketAddr, grace: Duration) -> anyhow::Result<ExitCode> {
+    let tools = tools()?;
+    let config = load_config(root, &tools)?;
+    let store = open_store(database_url).await?;
+    let http = crate::http::client().context("cannot build the HTTP client")?;
+    let state = AppState {
+        runner: Runner {
+            store,
+            providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
+            tools: Arc::new(tools),
+            mock_tools: false,
+        },
+        config: Arc::new(config),
+        shutdown: CancellationToken::new(),
+    };
+    server::serve(addr, state, grace).await.with_context(|| format!("cannot serve on {addr}"))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,73 @@
+//! `steward runs list|show`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::run::report::RunReport;
+use crate::store::Store;
+
+pub async fn list(store: &dyn Store, limit: u32, json: bool) -> anyhow::Result<ExitCode> {
+    let runs = store.list_runs(limit).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<36}  {:<20}  {:<11}  {:<14}  {:>8}  {:>8}  {:<24}  SUMMARY",
+        "ID", "AGENT", "STATUS", "TERMINATION", "TOKENS", "COST", "CREATED"
+    );
+    for r in runs {
+        println!(
+            "{:<36}  {:<20}  {:<11}  {:<14}  {:>8}  {:>8}  {:<24}  {}",
+            r.id,
+            r.agent,
+            r.status.as_str(),
+            r.termination.as_deref().unwrap_or("-"),
+            r.usage.input_tokens + r.usage.output_tokens,
+            format!("${:.4}", r.cost_usd),
+            r.created_at,
+            r.trigger_summary
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let report = RunReport::load(store, id).await?.with_context(|| format!("no run with id {id}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = &report.run;
+    println!("run {}  agent {}  {}", r.id, r.agent, r.status.as_str());
+    println!("trigger: {}", r.trigger_summary);
+    if let Some(t) = &r.termination {
+        println!("termination: {t}");
+    }
+    if let Some(e) = &r.error {
+        println!("error: {e}");
+    }
+    println!(
+        "turns {}  tool calls {}  tokens in {} (cached {}) out {} (reasoning {})  cost ${:.4}",
+        r.turns,
+        r.tool_calls,
+        r.usage.input_tokens,
+        r.usage.cached_input_tokens,
+        r.usage.output_tokens,
+        r.usage.reasoning_tokens,
+        r.cost_usd
+    );
+    println!("\ntimeline:");
+    for e in &report.events {
+        println!("  {}  {:<15} {}", e.at, e.kind, crate::run::trigger::one_line(&e.data.to_string(), 140));
+    }
+    if let Some(text) = &r.final_text {
+        println!("\nfinal answer:\n{text}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

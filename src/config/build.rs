@@ -1,0 +1,380 @@
+//! Turns the YAML files of a config tree into validated runtime types, collecting every
+//! problem with its location.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::diagnostic::{locate, Diagnostic, Diagnostics};
+use super::spec::{AgentSpec, CoordinatorSpec, ContextSpec, LimitsSpec, SubagentSpec, ToolsSpec};
+use super::{
+    AgentConfig, Config, ContextSettings, Coordinator, Limits, ModelRef, OutputSettings, Prompt,
+    ToolSelection,
+};
+
+/// One YAML file read from disk.
+struct Source {
+    /// Relative to the root, for messages.
+    rel: PathBuf,
+    text: String,
+}
+
+impl Source {
+    fn error_at(&self, key: &str, value: Option<&str>, message: impl Into<String>) -> Diagnostic {
+        let (line, col) = locate(&self.text, key, value);
+        Diagnostic::new(&self.rel, line, col, message)
+    }
+}
+
+pub(super) fn load_tree(root: &Path, known_tools: &BTreeSet<String>) -> Result<Config, Diagnostics> {
+    let mut diags = Vec::new();
+    let mut config = Config {
+        root: root.to_path_buf(),
+        ..Config::default()
+    };
+
+    let mut agent_specs = Vec::new();
+    for source in read_yaml_dir(root, "agents", &mut diags) {
+        match serde_yaml::from_str::<AgentSpec>(&source.text) {
+            Ok(spec) => agent_specs.push((source, spec)),
+            Err(e) => diags.push(Diagnostic::from_yaml(&source.rel, &e)),
+        }
+    }
+    let mut sub_specs = Vec::new();
+    for source in read_yaml_dir(root, "subagents", &mut diags) {
+        match serde_yaml::from_str::<SubagentSpec>(&source.text) {
+            Ok(spec) => sub_specs.push((source, spec)),
+            Err(e) => diags.push(Diagnostic::from_yaml(&source.rel, &e)),
+        }
+    }
+
+    let sub_names: BTreeSet<String> = sub_specs
+        .iter()
+        .map(|(src, spec)| name_of(spec.name.as_deref(), &src.rel))
+        .collect();
+
+    for (src, spec) in sub_specs {
+        if let Some(agent) = build_subagent(root, &src, spec, known_tools, &mut diags) {
+            insert_unique(&mut config.subagents, agent, &src, &mut diags);
+        }
+    }
+    for (src, spec) in agent_specs {
+        if let Some(agent) = build_agent(root, &src, spec, known_tools, &sub_names, &mut diags) {
+            insert_unique(&mut config.agents, agent, &src, &mut diags);
+        }
+    }
+
+    if diags.is_empty() {
+        Ok(config)
+    } else {
+        Err(Diagnostics(diags))
+    }
+}
+
+fn insert_unique(
+    map: &mut BTreeMap<String, Arc<AgentConfig>>,
+    agent: AgentConfig,
+    src: &Source,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if let Some(existing) = map.get(&agent.name) {
+        diags.push(src.error_at(
+            "name",
+            None,
+            format!("duplicate name '{}', already used by {}", agent.name, existing.file.display()),
+        ));
+        return;
+    }
+    map.insert(agent.name.clone(), Arc::new(agent));
+}
+
+/// Reads every `*.yaml`/`*.yml` of `root/dir` in name order; a missing folder is empty.
+fn read_yaml_dir(root: &Path, dir: &str, diags: &mut Vec<Diagnostic>) -> Vec<Source> {
+    let path = root.join(dir);
+    let Ok(entries) = std::fs::read_dir(&path) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|p| {
+            let rel = PathBuf::from(dir).join(p.file_name().unwrap_or_default());
+            match std::fs::read_to_string(&p) {
+                Ok(text) => Some(Source { rel, text }),
+                Err(e) => {
+                    diags.push(Diagnostic::new(&rel, 1, 1, format!("cannot read file: {e}")));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+fn name_of(name: Option<&str>, rel: &Path) -> String {
+    name.map(str::to_string).unwrap_or_else(|| {
+        rel.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
+}
+
+fn check_name(src: &Source, name: &str, diags: &mut Vec<Diagnostic>) {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !ok {
+        diags.push(src.error_at(
+            "name",
+            None,
+            format!("invalid name '{name}', expected lowercase letters, digits, '-' or '_'"),
+        ));
+    }
+}
+
+fn build_models(
+    src: &Source,
+    model: Option<&str>,
+    fallbacks: &[String],
+    required: bool,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<ModelRef> {
+    let mut models = Vec::new();
+    match model {
+        Some(m) => match ModelRef::parse(m) {
+            Ok(r) => models.push(r),
+            Err(e) => diags.push(src.error_at("model", None, e)),
+        },
+        None if required => diags.push(Diagnostic::new(
+            &src.rel,
+            1,
+            1,
+            "missing field 'model', expected provider/model such as openai/gpt-4.1",
+        )),
+        None => {}
+    }
+    for f in fallbacks {
+        match ModelRef::parse(f) {
+            Ok(r) => models.push(r),
+            Err(e) => diags.push(src.error_at("fallbacks", Some(f), e)),
+        }
+    }
+    models
+}
+
+fn build_prompt(
+    root: &Path,
+    src: &Source,
+    prompt: Option<&str>,
+    url: Option<String>,
+    required: bool,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Prompt> {
+    let Some(path) = prompt else {
+        if required {
+            diags.push(Diagnostic::new(
+                &src.rel,
+                1,
+                1,
+                "missing field 'prompt', expected a prompt file such as prompts/my_agent.md",
+            ));
+        }
+        return None;
+    };
+    match std::fs::read_to_string(root.join(path)) {
+        Ok(text) if text.trim().is_empty() => {
+            diags.push(src.error_at("prompt", None, format!("prompt file '{path}' is empty")));
+            None
+        }
+        Ok(text) => Some(Prompt {
+            path: path.to_string(),
+            text,
+            url,
+        }),
+        Err(e) => {
+            diags.push(src.error_at("prompt", None, format!("cannot read prompt file '{path}': {e}")));
+            None
+        }
+    }
+}
+
+fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
+    for tool in tools {
+        if !known.contains(tool) {
+            let list: Vec<&str> = known.iter().map(String::as_str).collect();
+            diags.push(src.error_at(
+                "tools",
+                Some(tool),
+                format!("unknown tool '{tool}', expected one of {}", list.join(", ")),
+            ));
+        }
+    }
+}
+
+fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) -> Limits {
+    let d = Limits::default();
+    let limits = Limits {
+        max_tool_calls: spec.max_tool_calls.unwrap_or(d.max_tool_calls),
+        max_turns: spec.max_turns.unwrap_or(d.max_turns),
+        timeout: spec.timeout.map(|t| t.0).unwrap_or(d.timeout),
+        max_cost_usd: spec.max_cost_usd,
+    };
+    if limits.max_turns == 0 {
+        diags.push(src.error_at("max_turns", None, "max_turns must be at least 1"));
+    }
+    if limits.timeout.is_zero() {
+        diags.push(src.error_at("timeout", None, "timeout must be longer than zero"));
+    }
+    if limits.max_cost_usd.is_some_and(|c| !(c > 0.0)) {
+        diags.push(src.error_at("max_cost_usd", None, "max_cost_usd must be a positive number"));
+    }
+    limits
+}
+
+fn build_context(src: &Source, spec: &ContextSpec, diags: &mut Vec<Diagnostic>) -> ContextSettings {
+    let d = ContextSettings::default();
+    let ctx = ContextSettings {
+        window_tokens: spec.window_tokens.unwrap_or(d.window_tokens),
+        compact_at: spec.compact_at.unwrap_or(d.compact_at),
+        file_threshold_tokens: spec.file_threshold_tokens.unwrap_or(d.file_threshold_tokens),
+        file_preview_tokens: spec.file_preview_tokens.unwrap_or(d.file_preview_tokens),
+        max_output_tokens: spec.max_output_tokens.unwrap_or(d.max_output_tokens),
+    };
+    if !(ctx.compact_at > 0.0 && ctx.compact_at <= 1.0) {
+        diags.push(src.error_at("compact_at", None, "compact_at must be a fraction in (0, 1]"));
+    }
+    if ctx.file_preview_tokens > ctx.file_threshold_tokens {
+        diags.push(src.error_at(
+            "file_preview_tokens",
+            None,
+            "file_preview_tokens must not exceed file_threshold_tokens",
+        ));
+    }
+    ctx
+}
+
+fn build_agent(
+    root: &Path,
+    src: &Source,
+    spec: AgentSpec,
+    known_tools: &BTreeSet<String>,
+    subagents: &BTreeSet<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<AgentConfig> {
+    let before = diags.len();
+    let name = name_of(spec.name.as_deref(), &src.rel);
+    check_name(src, &name, diags);
+
+    let is_llm = spec.coordinator == CoordinatorSpec::Llm;
+    let coordinator = match (spec.coordinator, &spec.script) {
+        (CoordinatorSpec::Llm, None) => Coordinator::Llm,
+        (CoordinatorSpec::Llm, Some(_)) => {
+            diags.push(src.error_at("script", None, "'script' needs 'coordinator: script'"));
+            Coordinator::Llm
+        }
+        (CoordinatorSpec::Script, None) => {
+            diags.push(src.error_at(
+                "coordinator",
+                None,
+                "'coordinator: script' needs 'script: scripts/<name>.rhai'",
+            ));
+            Coordinator::Llm
+        }
+        (CoordinatorSpec::Script, Some(path)) => {
+            if !root.join(path).is_file() {
+                diags.push(src.error_at("script", None, format!("script file '{path}' does not exist")));
+            }
+            Coordinator::Script(PathBuf::from(path))
+        }
+    };
+    let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, is_llm, diags);
+    let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
+    check_tools(src, &spec.tools, known_tools, diags);
+    for sub in &spec.subagents {
+        if !subagents.contains(sub) {
+            let list: Vec<&str> = subagents.iter().map(String::as_str).collect();
+            diags.push(src.error_at(
+                "subagents",
+                Some(sub),
+                format!(
+                    "unknown subagent '{sub}', expected one of: {}",
+                    if list.is_empty() { "(none in subagents/)".to_string() } else { list.join(", ") }
+                ),
+            ));
+        }
+    }
+    let limits = build_limits(src, &spec.limits, diags);
+    let context = build_context(src, &spec.context, diags);
+    let d = OutputSettings::default();
+    let output = OutputSettings {
+        reply: spec.output.reply.unwrap_or(d.reply),
+        prompt_link: spec.output.prompt_link.unwrap_or(d.prompt_link),
+    };
+
+    (diags.len() == before).then(|| AgentConfig {
+        name,
+        description: spec.description,
+        file: src.rel.clone(),
+        coordinator,
+        models,
+        prompt,
+        tools: ToolSelection::List(spec.tools),
+        subagents: spec.subagents,
+        skills: spec.skills,
+        triggers: spec.triggers,
+        preload_bytes: spec.files.preload_bytes.unwrap_or(8192),
+        context,
+        limits,
+        output,
+        post_run_evals: spec.evals.post_run,
+    })
+}
+
+fn build_subagent(
+    root: &Path,
+    src: &Source,
+    spec: SubagentSpec,
+    known_tools: &BTreeSet<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<AgentConfig> {
+    let before = diags.len();
+    let name = name_of(spec.name.as_deref(), &src.rel);
+    check_name(src, &name, diags);
+    // A subagent without a model uses its parent's.
+    let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, false, diags);
+    let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, true, diags);
+    let tools = match spec.tools {
+        ToolsSpec::List(list) => {
+            check_tools(src, &list, known_tools, diags);
+            ToolSelection::List(list)
+        }
+        ToolsSpec::Keyword(_) => ToolSelection::Inherit,
+    };
+    let limits = build_limits(src, &spec.limits, diags);
+    let context = build_context(src, &spec.context, diags);
+    (diags.len() == before).then(|| AgentConfig {
+        name,
+        description: spec.description,
+        file: src.rel.clone(),
+        coordinator: Coordinator::Llm,
+        models,
+        prompt,
+        tools,
+        subagents: Vec::new(),
+        skills: spec.skills,
+        triggers: Vec::new(),
+        preload_bytes: 0,
+        context,
+        limits,
+        // A subagent's answer always goes back to its caller.
+        output: OutputSettings {
+            reply: true,
+            prompt_link: false,
+        },
+        post_run_evals: Vec::new(),
+    })
+}

@@ -1,0 +1,190 @@
+//! Agent configuration: YAML specs on disk ([`spec`]) validated into runtime types
+//! ([`AgentConfig`]). Loading collects every problem in the tree instead of stopping at
+//! the first, so `steward validate` can print them all.
+
+pub mod diagnostic;
+pub mod duration;
+pub mod model_ref;
+pub mod spec;
+
+mod build;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use diagnostic::{Diagnostic, Diagnostics};
+pub use model_ref::ModelRef;
+pub use spec::{SkillsSpec, TriggerSpec};
+
+/// The validated config tree.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub root: PathBuf,
+    pub agents: BTreeMap<String, Arc<AgentConfig>>,
+    pub subagents: BTreeMap<String, Arc<AgentConfig>>,
+}
+
+impl Config {
+    /// Loads `agents/` and `subagents/` under `root`, checking each against the tools in
+    /// `known_tools`. Returns every problem found if there is at least one.
+    pub fn load(root: &Path, known_tools: &BTreeSet<String>) -> Result<Config, Diagnostics> {
+        build::load_tree(root, known_tools)
+    }
+
+    /// Looks up an agent by name with an error that lists the ones that exist.
+    pub fn agent(&self, name: &str) -> Result<Arc<AgentConfig>, String> {
+        self.agents.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+            format!(
+                "unknown agent '{name}', expected one of: {}",
+                if known.is_empty() { "(none configured)".to_string() } else { known.join(", ") }
+            )
+        })
+    }
+}
+
+/// Whether an LLM or a script drives the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Coordinator {
+    Llm,
+    /// Path of the Rhai script relative to the root.
+    Script(PathBuf),
+}
+
+/// Which tools a run may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSelection {
+    List(Vec<String>),
+    /// A subagent using its parent's tools.
+    Inherit,
+}
+
+/// The prompt that drives a run, loaded at config time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// Where the prompt came from, relative to the root (`prompts/foo.md`).
+    pub path: String,
+    pub text: String,
+    /// Link shown in outputs; defaults to the repository path.
+    pub url: Option<String>,
+}
+
+/// Caps that end a run with a named termination reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_tool_calls: u32,
+    pub max_turns: u32,
+    pub timeout: Duration,
+    pub max_cost_usd: Option<f64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_tool_calls: 40,
+            max_turns: 30,
+            timeout: Duration::from_secs(600),
+            max_cost_usd: None,
+        }
+    }
+}
+
+/// Context-window settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextSettings {
+    pub window_tokens: u64,
+    pub compact_at: f64,
+    pub file_threshold_tokens: u64,
+    pub file_preview_tokens: u64,
+    pub max_output_tokens: u32,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            window_tokens: 128_000,
+            compact_at: 0.8,
+            file_threshold_tokens: 10_000,
+            file_preview_tokens: 1_000,
+            max_output_tokens: 8_192,
+        }
+    }
+}
+
+/// What happens to the final answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputSettings {
+    /// Keep the final answer (and post it where the trigger came from); when false the
+    /// agent acts only through tools and its final text is discarded.
+    pub reply: bool,
+    pub prompt_link: bool,
+}
+
+impl Default for OutputSettings {
+    fn default() -> Self {
+        OutputSettings {
+            reply: true,
+            prompt_link: true,
+        }
+    }
+}
+
+/// One validated agent or subagent: "every agent is a subagent", so both share a type
+/// and a runner.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub name: String,
+    pub description: String,
+    /// The YAML file it came from, relative to the root.
+    pub file: PathBuf,
+    pub coordinator: Coordinator,
+    /// The primary model first, then fallbacks; empty only for script coordinators.
+    pub models: Vec<ModelRef>,
+    pub prompt: Option<Prompt>,
+    pub tools: ToolSelection,
+    pub subagents: Vec<String>,
+    pub skills: SkillsSpec,
+    pub triggers: Vec<TriggerSpec>,
+    pub preload_bytes: u64,
+    pub context: ContextSettings,
+    pub limits: Limits,
+    pub output: OutputSettings,
+    pub post_run_evals: Vec<String>,
+}
+
+impl AgentConfig {
+    /// A minimal LLM agent, for tests and embedding; configs normally come from YAML.
+    pub fn new(name: &str, model: ModelRef, prompt: &str, tools: Vec<String>) -> Self {
+        AgentConfig {
+            name: name.to_string(),
+            description: String::new(),
+            file: PathBuf::from(format!("agents/{name}.yaml")),
+            coordinator: Coordinator::Llm,
+            models: vec![model],
+            prompt: Some(Prompt {
+                path: format!("prompts/{name}.md"),
+                text: prompt.to_string(),
+                url: None,
+            }),
+            tools: ToolSelection::List(tools),
+            subagents: Vec::new(),
+            skills: SkillsSpec::default(),
+            triggers: Vec::new(),
+            preload_bytes: 8192,
+            context: ContextSettings::default(),
+            limits: Limits::default(),
+            output: OutputSettings::default(),
+            post_run_evals: Vec::new(),
+        }
+    }
+
+    /// The tool names this agent lists (empty for `inherit`).
+    pub fn tool_names(&self) -> &[String] {
+        match &self.tools {
+            ToolSelection::List(list) => list,
+            ToolSelection::Inherit => &[],
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! YAML shapes of `agents/*.yaml` and `subagents/*.yaml`, exactly as written on disk.
+//!
+//! These types only describe syntax: every struct denies unknown fields so a typo is an
+//! error with a line and column. Meaning (prompt files exist, tools exist, model names
+//! parse) is checked in [`super::build`], which turns specs into runtime types.
+
+use serde::Deserialize;
+
+use super::duration::HumanDuration;
+
+/// One workflow: `agents/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Defaults to the file stem.
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub triggers: Vec<TriggerSpec>,
+    #[serde(default)]
+    pub coordinator: CoordinatorSpec,
+    /// Rhai script, required with `coordinator: script`.
+    pub script: Option<String>,
+    /// `provider/model`, e.g. `openai/gpt-4.1`.
+    pub model: Option<String>,
+    /// Models tried in order when the primary one is unavailable.
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
+    /// Path of the prompt file relative to the root (`prompts/foo.md`).
+    pub prompt: Option<String>,
+    /// Link shown in outputs instead of the prompt's repository path.
+    pub prompt_url: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub skills: SkillsSpec,
+    #[serde(default)]
+    pub subagents: Vec<String>,
+    #[serde(default)]
+    pub files: FilesSpec,
+    #[serde(default)]
+    pub context: ContextSpec,
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    #[serde(default)]
+    pub output: OutputSpec,
+    #[serde(default)]
+    pub evals: EvalsSpec,
+}
+
+/// One subagent: `subagents/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentSpec {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    pub model: Option<String>,
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
+    pub prompt: Option<String>,
+    pub prompt_url: Option<String>,
+    #[serde(default)]
+    pub tools: ToolsSpec,
+    #[serde(default)]
+    pub skills: SkillsSpec,
+    #[serde(default)]
+    pub context: ContextSpec,
+    #[serde(default)]
+    pub limits: LimitsSpec,
+}
+
+/// A subagent's tools: an explicit list, or `inherit` for its parent's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ToolsSpec {
+    List(Vec<String>),
+    Keyword(ToolsKeyword),
+}
+
+impl Default for ToolsSpec {
+    fn default() -> Self {
+        ToolsSpec::List(Vec::new())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolsKeyword {
+    Inherit,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CoordinatorSpec {
+    #[default]
+    Llm,
+    Script,
+}
+
+/// What starts an agent. Matching happens in the trigger router.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TriggerSpec {
+    SlackReaction(SlackReactionTrigger),
+    SlackMention(SlackChannelsTrigger),
+    SlackMessage(SlackChannelsTrigger),
+    Jira(JiraTrigger),
+    Notion(NotionTrigger),
+    Cron(CronTrigger),
+    Webhook(WebhookTrigger),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlackReactionTrigger {
+    pub reaction: String,
+    /// Empty means any channel the bot is in.
+    #[serde(default)]
+    pub channels: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlackChannelsTrigger {
+    /// Empty means any channel the bot is in.
+    #[serde(default)]
+    pub channels: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JiraTrigger {
+    #[serde(default)]
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Fire on `jira:issue_updated` only when one of these fields changed.
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NotionTrigger {
+    #[serde(default)]
+    pub events: Vec<String>,
+    pub database: Option<String>,
+    pub property: Option<String>,
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CronTrigger {
+    pub schedule: String,
+    pub timezone: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookTrigger {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsSpec {
+    #[serde(default)]
+    pub required: Vec<String>,
+    #[serde(default = "all_allowed")]
+    pub allowed: Vec<String>,
+    #[serde(default)]
+    pub prohibited: Vec<String>,
+}
+
+fn all_allowed() -> Vec<String> {
+    vec!["*".to_string()]
+}
+
+impl Default for SkillsSpec {
+    fn default() -> Self {
+        SkillsSpec {
+            required: Vec::new(),
+            allowed: all_allowed(),
+            prohibited: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSpec {
+    pub preload_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSpec {
+    pub window_tokens: Option<u64>,
+    pub compact_at: Option<f64>,
+    pub file_threshold_tokens: Option<u64>,
+    pub file_preview_tokens: Option<u64>,
+    /// Upper bound on the model's output per turn.
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    pub max_tool_calls: Option<u32>,
+    pub max_turns: Option<u32>,
+    pub timeout: Option<HumanDuration>,
+    pub max_cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    pub reply: Option<bool>,
+    pub prompt_link: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EvalsSpec {
+    #[serde(default)]
+    pub post_run: Vec<String>,
+}

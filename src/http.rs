@@ -1,0 +1,20 @@
+//! The shared outbound HTTP client.
+
+use std::time::Duration;
+
+/// Installs ring as the process's rustls crypto provider. reqwest is built without its
+/// own provider so the tree has one TLS crypto stack; installing twice is a no-op.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A client for tools and providers: rustls, 10 s connect timeout, at most 10 redirects.
+/// Per-request timeouts are set by callers.
+pub fn client() -> Result<reqwest::Client, reqwest::Error> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::limited(10))
+        .build()
+}

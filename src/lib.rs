@@ -1,0 +1,13 @@
+//! steward: a company's internal agent. Triggers start agent configurations that run
+//! an LLM tool-calling loop (or a script) over one shared tool registry, with every run
+//! recorded durably.
+
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod provider;
+pub mod run;
+pub mod server;
+pub mod store;
+pub mod telemetry;
+pub mod tools;

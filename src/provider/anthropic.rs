@@ -1,0 +1,303 @@
+//! Anthropic Messages API.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{ErrorKind, ProviderError};
+use super::settings::Endpoint;
+use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
+use super::{wire, Provider};
+
+pub const NAME: &str = "anthropic";
+const API_VERSION: &str = "2023-06-01";
+
+/// A Messages API client for one endpoint.
+pub struct Anthropic {
+    client: reqwest::Client,
+    endpoint: Endpoint,
+    timeout: Duration,
+}
+
+impl Anthropic {
+    pub fn new(client: reqwest::Client, endpoint: Endpoint, timeout: Duration) -> Self {
+        Anthropic {
+            client,
+            endpoint,
+            timeout,
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for Anthropic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
+        let body = encode_request(request)
+            .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
+        let url = format!("{}/v1/messages", self.endpoint.base_url.trim_end_matches('/'));
+        let mut http = self.client.post(url).header("anthropic-version", API_VERSION);
+        if let Some(key) = &self.endpoint.api_key {
+            http = http.header("x-api-key", key);
+        }
+        let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
+        Ok(decode_response(response))
+    }
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: [SystemBlock<'a>; 1],
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    /// The system prompt is byte-stable, so marking it lets every turn hit the cache.
+    cache_control: CacheControl,
+}
+
+#[derive(Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// Serializes a request body exactly as sent. Anthropic needs strictly alternating
+/// roles, so tool results and any following user text merge into one user message.
+pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut messages: Vec<WireMessage> = Vec::with_capacity(request.messages.len());
+    for m in request.messages {
+        let (role, blocks) = match m {
+            Message::User { content } => ("user", vec![Block::Text { text: content }]),
+            Message::Assistant { text, tool_calls } => {
+                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+                if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
+                    blocks.push(Block::Text { text });
+                }
+                for c in tool_calls {
+                    // Anthropic needs an object; arguments another model mangled become {}.
+                    let input = serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| Value::Object(Default::default()));
+                    blocks.push(Block::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input,
+                    });
+                }
+                ("assistant", blocks)
+            }
+            Message::Tool {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => (
+                "user",
+                vec![Block::ToolResult {
+                    tool_use_id: call_id,
+                    content,
+                    is_error: *is_error,
+                }],
+            ),
+        };
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(WireMessage { role, content: blocks }),
+        }
+    }
+    let body = WireRequest {
+        model: request.model,
+        max_tokens: request.max_output_tokens,
+        system: [SystemBlock {
+            kind: "text",
+            text: request.system,
+            cache_control: CacheControl { kind: "ephemeral" },
+        }],
+        messages,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+    };
+    serde_json::to_vec(&body)
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    content: Vec<ResponseBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+fn decode_response(response: WireResponse) -> ChatResponse {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in response.content {
+        match block {
+            ResponseBlock::Text { text: t } => text.push_str(&t),
+            ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: input.to_string(),
+            }),
+            ResponseBlock::Other => {}
+        }
+    }
+    let u = response.usage;
+    let cache_read = u.cache_read_input_tokens.unwrap_or(0);
+    let cache_write = u.cache_creation_input_tokens.unwrap_or(0);
+    ChatResponse {
+        text: (!text.is_empty()).then_some(text),
+        tool_calls,
+        usage: Usage {
+            // Anthropic's input_tokens excludes cache reads and writes.
+            input_tokens: u.input_tokens + cache_read + cache_write,
+            output_tokens: u.output_tokens,
+            cached_input_tokens: cache_read,
+            cache_write_tokens: cache_write,
+            reasoning_tokens: 0,
+        },
+        stop_reason: response.stop_reason.unwrap_or_default(),
+        model: response.model,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_tool_results_and_user_text_into_one_user_turn() {
+        let messages = vec![
+            Message::User { content: "go".into() },
+            Message::Assistant {
+                text: Some("checking".into()),
+                tool_calls: vec![
+                    ToolCall { id: "toolu_1".into(), name: "a".into(), arguments: "{\"x\":1}".into() },
+                    ToolCall { id: "toolu_2".into(), name: "b".into(), arguments: "not json".into() },
+                ],
+            },
+            Message::Tool { call_id: "toolu_1".into(), name: "a".into(), content: "r1".into(), is_error: false },
+            Message::Tool { call_id: "toolu_2".into(), name: "b".into(), content: "bad".into(), is_error: true },
+            Message::User { content: "status".into() },
+        ];
+        let body = encode_request(&ChatRequest {
+            model: "claude-sonnet-4-5",
+            system: "sys",
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: 1024,
+        })
+        .unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        let msgs = v["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[1]["content"][1]["input"], serde_json::json!({"x": 1}));
+        assert_eq!(msgs[1]["content"][2]["input"], serde_json::json!({}));
+        assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+        assert_eq!(msgs[2]["content"][1]["is_error"], true);
+        assert_eq!(msgs[2]["content"][2], serde_json::json!({"type": "text", "text": "status"}));
+        assert_eq!(v["system"][0]["cache_control"]["type"], "ephemeral");
+        assert_eq!(v["max_tokens"], 1024);
+    }
+
+    #[test]
+    fn decodes_usage_with_cache() {
+        let raw = serde_json::json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "Let me look."},
+                        {"type": "tool_use", "id": "toolu_1", "name": "current_time", "input": {}}],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 30, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100}
+        });
+        let r = decode_response(serde_json::from_value(raw).unwrap());
+        assert_eq!(r.tool_calls[0].arguments, "{}");
+        assert_eq!(r.usage.input_tokens, 115);
+        assert_eq!(r.usage.cached_input_tokens, 100);
+        assert_eq!(r.stop_reason, "tool_use");
+    }
+}

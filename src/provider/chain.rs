@@ -1,0 +1,118 @@
+//! A primary model with fallbacks, each retried with backoff.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::error::ProviderError;
+use super::retry::RetryPolicy;
+use super::types::{ChatRequest, ChatResponse, Message, ToolDef};
+use super::Provider;
+use crate::config::ModelRef;
+
+/// The models a run may use, in order of preference.
+#[derive(Clone)]
+pub struct ModelChain {
+    entries: Vec<(ModelRef, Arc<dyn Provider>)>,
+    retry: RetryPolicy,
+}
+
+/// A successful call and which model served it.
+#[derive(Debug, Clone)]
+pub struct ChatOutcome {
+    pub response: ChatResponse,
+    pub model: ModelRef,
+    /// Failed attempts before this answer, across models.
+    pub failed_attempts: Vec<ProviderError>,
+}
+
+impl ModelChain {
+    pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy) -> Self {
+        ModelChain { entries, retry }
+    }
+
+    /// The primary model.
+    pub fn primary(&self) -> Option<&ModelRef> {
+        self.entries.first().map(|(m, _)| m)
+    }
+
+    /// Calls the first model, retrying retryable errors per the policy, then falls back
+    /// to the next model when the error allows it. Returns the last error otherwise.
+    pub async fn chat(
+        &self,
+        system: &str,
+        messages: &[Message],
+        tools: &[ToolDef],
+        max_output_tokens: u32,
+    ) -> Result<ChatOutcome, ProviderError> {
+        let mut failed = Vec::new();
+        for (model, provider) in &self.entries {
+            let request = ChatRequest {
+                model: &model.model,
+                system,
+                messages,
+                tools,
+                max_output_tokens,
+            };
+            let span = tracing::info_span!(
+                "chat",
+                otel.name = %format!("chat {}", model.model),
+                "gen_ai.operation.name" = "chat",
+                "gen_ai.provider.name" = provider.name(),
+                "gen_ai.request.model" = %model.model,
+                "gen_ai.response.model" = tracing::field::Empty,
+                "gen_ai.usage.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.output_tokens" = tracing::field::Empty,
+                "gen_ai.usage.cache_read.input_tokens" = tracing::field::Empty,
+                "error.type" = tracing::field::Empty,
+            );
+            match self.call_with_retries(provider.as_ref(), &request, &mut failed).instrument(span.clone()).await {
+                Ok(response) => {
+                    span.record("gen_ai.response.model", response.model.as_str());
+                    span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+                    span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                    span.record("gen_ai.usage.cache_read.input_tokens", response.usage.cached_input_tokens);
+                    return Ok(ChatOutcome {
+                        response,
+                        model: model.clone(),
+                        failed_attempts: failed,
+                    });
+                }
+                Err(err) => {
+                    span.record("error.type", err.kind.as_str());
+                    let fallback = err.kind.allows_fallback();
+                    failed.push(err);
+                    if !fallback {
+                        break;
+                    }
+                    tracing::warn!(model = %model, "model unavailable, trying the next fallback");
+                }
+            }
+        }
+        Err(failed
+            .pop()
+            .unwrap_or_else(|| ProviderError::new("steward", super::ErrorKind::NotConfigured, "no model configured")))
+    }
+
+    async fn call_with_retries(
+        &self,
+        provider: &dyn Provider,
+        request: &ChatRequest<'_>,
+        failed: &mut Vec<ProviderError>,
+    ) -> Result<ChatResponse, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            match provider.chat(request).await {
+                Ok(r) => return Ok(r),
+                Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {
+                    let wait = self.retry.delay(attempt, &err);
+                    tracing::warn!(error = %err, attempt, wait_ms = wait.as_millis() as u64, "retrying model call");
+                    failed.push(err);
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Model providers: a small [`Provider`] trait with one file per vendor, retries with
+//! backoff, fallback chains and a price table.
+
+pub mod anthropic;
+pub mod chain;
+pub mod error;
+pub mod openai;
+pub mod pricing;
+pub mod retry;
+pub mod settings;
+pub mod types;
+
+mod wire;
+
+use async_trait::async_trait;
+
+pub use chain::ModelChain;
+pub use error::{ErrorKind, ProviderError};
+pub use settings::{Endpoint, ProviderSet};
+pub use types::{ChatRequest, ChatResponse, Message, ToolCall, ToolDef, Usage};
+
+/// One vendor API. Implementations make exactly one HTTP attempt per call; retries and
+/// fallbacks live in [`ModelChain`] so every vendor gets the same policy.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// `openai`, `anthropic`, ... as used in model names and spans.
+    fn name(&self) -> &'static str;
+    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError>;
+}

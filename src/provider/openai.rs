@@ -1,0 +1,315 @@
+//! OpenAI Chat Completions (and every server speaking it: vLLM, Ollama, LiteLLM).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{ErrorKind, ProviderError};
+use super::settings::Endpoint;
+use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
+use super::{wire, Provider};
+
+pub const NAME: &str = "openai";
+
+/// A Chat Completions client for one endpoint.
+pub struct OpenAi {
+    client: reqwest::Client,
+    endpoint: Endpoint,
+    timeout: Duration,
+}
+
+impl OpenAi {
+    pub fn new(client: reqwest::Client, endpoint: Endpoint, timeout: Duration) -> Self {
+        OpenAi {
+            client,
+            endpoint,
+            timeout,
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAi {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
+        let body = encode_request(request)
+            .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
+        let url = format!("{}/chat/completions", self.endpoint.base_url.trim_end_matches('/'));
+        let mut http = self.client.post(url);
+        if let Some(key) = &self.endpoint.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
+        decode_response(response)
+    }
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// Serializes a request body exactly as sent; public so benchmarks count its cost.
+pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    messages.push(WireMessage::System {
+        content: request.system,
+    });
+    for m in request.messages {
+        messages.push(match m {
+            Message::User { content } => WireMessage::User { content },
+            Message::Assistant { text, tool_calls } => WireMessage::Assistant {
+                content: text.as_deref(),
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|c| WireToolCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireFunctionCall {
+                            name: &c.name,
+                            arguments: &c.arguments,
+                        },
+                    })
+                    .collect(),
+            },
+            Message::Tool {
+                call_id, content, ..
+            } => WireMessage::Tool {
+                tool_call_id: call_id,
+                content,
+            },
+        });
+    }
+    let tools: Vec<WireTool> = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    // Output caps are left to the server: `max_tokens` is rejected by reasoning models
+    // and `max_completion_tokens` by some compatible servers.
+    let body = WireRequest {
+        model: request.model,
+        messages,
+        parallel_tool_calls: (!tools.is_empty()).then_some(true),
+        tools,
+    };
+    serde_json::to_vec(&body)
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    model: String,
+    choices: Vec<WireChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireResponseMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireResponseMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<OwnedToolCall>,
+}
+
+#[derive(Deserialize)]
+struct OwnedToolCall {
+    id: String,
+    function: OwnedFunctionCall,
+}
+
+#[derive(Deserialize)]
+struct OwnedFunctionCall {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: u64,
+}
+
+fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError> {
+    let Some(choice) = response.choices.into_iter().next() else {
+        return Err(ProviderError::new(NAME, ErrorKind::Decode, "response has no choices"));
+    };
+    let usage = response.usage.unwrap_or_default();
+    Ok(ChatResponse {
+        text: choice.message.content.filter(|t| !t.is_empty()),
+        tool_calls: choice
+            .message
+            .tool_calls
+            .into_iter()
+            .map(|c| ToolCall {
+                id: c.id,
+                name: c.function.name,
+                arguments: c.function.arguments,
+            })
+            .collect(),
+        usage: Usage {
+            input_tokens: usage.prompt_tokens,
+            output_tokens: usage.completion_tokens,
+            cached_input_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: 0,
+            reasoning_tokens: usage.completion_tokens_details.map_or(0, |d| d.reasoning_tokens),
+        },
+        stop_reason: choice.finish_reason.unwrap_or_default(),
+        model: response.model,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::types::ToolDef;
+
+    #[test]
+    fn encodes_a_tool_round_trip() {
+        let messages = vec![
+            Message::User { content: "hi".into() },
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "current_time".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+            Message::Tool {
+                call_id: "call_1".into(),
+                name: "current_time".into(),
+                content: "noon".into(),
+                is_error: false,
+            },
+        ];
+        let tools = vec![ToolDef {
+            name: "current_time".into(),
+            description: "time".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+        }];
+        let body = encode_request(&ChatRequest {
+            model: "gpt-4.1",
+            system: "sys",
+            messages: &messages,
+            tools: &tools,
+            max_output_tokens: 100,
+        })
+        .unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["messages"][0], serde_json::json!({"role": "system", "content": "sys"}));
+        assert_eq!(v["messages"][2]["tool_calls"][0]["function"]["name"], "current_time");
+        assert_eq!(v["messages"][2]["content"], Value::Null);
+        assert_eq!(v["messages"][3], serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "noon"}));
+        assert_eq!(v["tools"][0]["type"], "function");
+        assert_eq!(v["parallel_tool_calls"], true);
+    }
+
+    #[test]
+    fn decodes_usage_details() {
+        let raw = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1-2025-04-14",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
+                      "prompt_tokens_details": {"cached_tokens": 64},
+                      "completion_tokens_details": {"reasoning_tokens": 5}}
+        });
+        let r = decode_response(serde_json::from_value(raw).unwrap()).unwrap();
+        assert_eq!(r.text.as_deref(), Some("done"));
+        assert_eq!(r.usage.cached_input_tokens, 64);
+        assert_eq!(r.usage.reasoning_tokens, 5);
+        assert_eq!(r.stop_reason, "stop");
+    }
+}

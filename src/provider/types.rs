@@ -1,0 +1,89 @@
+//! Provider-neutral conversation types. Each vendor adapter maps these to its wire format.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A tool call requested by the model. `arguments` is kept as the raw JSON text the
+/// model produced, so malformed arguments can be reported back instead of lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One message of the conversation after the system prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    User {
+        content: String,
+    },
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments. serde_json keeps object keys sorted, so the
+    /// serialized schema is byte-stable across turns (provider prompt caches hit).
+    pub parameters: Value,
+}
+
+/// One model call.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// Model name without the provider prefix.
+    pub model: &'a str,
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolDef],
+    pub max_output_tokens: u32,
+}
+
+/// Token usage of one call, normalized across providers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All input tokens, including cached ones.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic bills these higher).
+    pub cache_write_tokens: u64,
+    /// Output tokens spent on hidden reasoning (included in `output_tokens`).
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
+/// The model's answer to one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    /// The provider's stop reason as sent (`stop`, `tool_calls`, `end_turn`, ...).
+    pub stop_reason: String,
+    /// The model that answered, as reported by the server.
+    pub model: String,
+}

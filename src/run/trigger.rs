@@ -1,0 +1,93 @@
+//! The event that starts a run, normalized across sources.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A normalized trigger: where it came from, a one-line summary for listings, and the
+/// payload the agent sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TriggerEvent {
+    /// `cli`, `slack`, `jira`, `notion`, `webhook`, `cron`, `subagent`.
+    pub source: String,
+    /// Source-specific event type (`app_mention`, `jira:issue_created`, ...).
+    pub kind: String,
+    /// One line for run listings; never message content from private channels.
+    pub summary: String,
+    /// Text addressed to the agent, when the event has one (a mention, a prompt).
+    pub text: Option<String>,
+    pub payload: Value,
+    /// From a private channel: no message content may reach logs, traces or events.
+    #[serde(default)]
+    pub private: bool,
+}
+
+impl TriggerEvent {
+    /// An event handed to `steward run --event`. A top-level `text` (or `prompt`)
+    /// string becomes the text addressed to the agent.
+    pub fn from_cli(payload: Value) -> TriggerEvent {
+        let text = ["text", "prompt"]
+            .iter()
+            .find_map(|k| payload.get(k).and_then(Value::as_str))
+            .map(str::to_string);
+        let summary = match &text {
+            Some(t) => one_line(t, 120),
+            None => one_line(&payload.to_string(), 120),
+        };
+        TriggerEvent {
+            source: "cli".into(),
+            kind: "manual".into(),
+            summary,
+            text,
+            payload,
+            private: false,
+        }
+    }
+
+    /// The first user message of an LLM run.
+    pub fn to_prompt(&self) -> String {
+        let mut out = format!("Trigger: {} {}\n", self.source, self.kind);
+        if let Some(text) = &self.text {
+            out.push_str("\nMessage:\n");
+            out.push_str(text);
+            out.push('\n');
+        }
+        let payload = serde_json::to_string_pretty(&self.payload).unwrap_or_else(|_| self.payload.to_string());
+        out.push_str("\nEvent payload (JSON):\n```json\n");
+        out.push_str(&payload);
+        out.push_str("\n```\n");
+        out
+    }
+}
+
+/// The first line of `text`, cut to `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= max {
+        line.to_string()
+    } else {
+        let mut s: String = line.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cli_events_pick_up_text() {
+        let e = TriggerEvent::from_cli(json!({"text": "What time is it in Tokyo?\nthanks", "user": "U1"}));
+        assert_eq!(e.summary, "What time is it in Tokyo?");
+        let p = e.to_prompt();
+        assert!(p.starts_with("Trigger: cli manual\n\nMessage:\nWhat time is it in Tokyo?\nthanks\n"));
+        assert!(p.contains("\"user\": \"U1\""));
+    }
+
+    #[test]
+    fn one_line_truncates() {
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("ab\ncd", 4), "ab");
+    }
+}

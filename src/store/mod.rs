@@ -1,0 +1,147 @@
+//! Durable run records: a `runs` row per run with a compare-and-set state machine, and
+//! an append-only `run_events` log written while the run progresses.
+
+pub mod sqlite;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::provider::Usage;
+
+pub use sqlite::SqliteStore;
+
+/// Where a run is in its life. Changes only by compare-and-set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    /// The process died mid-run after side effects; reported, not retried.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        Some(match text {
+            "queued" => RunStatus::Queued,
+            "running" => RunStatus::Running,
+            "succeeded" => RunStatus::Succeeded,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            "interrupted" => RunStatus::Interrupted,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+/// A run about to be queued.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub id: String,
+    pub agent: String,
+    pub parent_id: Option<String>,
+    pub trigger_summary: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunFinish {
+    pub status: RunStatus,
+    /// Named termination reason (`completed`, `max_turns`, ...).
+    pub termination: String,
+    pub error: Option<String>,
+    pub final_text: Option<String>,
+    pub turns: u32,
+    pub tool_calls: u32,
+}
+
+/// One row of `runs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub id: String,
+    pub agent: String,
+    pub parent_id: Option<String>,
+    pub trigger_summary: String,
+    pub status: RunStatus,
+    pub termination: Option<String>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub final_text: Option<String>,
+}
+
+/// One entry of a run's event log.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEvent {
+    pub seq: i64,
+    pub run_id: String,
+    pub at: String,
+    pub kind: String,
+    pub data: Value,
+}
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("invalid database URL '{url}': {reason}")]
+    Url { url: String, reason: String },
+    #[error("cannot create database folder {path}: {source}")]
+    Folder {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// Run persistence. SQLite is the embedded default; a Postgres implementation shares
+/// this contract.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Inserts a run in `queued`.
+    async fn create_run(&self, run: &NewRun) -> Result<(), StoreError>;
+    /// Moves `id` from `from` to `to`; false when the run was not in `from`.
+    async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError>;
+    /// Adds one model call's usage and cost to the run's totals.
+    async fn add_usage(&self, id: &str, usage: &Usage, cost_usd: f64) -> Result<(), StoreError>;
+    /// Ends a run that is in `from`; false when it was not.
+    async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError>;
+    /// Appends to the run's event log.
+    async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError>;
+    async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
+    /// Most recent first.
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
+    /// In the order they were written.
+    async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
+}
+
+/// Now, as stored: RFC 3339 UTC with milliseconds (sorts lexicographically).
+pub fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

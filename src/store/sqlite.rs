@@ -1,0 +1,295 @@
+//! The embedded SQLite store (WAL, created on first start).
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::Row;
+
+use super::{now_text, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError};
+use crate::provider::Usage;
+
+/// Schema migrations, applied in order once each.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+
+/// A SQLite-backed [`Store`].
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating file and folder if needed) and migrates the database at `url`,
+    /// e.g. `sqlite://data/steward.db`.
+    pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Url {
+                url: url.to_string(),
+                reason: e.to_string(),
+            })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // WAL + NORMAL: durable across process crashes, one fsync per checkpoint.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        if let Some(parent) = options.get_filename().parent()
+            && !parent.as_os_str().is_empty()
+            && !options.get_filename().as_os_str().to_string_lossy().contains(":memory:")
+        {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
+                path: parent.display().to_string(),
+                source,
+            })?;
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let store = SqliteStore { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens a database file by path.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        SqliteStore::connect(&format!("sqlite://{}", path.display())).await
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+        )
+        .execute(&self.pool)
+        .await?;
+        for (version, sql) in MIGRATIONS {
+            let mut tx = self.pool.begin().await?;
+            let done: Option<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations WHERE version = ?")
+                .bind(version)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if done.is_none() {
+                sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)")
+                    .bind(version)
+                    .bind(now_text())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}
+
+fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
+    let status: String = row.try_get("status")?;
+    let count = |name: &str| -> Result<u64, StoreError> { Ok(row.try_get::<i64, _>(name)?.max(0) as u64) };
+    Ok(RunRow {
+        id: row.try_get("id")?,
+        agent: row.try_get("agent")?,
+        parent_id: row.try_get("parent_id")?,
+        trigger_summary: row.try_get("trigger_summary")?,
+        status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status '{status}'")))?,
+        termination: row.try_get("termination")?,
+        error: row.try_get("error")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+        usage: Usage {
+            input_tokens: count("input_tokens")?,
+            output_tokens: count("output_tokens")?,
+            cached_input_tokens: count("cached_input_tokens")?,
+            cache_write_tokens: count("cache_write_tokens")?,
+            reasoning_tokens: count("reasoning_tokens")?,
+        },
+        cost_usd: row.try_get("cost_usd")?,
+        turns: count("turns")? as u32,
+        tool_calls: count("tool_calls")? as u32,
+        final_text: row.try_get("final_text")?,
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at) VALUES (?, ?, ?, ?, 'queued', ?)",
+        )
+        .bind(&run.id)
+        .bind(&run.agent)
+        .bind(&run.parent_id)
+        .bind(&run.trigger_summary)
+        .bind(now_text())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError> {
+        let started = (to == RunStatus::Running).then(now_text);
+        let done = sqlx::query(
+            "UPDATE runs SET status = ?, started_at = COALESCE(?, started_at) WHERE id = ? AND status = ?",
+        )
+        .bind(to.as_str())
+        .bind(started)
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn add_usage(&self, id: &str, usage: &Usage, cost_usd: f64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
+             cached_input_tokens = cached_input_tokens + ?, cache_write_tokens = cache_write_tokens + ?, \
+             reasoning_tokens = reasoning_tokens + ?, cost_usd = cost_usd + ? WHERE id = ?",
+        )
+        .bind(usage.input_tokens as i64)
+        .bind(usage.output_tokens as i64)
+        .bind(usage.cached_input_tokens as i64)
+        .bind(usage.cache_write_tokens as i64)
+        .bind(usage.reasoning_tokens as i64)
+        .bind(cost_usd)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
+             finished_at = ? WHERE id = ? AND status = ?",
+        )
+        .bind(finish.status.as_str())
+        .bind(&finish.termination)
+        .bind(&finish.error)
+        .bind(&finish.final_text)
+        .bind(finish.turns as i64)
+        .bind(finish.tool_calls as i64)
+        .bind(now_text())
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO run_events (run_id, at, kind, data) VALUES (?, ?, ?, ?)")
+            .bind(run_id)
+            .bind(now_text())
+            .bind(kind)
+            .bind(data.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query("SELECT * FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM runs ORDER BY created_at DESC, id DESC LIMIT ?")
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+        let rows = sqlx::query("SELECT seq, run_id, at, kind, data FROM run_events WHERE run_id = ? ORDER BY seq")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let data: String = row.try_get("data")?;
+                Ok(RunEvent {
+                    seq: row.try_get("seq")?,
+                    run_id: row.try_get("run_id")?,
+                    at: row.try_get("at")?,
+                    kind: row.try_get("kind")?,
+                    data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("nested/steward.db")).await.unwrap();
+        (dir, store)
+    }
+
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            id: id.into(),
+            agent: "a".into(),
+            parent_id: None,
+            trigger_summary: "t".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn status_changes_by_compare_and_set() {
+        let (_dir, s) = store().await;
+        s.create_run(&new_run("r1")).await.unwrap();
+        assert!(s.transition("r1", RunStatus::Queued, RunStatus::Running).await.unwrap());
+        assert!(!s.transition("r1", RunStatus::Queued, RunStatus::Running).await.unwrap());
+        let finish = RunFinish {
+            status: RunStatus::Succeeded,
+            termination: "completed".into(),
+            error: None,
+            final_text: Some("hi".into()),
+            turns: 2,
+            tool_calls: 1,
+        };
+        assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
+        assert!(!s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
+        let row = s.get_run("r1").await.unwrap().unwrap();
+        assert_eq!(row.status, RunStatus::Succeeded);
+        assert_eq!(row.final_text.as_deref(), Some("hi"));
+        assert!(row.started_at.is_some() && row.finished_at.is_some());
+    }
+
+    #[tokio::test]
+    async fn events_and_usage_accumulate_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            let s = SqliteStore::open(&path).await.unwrap();
+            s.create_run(&new_run("r1")).await.unwrap();
+            let u = Usage { input_tokens: 10, output_tokens: 2, cached_input_tokens: 4, ..Usage::default() };
+            s.add_usage("r1", &u, 0.5).await.unwrap();
+            s.add_usage("r1", &u, 0.25).await.unwrap();
+            s.append_event("r1", "tool_call", &serde_json::json!({"name": "x"})).await.unwrap();
+            s.append_event("r1", "tool_result", &serde_json::json!({"ok": true})).await.unwrap();
+        }
+        let s = SqliteStore::open(&path).await.unwrap();
+        let row = s.get_run("r1").await.unwrap().unwrap();
+        assert_eq!(row.usage.input_tokens, 20);
+        assert_eq!(row.usage.cached_input_tokens, 8);
+        assert!((row.cost_usd - 0.75).abs() < 1e-9);
+        let events = s.run_events("r1").await.unwrap();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["tool_call", "tool_result"]);
+        assert_eq!(events[0].data["name"], "x");
+        assert_eq!(s.list_runs(10).await.unwrap().len(), 1);
+    }
+}

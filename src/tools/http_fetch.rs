@@ -1,0 +1,131 @@
+//! `http_fetch`: GET a URL, following redirects, with a response size cap.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+
+/// Default response cap: 20 MB.
+pub const DEFAULT_MAX_BYTES: u64 = 20 * 1024 * 1024;
+
+pub struct HttpFetch {
+    spec: ToolSpec,
+    client: reqwest::Client,
+    max_bytes: u64,
+}
+
+impl HttpFetch {
+    pub fn new(client: reqwest::Client) -> Self {
+        HttpFetch::with_cap(client, DEFAULT_MAX_BYTES)
+    }
+
+    /// A fetcher refusing responses larger than `max_bytes`.
+    pub fn with_cap(client: reqwest::Client, max_bytes: u64) -> Self {
+        HttpFetch {
+            spec: ToolSpec {
+                name: "http_fetch".into(),
+                description: "Fetches a URL with HTTP GET (redirects are followed) and returns the status, content type and body text. Non-2xx answers are reported as errors.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "url": {"type": "string", "description": "http:// or https:// URL", "minLength": 1}
+                    },
+                    "required": ["url"],
+                    "additionalProperties": false
+                }),
+                effect: Effect::ReadOnly,
+            },
+            client,
+            max_bytes,
+        }
+    }
+
+    async fn fetch(&self, url: &str) -> ToolResult {
+        let parsed = reqwest::Url::parse(url).map_err(|e| ToolError::Model(format!("invalid URL '{url}': {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ToolError::Model(format!("unsupported URL scheme '{}', expected http or https", parsed.scheme())));
+        }
+        let mut response = self
+            .client
+            .get(parsed)
+            .send()
+            .await
+            .map_err(|e| ToolError::Model(format!("request to {url} failed: {}", error_chain(&e))))?;
+        let status = response.status();
+        let final_url = response.url().to_string();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        if let Some(len) = response.content_length()
+            && len > self.max_bytes
+        {
+            return Err(self.too_large(url));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| ToolError::Model(format!("reading {url} failed: {}", error_chain(&e))))?
+        {
+            if body.len() as u64 + chunk.len() as u64 > self.max_bytes {
+                return Err(self.too_large(url));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let text = match String::from_utf8(body) {
+            Ok(t) => t,
+            Err(e) => format!("(binary content, {} bytes)", e.into_bytes().len()),
+        };
+        if !status.is_success() {
+            let mut end = text.len().min(2000);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            return Err(ToolError::Model(format!("HTTP {status} from {final_url}: {}", &text[..end])));
+        }
+        Ok(ToolOutput::text(format!("HTTP {status}\nurl: {final_url}\ncontent-type: {content_type}\n\n{text}")))
+    }
+
+    fn too_large(&self, url: &str) -> ToolError {
+        ToolError::Model(format!("response from {url} exceeds the {} byte cap", self.max_bytes))
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn url_arg(args: &Value) -> &str {
+    args["url"].as_str().unwrap_or_default()
+}
+
+#[async_trait]
+impl Tool for HttpFetch {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        tokio::select! {
+            r = self.fetch(url_arg(&args)) => r,
+            _ = ctx.cancel.cancelled() => Err(ToolError::Model("cancelled".into())),
+        }
+    }
+
+    async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        let url = url_arg(&args);
+        Ok(ToolOutput::text(format!(
+            "HTTP 200 OK\nurl: {url}\ncontent-type: text/html; charset=utf-8\n\n<html><head><title>Example page</title></head><body><h1>Example page</h1><p>Mock content served for {url}.</p></body></html>"
+        )))
+    }
+}

@@ -1,0 +1,100 @@
+//! One [`Tool`] trait, one [`ToolRegistry`]: whatever calls a tool (the model, a script,
+//! a subagent) goes through the same schema validation and dispatch.
+
+pub mod current_time;
+pub mod http_fetch;
+pub mod registry;
+pub mod schema;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use registry::ToolRegistry;
+
+/// Whether calling a tool changes the world. Side-effecting calls carry an idempotency
+/// key and decide whether a crashed run may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    ReadOnly,
+    SideEffecting,
+}
+
+/// A tool's public description.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    /// Shown to the model: say what it does and when to use it.
+    pub description: String,
+    /// JSON Schema for the arguments object.
+    pub parameters: Value,
+    pub effect: Effect,
+}
+
+/// Per-call context handed to tools.
+#[derive(Debug, Clone)]
+pub struct ToolCtx {
+    pub run_id: String,
+    pub agent: String,
+    /// The model's (or script's) id for this call.
+    pub call_id: String,
+    /// Cancelled when the run is cancelled or times out.
+    pub cancel: CancellationToken,
+}
+
+impl ToolCtx {
+    /// Stable across retries of the same run and call, so a side effect happens once.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.run_id, self.call_id)
+    }
+}
+
+/// What a tool returns: text or structured JSON (scripts get it as maps and arrays).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub value: Value,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            value: Value::String(text.into()),
+        }
+    }
+
+    pub fn json(value: Value) -> Self {
+        ToolOutput { value }
+    }
+
+    /// The text the model sees: strings verbatim, anything else as pretty JSON.
+    pub fn to_model_text(&self) -> String {
+        match &self.value {
+            Value::String(s) => s.clone(),
+            other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+        }
+    }
+}
+
+/// A failed tool call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// Goes back to the model as the tool's result, so it can correct itself.
+    #[error("{0}")]
+    Model(String),
+    /// Ends the run: continuing would be unsafe or pointless.
+    #[error("fatal tool error: {0}")]
+    Fatal(String),
+}
+
+pub type ToolResult = Result<ToolOutput, ToolError>;
+
+/// A capability an agent can use. Every tool has a real implementation and a mock used
+/// by evals and `--mock-tools`; arguments arrive already validated against the schema.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult;
+    /// Realistic canned output with the same shape as [`Tool::call`], touching nothing.
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult;
+}

@@ -1,0 +1,130 @@
+//! The tool registry: lookup, argument parsing and schema validation, then dispatch to
+//! the real or the mock implementation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{schema, Tool, ToolCtx, ToolError, ToolResult};
+use crate::provider::ToolDef;
+
+/// Every tool steward knows, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        ToolRegistry::default()
+    }
+
+    /// The tools that ship with steward.
+    pub fn builtin(http: reqwest::Client) -> Self {
+        let mut r = ToolRegistry::new();
+        r.register(Arc::new(super::http_fetch::HttpFetch::new(http)));
+        r.register(Arc::new(super::current_time::CurrentTime::new()));
+        r
+    }
+
+    /// Adds a tool, replacing any with the same name.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    pub fn names(&self) -> BTreeSet<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// Definitions for the model, in name order so the request prefix is byte-stable.
+    pub fn definitions(&self, names: &[String]) -> Vec<ToolDef> {
+        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        self.tools
+            .values()
+            .filter(|t| wanted.contains(t.spec().name.as_str()))
+            .map(|t| {
+                let s = t.spec();
+                ToolDef {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    parameters: s.parameters.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs tool `name` with the raw JSON `arguments` the caller produced. Unknown or
+    /// disallowed tools, unparsable arguments and schema violations come back as
+    /// [`ToolError::Model`] so the model can correct itself.
+    pub async fn invoke(
+        &self,
+        allowed: &[String],
+        name: &str,
+        arguments: &str,
+        ctx: &ToolCtx,
+        mock: bool,
+    ) -> ToolResult {
+        let tool = match self.tools.get(name) {
+            Some(t) if allowed.iter().any(|a| a == name) => t,
+            _ => {
+                return Err(ToolError::Model(format!(
+                    "unknown tool '{name}'; available tools: {}",
+                    allowed.join(", ")
+                )));
+            }
+        };
+        let args: Value = if arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(arguments).map_err(|e| {
+                ToolError::Model(format!("arguments for '{name}' are not valid JSON ({e}); send a JSON object"))
+            })?
+        };
+        schema::validate(&tool.spec().parameters, &args).map_err(|errors| {
+            ToolError::Model(format!("invalid arguments for '{name}': {}", errors.join("; ")))
+        })?;
+        if mock { tool.mock(ctx, args).await } else { tool.call(ctx, args).await }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> ToolCtx {
+        ToolCtx {
+            run_id: "r".into(),
+            agent: "a".into(),
+            call_id: "c".into(),
+            cancel: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_unknown_unlisted_and_malformed_calls() {
+        let reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        let allowed = vec!["current_time".to_string()];
+        let e = reg.invoke(&allowed, "nope", "{}", &ctx(), true).await.unwrap_err();
+        assert!(e.to_string().contains("unknown tool 'nope'; available tools: current_time"));
+        let e = reg.invoke(&allowed, "http_fetch", "{}", &ctx(), true).await.unwrap_err();
+        assert!(e.to_string().contains("unknown tool 'http_fetch'"));
+        let e = reg.invoke(&allowed, "current_time", "{oops", &ctx(), true).await.unwrap_err();
+        assert!(e.to_string().contains("not valid JSON"), "{e}");
+        let e = reg.invoke(&allowed, "current_time", "{\"timezone\": 5}", &ctx(), true).await.unwrap_err();
+        assert!(e.to_string().contains("/timezone: expected string"), "{e}");
+        assert!(reg.invoke(&allowed, "current_time", "", &ctx(), true).await.is_ok());
+    }
+
+    #[test]
+    fn definitions_are_sorted_and_filtered() {
+        let reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        let defs = reg.definitions(&["http_fetch".into(), "current_time".into()]);
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["current_time", "http_fetch"]);
+    }
+}
