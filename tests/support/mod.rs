@@ -1,0 +1,228 @@
+//! Shared test support: a fake model server speaking the OpenAI and Anthropic wire
+//! formats on 127.0.0.1, request capture, and a runner wired to it with a real SQLite
+//! store in a temp folder.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+
+use steward::provider::anthropic::Anthropic;
+use steward::provider::openai::OpenAi;
+use steward::provider::retry::RetryPolicy;
+use steward::provider::{Endpoint, ProviderSet};
+use steward::run::Runner;
+use steward::store::SqliteStore;
+use steward::tools::ToolRegistry;
+
+/// One scripted answer of the fake server.
+#[derive(Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn ok(body: Value) -> Reply {
+        Reply { status: 200, headers: Vec::new(), body, delay: Duration::ZERO }
+    }
+    pub fn status(status: u16, body: Value) -> Reply {
+        Reply { status, headers: Vec::new(), body, delay: Duration::ZERO }
+    }
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+    pub fn delay(mut self, d: Duration) -> Reply {
+        self.delay = d;
+        self
+    }
+}
+
+/// A request the fake server received.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub raw: Bytes,
+    pub body: Value,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Reply>,
+    /// Served when the script is empty.
+    fallback: Option<Reply>,
+    captured: Vec<Captured>,
+}
+
+/// A fake model server on 127.0.0.1:0 answering from a script.
+#[derive(Clone)]
+pub struct FakeModel {
+    inner: Arc<Mutex<Inner>>,
+    pub url: String,
+    _server: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl FakeModel {
+    pub async fn start() -> FakeModel {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .route("/v1/messages", post(handle))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeModel { inner, url: format!("http://{addr}"), _server: Arc::new(server) }
+    }
+
+    /// Queues answers, served in order.
+    pub fn push(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().script.push_back(reply);
+        self
+    }
+
+    /// The answer served once the script runs out.
+    pub fn always(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().fallback = Some(reply);
+        self
+    }
+
+    pub fn requests(&self) -> Vec<Captured> {
+        self.inner.lock().unwrap().captured.clone()
+    }
+}
+
+async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: axum::http::Uri, headers: HeaderMap, raw: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let reply = {
+        let mut g = inner.lock().unwrap();
+        g.captured.push(Captured { path: uri.path().to_string(), headers, raw: raw.clone(), body, at: Instant::now() });
+        g.script.pop_front().or_else(|| g.fallback.clone())
+    };
+    let Some(reply) = reply else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "fake model: no scripted reply left").into_response();
+    };
+    tokio::time::sleep(reply.delay).await;
+    let mut resp = (StatusCode::from_u16(reply.status).unwrap(), axum::Json(reply.body)).into_response();
+    for (k, v) in reply.headers {
+        resp.headers_mut().insert(
+            axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    resp
+}
+
+/// A Chat Completions answer with text only.
+pub fn openai_text(text: &str) -> Value {
+    openai_message(json!({"role": "assistant", "content": text}), "stop", 1200, 40)
+}
+
+/// A Chat Completions answer asking for tool calls `(id, name, arguments)`.
+pub fn openai_tools(calls: &[(&str, &str, &str)]) -> Value {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    openai_message(json!({"role": "assistant", "content": null, "tool_calls": tool_calls}), "tool_calls", 1000, 30)
+}
+
+pub fn openai_message(message: Value, finish: &str, prompt_tokens: u64, completion_tokens: u64) -> Value {
+    json!({
+        "id": "chatcmpl-abc123",
+        "object": "chat.completion",
+        "created": 1741569952,
+        "model": "gpt-4.1-2025-04-14",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        },
+        "service_tier": "default"
+    })
+}
+
+/// An OpenAI-style error body.
+pub fn openai_error(message: &str, kind: &str, code: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// A Messages API answer with text only.
+pub fn anthropic_text(text: &str) -> Value {
+    anthropic_message(vec![json!({"type": "text", "text": text})], "end_turn")
+}
+
+/// A Messages API answer asking for tool calls `(id, name, input)`.
+pub fn anthropic_tools(calls: &[(&str, &str, Value)]) -> Value {
+    let content = calls
+        .iter()
+        .map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+        .collect();
+    anthropic_message(content, "tool_use")
+}
+
+pub fn anthropic_message(content: Vec<Value>, stop: &str) -> Value {
+    json!({
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": {"input_tokens": 900, "output_tokens": 35, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100}
+    })
+}
+
+/// Fast retries so tests do not sleep on backoff.
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 2,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+/// Providers pointing at fake servers.
+pub fn providers(openai: Option<&FakeModel>, anthropic: Option<&FakeModel>) -> ProviderSet {
+    let client = steward::http::client().unwrap();
+    let timeout = Duration::from_secs(10);
+    let mut set = ProviderSet::new(fast_retry());
+    if let Some(f) = openai {
+        let ep = Endpoint { base_url: format!("{}/v1", f.url), api_key: Some("sk-test".into()) };
+        set = set.with("openai", Arc::new(OpenAi::new(client.clone(), ep, timeout)));
+    }
+    if let Some(f) = anthropic {
+        let ep = Endpoint { base_url: f.url.clone(), api_key: Some("sk-ant-test".into()) };
+        set = set.with("anthropic", Arc::new(Anthropic::new(client, ep, timeout)));
+    }
+    set
+}
+
+/// A runner over a fresh SQLite file; keep the TempDir alive for the test.
+pub async fn runner(providers: ProviderSet, tools: ToolRegistry, mock_tools: bool) -> (tempfile::TempDir, Runner) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
+    let runner = Runner { store: Arc::new(store), providers, tools: Arc::new(tools), mock_tools };
+    (dir, runner)
+}
