@@ -73,13 +73,17 @@ impl fmt::Display for Diagnostics {
 pub fn locate(source: &str, key: &str, value: Option<&str>) -> (usize, usize) {
     let needle = format!("{key}:");
     let mut key_pos = None;
-    for (i, line) in source.lines().enumerate() {
-        let trimmed = line.trim_start();
-        let trimmed = trimmed.strip_prefix("- ").unwrap_or(trimmed);
-        if trimmed.starts_with(&needle) {
-            let col = line.len() - trimmed.len() + 1;
-            key_pos = Some((i, col));
-            break;
+    'lines: for (i, line) in source.lines().enumerate() {
+        let mut from = 0;
+        while let Some(off) = line[from..].find(&needle) {
+            let at = from + off;
+            let before = line[..at].chars().next_back();
+            // A key starts a line, follows "- ", or sits in a flow mapping.
+            if before.is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-') {
+                key_pos = Some((i, at + 1));
+                break 'lines;
+            }
+            from = at + needle.len();
         }
     }
     let Some((key_line, key_col)) = key_pos else {

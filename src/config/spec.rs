@@ -16,7 +16,8 @@ pub struct AgentSpec {
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
-    #[serde(default)]
+    /// Written as single-key maps (`- cron: {...}`), the shape people expect in YAML.
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
     pub triggers: Vec<TriggerSpec>,
     #[serde(default)]
     pub coordinator: CoordinatorSpec,

@@ -1,0 +1,196 @@
+//! The `steward` binary: exit codes, one-line errors, `run`, `runs`, `validate`, `serve`.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+use support::*;
+
+fn steward(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.args(args)
+        .env("STEWARD_ROOT", root)
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env("RUST_LOG", "error");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+async fn steward_async(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let (root, db) = (root.to_path_buf(), db.to_path_buf());
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        steward(&root, &db, &args, &env)
+    })
+    .await
+    .unwrap()
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A failing command prints one line (no panic, no backtrace) and exits 1.
+fn assert_one_line_failure(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(o));
+    let err = stderr(o);
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+}
+
+#[test]
+fn validate_accepts_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = steward(repo(), &dir.path().join("db"), &["validate"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("ok: "), "{}", stdout(&o));
+}
+
+#[test]
+fn validate_prints_every_problem_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(root.join("agents/a.yaml"), "model: openai/gpt-4.1\nprompt: prompts/none.md\n").unwrap();
+    std::fs::write(root.join("agents/b.yaml"), "model: openai/gpt-4.1\ntool: x\n").unwrap();
+    std::fs::write(root.join("agents/c.yaml"), "model: [\n").unwrap();
+    let o = steward(root, &root.join("db"), &["validate"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("agents/a.yaml:2:1: cannot read prompt file 'prompts/none.md'"), "{err}");
+    assert!(err.contains("agents/b.yaml:2:1: unknown field 'tool', expected one of"), "{err}");
+    assert!(err.contains("agents/c.yaml:"), "{err}");
+    assert!(err.contains("3 problems found"), "{err}");
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let not_json = dir.path().join("event.txt");
+    std::fs::write(&not_json, "hello there").unwrap();
+    let ev = not_json.to_str().unwrap();
+
+    let o = steward(repo(), &db, &["run", "page-summarizer", "--event", ev], &[]);
+    assert_one_line_failure(&o, "is not valid JSON: expected value at line 1 column 1");
+
+    let o = steward(repo(), &db, &["run", "nobody", "--event", ev], &[]);
+    assert_one_line_failure(&o, "unknown agent 'nobody', expected one of: page-summarizer");
+
+    let o = steward(repo(), &db, &["run", "page-summarizer", "--event", "/does/not/exist.json"], &[]);
+    assert_one_line_failure(&o, "cannot read event file /does/not/exist.json");
+}
+
+#[test]
+fn missing_api_key_fails_the_run_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let ev = dir.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "summarize https://example.com"}"#).unwrap();
+    let o = steward(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap()], &[]);
+    assert_one_line_failure(&o, "cannot use model openai/gpt-4.1-mini: OPENAI_API_KEY is not set");
+    // The failed run was recorded.
+    let o = steward(repo(), &db, &["runs", "list", "--json"], &[]);
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs[0]["termination"], "provider_error");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_with_mock_tools_prints_the_answer_and_the_record() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[
+        ("call_1", "http_fetch", "{\"url\": \"https://example.com/post\"}"),
+        ("call_2", "current_time", "{}"),
+    ])));
+    fake.push(Reply::ok(openai_text("Example page: nothing much. Read on 2026-01-05 from https://example.com/post")));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/steward.db");
+    let ev = dir.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "summarize https://example.com/post"}"#).unwrap();
+    let base = format!("{}/v1", fake.url);
+    let env = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+
+    let o = steward_async(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap(), "--mock-tools"], &env).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "Example page: nothing much. Read on 2026-01-05 from https://example.com/post");
+    // The mock http_fetch answered; no real network was touched.
+    let second = &fake.requests()[1].body["messages"];
+    assert!(second[3]["content"].as_str().unwrap().contains("Mock content served for https://example.com/post"));
+    assert_eq!(second[4]["content"], "2026-01-05T17:00:00+00:00 (Monday, UTC)");
+
+    fake.push(Reply::ok(openai_tools(&[("call_9", "current_time", "{\"timezone\": \"Asia/Tokyo\"}")])));
+    fake.push(Reply::ok(openai_text("done")));
+    let o = steward_async(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap(), "--mock-tools", "--json"], &env).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let record: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(record["status"], "succeeded");
+    assert_eq!(record["termination"], "completed");
+    assert_eq!(record["final_text"], "done");
+    assert_eq!(record["usage"]["input_tokens"], 2200);
+    assert_eq!(record["tool_calls_detail"][0]["name"], "current_time");
+    assert_eq!(record["tool_calls_detail"][0]["arguments"], json!({"timezone": "Asia/Tokyo"}));
+    assert_eq!(record["tool_calls_detail"][0]["result_bytes"], "2026-01-06T02:00:00+09:00 (Tuesday, Asia/Tokyo)".len());
+    assert!(record["tool_calls_detail"][0]["duration_ms"].is_u64());
+    let id = record["id"].as_str().unwrap().to_string();
+
+    let o = steward_async(repo(), &db, &["runs", "list"], &[]).await;
+    assert_eq!(stdout(&o).lines().count(), 3, "{}", stdout(&o));
+    assert!(stdout(&o).contains(&id));
+    let o = steward_async(repo(), &db, &["runs", "show", &id], &[]).await;
+    let text = stdout(&o);
+    assert!(text.contains("termination: completed") && text.contains("tool_call") && text.contains("final answer:\ndone"), "{text}");
+    let o = steward_async(repo(), &db, &["runs", "show", "no-such-run"], &[]).await;
+    assert_one_line_failure(&o, "no run with id no-such-run");
+}
+
+#[test]
+fn serve_answers_healthz_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", repo())
+        .env("DATABASE_URL", format!("sqlite://{}", dir.path().join("fresh/steward.db").display()))
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let mut body = String::new();
+    for _ in 0..100 {
+        if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+            use std::io::{Read, Write};
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+            s.read_to_string(&mut body).unwrap();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("\"status\":\"ok\""), "{body}");
+    assert!(dir.path().join("fresh/steward.db").exists(), "the database is created on first start");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}

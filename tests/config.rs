@@ -1,0 +1,135 @@
+//! Loading config trees: typed specs, runtime types, and errors with file, line and column.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use steward::config::{Config, Coordinator, ToolSelection, TriggerSpec};
+
+fn tools() -> BTreeSet<String> {
+    ["http_fetch", "current_time"].iter().map(|s| s.to_string()).collect()
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn the_repository_tree_is_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = Config::load(root, &tools()).unwrap_or_else(|d| panic!("{d}"));
+    let agent = config.agent("page-summarizer").unwrap();
+    assert_eq!(agent.models[0].to_string(), "openai/gpt-4.1-mini");
+    assert_eq!(agent.models[1].to_string(), "anthropic/claude-haiku-4-5");
+    assert_eq!(agent.limits.timeout, Duration::from_secs(120));
+}
+
+#[test]
+fn full_agent_shape_parses_into_runtime_types() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Do the thing.");
+    write(dir.path(), "prompts/planner.md", "Plan.");
+    write(dir.path(), "scripts/s.rhai", "reply(\"hi\");");
+    write(dir.path(), "subagents/planner.yaml", "prompt: prompts/planner.md\ntools: inherit\n");
+    write(
+        dir.path(),
+        "agents/jira-from-thread.yaml",
+        r#"name: jira-from-thread
+description: "Turn a Slack thread into a routed Jira ticket when someone adds :jira:"
+triggers:
+  - slack_reaction: { reaction: jira }
+  - slack_mention: { channels: [C0123ABCD] }
+  - jira: { events: ["jira:issue_created"], projects: [OPS] }
+  - notion: { events: [page.properties_updated], database: 1a2b, property: Status, to: Ready for review }
+  - cron: { schedule: "0 9 * * 1-5", timezone: America/Los_Angeles }
+  - webhook: { name: zapier-intake }
+coordinator: llm
+model: openai/gpt-4.1
+fallbacks: [anthropic/claude-sonnet-4-5]
+prompt: prompts/p.md
+prompt_url: https://example.com/prompt
+tools: [http_fetch, current_time]
+skills: { required: [jira-formatting], allowed: ["*"], prohibited: [] }
+subagents: [planner]
+files: { preload_bytes: 4096 }
+context: { window_tokens: 1047576, compact_at: 0.8, file_threshold_tokens: 10000, file_preview_tokens: 1000 }
+limits: { max_tool_calls: 40, max_turns: 30, timeout: 10m, max_cost_usd: 2.0 }
+output: { reply: false, prompt_link: true }
+evals: { post_run: [ "Was the ticket routed to the team that owns the component?" ] }
+"#,
+    );
+    write(dir.path(), "agents/scripted.yaml", "coordinator: script\nscript: scripts/s.rhai\n");
+    let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    let a = config.agent("jira-from-thread").unwrap();
+    assert_eq!(a.triggers.len(), 6);
+    assert!(matches!(&a.triggers[0], TriggerSpec::SlackReaction(r) if r.reaction == "jira"));
+    assert!(matches!(&a.triggers[4], TriggerSpec::Cron(c) if c.schedule == "0 9 * * 1-5"));
+    assert_eq!(a.limits.max_cost_usd, Some(2.0));
+    assert_eq!(a.limits.timeout, Duration::from_secs(600));
+    assert_eq!(a.context.window_tokens, 1_047_576);
+    assert_eq!(a.preload_bytes, 4096);
+    assert!(!a.output.reply);
+    assert_eq!(a.prompt.as_ref().unwrap().url.as_deref(), Some("https://example.com/prompt"));
+    assert_eq!(a.skills.required, ["jira-formatting"]);
+    let s = config.agent("scripted").unwrap();
+    assert_eq!(s.coordinator, Coordinator::Script("scripts/s.rhai".into()));
+    assert!(s.models.is_empty());
+    assert_eq!(config.subagents["planner"].tools, ToolSelection::Inherit);
+}
+
+#[test]
+fn every_problem_is_reported_with_its_location() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    // Unknown key on line 4, column 1.
+    write(dir.path(), "agents/typo.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\ntool: current_time\n");
+    // Unknown key nested in limits.
+    write(dir.path(), "agents/nested.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits:\n  max_turns: 3\n  max_tokens: 5\n");
+    // Malformed YAML.
+    write(dir.path(), "agents/broken.yaml", "model: openai/gpt-4.1\nprompt: [unclosed\n");
+    // Semantic problems: bad model, missing prompt, unknown tool, unknown subagent, bad duration.
+    write(
+        dir.path(),
+        "agents/semantic.yaml",
+        "model: gpt-4.1\nprompt: prompts/missing.md\ntools:\n  - http_fetch\n  - send_email\nsubagents: [ghost]\n",
+    );
+    write(dir.path(), "agents/duration.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits: { timeout: ten minutes }\n");
+    let err = Config::load(dir.path(), &tools()).unwrap_err();
+    let lines: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+    let all = lines.join("\n");
+    let expect = [
+        "agents/broken.yaml:2:9: ",
+        "agents/duration.yaml:3:20: limits.timeout: invalid duration 'ten minutes'",
+        "agents/nested.yaml:5:3: limits: unknown field 'max_tokens', expected one of 'max_tool_calls', 'max_turns', 'timeout', 'max_cost_usd'",
+        "agents/semantic.yaml:1:1: invalid model name 'gpt-4.1', expected provider/model",
+        "agents/semantic.yaml:2:1: cannot read prompt file 'prompts/missing.md'",
+        "agents/semantic.yaml:5:5: unknown tool 'send_email', expected one of current_time, http_fetch",
+        "agents/semantic.yaml:6:13: unknown subagent 'ghost'",
+        "agents/typo.yaml:4:1: unknown field 'tool', expected one of 'name', 'description', 'triggers'",
+    ];
+    for e in expect {
+        assert!(all.contains(e), "missing `{e}` in:\n{all}");
+    }
+    assert_eq!(lines.len(), expect.len(), "{all}");
+}
+
+#[test]
+fn bad_triggers_and_values_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_reaction: { emoji: jira }\n",
+    );
+    write(dir.path(), "agents/b.yaml", "model: anthropic/claude-sonnet-4-5\nprompt: prompts/p.md\ntriggers:\n  - carrier_pigeon: {}\n");
+    write(dir.path(), "agents/c.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\ncontext: { compact_at: 1.5 }\n");
+    write(dir.path(), "agents/d.yaml", "coordinator: script\n");
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(err.contains("agents/a.yaml:4:23: triggers[0].slack_reaction: unknown field 'emoji', expected 'reaction' or 'channels'"), "{err}");
+    assert!(err.contains("agents/b.yaml:4:5: triggers[0]: unknown variant 'carrier_pigeon'"), "{err}");
+    assert!(err.contains("agents/c.yaml:3:12: compact_at must be a fraction in (0, 1]"), "{err}");
+    assert!(err.contains("agents/d.yaml:1:1: 'coordinator: script' needs 'script: scripts/<name>.rhai'"), "{err}");
+}
