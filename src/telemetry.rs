@@ -7,6 +7,12 @@ use tracing_subscriber::EnvFilter;
 /// `warn` for dependencies). `json` switches to one JSON object per line.
 pub fn init(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,steward=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if json { builder.json().try_init() } else { builder.compact().try_init() };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.compact().try_init()
+    };
 }

@@ -5,7 +5,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use support::*;
 
 fn steward(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -71,14 +71,24 @@ fn validate_prints_every_problem_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::write(root.join("agents/a.yaml"), "model: openai/gpt-4.1\nprompt: prompts/none.md\n").unwrap();
+    std::fs::write(
+        root.join("agents/a.yaml"),
+        "model: openai/gpt-4.1\nprompt: prompts/none.md\n",
+    )
+    .unwrap();
     std::fs::write(root.join("agents/b.yaml"), "model: openai/gpt-4.1\ntool: x\n").unwrap();
     std::fs::write(root.join("agents/c.yaml"), "model: [\n").unwrap();
     let o = steward(root, &root.join("db"), &["validate"], &[]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("agents/a.yaml:2:1: cannot read prompt file 'prompts/none.md'"), "{err}");
-    assert!(err.contains("agents/b.yaml:2:1: unknown field 'tool', expected one of"), "{err}");
+    assert!(
+        err.contains("agents/a.yaml:2:1: cannot read prompt file 'prompts/none.md'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/b.yaml:2:1: unknown field 'tool', expected one of"),
+        "{err}"
+    );
     assert!(err.contains("agents/c.yaml:"), "{err}");
     assert!(err.contains("3 problems found"), "{err}");
 }
@@ -97,7 +107,12 @@ fn bad_input_gives_one_line_errors() {
     let o = steward(repo(), &db, &["run", "nobody", "--event", ev], &[]);
     assert_one_line_failure(&o, "unknown agent 'nobody', expected one of: page-summarizer");
 
-    let o = steward(repo(), &db, &["run", "page-summarizer", "--event", "/does/not/exist.json"], &[]);
+    let o = steward(
+        repo(),
+        &db,
+        &["run", "page-summarizer", "--event", "/does/not/exist.json"],
+        &[],
+    );
     assert_one_line_failure(&o, "cannot read event file /does/not/exist.json");
 }
 
@@ -107,8 +122,16 @@ fn missing_api_key_fails_the_run_with_a_clear_message() {
     let db = dir.path().join("db");
     let ev = dir.path().join("e.json");
     std::fs::write(&ev, r#"{"text": "summarize https://example.com"}"#).unwrap();
-    let o = steward(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap()], &[]);
-    assert_one_line_failure(&o, "cannot use model openai/gpt-4.1-mini: OPENAI_API_KEY is not set");
+    let o = steward(
+        repo(),
+        &db,
+        &["run", "page-summarizer", "--event", ev.to_str().unwrap()],
+        &[],
+    );
+    assert_one_line_failure(
+        &o,
+        "cannot use model openai/gpt-4.1-mini: OPENAI_API_KEY is not set",
+    );
     // The failed run was recorded.
     let o = steward(repo(), &db, &["runs", "list", "--json"], &[]);
     let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -123,7 +146,9 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
         ("call_1", "http_fetch", "{\"url\": \"https://example.com/post\"}"),
         ("call_2", "current_time", "{}"),
     ])));
-    fake.push(Reply::ok(openai_text("Example page: nothing much. Read on 2026-01-05 from https://example.com/post")));
+    fake.push(Reply::ok(openai_text(
+        "Example page: nothing much. Read on 2026-01-05 from https://example.com/post",
+    )));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("data/steward.db");
     let ev = dir.path().join("e.json");
@@ -131,17 +156,54 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
     let base = format!("{}/v1", fake.url);
     let env = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
 
-    let o = steward_async(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap(), "--mock-tools"], &env).await;
+    let o = steward_async(
+        repo(),
+        &db,
+        &[
+            "run",
+            "page-summarizer",
+            "--event",
+            ev.to_str().unwrap(),
+            "--mock-tools",
+        ],
+        &env,
+    )
+    .await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o).trim(), "Example page: nothing much. Read on 2026-01-05 from https://example.com/post");
+    assert_eq!(
+        stdout(&o).trim(),
+        "Example page: nothing much. Read on 2026-01-05 from https://example.com/post"
+    );
     // The mock http_fetch answered; no real network was touched.
     let second = &fake.requests()[1].body["messages"];
-    assert!(second[3]["content"].as_str().unwrap().contains("Mock content served for https://example.com/post"));
+    assert!(
+        second[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Mock content served for https://example.com/post")
+    );
     assert_eq!(second[4]["content"], "2026-01-05T17:00:00+00:00 (Monday, UTC)");
 
-    fake.push(Reply::ok(openai_tools(&[("call_9", "current_time", "{\"timezone\": \"Asia/Tokyo\"}")])));
+    fake.push(Reply::ok(openai_tools(&[(
+        "call_9",
+        "current_time",
+        "{\"timezone\": \"Asia/Tokyo\"}",
+    )])));
     fake.push(Reply::ok(openai_text("done")));
-    let o = steward_async(repo(), &db, &["run", "page-summarizer", "--event", ev.to_str().unwrap(), "--mock-tools", "--json"], &env).await;
+    let o = steward_async(
+        repo(),
+        &db,
+        &[
+            "run",
+            "page-summarizer",
+            "--event",
+            ev.to_str().unwrap(),
+            "--mock-tools",
+            "--json",
+        ],
+        &env,
+    )
+    .await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let record: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(record["status"], "succeeded");
@@ -149,8 +211,14 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
     assert_eq!(record["final_text"], "done");
     assert_eq!(record["usage"]["input_tokens"], 2200);
     assert_eq!(record["tool_calls_detail"][0]["name"], "current_time");
-    assert_eq!(record["tool_calls_detail"][0]["arguments"], json!({"timezone": "Asia/Tokyo"}));
-    assert_eq!(record["tool_calls_detail"][0]["result_bytes"], "2026-01-06T02:00:00+09:00 (Tuesday, Asia/Tokyo)".len());
+    assert_eq!(
+        record["tool_calls_detail"][0]["arguments"],
+        json!({"timezone": "Asia/Tokyo"})
+    );
+    assert_eq!(
+        record["tool_calls_detail"][0]["result_bytes"],
+        "2026-01-06T02:00:00+09:00 (Tuesday, Asia/Tokyo)".len()
+    );
     assert!(record["tool_calls_detail"][0]["duration_ms"].is_u64());
     let id = record["id"].as_str().unwrap().to_string();
 
@@ -159,7 +227,12 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
     assert!(stdout(&o).contains(&id));
     let o = steward_async(repo(), &db, &["runs", "show", &id], &[]).await;
     let text = stdout(&o);
-    assert!(text.contains("termination: completed") && text.contains("tool_call") && text.contains("final answer:\ndone"), "{text}");
+    assert!(
+        text.contains("termination: completed")
+            && text.contains("tool_call")
+            && text.contains("final answer:\ndone"),
+        "{text}"
+    );
     let o = steward_async(repo(), &db, &["runs", "show", "no-such-run"], &[]).await;
     assert_one_line_failure(&o, "no run with id no-such-run");
 }
@@ -167,12 +240,19 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
 #[test]
 fn serve_answers_healthz_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["serve", "--addr", &addr])
         .env("STEWARD_ROOT", repo())
-        .env("DATABASE_URL", format!("sqlite://{}", dir.path().join("fresh/steward.db").display()))
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("fresh/steward.db").display()),
+        )
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
@@ -180,7 +260,8 @@ fn serve_answers_healthz_and_stops_on_sigterm() {
     for _ in 0..100 {
         if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
             use std::io::{Read, Write};
-            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
             s.read_to_string(&mut body).unwrap();
             break;
         }
@@ -188,9 +269,18 @@ fn serve_answers_healthz_and_stops_on_sigterm() {
     }
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("\"status\":\"ok\""), "{body}");
-    assert!(dir.path().join("fresh/steward.db").exists(), "the database is created on first start");
+    assert!(
+        dir.path().join("fresh/steward.db").exists(),
+        "the database is created on first start"
+    );
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use steward::config::{Config, Coordinator, ToolSelection, TriggerSpec};
 
 fn tools() -> BTreeSet<String> {
-    ["http_fetch", "current_time"].iter().map(|s| s.to_string()).collect()
+    ["http_fetch", "current_time"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
@@ -32,7 +35,11 @@ fn full_agent_shape_parses_into_runtime_types() {
     write(dir.path(), "prompts/p.md", "Do the thing.");
     write(dir.path(), "prompts/planner.md", "Plan.");
     write(dir.path(), "scripts/s.rhai", "reply(\"hi\");");
-    write(dir.path(), "subagents/planner.yaml", "prompt: prompts/planner.md\ntools: inherit\n");
+    write(
+        dir.path(),
+        "subagents/planner.yaml",
+        "prompt: prompts/planner.md\ntools: inherit\n",
+    );
     write(
         dir.path(),
         "agents/jira-from-thread.yaml",
@@ -60,7 +67,11 @@ output: { reply: false, prompt_link: true }
 evals: { post_run: [ "Was the ticket routed to the team that owns the component?" ] }
 "#,
     );
-    write(dir.path(), "agents/scripted.yaml", "coordinator: script\nscript: scripts/s.rhai\n");
+    write(
+        dir.path(),
+        "agents/scripted.yaml",
+        "coordinator: script\nscript: scripts/s.rhai\n",
+    );
     let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
     let a = config.agent("jira-from-thread").unwrap();
     assert_eq!(a.triggers.len(), 6);
@@ -71,7 +82,10 @@ evals: { post_run: [ "Was the ticket routed to the team that owns the component?
     assert_eq!(a.context.window_tokens, 1_047_576);
     assert_eq!(a.preload_bytes, 4096);
     assert!(!a.output.reply);
-    assert_eq!(a.prompt.as_ref().unwrap().url.as_deref(), Some("https://example.com/prompt"));
+    assert_eq!(
+        a.prompt.as_ref().unwrap().url.as_deref(),
+        Some("https://example.com/prompt")
+    );
     assert_eq!(a.skills.required, ["jira-formatting"]);
     let s = config.agent("scripted").unwrap();
     assert_eq!(s.coordinator, Coordinator::Script("scripts/s.rhai".into()));
@@ -84,18 +98,34 @@ fn every_problem_is_reported_with_its_location() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "prompts/p.md", "Prompt.");
     // Unknown key on line 4, column 1.
-    write(dir.path(), "agents/typo.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\ntool: current_time\n");
+    write(
+        dir.path(),
+        "agents/typo.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\ntool: current_time\n",
+    );
     // Unknown key nested in limits.
-    write(dir.path(), "agents/nested.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits:\n  max_turns: 3\n  max_tokens: 5\n");
+    write(
+        dir.path(),
+        "agents/nested.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits:\n  max_turns: 3\n  max_tokens: 5\n",
+    );
     // Malformed YAML.
-    write(dir.path(), "agents/broken.yaml", "model: openai/gpt-4.1\nprompt: [unclosed\n");
+    write(
+        dir.path(),
+        "agents/broken.yaml",
+        "model: openai/gpt-4.1\nprompt: [unclosed\n",
+    );
     // Semantic problems: bad model, missing prompt, unknown tool, unknown subagent, bad duration.
     write(
         dir.path(),
         "agents/semantic.yaml",
         "model: gpt-4.1\nprompt: prompts/missing.md\ntools:\n  - http_fetch\n  - send_email\nsubagents: [ghost]\n",
     );
-    write(dir.path(), "agents/duration.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits: { timeout: ten minutes }\n");
+    write(
+        dir.path(),
+        "agents/duration.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits: { timeout: ten minutes }\n",
+    );
     let err = Config::load(dir.path(), &tools()).unwrap_err();
     let lines: Vec<String> = err.0.iter().map(ToString::to_string).collect();
     let all = lines.join("\n");
@@ -124,12 +154,29 @@ fn bad_triggers_and_values_are_rejected() {
         "agents/a.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_reaction: { emoji: jira }\n",
     );
-    write(dir.path(), "agents/b.yaml", "model: anthropic/claude-sonnet-4-5\nprompt: prompts/p.md\ntriggers:\n  - carrier_pigeon: {}\n");
-    write(dir.path(), "agents/c.yaml", "model: openai/gpt-4.1\nprompt: prompts/p.md\ncontext: { compact_at: 1.5 }\n");
+    write(
+        dir.path(),
+        "agents/b.yaml",
+        "model: anthropic/claude-sonnet-4-5\nprompt: prompts/p.md\ntriggers:\n  - carrier_pigeon: {}\n",
+    );
+    write(
+        dir.path(),
+        "agents/c.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ncontext: { compact_at: 1.5 }\n",
+    );
     write(dir.path(), "agents/d.yaml", "coordinator: script\n");
     let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
     assert!(err.contains("agents/a.yaml:4:23: triggers[0].slack_reaction: unknown field 'emoji', expected 'reaction' or 'channels'"), "{err}");
-    assert!(err.contains("agents/b.yaml:4:5: triggers[0]: unknown variant 'carrier_pigeon'"), "{err}");
-    assert!(err.contains("agents/c.yaml:3:12: compact_at must be a fraction in (0, 1]"), "{err}");
-    assert!(err.contains("agents/d.yaml:1:1: 'coordinator: script' needs 'script: scripts/<name>.rhai'"), "{err}");
+    assert!(
+        err.contains("agents/b.yaml:4:5: triggers[0]: unknown variant 'carrier_pigeon'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/c.yaml:3:12: compact_at must be a fraction in (0, 1]"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/d.yaml:1:1: 'coordinator: script' needs 'script: scripts/<name>.rhai'"),
+        "{err}"
+    );
 }

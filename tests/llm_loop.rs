@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use steward::config::{AgentConfig, ModelRef};
 use steward::run::{Termination, TriggerEvent};
 use steward::store::RunStatus;
@@ -14,14 +14,17 @@ use steward::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolRegistry,
 use support::*;
 use tokio_util::sync::CancellationToken;
 
+/// When each call started and ended.
+type Spans = Arc<Mutex<Vec<(Instant, Instant)>>>;
+
 /// Sleeps, recording when each call started and ended.
 struct Sleepy {
     spec: ToolSpec,
-    spans: Arc<Mutex<Vec<(Instant, Instant)>>>,
+    spans: Spans,
 }
 
 impl Sleepy {
-    fn new(spans: Arc<Mutex<Vec<(Instant, Instant)>>>) -> Self {
+    fn new(spans: Spans) -> Self {
         Sleepy {
             spec: ToolSpec {
                 name: "sleepy".into(),
@@ -66,7 +69,7 @@ impl Tool for Broken {
     }
 }
 
-fn registry() -> (ToolRegistry, Arc<Mutex<Vec<(Instant, Instant)>>>) {
+fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
     let mut reg = ToolRegistry::builtin(steward::http::client().unwrap());
     reg.register(Arc::new(Sleepy::new(spans.clone())));
@@ -100,13 +103,25 @@ fn prefix_openai(body: &Value) -> (String, String) {
 #[tokio::test]
 async fn openai_multi_turn_tool_loop() {
     let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[("call_1", "current_time", "{\"timezone\":\"Asia/Tokyo\"}")])));
+    fake.push(Reply::ok(openai_tools(&[(
+        "call_1",
+        "current_time",
+        "{\"timezone\":\"Asia/Tokyo\"}",
+    )])));
     fake.push(Reply::ok(openai_tools(&[("call_2", "current_time", "{}")])));
     fake.push(Reply::ok(openai_text("It is Tuesday 02:00 in Tokyo.")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
 
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("What time is it in Tokyo?"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("What time is it in Tokyo?"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
 
     assert_eq!(out.termination, Termination::Completed);
     assert_eq!(out.status, RunStatus::Succeeded);
@@ -121,15 +136,28 @@ async fn openai_multi_turn_tool_loop() {
     assert_eq!(reqs[0].body["model"], "gpt-4.1");
     let first = &reqs[0].body["messages"];
     assert_eq!(first[0]["role"], "system");
-    assert!(first[0]["content"].as_str().unwrap().starts_with("You help with time questions."));
-    assert!(first[1]["content"].as_str().unwrap().contains("What time is it in Tokyo?"));
+    assert!(
+        first[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You help with time questions.")
+    );
+    assert!(
+        first[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("What time is it in Tokyo?")
+    );
     // The tool result of turn 1 is in the request of turn 2.
     let second = reqs[1].body["messages"].as_array().unwrap();
     assert_eq!(second.len(), 4);
     assert_eq!(second[2]["tool_calls"][0]["id"], "call_1");
     assert_eq!(second[3]["role"], "tool");
     assert_eq!(second[3]["tool_call_id"], "call_1");
-    assert_eq!(second[3]["content"], "2026-01-06T02:00:00+09:00 (Tuesday, Asia/Tokyo)");
+    assert_eq!(
+        second[3]["content"],
+        "2026-01-06T02:00:00+09:00 (Tuesday, Asia/Tokyo)"
+    );
     // System prompt and tool schemas are byte-identical across turns, and earlier
     // messages are never rewritten.
     let p0 = prefix_openai(&reqs[0].body);
@@ -137,25 +165,46 @@ async fn openai_multi_turn_tool_loop() {
         assert_eq!(prefix_openai(&r.body), p0);
     }
     assert_eq!(reqs[2].body["messages"].as_array().unwrap()[..4], second[..]);
-    let tool_names: Vec<&str> = reqs[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let tool_names: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(tool_names, ["broken", "current_time", "sleepy"]);
 
     // The run and its events are in the store.
-    let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id).await.unwrap().unwrap();
+    let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(report.run.status, RunStatus::Succeeded);
     assert_eq!(report.run.termination.as_deref(), Some("completed"));
     assert_eq!(report.run.usage.input_tokens, 3200);
     assert!(report.run.cost_usd > 0.0);
     assert_eq!(report.tool_calls_detail.len(), 2);
-    assert_eq!(report.tool_calls_detail[0].arguments, json!({"timezone": "Asia/Tokyo"}));
+    assert_eq!(
+        report.tool_calls_detail[0].arguments,
+        json!({"timezone": "Asia/Tokyo"})
+    );
     assert!(report.tool_calls_detail[0].ok);
     let kinds: Vec<&str> = report.events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         kinds,
         [
-            "run_started", "model_request", "model_response", "tool_call", "tool_result",
-            "model_request", "model_response", "tool_call", "tool_result",
-            "model_request", "model_response", "final_answer", "run_finished"
+            "run_started",
+            "model_request",
+            "model_response",
+            "tool_call",
+            "tool_result",
+            "model_request",
+            "model_response",
+            "tool_call",
+            "tool_result",
+            "model_request",
+            "model_response",
+            "final_answer",
+            "run_finished"
         ]
     );
 }
@@ -163,12 +212,24 @@ async fn openai_multi_turn_tool_loop() {
 #[tokio::test]
 async fn anthropic_multi_turn_tool_loop() {
     let fake = FakeModel::start().await;
-    fake.push(Reply::ok(anthropic_tools(&[("toolu_01", "current_time", json!({"timezone": "Europe/Berlin"}))])));
+    fake.push(Reply::ok(anthropic_tools(&[(
+        "toolu_01",
+        "current_time",
+        json!({"timezone": "Europe/Berlin"}),
+    )])));
     fake.push(Reply::ok(anthropic_text("It is 18:00 in Berlin.")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(None, Some(&fake)), reg, true).await;
 
-    let out = runner.run(&agent("anthropic/claude-sonnet-4-5"), &trigger("Time in Berlin?"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("anthropic/claude-sonnet-4-5"),
+            &trigger("Time in Berlin?"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     assert_eq!(out.final_text.as_deref(), Some("It is 18:00 in Berlin."));
     assert_eq!(out.usage.cached_input_tokens, 200);
@@ -179,13 +240,22 @@ async fn anthropic_multi_turn_tool_loop() {
     assert_eq!(reqs[0].headers["x-api-key"], "sk-ant-test");
     assert_eq!(reqs[0].headers["anthropic-version"], "2023-06-01");
     assert_eq!(reqs[0].body["system"], reqs[1].body["system"]);
-    assert_eq!(reqs[0].body["tools"].to_string(), reqs[1].body["tools"].to_string());
+    assert_eq!(
+        reqs[0].body["tools"].to_string(),
+        reqs[1].body["tools"].to_string()
+    );
     let msgs = reqs[1].body["messages"].as_array().unwrap();
-    assert_eq!(msgs[1]["content"][0], json!({"type": "tool_use", "id": "toolu_01", "name": "current_time", "input": {"timezone": "Europe/Berlin"}}));
+    assert_eq!(
+        msgs[1]["content"][0],
+        json!({"type": "tool_use", "id": "toolu_01", "name": "current_time", "input": {"timezone": "Europe/Berlin"}})
+    );
     assert_eq!(msgs[2]["role"], "user");
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_01");
-    assert_eq!(msgs[2]["content"][0]["content"], "2026-01-05T18:00:00+01:00 (Monday, Europe/Berlin)");
+    assert_eq!(
+        msgs[2]["content"][0]["content"],
+        "2026-01-05T18:00:00+01:00 (Monday, Europe/Berlin)"
+    );
 }
 
 #[tokio::test]
@@ -199,16 +269,30 @@ async fn parallel_tool_calls_overlap_in_time() {
     fake.push(Reply::ok(openai_text("done")));
     let (reg, spans) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("go"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("go"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     let spans = spans.lock().unwrap().clone();
     assert_eq!(spans.len(), 3);
     let latest_start = spans.iter().map(|s| s.0).max().unwrap();
     let earliest_end = spans.iter().map(|s| s.1).min().unwrap();
-    assert!(latest_start < earliest_end, "tool calls of one turn must run concurrently");
+    assert!(
+        latest_start < earliest_end,
+        "tool calls of one turn must run concurrently"
+    );
     // Results come back in call order.
     let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let ids: Vec<&str> = msgs[3..].iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = msgs[3..]
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["call_a", "call_b", "call_c"]);
 }
 
@@ -216,20 +300,41 @@ async fn parallel_tool_calls_overlap_in_time() {
 async fn rate_limit_with_retry_after_then_success() {
     let fake = FakeModel::start().await;
     fake.push(
-        Reply::status(429, openai_error("Rate limit reached for gpt-4.1 on tokens per min", "tokens", "rate_limit_exceeded"))
-            .header("retry-after", "1"),
+        Reply::status(
+            429,
+            openai_error(
+                "Rate limit reached for gpt-4.1 on tokens per min",
+                "tokens",
+                "rate_limit_exceeded",
+            ),
+        )
+        .header("retry-after", "1"),
     );
     fake.push(Reply::ok(openai_text("hello")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("hi"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("hi"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
     let waited = reqs[1].at - reqs[0].at;
-    assert!(waited >= Duration::from_millis(950), "Retry-After was not honoured: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(950),
+        "Retry-After was not honoured: {waited:?}"
+    );
     let events = runner.store.run_events(&out.run_id).await.unwrap();
-    let err = events.iter().find(|e| e.kind == "model_error").expect("the 429 is recorded");
+    let err = events
+        .iter()
+        .find(|e| e.kind == "model_error")
+        .expect("the 429 is recorded");
     assert_eq!(err.data["kind"], "rate_limit");
     assert_eq!(err.data["status"], 429);
 }
@@ -237,27 +342,53 @@ async fn rate_limit_with_retry_after_then_success() {
 #[tokio::test]
 async fn server_error_then_success() {
     let fake = FakeModel::start().await;
-    fake.push(Reply::status(500, openai_error("The server had an error processing your request.", "server_error", "")));
+    fake.push(Reply::status(
+        500,
+        openai_error(
+            "The server had an error processing your request.",
+            "server_error",
+            "",
+        ),
+    ));
     fake.push(Reply::ok(openai_text("recovered")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("hi"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("hi"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.final_text.as_deref(), Some("recovered"));
     assert_eq!(fake.requests().len(), 2);
-    assert_eq!(fake.requests()[0].raw, fake.requests()[1].raw, "a retry resends the same request");
+    assert_eq!(
+        fake.requests()[0].raw,
+        fake.requests()[1].raw,
+        "a retry resends the same request"
+    );
 }
 
 #[tokio::test]
 async fn falls_back_to_the_second_model() {
     let openai = FakeModel::start().await;
-    openai.always(Reply::status(503, openai_error("Service overloaded", "server_error", "")));
+    openai.always(Reply::status(
+        503,
+        openai_error("Service overloaded", "server_error", ""),
+    ));
     let anthropic = FakeModel::start().await;
     anthropic.push(Reply::ok(anthropic_text("answered by the fallback")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&openai), Some(&anthropic)), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
-    a.models.push(ModelRef::parse("anthropic/claude-haiku-4-5").unwrap());
-    let out = runner.run(&a, &trigger("hi"), None, CancellationToken::new()).await.unwrap();
+    a.models
+        .push(ModelRef::parse("anthropic/claude-haiku-4-5").unwrap());
+    let out = runner
+        .run(&a, &trigger("hi"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     assert_eq!(out.final_text.as_deref(), Some("answered by the fallback"));
     // The primary was tried 1 + max_retries times before falling back.
@@ -277,7 +408,10 @@ async fn max_turns_ends_the_run() {
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
     a.limits.max_turns = 3;
-    let out = runner.run(&a, &trigger("loop"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("loop"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::MaxTurns);
     assert_eq!(out.status, RunStatus::Failed);
     assert_eq!(fake.requests().len(), 3);
@@ -290,12 +424,18 @@ async fn max_turns_ends_the_run() {
 async fn max_tool_calls_ends_the_run() {
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
-    fake.push(Reply::ok(openai_tools(&[("c2", "current_time", "{}"), ("c3", "current_time", "{}")])));
+    fake.push(Reply::ok(openai_tools(&[
+        ("c2", "current_time", "{}"),
+        ("c3", "current_time", "{}"),
+    ])));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
     a.limits.max_tool_calls = 2;
-    let out = runner.run(&a, &trigger("many"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("many"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::MaxToolCalls);
     assert_eq!(out.tool_calls, 1);
     let events = runner.store.run_events(&out.run_id).await.unwrap();
@@ -311,10 +451,26 @@ async fn timeout_ends_the_run() {
     let mut a = agent("openai/gpt-4.1");
     a.limits.timeout = Duration::from_millis(400);
     let started = Instant::now();
-    let out = runner.run(&a, &trigger("slow"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("slow"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Timeout);
-    assert!(started.elapsed() < Duration::from_secs(4), "the tool was not cut off");
-    assert_eq!(runner.store.get_run(&out.run_id).await.unwrap().unwrap().termination.as_deref(), Some("timeout"));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the tool was not cut off"
+    );
+    assert_eq!(
+        runner
+            .store
+            .get_run(&out.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .termination
+            .as_deref(),
+        Some("timeout")
+    );
 }
 
 #[tokio::test]
@@ -325,7 +481,10 @@ async fn timeout_covers_a_slow_model() {
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
     a.limits.timeout = Duration::from_millis(300);
-    let out = runner.run(&a, &trigger("slow"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("slow"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Timeout);
 }
 
@@ -343,7 +502,10 @@ async fn max_cost_ends_the_run() {
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
     a.limits.max_cost_usd = Some(3.0);
-    let out = runner.run(&a, &trigger("expensive"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("expensive"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::MaxCost);
     assert_eq!(fake.requests().len(), 2);
     assert!(out.cost_usd >= 3.0);
@@ -362,15 +524,41 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
     fake.push(Reply::ok(openai_text("sorry")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("x"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("x"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
     let results: Vec<&str> = msgs[3..].iter().map(|m| m["content"].as_str().unwrap()).collect();
-    assert_eq!(results[0], "error: unknown tool 'delete_everything'; available tools: current_time, sleepy, broken");
-    assert!(results[1].starts_with("error: arguments for 'current_time' are not valid JSON"), "{}", results[1]);
-    assert_eq!(results[2], "error: invalid arguments for 'sleepy': /ms: expected integer, got string");
-    let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id).await.unwrap().unwrap();
-    assert!(report.tool_calls_detail.iter().all(|c| !c.ok && c.error.is_some()));
+    assert_eq!(
+        results[0],
+        "error: unknown tool 'delete_everything'; available tools: current_time, sleepy, broken"
+    );
+    assert!(
+        results[1].starts_with("error: arguments for 'current_time' are not valid JSON"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(
+        results[2],
+        "error: invalid arguments for 'sleepy': /ms: expected integer, got string"
+    );
+    let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report
+            .tool_calls_detail
+            .iter()
+            .all(|c| !c.ok && c.error.is_some())
+    );
     assert_eq!(report.tool_calls_detail[1].arguments, json!("{\"timezone\": "));
 }
 
@@ -380,7 +568,15 @@ async fn fatal_tool_error_ends_the_run() {
     fake.push(Reply::ok(openai_tools(&[("c1", "broken", "{}")])));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("x"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("x"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::ToolError);
     assert!(out.error.unwrap().contains("credentials revoked"));
     assert_eq!(fake.requests().len(), 1);
@@ -395,24 +591,51 @@ async fn auth_error_fails_the_run_cleanly() {
     ));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
-    let out = runner.run(&agent("openai/gpt-4.1"), &trigger("hi"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("hi"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.termination, Termination::ProviderError);
     assert_eq!(out.status, RunStatus::Failed);
     let err = out.error.unwrap();
-    assert!(err.contains("openai authentication: HTTP 401: Incorrect API key"), "{err}");
+    assert!(
+        err.contains("openai authentication: HTTP 401: Incorrect API key"),
+        "{err}"
+    );
     assert_eq!(fake.requests().len(), 1, "auth errors are not retried");
     let row = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     assert_eq!(row.status, RunStatus::Failed);
     assert_eq!(row.termination.as_deref(), Some("provider_error"));
     let events = runner.store.run_events(&out.run_id).await.unwrap();
-    assert!(events.iter().any(|e| e.kind == "model_error" && e.data["kind"] == "auth"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "model_error" && e.data["kind"] == "auth")
+    );
     assert_eq!(events.last().unwrap().kind, "run_finished");
     // The same runner keeps working afterwards.
     let ok = FakeModel::start().await;
     ok.push(Reply::ok(openai_text("fine")));
     let (reg, _) = registry();
     let (_dir2, runner2) = support::runner(providers(Some(&ok), None), reg, true).await;
-    assert_eq!(runner2.run(&agent("openai/gpt-4.1"), &trigger("hi"), None, CancellationToken::new()).await.unwrap().status, RunStatus::Succeeded);
+    assert_eq!(
+        runner2
+            .run(
+                &agent("openai/gpt-4.1"),
+                &trigger("hi"),
+                None,
+                CancellationToken::new()
+            )
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Succeeded
+    );
 }
 
 #[tokio::test]
@@ -423,24 +646,46 @@ async fn reply_false_discards_the_final_answer() {
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut a = agent("openai/gpt-4.1");
     a.output.reply = false;
-    let out = runner.run(&a, &trigger("x"), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger("x"), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Succeeded);
     assert_eq!(out.final_text, None);
-    assert_eq!(runner.store.get_run(&out.run_id).await.unwrap().unwrap().final_text, None);
-    let system = fake.requests()[0].body["messages"][0]["content"].as_str().unwrap().to_string();
+    assert_eq!(
+        runner
+            .store
+            .get_run(&out.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .final_text,
+        None
+    );
+    let system = fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(system.contains("Your final answer is discarded"));
 }
 
 #[tokio::test]
 async fn private_runs_keep_no_message_content() {
     let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{\"timezone\": \"Europe/Paris\"}")])));
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "current_time",
+        "{\"timezone\": \"Europe/Paris\"}",
+    )])));
     fake.push(Reply::ok(openai_text("the secret answer")));
     let (reg, _) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, true).await;
     let mut t = trigger("the secret question");
     t.private = true;
-    let out = runner.run(&agent("openai/gpt-4.1"), &t, None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&agent("openai/gpt-4.1"), &t, None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.final_text.as_deref(), Some("the secret answer"));
     let row = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     let events = runner.store.run_events(&out.run_id).await.unwrap();

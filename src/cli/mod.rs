@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
@@ -24,13 +24,22 @@ use crate::tools::ToolRegistry;
 const MODEL_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Parser, Debug)]
-#[command(name = "steward", version, about = "A company's internal agent: triggers, tools, LLM and script coordinators")]
+#[command(
+    name = "steward",
+    version,
+    about = "A company's internal agent: triggers, tools, LLM and script coordinators"
+)]
 struct Cli {
     /// Folder holding agents/, subagents/, prompts/ and scripts/ (default: current directory).
     #[arg(long, env = "STEWARD_ROOT", global = true)]
     root: Option<PathBuf>,
     /// Run store.
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://data/steward.db", global = true)]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://data/steward.db",
+        global = true
+    )]
     database_url: String,
     /// Log as JSON lines instead of text.
     #[arg(long, global = true)]
@@ -138,18 +147,25 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn tools() -> anyhow::Result<ToolRegistry> {
-    Ok(ToolRegistry::builtin(crate::http::client().context("cannot build the HTTP client")?))
+    Ok(ToolRegistry::builtin(
+        crate::http::client().context("cannot build the HTTP client")?,
+    ))
 }
 
 fn load_config(root: &Path, tools: &ToolRegistry) -> anyhow::Result<Config> {
     Config::load(root, &tools.names()).map_err(|diags| {
         let n = diags.0.len();
-        anyhow::anyhow!("{diags}\n{n} problem{} in the config", if n == 1 { "" } else { "s" })
+        anyhow::anyhow!(
+            "{diags}\n{n} problem{} in the config",
+            if n == 1 { "" } else { "s" }
+        )
     })
 }
 
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let store = SqliteStore::connect(url).await.with_context(|| format!("cannot open the run store {url}"))?;
+    let store = SqliteStore::connect(url)
+        .await
+        .with_context(|| format!("cannot open the run store {url}"))?;
     Ok(Arc::new(store))
 }
 
@@ -171,7 +187,11 @@ fn validate(root: &Path) -> anyhow::Result<ExitCode> {
             for d in &diags.0 {
                 eprintln!("{d}");
             }
-            eprintln!("{} problem{} found", diags.0.len(), if diags.0.len() == 1 { "" } else { "s" });
+            eprintln!(
+                "{} problem{} found",
+                diags.0.len(),
+                if diags.0.len() == 1 { "" } else { "s" }
+            );
             Ok(ExitCode::FAILURE)
         }
     }
@@ -224,7 +244,10 @@ async fn run(
     } else if let Some(text) = &outcome.final_text {
         println!("{text}");
     } else if outcome.status == RunStatus::Succeeded {
-        println!("(no answer kept: output.reply is false for agent '{}')", agent.name);
+        println!(
+            "(no answer kept: output.reply is false for agent '{}')",
+            agent.name
+        );
     }
     if outcome.status != RunStatus::Succeeded {
         bail!(
@@ -238,7 +261,12 @@ async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(root: &Path, database_url: &str, addr: SocketAddr, grace: Duration) -> anyhow::Result<ExitCode> {
+async fn serve(
+    root: &Path,
+    database_url: &str,
+    addr: SocketAddr,
+    grace: Duration,
+) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
     let config = load_config(root, &tools)?;
     let store = open_store(database_url).await?;
@@ -253,6 +281,8 @@ async fn serve(root: &Path, database_url: &str, addr: SocketAddr, grace: Duratio
         config: Arc::new(config),
         shutdown: CancellationToken::new(),
     };
-    server::serve(addr, state, grace).await.with_context(|| format!("cannot serve on {addr}"))?;
+    server::serve(addr, state, grace)
+        .await
+        .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -38,7 +38,9 @@ pub async fn list(store: &dyn Store, limit: u32, json: bool) -> anyhow::Result<E
 }
 
 pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let report = RunReport::load(store, id).await?.with_context(|| format!("no run with id {id}"))?;
+    let report = RunReport::load(store, id)
+        .await?
+        .with_context(|| format!("no run with id {id}"))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
@@ -64,7 +66,12 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     );
     println!("\ntimeline:");
     for e in &report.events {
-        println!("  {}  {:<15} {}", e.at, e.kind, crate::run::trigger::one_line(&e.data.to_string(), 140));
+        println!(
+            "  {}  {:<15} {}",
+            e.at,
+            e.kind,
+            crate::run::trigger::one_line(&e.data.to_string(), 140)
+        );
     }
     if let Some(text) = &r.final_text {
         println!("\nfinal answer:\n{text}");

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::diagnostic::{locate, Diagnostic, Diagnostics};
-use super::spec::{AgentSpec, CoordinatorSpec, ContextSpec, LimitsSpec, SubagentSpec, ToolsSpec};
+use super::diagnostic::{Diagnostic, Diagnostics, locate};
+use super::spec::{AgentSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
 use super::{
     AgentConfig, Config, ContextSettings, Coordinator, Limits, ModelRef, OutputSettings, Prompt,
     ToolSelection,
@@ -81,7 +81,11 @@ fn insert_unique(
         diags.push(src.error_at(
             "name",
             None,
-            format!("duplicate name '{}', already used by {}", agent.name, existing.file.display()),
+            format!(
+                "duplicate name '{}', already used by {}",
+                agent.name,
+                existing.file.display()
+            ),
         ));
         return;
     }
@@ -229,7 +233,7 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
     if limits.timeout.is_zero() {
         diags.push(src.error_at("timeout", None, "timeout must be longer than zero"));
     }
-    if limits.max_cost_usd.is_some_and(|c| !(c > 0.0)) {
+    if limits.max_cost_usd.is_some_and(|c| c.is_nan() || c <= 0.0) {
         diags.push(src.error_at("max_cost_usd", None, "max_cost_usd must be a positive number"));
     }
     limits
@@ -302,7 +306,11 @@ fn build_agent(
                 Some(sub),
                 format!(
                     "unknown subagent '{sub}', expected one of: {}",
-                    if list.is_empty() { "(none in subagents/)".to_string() } else { list.join(", ") }
+                    if list.is_empty() {
+                        "(none in subagents/)".to_string()
+                    } else {
+                        list.join(", ")
+                    }
                 ),
             ));
         }

@@ -25,10 +25,7 @@ impl Diagnostic {
 
     /// Converts a serde_yaml error, moving its "at line X column Y" suffix into the prefix.
     pub fn from_yaml(file: &Path, err: &serde_yaml::Error) -> Self {
-        let (line, column) = err
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((1, 1));
+        let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let text = err.to_string();
         let message = match text.rfind(" at line ") {
             Some(at) => text[..at].to_string(),
@@ -93,7 +90,11 @@ pub fn locate(source: &str, key: &str, value: Option<&str>) -> (usize, usize) {
         return (key_line + 1, key_col);
     };
     for (i, line) in source.lines().enumerate().skip(key_line) {
-        let start = if i == key_line { key_col - 1 + needle.len() } else { 0 };
+        let start = if i == key_line {
+            key_col - 1 + needle.len()
+        } else {
+            0
+        };
         if let Some(found) = line.get(start..).and_then(|rest| find_token(rest, value)) {
             return (i + 1, start + found + 1);
         }

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
 /// A duration written as `<number><unit>` with unit `ms`, `s`, `m` or `h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

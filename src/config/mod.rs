@@ -39,7 +39,11 @@ impl Config {
             let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
             format!(
                 "unknown agent '{name}', expected one of: {}",
-                if known.is_empty() { "(none configured)".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "(none configured)".to_string()
+                } else {
+                    known.join(", ")
+                }
             )
         })
     }

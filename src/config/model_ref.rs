@@ -28,7 +28,9 @@ impl ModelRef {
             ));
         }
         if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
-            return Err(format!("invalid model name '{text}': the model part is empty or has spaces"));
+            return Err(format!(
+                "invalid model name '{text}': the model part is empty or has spaces"
+            ));
         }
         Ok(ModelRef {
             provider: provider.to_string(),
@@ -60,7 +62,11 @@ mod tests {
     #[test]
     fn rejects_bad_names() {
         assert!(ModelRef::parse("gpt-4.1").unwrap_err().contains("provider/model"));
-        assert!(ModelRef::parse("google/gemini").unwrap_err().contains("unknown model provider"));
+        assert!(
+            ModelRef::parse("google/gemini")
+                .unwrap_err()
+                .contains("unknown model provider")
+        );
         assert!(ModelRef::parse("openai/").is_err());
     }
 }

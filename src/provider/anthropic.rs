@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::error::{ErrorKind, ProviderError};
 use super::settings::Endpoint;
 use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
-use super::{wire, Provider};
+use super::{Provider, wire};
 
 pub const NAME: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
@@ -149,7 +149,10 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         };
         match messages.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
-            _ => messages.push(WireMessage { role, content: blocks }),
+            _ => messages.push(WireMessage {
+                role,
+                content: blocks,
+            }),
         }
     }
     let body = WireRequest {
@@ -257,13 +260,33 @@ mod tests {
             Message::Assistant {
                 text: Some("checking".into()),
                 tool_calls: vec![
-                    ToolCall { id: "toolu_1".into(), name: "a".into(), arguments: "{\"x\":1}".into() },
-                    ToolCall { id: "toolu_2".into(), name: "b".into(), arguments: "not json".into() },
+                    ToolCall {
+                        id: "toolu_1".into(),
+                        name: "a".into(),
+                        arguments: "{\"x\":1}".into(),
+                    },
+                    ToolCall {
+                        id: "toolu_2".into(),
+                        name: "b".into(),
+                        arguments: "not json".into(),
+                    },
                 ],
             },
-            Message::Tool { call_id: "toolu_1".into(), name: "a".into(), content: "r1".into(), is_error: false },
-            Message::Tool { call_id: "toolu_2".into(), name: "b".into(), content: "bad".into(), is_error: true },
-            Message::User { content: "status".into() },
+            Message::Tool {
+                call_id: "toolu_1".into(),
+                name: "a".into(),
+                content: "r1".into(),
+                is_error: false,
+            },
+            Message::Tool {
+                call_id: "toolu_2".into(),
+                name: "b".into(),
+                content: "bad".into(),
+                is_error: true,
+            },
+            Message::User {
+                content: "status".into(),
+            },
         ];
         let body = encode_request(&ChatRequest {
             model: "claude-sonnet-4-5",
@@ -280,7 +303,10 @@ mod tests {
         assert_eq!(msgs[1]["content"][2]["input"], serde_json::json!({}));
         assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
         assert_eq!(msgs[2]["content"][1]["is_error"], true);
-        assert_eq!(msgs[2]["content"][2], serde_json::json!({"type": "text", "text": "status"}));
+        assert_eq!(
+            msgs[2]["content"][2],
+            serde_json::json!({"type": "text", "text": "status"})
+        );
         assert_eq!(v["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(v["max_tokens"], 1024);
     }

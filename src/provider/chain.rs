@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use super::Provider;
 use super::error::ProviderError;
 use super::retry::RetryPolicy;
 use super::types::{ChatRequest, ChatResponse, Message, ToolDef};
-use super::Provider;
 use crate::config::ModelRef;
 
 /// The models a run may use, in order of preference.
@@ -66,12 +66,19 @@ impl ModelChain {
                 "gen_ai.usage.cache_read.input_tokens" = tracing::field::Empty,
                 "error.type" = tracing::field::Empty,
             );
-            match self.call_with_retries(provider.as_ref(), &request, &mut failed).instrument(span.clone()).await {
+            match self
+                .call_with_retries(provider.as_ref(), &request, &mut failed)
+                .instrument(span.clone())
+                .await
+            {
                 Ok(response) => {
                     span.record("gen_ai.response.model", response.model.as_str());
                     span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
                     span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
-                    span.record("gen_ai.usage.cache_read.input_tokens", response.usage.cached_input_tokens);
+                    span.record(
+                        "gen_ai.usage.cache_read.input_tokens",
+                        response.usage.cached_input_tokens,
+                    );
                     return Ok(ChatOutcome {
                         response,
                         model: model.clone(),
@@ -89,9 +96,9 @@ impl ModelChain {
                 }
             }
         }
-        Err(failed
-            .pop()
-            .unwrap_or_else(|| ProviderError::new("steward", super::ErrorKind::NotConfigured, "no model configured")))
+        Err(failed.pop().unwrap_or_else(|| {
+            ProviderError::new("steward", super::ErrorKind::NotConfigured, "no model configured")
+        }))
     }
 
     async fn call_with_retries(

@@ -137,9 +137,16 @@ mod tests {
         assert_eq!(classify(429, "", "slow down"), ErrorKind::RateLimit);
         assert_eq!(classify(429, "insufficient_quota", ""), ErrorKind::Auth);
         assert_eq!(classify(401, "", ""), ErrorKind::Auth);
-        assert_eq!(classify(400, "context_length_exceeded", ""), ErrorKind::ContextLength);
         assert_eq!(
-            classify(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+            classify(400, "context_length_exceeded", ""),
+            ErrorKind::ContextLength
+        );
+        assert_eq!(
+            classify(
+                400,
+                "invalid_request_error",
+                "prompt is too long: 210000 tokens > 200000 maximum"
+            ),
             ErrorKind::ContextLength
         );
         assert_eq!(classify(400, "", "bad"), ErrorKind::BadRequest);

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::error::{ErrorKind, ProviderError};
 use super::settings::Endpoint;
 use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
-use super::{wire, Provider};
+use super::{Provider, wire};
 
 pub const NAME: &str = "openai";
 
@@ -39,7 +39,10 @@ impl Provider for OpenAi {
     async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
         let body = encode_request(request)
             .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
-        let url = format!("{}/chat/completions", self.endpoint.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            self.endpoint.base_url.trim_end_matches('/')
+        );
         let mut http = self.client.post(url);
         if let Some(key) = &self.endpoint.api_key {
             http = http.bearer_auth(key);
@@ -130,9 +133,7 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                     })
                     .collect(),
             },
-            Message::Tool {
-                call_id, content, ..
-            } => WireMessage::Tool {
+            Message::Tool { call_id, content, .. } => WireMessage::Tool {
                 tool_call_id: call_id,
                 content,
             },
@@ -224,7 +225,11 @@ struct CompletionDetails {
 
 fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError> {
     let Some(choice) = response.choices.into_iter().next() else {
-        return Err(ProviderError::new(NAME, ErrorKind::Decode, "response has no choices"));
+        return Err(ProviderError::new(
+            NAME,
+            ErrorKind::Decode,
+            "response has no choices",
+        ));
     };
     let usage = response.usage.unwrap_or_default();
     Ok(ChatResponse {
@@ -289,10 +294,19 @@ mod tests {
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["messages"][0], serde_json::json!({"role": "system", "content": "sys"}));
-        assert_eq!(v["messages"][2]["tool_calls"][0]["function"]["name"], "current_time");
+        assert_eq!(
+            v["messages"][0],
+            serde_json::json!({"role": "system", "content": "sys"})
+        );
+        assert_eq!(
+            v["messages"][2]["tool_calls"][0]["function"]["name"],
+            "current_time"
+        );
         assert_eq!(v["messages"][2]["content"], Value::Null);
-        assert_eq!(v["messages"][3], serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "noon"}));
+        assert_eq!(
+            v["messages"][3],
+            serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "noon"})
+        );
         assert_eq!(v["tools"][0]["type"], "function");
         assert_eq!(v["parallel_tool_calls"], true);
     }

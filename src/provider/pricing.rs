@@ -76,7 +76,10 @@ mod tests {
     fn longest_prefix_wins() {
         assert_eq!(price("openai", "gpt-4.1-mini-2025-04-14").unwrap().input, 0.4);
         assert_eq!(price("openai", "gpt-4.1-2025-04-14").unwrap().input, 2.0);
-        assert_eq!(price("anthropic", "claude-sonnet-4-5-20250929").unwrap().output, 15.0);
+        assert_eq!(
+            price("anthropic", "claude-sonnet-4-5-20250929").unwrap().output,
+            15.0
+        );
         assert_eq!(price("anthropic", "claude-opus-4-5").unwrap().input, 5.0);
         assert!(price("openai", "llama3").is_none());
     }

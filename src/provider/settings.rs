@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Provider;
 use super::anthropic::{self, Anthropic};
 use super::chain::ModelChain;
 use super::error::{ErrorKind, ProviderError};
 use super::openai::{self, OpenAi};
 use super::retry::RetryPolicy;
-use super::Provider;
 use crate::config::ModelRef;
 
 /// Where a provider lives and how to authenticate.
@@ -66,7 +66,11 @@ impl ProviderSet {
                     .insert(openai::NAME, "OPENAI_API_KEY is not set".into());
             }
         }
-        let anth = endpoint(var("ANTHROPIC_BASE_URL"), var("ANTHROPIC_API_KEY"), ANTHROPIC_DEFAULT_URL);
+        let anth = endpoint(
+            var("ANTHROPIC_BASE_URL"),
+            var("ANTHROPIC_API_KEY"),
+            ANTHROPIC_DEFAULT_URL,
+        );
         match anth {
             Some(ep) => set = set.with(anthropic::NAME, Arc::new(Anthropic::new(client, ep, timeout))),
             None => {
@@ -146,7 +150,10 @@ mod tests {
             unavailable: [("openai", "OPENAI_API_KEY is not set".to_string())].into(),
             retry: RetryPolicy::default(),
         };
-        let err = set.chain(&[ModelRef::parse("openai/gpt-4.1").unwrap()]).err().unwrap();
+        let err = set
+            .chain(&[ModelRef::parse("openai/gpt-4.1").unwrap()])
+            .err()
+            .unwrap();
         assert_eq!(err.kind, ErrorKind::NotConfigured);
         assert!(err.message.contains("OPENAI_API_KEY is not set"), "{err}");
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::{classify, retry_after, ErrorKind, ProviderError};
+use super::error::{ErrorKind, ProviderError, classify, retry_after};
 
 /// Posts `body` and decodes a 2xx answer as `T`; anything else becomes a classified
 /// [`ProviderError`] carrying the vendor's own error message.
@@ -41,7 +41,15 @@ pub async fn post_json<T: DeserializeOwned>(
     let mut err = ProviderError::new(
         provider,
         classify(status.as_u16(), &code, &message),
-        format!("HTTP {}: {}", status.as_u16(), if message.is_empty() { snippet(&bytes) } else { message }),
+        format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            if message.is_empty() {
+                snippet(&bytes)
+            } else {
+                message
+            }
+        ),
     );
     err.status = Some(status.as_u16());
     err.retry_after = wait;

@@ -12,7 +12,7 @@ use super::recorder::Recorder;
 use super::termination::Termination;
 use crate::config::AgentConfig;
 use crate::provider::chain::ChatOutcome;
-use crate::provider::{pricing, Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage};
+use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, pricing};
 use crate::store::StoreError;
 use crate::tools::{ToolCtx, ToolError, ToolRegistry};
 
@@ -47,7 +47,11 @@ pub struct LoopOutcome {
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
 /// run and never changed, so provider prompt caches keep hitting.
 pub fn system_prompt(agent: &AgentConfig) -> String {
-    let prompt = agent.prompt.as_ref().map(|p| p.text.trim_end()).unwrap_or_default();
+    let prompt = agent
+        .prompt
+        .as_ref()
+        .map(|p| p.text.trim_end())
+        .unwrap_or_default();
     let output = if agent.output.reply {
         "Your final answer is delivered as the reply to the trigger, so write it for the person who will read it."
     } else {
@@ -69,7 +73,9 @@ impl LlmRun<'_> {
         let defs = self.tools.definitions(&self.allowed);
         let limits = &self.agent.limits;
         let deadline = tokio::time::Instant::now() + limits.timeout;
-        let mut messages = vec![Message::User { content: first_message }];
+        let mut messages = vec![Message::User {
+            content: first_message,
+        }];
         let mut out = LoopOutcome {
             termination: Termination::Completed,
             final_text: None,
@@ -81,9 +87,16 @@ impl LlmRun<'_> {
         };
         loop {
             if out.turns >= limits.max_turns {
-                return Ok(stop(out, Termination::MaxTurns, format!("reached max_turns ({})", limits.max_turns)));
+                return Ok(stop(
+                    out,
+                    Termination::MaxTurns,
+                    format!("reached max_turns ({})", limits.max_turns),
+                ));
             }
-            let outcome = match self.model_turn(&system, &messages, &defs, out.turns, deadline).await? {
+            let outcome = match self
+                .model_turn(&system, &messages, &defs, out.turns, deadline)
+                .await?
+            {
                 Step::Done(o) => o,
                 Step::Stop(t, e) => return Ok(finish(out, t, e)),
             };
@@ -92,7 +105,6 @@ impl LlmRun<'_> {
             let cost = pricing::cost(&outcome.model.provider, &outcome.model.model, &response.usage);
             out.usage.add(&response.usage);
             out.cost_usd += cost;
-            self.recorder.store().add_usage(self.recorder.run_id(), &response.usage, cost).await?;
 
             if response.tool_calls.is_empty() {
                 out.final_text = response.text;
@@ -134,11 +146,16 @@ impl LlmRun<'_> {
         deadline: tokio::time::Instant,
     ) -> Result<Step<ChatOutcome>, StoreError> {
         let model = self.chain.primary().map(ToString::to_string).unwrap_or_default();
-        self.recorder
-            .event("model_request", json!({"turn": turn + 1, "model": model, "messages": messages.len(), "tools": defs.len()}))
-            .await?;
+        self.recorder.event(
+            "model_request",
+            json!({"turn": turn + 1, "model": model, "messages": messages.len(), "tools": defs.len()}),
+        );
+        // Group-commit everything so far before waiting on the model.
+        self.recorder.flush().await?;
         let started = Instant::now();
-        let call = self.chain.chat(system, messages, defs, self.agent.context.max_output_tokens);
+        let call = self
+            .chain
+            .chat(system, messages, defs, self.agent.context.max_output_tokens);
         let result = tokio::select! {
             _ = self.cancel.cancelled() => return Ok(Step::Stop(Termination::Cancelled, Some("cancelled".into()))),
             r = tokio::time::timeout_at(deadline, call) => r,
@@ -147,48 +164,44 @@ impl LlmRun<'_> {
         match result {
             Err(_) => Ok(Step::Stop(Termination::Timeout, Some(self.timeout_message()))),
             Ok(Err(err)) => {
-                self.record_model_error(&err, elapsed).await?;
+                self.record_model_error(&err, elapsed);
                 Ok(Step::Stop(Termination::ProviderError, Some(err.to_string())))
             }
             Ok(Ok(outcome)) => {
                 for failed in &outcome.failed_attempts {
-                    self.record_model_error(failed, Duration::ZERO).await?;
+                    self.record_model_error(failed, Duration::ZERO);
                 }
                 let r = &outcome.response;
-                self.recorder
-                    .event(
-                        "model_response",
-                        json!({
-                            "turn": turn + 1,
-                            "model": outcome.model.to_string(),
-                            "response_model": r.model,
-                            "stop_reason": r.stop_reason,
-                            "text": r.text,
-                            "tool_calls": r.tool_calls,
-                            "usage": r.usage,
-                            "cost_usd": pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage),
-                            "duration_ms": elapsed.as_millis() as u64,
-                        }),
-                    )
-                    .await?;
+                self.recorder.event(
+                    "model_response",
+                    json!({
+                        "turn": turn + 1,
+                        "model": outcome.model.to_string(),
+                        "response_model": r.model,
+                        "stop_reason": r.stop_reason,
+                        "text": r.text,
+                        "tool_calls": r.tool_calls,
+                        "usage": r.usage,
+                        "cost_usd": pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage),
+                        "duration_ms": elapsed.as_millis() as u64,
+                    }),
+                );
                 Ok(Step::Done(outcome))
             }
         }
     }
 
-    async fn record_model_error(&self, err: &ProviderError, elapsed: Duration) -> Result<(), StoreError> {
-        self.recorder
-            .event(
-                "model_error",
-                json!({
-                    "provider": err.provider,
-                    "kind": err.kind,
-                    "status": err.status,
-                    "error": err.message,
-                    "duration_ms": elapsed.as_millis() as u64,
-                }),
-            )
-            .await
+    fn record_model_error(&self, err: &ProviderError, elapsed: Duration) {
+        self.recorder.event(
+            "model_error",
+            json!({
+                "provider": err.provider,
+                "kind": err.kind,
+                "status": err.status,
+                "error": err.message,
+                "duration_ms": elapsed.as_millis() as u64,
+            }),
+        );
     }
 
     /// Runs one turn's tool calls concurrently and returns their results in call order.
@@ -197,6 +210,14 @@ impl LlmRun<'_> {
         calls: &[ToolCall],
         deadline: tokio::time::Instant,
     ) -> Result<Step<Vec<Message>>, StoreError> {
+        for call in calls {
+            self.recorder.event(
+                "tool_call",
+                json!({"call_id": call.id, "name": call.name, "arguments": call.arguments}),
+            );
+        }
+        // Durable before any tool can cause a side effect.
+        self.recorder.flush().await?;
         let round = CancellationToken::new();
         let futures = calls.iter().map(|call| self.tool_call(call, round.clone()));
         let all = join_all(futures);
@@ -216,7 +237,7 @@ impl LlmRun<'_> {
         let mut messages = Vec::with_capacity(results.len());
         let mut fatal = None;
         for (call, result) in calls.iter().zip(results) {
-            let (content, is_error) = match result? {
+            let (content, is_error) = match result {
                 Ok(text) => (text, false),
                 Err(ToolError::Model(e)) => (format!("error: {e}"), true),
                 Err(ToolError::Fatal(e)) => {
@@ -237,12 +258,8 @@ impl LlmRun<'_> {
         })
     }
 
-    /// One tool call with its span and events. The outer result is a store failure.
-    async fn tool_call(
-        &self,
-        call: &ToolCall,
-        round: CancellationToken,
-    ) -> Result<Result<String, ToolError>, StoreError> {
+    /// One tool call with its span and result event.
+    async fn tool_call(&self, call: &ToolCall, round: CancellationToken) -> Result<String, ToolError> {
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format!("execute_tool {}", call.name),
@@ -253,9 +270,6 @@ impl LlmRun<'_> {
             "error.type" = tracing::field::Empty,
         );
         async {
-            self.recorder
-                .event("tool_call", json!({"call_id": call.id, "name": call.name, "arguments": call.arguments}))
-                .await?;
             let ctx = ToolCtx {
                 run_id: self.recorder.run_id().to_string(),
                 agent: self.agent.name.clone(),
@@ -282,15 +296,18 @@ impl LlmRun<'_> {
                     })
                 }
             };
-            self.recorder.event("tool_result", event).await?;
-            Ok(result)
+            self.recorder.event("tool_result", event);
+            result
         }
         .instrument(span)
         .await
     }
 
     fn timeout_message(&self) -> String {
-        format!("run exceeded its timeout of {}s", self.agent.limits.timeout.as_secs_f64())
+        format!(
+            "run exceeded its timeout of {}s",
+            self.agent.limits.timeout.as_secs_f64()
+        )
     }
 }
 

@@ -96,7 +96,10 @@ impl Runner {
             parent_run_id = parent_id.unwrap_or_default(),
             termination = tracing::field::Empty,
         );
-        let outcome = self.execute(agent, trigger, run_id, cancel).instrument(span.clone()).await?;
+        let outcome = self
+            .execute(agent, trigger, run_id, cancel)
+            .instrument(span.clone())
+            .await?;
         span.record("termination", outcome.termination.as_str());
         Ok(outcome)
     }
@@ -109,13 +112,14 @@ impl Runner {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private);
-        self.store.transition(&run_id, RunStatus::Queued, RunStatus::Running).await?;
+        self.store
+            .transition(&run_id, RunStatus::Queued, RunStatus::Running)
+            .await?;
         recorder
             .event(
                 "run_started",
                 json!({"agent": agent.name, "source": trigger.source, "kind": trigger.kind, "mock_tools": self.mock_tools}),
-            )
-            .await?;
+            );
         let allowed = match &agent.tools {
             ToolSelection::List(list) => list.clone(),
             ToolSelection::Inherit => Vec::new(),
@@ -144,7 +148,11 @@ impl Runner {
             },
         };
 
-        let kept = if agent.output.reply { result.final_text.clone() } else { None };
+        let kept = if agent.output.reply {
+            result.final_text.clone()
+        } else {
+            None
+        };
         match (&result.final_text, result.termination) {
             (Some(text), Termination::Completed) => {
                 recorder
@@ -152,14 +160,12 @@ impl Runner {
                         "final_answer",
                         json!({"text": recorder.content(text), "kept": agent.output.reply, "chars": text.chars().count()}),
                     )
-                    .await?
             }
             (_, Termination::Completed) => {}
             (_, t) => {
                 tracing::warn!(termination = t.as_str(), error = result.error.as_deref().unwrap_or_default(), "run ended early");
                 recorder
                     .event("run_error", json!({"termination": t.as_str(), "error": result.error}))
-                    .await?
             }
         }
         let status = result.termination.status();
@@ -170,10 +176,16 @@ impl Runner {
             final_text: kept.as_deref().map(|t| recorder.content(t)),
             turns: result.turns,
             tool_calls: result.tool_calls,
+            usage: result.usage,
+            cost_usd: result.cost_usd,
         };
-        self.store.finish_run(&run_id, RunStatus::Running, &finish).await?;
-        recorder
-            .event("run_finished", json!({"status": status, "termination": result.termination.as_str()}))
+        recorder.event(
+            "run_finished",
+            json!({"status": status, "termination": result.termination.as_str()}),
+        );
+        recorder.flush().await?;
+        self.store
+            .finish_run(&run_id, RunStatus::Running, &finish)
             .await?;
         Ok(RunOutcome {
             run_id,

@@ -1,21 +1,33 @@
-//! Appends a run's events to the store as they happen, redacting message content for
-//! private runs.
+//! Records a run's events, redacting message content for private runs.
+//!
+//! Events are stamped when they happen and group-committed at [`Recorder::flush`], which
+//! the coordinators call before every wait on the outside world (a model call, a tool
+//! round) and before the run finishes. So the log is durable before any side effect
+//! and costs one database round trip per flush instead of one per event.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::store::{Store, StoreError};
+use crate::store::{NewEvent, Store, StoreError, now_text};
 
 /// Keys whose string values carry message or tool content.
-const CONTENT_KEYS: &[&str] = &["text", "content", "arguments", "final_text", "prompt", "preview", "error"];
+const CONTENT_KEYS: &[&str] = &[
+    "text",
+    "content",
+    "arguments",
+    "final_text",
+    "prompt",
+    "preview",
+    "error",
+];
 
 /// Writes the event log of one run.
-#[derive(Clone)]
 pub struct Recorder {
     store: Arc<dyn Store>,
     run_id: String,
     private: bool,
+    pending: Mutex<Vec<NewEvent>>,
 }
 
 impl Recorder {
@@ -24,6 +36,7 @@ impl Recorder {
             store,
             run_id,
             private,
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -35,12 +48,27 @@ impl Recorder {
         &self.store
     }
 
-    /// Appends one event; content fields are replaced by their length when private.
-    pub async fn event(&self, kind: &str, mut data: Value) -> Result<(), StoreError> {
+    /// Records one event, written at the next [`Recorder::flush`]; content fields are
+    /// replaced by their length when the run is private.
+    pub fn event(&self, kind: &str, mut data: Value) {
         if self.private {
             redact(&mut data);
         }
-        self.store.append_event(&self.run_id, kind, &data).await
+        let event = NewEvent {
+            at: now_text(),
+            kind: kind.to_string(),
+            data,
+        };
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+
+    /// Writes every recorded event in one group commit.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.store.append_events(&self.run_id, &batch).await
     }
 
     /// Content as stored for this run: the text itself, or a placeholder when private.
@@ -80,6 +108,9 @@ mod tests {
     fn redacts_nested_content() {
         let mut v = json!({"name": "t", "text": "secret", "calls": [{"arguments": "{\"q\":1}", "id": "c"}]});
         redact(&mut v);
-        assert_eq!(v, json!({"name": "t", "text": "[private: 6 chars]", "calls": [{"arguments": "[private: 7 chars]", "id": "c"}]}));
+        assert_eq!(
+            v,
+            json!({"name": "t", "text": "[private: 6 chars]", "calls": [{"arguments": "[private: 7 chars]", "id": "c"}]})
+        );
     }
 }

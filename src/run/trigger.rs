@@ -24,11 +24,15 @@ pub struct TriggerEvent {
 impl TriggerEvent {
     /// An event handed to `steward run --event`. A top-level `text` (or `prompt`)
     /// string becomes the text addressed to the agent.
-    pub fn from_cli(payload: Value) -> TriggerEvent {
-        let text = ["text", "prompt"]
-            .iter()
-            .find_map(|k| payload.get(k).and_then(Value::as_str))
-            .map(str::to_string);
+    pub fn from_cli(mut payload: Value) -> TriggerEvent {
+        // The text moves out of the payload so the model does not read it twice.
+        let text = ["text", "prompt"].iter().find_map(|k| {
+            let obj = payload.as_object_mut()?;
+            match obj.get(*k) {
+                Some(Value::String(_)) => obj.remove(*k).and_then(|v| v.as_str().map(str::to_string)),
+                _ => None,
+            }
+        });
         let summary = match &text {
             Some(t) => one_line(t, 120),
             None => one_line(&payload.to_string(), 120),
@@ -51,7 +55,8 @@ impl TriggerEvent {
             out.push_str(text);
             out.push('\n');
         }
-        let payload = serde_json::to_string_pretty(&self.payload).unwrap_or_else(|_| self.payload.to_string());
+        let payload =
+            serde_json::to_string_pretty(&self.payload).unwrap_or_else(|_| self.payload.to_string());
         out.push_str("\nEvent payload (JSON):\n```json\n");
         out.push_str(&payload);
         out.push_str("\n```\n");

@@ -41,7 +41,10 @@ async fn healthz(State(state): State<AppState>) -> Response {
         Ok(_) => Json(json!({"status": "ok", "agents": state.config.agents.len()})).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "health check failed");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "unavailable", "error": "store unreachable"})))
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "unavailable", "error": "store unreachable"})),
+            )
                 .into_response()
         }
     }
@@ -61,7 +64,8 @@ pub async fn serve(addr: SocketAddr, state: AppState, grace: Duration) -> std::i
         }
     });
     let stopped = shutdown.clone();
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move { stopped.cancelled().await });
+    let server =
+        axum::serve(listener, app(state)).with_graceful_shutdown(async move { stopped.cancelled().await });
     let result = tokio::select! {
         r = server => r,
         _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {

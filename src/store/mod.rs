@@ -62,6 +62,14 @@ pub struct NewRun {
     pub trigger_summary: String,
 }
 
+/// An event waiting to be appended; `at` is when it happened, not when it was written.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub at: String,
+    pub kind: String,
+    pub data: Value,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone)]
 pub struct RunFinish {
@@ -72,6 +80,9 @@ pub struct RunFinish {
     pub final_text: Option<String>,
     pub turns: u32,
     pub tool_calls: u32,
+    /// Token totals, including subagents' usage.
+    pub usage: Usage,
+    pub cost_usd: f64,
 }
 
 /// One row of `runs`.
@@ -112,10 +123,7 @@ pub enum StoreError {
     #[error("invalid database URL '{url}': {reason}")]
     Url { url: String, reason: String },
     #[error("cannot create database folder {path}: {source}")]
-    Folder {
-        path: String,
-        source: std::io::Error,
-    },
+    Folder { path: String, source: std::io::Error },
     #[error("corrupt row: {0}")]
     Corrupt(String),
 }
@@ -128,12 +136,19 @@ pub trait Store: Send + Sync {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError>;
     /// Moves `id` from `from` to `to`; false when the run was not in `from`.
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError>;
-    /// Adds one model call's usage and cost to the run's totals.
-    async fn add_usage(&self, id: &str, usage: &Usage, cost_usd: f64) -> Result<(), StoreError>;
     /// Ends a run that is in `from`; false when it was not.
     async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError>;
-    /// Appends to the run's event log.
-    async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError>;
+    /// Appends events to the run's log atomically, in order (one group commit).
+    async fn append_events(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError>;
+    /// Appends one event now.
+    async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError> {
+        let event = NewEvent {
+            at: now_text(),
+            kind: kind.to_string(),
+            data: data.clone(),
+        };
+        self.append_events(run_id, std::slice::from_ref(&event)).await
+    }
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
     /// Most recent first.
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;

@@ -5,11 +5,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::{now_text, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError};
+use super::{NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError, now_text};
 use crate::provider::Usage;
 
 /// Schema migrations, applied in order once each.
@@ -38,7 +39,11 @@ impl SqliteStore {
             .foreign_keys(true);
         if let Some(parent) = options.get_filename().parent()
             && !parent.as_os_str().is_empty()
-            && !options.get_filename().as_os_str().to_string_lossy().contains(":memory:")
+            && !options
+                .get_filename()
+                .as_os_str()
+                .to_string_lossy()
+                .contains(":memory:")
         {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
                 path: parent.display().to_string(),
@@ -67,10 +72,11 @@ impl SqliteStore {
         .await?;
         for (version, sql) in MIGRATIONS {
             let mut tx = self.pool.begin().await?;
-            let done: Option<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations WHERE version = ?")
-                .bind(version)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let done: Option<i64> =
+                sqlx::query_scalar("SELECT version FROM schema_migrations WHERE version = ?")
+                    .bind(version)
+                    .fetch_optional(&mut *tx)
+                    .await?;
             if done.is_none() {
                 sqlx::raw_sql(*sql).execute(&mut *tx).await?;
                 sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)")
@@ -93,7 +99,8 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
         agent: row.try_get("agent")?,
         parent_id: row.try_get("parent_id")?,
         trigger_summary: row.try_get("trigger_summary")?,
-        status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status '{status}'")))?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown status '{status}'")))?,
         termination: row.try_get("termination")?,
         error: row.try_get("error")?,
         created_at: row.try_get("created_at")?,
@@ -143,28 +150,11 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn add_usage(&self, id: &str, usage: &Usage, cost_usd: f64) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
-             cached_input_tokens = cached_input_tokens + ?, cache_write_tokens = cache_write_tokens + ?, \
-             reasoning_tokens = reasoning_tokens + ?, cost_usd = cost_usd + ? WHERE id = ?",
-        )
-        .bind(usage.input_tokens as i64)
-        .bind(usage.output_tokens as i64)
-        .bind(usage.cached_input_tokens as i64)
-        .bind(usage.cache_write_tokens as i64)
-        .bind(usage.reasoning_tokens as i64)
-        .bind(cost_usd)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
-             finished_at = ? WHERE id = ? AND status = ?",
+             input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, cache_write_tokens = ?, \
+             reasoning_tokens = ?, cost_usd = ?, finished_at = ? WHERE id = ? AND status = ?",
         )
         .bind(finish.status.as_str())
         .bind(&finish.termination)
@@ -172,6 +162,12 @@ impl Store for SqliteStore {
         .bind(&finish.final_text)
         .bind(finish.turns as i64)
         .bind(finish.tool_calls as i64)
+        .bind(finish.usage.input_tokens as i64)
+        .bind(finish.usage.output_tokens as i64)
+        .bind(finish.usage.cached_input_tokens as i64)
+        .bind(finish.usage.cache_write_tokens as i64)
+        .bind(finish.usage.reasoning_tokens as i64)
+        .bind(finish.cost_usd)
         .bind(now_text())
         .bind(id)
         .bind(from.as_str())
@@ -180,14 +176,19 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO run_events (run_id, at, kind, data) VALUES (?, ?, ?, ?)")
-            .bind(run_id)
-            .bind(now_text())
-            .bind(kind)
-            .bind(data.to_string())
-            .execute(&self.pool)
-            .await?;
+    async fn append_events(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError> {
+        // One multi-row INSERT per chunk: a single round trip to SQLite's worker thread
+        // instead of one per event. SQLite allows 32,766 bound parameters.
+        for chunk in events.chunks(1000) {
+            let mut query = QueryBuilder::<Sqlite>::new("INSERT INTO run_events (run_id, at, kind, data) ");
+            query.push_values(chunk, |mut row, e| {
+                row.push_bind(run_id.to_string())
+                    .push_bind(e.at.clone())
+                    .push_bind(e.kind.clone())
+                    .push_bind(e.data.to_string());
+            });
+            query.build().execute(&self.pool).await?;
+        }
         Ok(())
     }
 
@@ -208,10 +209,11 @@ impl Store for SqliteStore {
     }
 
     async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
-        let rows = sqlx::query("SELECT seq, run_id, at, kind, data FROM run_events WHERE run_id = ? ORDER BY seq")
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT seq, run_id, at, kind, data FROM run_events WHERE run_id = ? ORDER BY seq")
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|row| {
                 let data: String = row.try_get("data")?;
@@ -233,7 +235,9 @@ mod tests {
 
     async fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("nested/steward.db")).await.unwrap();
+        let store = SqliteStore::open(&dir.path().join("nested/steward.db"))
+            .await
+            .unwrap();
         (dir, store)
     }
 
@@ -250,8 +254,16 @@ mod tests {
     async fn status_changes_by_compare_and_set() {
         let (_dir, s) = store().await;
         s.create_run(&new_run("r1")).await.unwrap();
-        assert!(s.transition("r1", RunStatus::Queued, RunStatus::Running).await.unwrap());
-        assert!(!s.transition("r1", RunStatus::Queued, RunStatus::Running).await.unwrap());
+        assert!(
+            s.transition("r1", RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.transition("r1", RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap()
+        );
         let finish = RunFinish {
             status: RunStatus::Succeeded,
             termination: "completed".into(),
@@ -259,6 +271,8 @@ mod tests {
             final_text: Some("hi".into()),
             turns: 2,
             tool_calls: 1,
+            usage: Usage::default(),
+            cost_usd: 0.0,
         };
         assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
         assert!(!s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
@@ -269,17 +283,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn events_and_usage_accumulate_and_survive_reopen() {
+    async fn events_and_totals_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         {
             let s = SqliteStore::open(&path).await.unwrap();
             s.create_run(&new_run("r1")).await.unwrap();
-            let u = Usage { input_tokens: 10, output_tokens: 2, cached_input_tokens: 4, ..Usage::default() };
-            s.add_usage("r1", &u, 0.5).await.unwrap();
-            s.add_usage("r1", &u, 0.25).await.unwrap();
-            s.append_event("r1", "tool_call", &serde_json::json!({"name": "x"})).await.unwrap();
-            s.append_event("r1", "tool_result", &serde_json::json!({"ok": true})).await.unwrap();
+            s.transition("r1", RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap();
+            let usage = Usage {
+                input_tokens: 20,
+                output_tokens: 4,
+                cached_input_tokens: 8,
+                ..Usage::default()
+            };
+            let finish = RunFinish {
+                status: RunStatus::Failed,
+                termination: "max_turns".into(),
+                error: Some("reached max_turns (1)".into()),
+                final_text: None,
+                turns: 1,
+                tool_calls: 0,
+                usage,
+                cost_usd: 0.75,
+            };
+            assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
+            s.append_event("r1", "tool_call", &serde_json::json!({"name": "x"}))
+                .await
+                .unwrap();
+            s.append_event("r1", "tool_result", &serde_json::json!({"ok": true}))
+                .await
+                .unwrap();
         }
         let s = SqliteStore::open(&path).await.unwrap();
         let row = s.get_run("r1").await.unwrap().unwrap();

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
@@ -38,13 +38,23 @@ impl Default for CurrentTime {
 /// Formats `now` in the zone named by `args.timezone` (UTC when absent).
 fn render(now: DateTime<Utc>, args: &Value) -> ToolResult {
     let Some(name) = args["timezone"].as_str() else {
-        return Ok(ToolOutput::text(format!("{} ({}, UTC)", now.to_rfc3339(), now.format("%A"))));
+        return Ok(ToolOutput::text(format!(
+            "{} ({}, UTC)",
+            now.to_rfc3339(),
+            now.format("%A")
+        )));
     };
-    let tz: chrono_tz::Tz = name
-        .parse()
-        .map_err(|_| ToolError::Model(format!("unknown time zone '{name}', expected an IANA name such as Europe/Berlin")))?;
+    let tz: chrono_tz::Tz = name.parse().map_err(|_| {
+        ToolError::Model(format!(
+            "unknown time zone '{name}', expected an IANA name such as Europe/Berlin"
+        ))
+    })?;
     let local = tz.from_utc_datetime(&now.naive_utc());
-    Ok(ToolOutput::text(format!("{} ({}, {name})", local.to_rfc3339(), local.format("%A"))))
+    Ok(ToolOutput::text(format!(
+        "{} ({}, {name})",
+        local.to_rfc3339(),
+        local.format("%A")
+    )))
 }
 
 #[async_trait]
@@ -59,7 +69,10 @@ impl Tool for CurrentTime {
 
     /// A fixed Monday morning, so evals are reproducible.
     async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let fixed = Utc.with_ymd_and_hms(2026, 1, 5, 17, 0, 0).single().unwrap_or_default();
+        let fixed = Utc
+            .with_ymd_and_hms(2026, 1, 5, 17, 0, 0)
+            .single()
+            .unwrap_or_default();
         render(fixed, &args)
     }
 }
@@ -72,7 +85,10 @@ mod tests {
     fn renders_in_a_zone() {
         let t = Utc.with_ymd_and_hms(2026, 1, 5, 17, 0, 0).unwrap();
         let out = render(t, &json!({"timezone": "America/Los_Angeles"})).unwrap();
-        assert_eq!(out.to_model_text(), "2026-01-05T09:00:00-08:00 (Monday, America/Los_Angeles)");
+        assert_eq!(
+            out.to_model_text(),
+            "2026-01-05T09:00:00-08:00 (Monday, America/Los_Angeles)"
+        );
         let out = render(t, &json!({})).unwrap();
         assert_eq!(out.to_model_text(), "2026-01-05T17:00:00+00:00 (Monday, UTC)");
         assert!(render(t, &json!({"timezone": "Mars/Olympus"})).is_err());

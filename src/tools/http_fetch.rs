@@ -1,7 +1,7 @@
 //! `http_fetch`: GET a URL, following redirects, with a response size cap.
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
@@ -41,9 +41,13 @@ impl HttpFetch {
     }
 
     async fn fetch(&self, url: &str) -> ToolResult {
-        let parsed = reqwest::Url::parse(url).map_err(|e| ToolError::Model(format!("invalid URL '{url}': {e}")))?;
+        let parsed =
+            reqwest::Url::parse(url).map_err(|e| ToolError::Model(format!("invalid URL '{url}': {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ToolError::Model(format!("unsupported URL scheme '{}', expected http or https", parsed.scheme())));
+            return Err(ToolError::Model(format!(
+                "unsupported URL scheme '{}', expected http or https",
+                parsed.scheme()
+            )));
         }
         let mut response = self
             .client
@@ -84,13 +88,21 @@ impl HttpFetch {
             while !text.is_char_boundary(end) {
                 end -= 1;
             }
-            return Err(ToolError::Model(format!("HTTP {status} from {final_url}: {}", &text[..end])));
+            return Err(ToolError::Model(format!(
+                "HTTP {status} from {final_url}: {}",
+                &text[..end]
+            )));
         }
-        Ok(ToolOutput::text(format!("HTTP {status}\nurl: {final_url}\ncontent-type: {content_type}\n\n{text}")))
+        Ok(ToolOutput::text(format!(
+            "HTTP {status}\nurl: {final_url}\ncontent-type: {content_type}\n\n{text}"
+        )))
     }
 
     fn too_large(&self, url: &str) -> ToolError {
-        ToolError::Model(format!("response from {url} exceeds the {} byte cap", self.max_bytes))
+        ToolError::Model(format!(
+            "response from {url} exceeds the {} byte cap",
+            self.max_bytes
+        ))
     }
 }
 

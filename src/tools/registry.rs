@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{schema, Tool, ToolCtx, ToolError, ToolResult};
+use super::{Tool, ToolCtx, ToolError, ToolResult, schema};
 use crate::provider::ToolDef;
 
 /// Every tool steward knows, by name.
@@ -82,13 +82,19 @@ impl ToolRegistry {
             Value::Object(Default::default())
         } else {
             serde_json::from_str(arguments).map_err(|e| {
-                ToolError::Model(format!("arguments for '{name}' are not valid JSON ({e}); send a JSON object"))
+                ToolError::Model(format!(
+                    "arguments for '{name}' are not valid JSON ({e}); send a JSON object"
+                ))
             })?
         };
         schema::validate(&tool.spec().parameters, &args).map_err(|errors| {
             ToolError::Model(format!("invalid arguments for '{name}': {}", errors.join("; ")))
         })?;
-        if mock { tool.mock(ctx, args).await } else { tool.call(ctx, args).await }
+        if mock {
+            tool.mock(ctx, args).await
+        } else {
+            tool.call(ctx, args).await
+        }
     }
 }
 
@@ -109,15 +115,34 @@ mod tests {
     async fn refuses_unknown_unlisted_and_malformed_calls() {
         let reg = ToolRegistry::builtin(crate::http::client().unwrap());
         let allowed = vec!["current_time".to_string()];
-        let e = reg.invoke(&allowed, "nope", "{}", &ctx(), true).await.unwrap_err();
-        assert!(e.to_string().contains("unknown tool 'nope'; available tools: current_time"));
-        let e = reg.invoke(&allowed, "http_fetch", "{}", &ctx(), true).await.unwrap_err();
+        let e = reg
+            .invoke(&allowed, "nope", "{}", &ctx(), true)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown tool 'nope'; available tools: current_time")
+        );
+        let e = reg
+            .invoke(&allowed, "http_fetch", "{}", &ctx(), true)
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("unknown tool 'http_fetch'"));
-        let e = reg.invoke(&allowed, "current_time", "{oops", &ctx(), true).await.unwrap_err();
+        let e = reg
+            .invoke(&allowed, "current_time", "{oops", &ctx(), true)
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("not valid JSON"), "{e}");
-        let e = reg.invoke(&allowed, "current_time", "{\"timezone\": 5}", &ctx(), true).await.unwrap_err();
+        let e = reg
+            .invoke(&allowed, "current_time", "{\"timezone\": 5}", &ctx(), true)
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("/timezone: expected string"), "{e}");
-        assert!(reg.invoke(&allowed, "current_time", "", &ctx(), true).await.is_ok());
+        assert!(
+            reg.invoke(&allowed, "current_time", "", &ctx(), true)
+                .await
+                .is_ok()
+        );
     }
 
     #[test]

@@ -39,9 +39,18 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
             errors.push(format!("{at}: expected {t}, got {}", type_name(value)));
             return;
         }
-        Value::Array(ts) if !ts.iter().filter_map(Value::as_str).any(|t| matches_type(t, value)) => {
+        Value::Array(ts)
+            if !ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| matches_type(t, value)) =>
+        {
             let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
-            errors.push(format!("{at}: expected {}, got {}", names.join(" or "), type_name(value)));
+            errors.push(format!(
+                "{at}: expected {}, got {}",
+                names.join(" or "),
+                type_name(value)
+            ));
             return;
         }
         _ => {}
@@ -55,7 +64,12 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             let props = schema["properties"].as_object();
-            for req in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            for req in schema["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
                 if !map.contains_key(req) {
                     errors.push(format!("{at}: missing required property '{req}'"));
                 }
@@ -64,8 +78,13 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
                 match props.and_then(|p| p.get(key)) {
                     Some(sub) => check(sub, v, &format!("{path}/{key}"), errors),
                     None if schema["additionalProperties"] == Value::Bool(false) => {
-                        let known: Vec<&str> = props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
-                        errors.push(format!("{at}: unknown property '{key}', expected one of {}", known.join(", ")));
+                        let known: Vec<&str> = props
+                            .map(|p| p.keys().map(String::as_str).collect())
+                            .unwrap_or_default();
+                        errors.push(format!(
+                            "{at}: unknown property '{key}', expected one of {}",
+                            known.join(", ")
+                        ));
                     }
                     None => {}
                 }
@@ -94,12 +113,24 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
     }
 }
 
-fn bound(schema: &Value, key: &str, actual: f64, at: &str, unit: &str, errors: &mut Vec<String>, is_min: bool) {
+fn bound(
+    schema: &Value,
+    key: &str,
+    actual: f64,
+    at: &str,
+    unit: &str,
+    errors: &mut Vec<String>,
+    is_min: bool,
+) {
     let Some(limit) = schema[key].as_f64() else { return };
     let bad = if is_min { actual < limit } else { actual > limit };
     if bad {
         let word = if is_min { "at least" } else { "at most" };
-        let unit = if unit.is_empty() { String::new() } else { format!(" {unit}") };
+        let unit = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
         errors.push(format!("{at}: must be {word} {limit}{unit}"));
     }
 }
@@ -126,8 +157,17 @@ mod tests {
 
     #[test]
     fn accepts_valid_arguments() {
-        assert_eq!(validate(&schema(), &json!({"url": "x", "max_bytes": 5, "mode": "a", "tags": ["t"], "tz": null})), Ok(()));
-        assert_eq!(validate(&schema(), &json!({"url": "x", "max_bytes": 5.0})), Ok(()));
+        assert_eq!(
+            validate(
+                &schema(),
+                &json!({"url": "x", "max_bytes": 5, "mode": "a", "tags": ["t"], "tz": null})
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            validate(&schema(), &json!({"url": "x", "max_bytes": 5.0})),
+            Ok(())
+        );
     }
 
     #[test]
@@ -138,13 +178,19 @@ mod tests {
         )
         .unwrap_err();
         let text = errs.join("\n");
-        assert!(text.contains("arguments: missing required property 'url'"), "{text}");
+        assert!(
+            text.contains("arguments: missing required property 'url'"),
+            "{text}"
+        );
         assert!(text.contains("/max_bytes: must be at most 100"), "{text}");
         assert!(text.contains("/mode: must be one of \"a\", \"b\""), "{text}");
         assert!(text.contains("/tags: must be at most 2 items"), "{text}");
         assert!(text.contains("/tags/1: expected string, got integer"), "{text}");
         assert!(text.contains("unknown property 'extra'"), "{text}");
-        assert!(text.contains("/tz: expected string or null, got integer"), "{text}");
+        assert!(
+            text.contains("/tz: expected string or null, got integer"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -7,13 +7,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Router;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use steward::provider::anthropic::Anthropic;
 use steward::provider::openai::OpenAi;
@@ -34,10 +34,20 @@ pub struct Reply {
 
 impl Reply {
     pub fn ok(body: Value) -> Reply {
-        Reply { status: 200, headers: Vec::new(), body, delay: Duration::ZERO }
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body,
+            delay: Duration::ZERO,
+        }
     }
     pub fn status(status: u16, body: Value) -> Reply {
-        Reply { status, headers: Vec::new(), body, delay: Duration::ZERO }
+        Reply {
+            status,
+            headers: Vec::new(),
+            body,
+            delay: Duration::ZERO,
+        }
     }
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.into(), value.into()));
@@ -87,7 +97,11 @@ impl FakeModel {
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        FakeModel { inner, url: format!("http://{addr}"), _server: Arc::new(server) }
+        FakeModel {
+            inner,
+            url: format!("http://{addr}"),
+            _server: Arc::new(server),
+        }
     }
 
     /// Queues answers, served in order.
@@ -107,18 +121,37 @@ impl FakeModel {
     }
 }
 
-async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: axum::http::Uri, headers: HeaderMap, raw: Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let reply = {
         let mut g = inner.lock().unwrap();
-        g.captured.push(Captured { path: uri.path().to_string(), headers, raw: raw.clone(), body, at: Instant::now() });
+        g.captured.push(Captured {
+            path: uri.path().to_string(),
+            headers,
+            raw: raw.clone(),
+            body,
+            at: Instant::now(),
+        });
         g.script.pop_front().or_else(|| g.fallback.clone())
     };
     let Some(reply) = reply else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "fake model: no scripted reply left").into_response();
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "fake model: no scripted reply left",
+        )
+            .into_response();
     };
     tokio::time::sleep(reply.delay).await;
-    let mut resp = (StatusCode::from_u16(reply.status).unwrap(), axum::Json(reply.body)).into_response();
+    let mut resp = (
+        StatusCode::from_u16(reply.status).unwrap(),
+        axum::Json(reply.body),
+    )
+        .into_response();
     for (k, v) in reply.headers {
         resp.headers_mut().insert(
             axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
@@ -139,7 +172,12 @@ pub fn openai_tools(calls: &[(&str, &str, &str)]) -> Value {
         .iter()
         .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
         .collect();
-    openai_message(json!({"role": "assistant", "content": null, "tool_calls": tool_calls}), "tool_calls", 1000, 30)
+    openai_message(
+        json!({"role": "assistant", "content": null, "tool_calls": tool_calls}),
+        "tool_calls",
+        1000,
+        30,
+    )
 }
 
 pub fn openai_message(message: Value, finish: &str, prompt_tokens: u64, completion_tokens: u64) -> Value {
@@ -209,20 +247,35 @@ pub fn providers(openai: Option<&FakeModel>, anthropic: Option<&FakeModel>) -> P
     let timeout = Duration::from_secs(10);
     let mut set = ProviderSet::new(fast_retry());
     if let Some(f) = openai {
-        let ep = Endpoint { base_url: format!("{}/v1", f.url), api_key: Some("sk-test".into()) };
+        let ep = Endpoint {
+            base_url: format!("{}/v1", f.url),
+            api_key: Some("sk-test".into()),
+        };
         set = set.with("openai", Arc::new(OpenAi::new(client.clone(), ep, timeout)));
     }
     if let Some(f) = anthropic {
-        let ep = Endpoint { base_url: f.url.clone(), api_key: Some("sk-ant-test".into()) };
+        let ep = Endpoint {
+            base_url: f.url.clone(),
+            api_key: Some("sk-ant-test".into()),
+        };
         set = set.with("anthropic", Arc::new(Anthropic::new(client, ep, timeout)));
     }
     set
 }
 
 /// A runner over a fresh SQLite file; keep the TempDir alive for the test.
-pub async fn runner(providers: ProviderSet, tools: ToolRegistry, mock_tools: bool) -> (tempfile::TempDir, Runner) {
+pub async fn runner(
+    providers: ProviderSet,
+    tools: ToolRegistry,
+    mock_tools: bool,
+) -> (tempfile::TempDir, Runner) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
-    let runner = Runner { store: Arc::new(store), providers, tools: Arc::new(tools), mock_tools };
+    let runner = Runner {
+        store: Arc::new(store),
+        providers,
+        tools: Arc::new(tools),
+        mock_tools,
+    };
     (dir, runner)
 }

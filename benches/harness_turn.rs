@@ -1,0 +1,219 @@
+//! Harness overhead per turn: an in-process model that answers instantly (after
+//! serializing the request exactly as the OpenAI adapter would), a trivial tool, and a
+//! real SQLite run store. Reports median µs per turn at ~20,000 tokens of context,
+//! turns per second, process CPU per turn, and peak RSS.
+//!
+//! Run with `cargo bench --bench harness_turn`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use steward::config::{AgentConfig, ModelRef};
+use steward::provider::retry::RetryPolicy;
+use steward::provider::{
+    ChatRequest, ChatResponse, Provider, ProviderError, ProviderSet, ToolCall, Usage, openai,
+};
+use steward::run::{Runner, TriggerEvent};
+use steward::store::{
+    NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, SqliteStore, Store, StoreError,
+};
+use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+const TURNS: u32 = 40;
+const RUNS: usize = 15;
+/// ~20,000 tokens of context at ~4 characters per token.
+const CONTEXT_CHARS: usize = 80_000;
+
+/// Answers every call with one tool call; never ends the run (max_turns does).
+struct InstantModel {
+    calls: AtomicU32,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait]
+impl Provider for InstantModel {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
+        // Count the serialization a real adapter performs every turn.
+        let body = openai::encode_request(request).expect("encode");
+        self.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(ChatResponse {
+            text: None,
+            tool_calls: vec![ToolCall {
+                id: format!("call_{n}"),
+                name: "noop".into(),
+                arguments: "{\"n\": 1}".into(),
+            }],
+            usage: Usage {
+                input_tokens: 20_000,
+                output_tokens: 20,
+                ..Usage::default()
+            },
+            stop_reason: "tool_calls".into(),
+            model: "bench".into(),
+        })
+    }
+}
+
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
+        Ok(ToolOutput::text("ok: 42 items processed"))
+    }
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
+/// Discards everything: isolates the harness's own cost from the database's.
+struct NullStore;
+
+#[async_trait]
+impl Store for NullStore {
+    async fn create_run(&self, _run: &NewRun) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn transition(&self, _id: &str, _from: RunStatus, _to: RunStatus) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn finish_run(&self, _id: &str, _from: RunStatus, _f: &RunFinish) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn append_events(&self, _run_id: &str, _events: &[NewEvent]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn get_run(&self, _id: &str) -> Result<Option<RunRow>, StoreError> {
+        Ok(None)
+    }
+    async fn list_runs(&self, _limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+fn proc_status(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// User + system CPU seconds of this process.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat; 11 and 12 after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    steward::http::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db")).await.unwrap());
+        measure("SQLite store (real)", sqlite).await;
+        measure("null store (harness only)", Arc::new(NullStore)).await;
+        println!("  peak RSS        {} KiB", proc_status("VmHWM:"));
+    });
+}
+
+async fn measure(label: &str, store: Arc<dyn Store>) {
+    let model = Arc::new(InstantModel {
+        calls: AtomicU32::new(0),
+        bytes: Default::default(),
+    });
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Noop(ToolSpec {
+        name: "noop".into(),
+        description: "Does nothing quickly.".into(),
+        parameters: json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        effect: Effect::ReadOnly,
+    })));
+    let runner = Runner {
+        store,
+        providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
+        tools: Arc::new(tools),
+        mock_tools: false,
+    };
+    let mut agent = AgentConfig::new(
+        "bench",
+        ModelRef::parse("openai/bench").unwrap(),
+        "Benchmark agent.",
+        vec!["noop".into()],
+    );
+    agent.limits.max_turns = TURNS;
+    agent.limits.max_tool_calls = TURNS * 2;
+    let words = "lorem ipsum dolor sit amet consectetur adipiscing elit ";
+    let context: String = words.repeat(CONTEXT_CHARS / words.len());
+    let trigger = TriggerEvent::from_cli(json!({"text": context}));
+
+    // Warm up caches, the pool and the allocator.
+    runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+
+    let mut per_turn_us = Vec::with_capacity(RUNS);
+    let cpu_before = cpu_seconds();
+    let bytes_before = model.bytes.load(Ordering::Relaxed);
+    let wall = Instant::now();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let out = runner
+            .run(&agent, &trigger, None, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.turns, TURNS);
+        per_turn_us.push(started.elapsed().as_secs_f64() * 1e6 / f64::from(TURNS));
+    }
+    let total_turns = f64::from(TURNS) * RUNS as f64;
+    let cpu_per_turn_us = (cpu_seconds() - cpu_before) * 1e6 / total_turns;
+    let wall_s = wall.elapsed().as_secs_f64();
+    let avg_request_kb = (model.bytes.load(Ordering::Relaxed) - bytes_before) as f64 / total_turns / 1024.0;
+    let med = median(&mut per_turn_us);
+    let min = per_turn_us[0];
+    let max = per_turn_us[per_turn_us.len() - 1];
+    println!(
+        "harness_turn [{label}]: {RUNS} runs x {TURNS} turns, ~{} tokens of context, avg request {avg_request_kb:.0} KiB",
+        CONTEXT_CHARS / 4
+    );
+    println!("  wall per turn   median {med:.0} µs  (min {min:.0}, max {max:.0})");
+    println!(
+        "  turns/second    {:.0} (median), {:.0} overall",
+        1e6 / med,
+        total_turns / wall_s
+    );
+    println!(
+        "  CPU per turn    {cpu_per_turn_us:.0} µs (process user+sys, all threads; 10 ms tick resolution)"
+    );
+}
