@@ -1,6 +1,8 @@
 //! Logging and tracing setup. Spans are created throughout the code (run, model call,
 //! tool call); this installs the subscriber that prints them.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Installs a stderr subscriber filtered by `RUST_LOG` (default `info` for steward,
