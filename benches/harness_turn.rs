@@ -12,6 +12,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use steward::config::{AgentConfig, ModelRef};
+use steward::files::FileMeta;
 use steward::provider::retry::RetryPolicy;
 use steward::provider::{
     ChatRequest, ChatResponse, Provider, ProviderError, ProviderSet, ToolCall, Usage, openai,
@@ -103,6 +104,15 @@ impl Store for NullStore {
     async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
         Ok(Vec::new())
     }
+    async fn put_file(&self, _run_id: &str, _meta: &FileMeta, _content: &[u8]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn update_file(&self, _run_id: &str, _meta: &FileMeta) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn run_files(&self, _run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 fn proc_status(key: &str) -> u64 {
@@ -164,6 +174,7 @@ async fn measure(label: &str, store: Arc<dyn Store>) {
         providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
         tools: Arc::new(tools),
         mock_tools: false,
+        tokens: Arc::new(steward::tokens::TokenCounter::new()),
     };
     let mut agent = AgentConfig::new(
         "bench",

@@ -4,10 +4,12 @@
 
 pub mod cli;
 pub mod config;
+pub mod files;
 pub mod http;
 pub mod provider;
 pub mod run;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod tokens;
 pub mod tools;

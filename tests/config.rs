@@ -79,7 +79,7 @@ evals: { post_run: [ "Was the ticket routed to the team that owns the component?
     assert!(matches!(&a.triggers[4], TriggerSpec::Cron(c) if c.schedule == "0 9 * * 1-5"));
     assert_eq!(a.limits.max_cost_usd, Some(2.0));
     assert_eq!(a.limits.timeout, Duration::from_secs(600));
-    assert_eq!(a.context.window_tokens, 1_047_576);
+    assert_eq!(a.context.window_tokens, Some(1_047_576));
     assert_eq!(a.preload_bytes, 4096);
     assert!(!a.output.reply);
     assert_eq!(

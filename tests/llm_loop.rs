@@ -150,7 +150,13 @@ async fn openai_multi_turn_tool_loop() {
     );
     // The tool result of turn 1 is in the request of turn 2.
     let second = reqs[1].body["messages"].as_array().unwrap();
-    assert_eq!(second.len(), 4);
+    assert_eq!(second.len(), 5);
+    let status = second[4]["content"].as_str().unwrap();
+    assert_eq!(second[4]["role"], "user");
+    assert!(
+        status.starts_with("[steward status] Context: ") && status.contains("Files: none."),
+        "{status}"
+    );
     assert_eq!(second[2]["tool_calls"][0]["id"], "call_1");
     assert_eq!(second[3]["role"], "tool");
     assert_eq!(second[3]["tool_call_id"], "call_1");
@@ -164,14 +170,26 @@ async fn openai_multi_turn_tool_loop() {
     for r in &reqs[1..] {
         assert_eq!(prefix_openai(&r.body), p0);
     }
-    assert_eq!(reqs[2].body["messages"].as_array().unwrap()[..4], second[..]);
+    assert_eq!(reqs[2].body["messages"].as_array().unwrap()[..5], second[..]);
     let tool_names: Vec<&str> = reqs[0].body["tools"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tool_names, ["broken", "current_time", "sleepy"]);
+    assert_eq!(
+        tool_names,
+        [
+            "broken",
+            "current_time",
+            "extract_file",
+            "file_read",
+            "file_regex",
+            "load_file",
+            "peek_file",
+            "sleepy"
+        ]
+    );
 
     // The run and its events are in the store.
     let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id)
@@ -289,7 +307,7 @@ async fn parallel_tool_calls_overlap_in_time() {
     );
     // Results come back in call order.
     let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let ids: Vec<&str> = msgs[3..]
+    let ids: Vec<&str> = msgs[3..6]
         .iter()
         .map(|m| m["tool_call_id"].as_str().unwrap())
         .collect();
@@ -535,10 +553,13 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
         .unwrap();
     assert_eq!(out.termination, Termination::Completed);
     let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let results: Vec<&str> = msgs[3..].iter().map(|m| m["content"].as_str().unwrap()).collect();
+    let results: Vec<&str> = msgs[3..6]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
     assert_eq!(
         results[0],
-        "error: unknown tool 'delete_everything'; available tools: current_time, sleepy, broken"
+        "error: unknown tool 'delete_everything'; available tools: current_time, sleepy, broken, extract_file, file_read, file_regex, load_file, peek_file"
     );
     assert!(
         results[1].starts_with("error: arguments for 'current_time' are not valid JSON"),

@@ -13,11 +13,13 @@ use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::files::NewFile;
 use crate::provider::ProviderSet;
 use crate::run::report::RunReport;
 use crate::run::{Runner, TriggerEvent};
 use crate::server::{self, AppState};
 use crate::store::{RunStatus, SqliteStore, Store};
+use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
 
 /// Default model request timeout.
@@ -70,6 +72,9 @@ enum Command {
         /// Print the whole run record as JSON.
         #[arg(long)]
         json: bool,
+        /// Attach a file to the run (repeatable); it becomes a virtual file.
+        #[arg(long = "file")]
+        files: Vec<PathBuf>,
     },
     /// Check the whole config tree and print every problem.
     Validate,
@@ -134,7 +139,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             event,
             mock_tools,
             json,
-        } => run(&root, &cli.database_url, &agent, &event, mock_tools, json).await,
+            files,
+        } => run(&root, &cli.database_url, &agent, &event, &files, mock_tools, json).await,
         Command::Serve { addr, grace } => serve(&root, &cli.database_url, addr, grace).await,
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
@@ -211,13 +217,27 @@ async fn run(
     database_url: &str,
     agent: &str,
     event: &str,
+    attach: &[PathBuf],
     mock_tools: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
     let config = load_config(root, &tools)?;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
-    let trigger = TriggerEvent::from_cli(read_event(event)?);
+    let mut trigger = TriggerEvent::from_cli(read_event(event)?);
+    for path in attach {
+        let content =
+            std::fs::read(path).with_context(|| format!("cannot read attachment {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        trigger.attachments.push(NewFile {
+            mime: crate::files::mime::from_name(&name).to_string(),
+            name,
+            content,
+        });
+    }
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
     let runner = Runner {
@@ -225,6 +245,7 @@ async fn run(
         providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
         tools: Arc::new(tools),
         mock_tools,
+        tokens: Arc::new(TokenCounter::new()),
     };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -277,6 +298,7 @@ async fn serve(
             providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
             tools: Arc::new(tools),
             mock_tools: false,
+            tokens: Arc::new(TokenCounter::new()),
         },
         config: Arc::new(config),
         shutdown: CancellationToken::new(),

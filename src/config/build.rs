@@ -242,7 +242,7 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
 fn build_context(src: &Source, spec: &ContextSpec, diags: &mut Vec<Diagnostic>) -> ContextSettings {
     let d = ContextSettings::default();
     let ctx = ContextSettings {
-        window_tokens: spec.window_tokens.unwrap_or(d.window_tokens),
+        window_tokens: spec.window_tokens.or(d.window_tokens),
         compact_at: spec.compact_at.unwrap_or(d.compact_at),
         file_threshold_tokens: spec.file_threshold_tokens.unwrap_or(d.file_threshold_tokens),
         file_preview_tokens: spec.file_preview_tokens.unwrap_or(d.file_preview_tokens),

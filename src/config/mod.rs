@@ -98,7 +98,8 @@ impl Default for Limits {
 /// Context-window settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextSettings {
-    pub window_tokens: u64,
+    /// Overrides the model's window from the table in `provider::pricing`.
+    pub window_tokens: Option<u64>,
     pub compact_at: f64,
     pub file_threshold_tokens: u64,
     pub file_preview_tokens: u64,
@@ -108,7 +109,7 @@ pub struct ContextSettings {
 impl Default for ContextSettings {
     fn default() -> Self {
         ContextSettings {
-            window_tokens: 128_000,
+            window_tokens: None,
             compact_at: 0.8,
             file_threshold_tokens: 10_000,
             file_preview_tokens: 1_000,

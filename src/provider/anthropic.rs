@@ -92,12 +92,23 @@ enum Block<'a> {
         name: &'a str,
         input: Value,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
     ToolResult {
         tool_use_id: &'a str,
         content: &'a str,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 #[derive(Serialize)]
@@ -113,7 +124,21 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
     let mut messages: Vec<WireMessage> = Vec::with_capacity(request.messages.len());
     for m in request.messages {
         let (role, blocks) = match m {
-            Message::User { content } => ("user", vec![Block::Text { text: content }]),
+            Message::User { content, images } => {
+                // Images first, then the text that refers to them (Anthropic's advice).
+                let mut blocks: Vec<Block> = images
+                    .iter()
+                    .map(|i| Block::Image {
+                        source: ImageSource {
+                            kind: "base64",
+                            media_type: &i.mime,
+                            data: &i.data_base64,
+                        },
+                    })
+                    .collect();
+                blocks.push(Block::Text { text: content });
+                ("user", blocks)
+            }
             Message::Assistant { text, tool_calls } => {
                 let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
                 if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
@@ -256,7 +281,7 @@ mod tests {
     #[test]
     fn merges_tool_results_and_user_text_into_one_user_turn() {
         let messages = vec![
-            Message::User { content: "go".into() },
+            Message::user("go"),
             Message::Assistant {
                 text: Some("checking".into()),
                 tool_calls: vec![
@@ -284,9 +309,7 @@ mod tests {
                 content: "bad".into(),
                 is_error: true,
             },
-            Message::User {
-                content: "status".into(),
-            },
+            Message::user("status"),
         ];
         let body = encode_request(&ChatRequest {
             model: "claude-sonnet-4-5",

@@ -69,7 +69,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContent<'a>,
     },
     Assistant {
         content: Option<&'a str>,
@@ -80,6 +80,25 @@ enum WireMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -118,7 +137,20 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
     });
     for m in request.messages {
         messages.push(match m {
-            Message::User { content } => WireMessage::User { content },
+            Message::User { content, images } if images.is_empty() => WireMessage::User {
+                content: UserContent::Text(content),
+            },
+            Message::User { content, images } => {
+                let mut parts = vec![Part::Text { text: content }];
+                parts.extend(images.iter().map(|i| Part::ImageUrl {
+                    image_url: ImageUrl {
+                        url: format!("data:{};base64,{}", i.mime, i.data_base64),
+                    },
+                }));
+                WireMessage::User {
+                    content: UserContent::Parts(parts),
+                }
+            }
             Message::Assistant { text, tool_calls } => WireMessage::Assistant {
                 content: text.as_deref(),
                 tool_calls: tool_calls
@@ -264,7 +296,7 @@ mod tests {
     #[test]
     fn encodes_a_tool_round_trip() {
         let messages = vec![
-            Message::User { content: "hi".into() },
+            Message::user("hi"),
             Message::Assistant {
                 text: None,
                 tool_calls: vec![ToolCall {

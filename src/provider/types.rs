@@ -12,12 +12,21 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// An image sent as image content (base64).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub mime: String,
+    pub data_base64: String,
+}
+
 /// One message of the conversation after the system prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     User {
         content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     Assistant {
         text: Option<String>,
@@ -29,6 +38,16 @@ pub enum Message {
         content: String,
         is_error: bool,
     },
+}
+
+impl Message {
+    /// A text-only user message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User {
+            content: content.into(),
+            images: Vec::new(),
+        }
+    }
 }
 
 /// A tool as offered to the model.

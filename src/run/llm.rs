@@ -1,6 +1,7 @@
 //! The LLM coordinator: model ⇄ tools until the model answers without tool calls or a
 //! cap ends the run.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -8,13 +9,18 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::compaction::{CompactError, Compactor};
+use super::context::{Conversation, fixed_tokens, message_tokens, status_message};
+use super::inputs::inline_or_file;
 use super::recorder::Recorder;
 use super::termination::Termination;
 use crate::config::AgentConfig;
+use crate::files::{FileSource, RunFiles};
 use crate::provider::chain::ChatOutcome;
 use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, pricing};
 use crate::store::StoreError;
-use crate::tools::{ToolCtx, ToolError, ToolRegistry};
+use crate::tokens::TokenCounter;
+use crate::tools::{ToolCtx, ToolError, ToolOutput, ToolRegistry};
 
 /// The harness instructions appended to every agent prompt.
 const HARNESS: &str = include_str!("../../prompts/harness.md");
@@ -24,11 +30,15 @@ pub struct LlmRun<'a> {
     pub agent: &'a AgentConfig,
     pub chain: &'a ModelChain,
     pub tools: &'a ToolRegistry,
-    /// Tool names the model may call.
+    /// Tool names the model may call (the agent's tools plus the base tools).
     pub allowed: Vec<String>,
     pub mock_tools: bool,
     pub recorder: &'a Recorder,
     pub cancel: CancellationToken,
+    pub files: Arc<RunFiles>,
+    pub counter: &'a TokenCounter,
+    /// Messages re-injected after every compaction (required skills).
+    pub reinject: Vec<Message>,
 }
 
 /// What the loop produced.
@@ -42,6 +52,22 @@ pub struct LoopOutcome {
     pub tool_calls: u32,
     pub usage: Usage,
     pub cost_usd: f64,
+    pub compactions: u32,
+}
+
+impl LoopOutcome {
+    pub fn empty() -> Self {
+        LoopOutcome {
+            termination: Termination::Completed,
+            final_text: None,
+            error: None,
+            turns: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            compactions: 0,
+        }
+    }
 }
 
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
@@ -60,31 +86,37 @@ pub fn system_prompt(agent: &AgentConfig) -> String {
     format!("{prompt}\n\n{}\n- {output}\n", HARNESS.trim_end())
 }
 
+/// The context window of a run: the agent's override, else the primary model's.
+pub fn window_of(agent: &AgentConfig, chain: &ModelChain) -> u64 {
+    agent.context.window_tokens.unwrap_or_else(|| {
+        chain.primary().map_or(pricing::DEFAULT_WINDOW, |m| {
+            pricing::context_window(&m.provider, &m.model)
+        })
+    })
+}
+
 enum Step<T> {
     Done(T),
     Stop(Termination, Option<String>),
 }
 
 impl LlmRun<'_> {
-    /// Runs the loop starting from `first_message`. Errors are store failures only;
-    /// every other problem ends the run with a termination reason.
-    pub async fn run(self, first_message: String) -> Result<LoopOutcome, StoreError> {
+    /// Runs the loop from the opening message. Errors are store failures only; every
+    /// other problem ends the run with a termination reason.
+    pub async fn run(self, opening: Message) -> Result<LoopOutcome, StoreError> {
         let system = system_prompt(self.agent);
         let defs = self.tools.definitions(&self.allowed);
         let limits = &self.agent.limits;
+        let enc = self.files.encoding();
+        let window = window_of(self.agent, self.chain);
+        let compact_limit = (window as f64 * self.agent.context.compact_at) as u64;
         let deadline = tokio::time::Instant::now() + limits.timeout;
-        let mut messages = vec![Message::User {
-            content: first_message,
-        }];
-        let mut out = LoopOutcome {
-            termination: Termination::Completed,
-            final_text: None,
-            error: None,
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-        };
+        let mut conv = Conversation::new(fixed_tokens(self.counter, enc, &system, &defs));
+        for m in self.reinject.iter().cloned().chain(std::iter::once(opening)) {
+            let t = message_tokens(self.counter, enc, &m);
+            conv.push(m, t);
+        }
+        let mut out = LoopOutcome::empty();
         loop {
             if out.turns >= limits.max_turns {
                 return Ok(stop(
@@ -93,8 +125,17 @@ impl LlmRun<'_> {
                     format!("reached max_turns ({})", limits.max_turns),
                 ));
             }
+            if conv.total() > compact_limit
+                && let Err(e) = self.compact(&mut conv, &mut out, window).await
+            {
+                return match e {
+                    CompactError::Store(e) => Err(e),
+                    CompactError::Provider(e) => Ok(stop(out, Termination::ProviderError, e.to_string())),
+                };
+            }
+            self.files.set_budget(compact_limit.saturating_sub(conv.total()));
             let outcome = match self
-                .model_turn(&system, &messages, &defs, out.turns, deadline)
+                .model_turn(&system, conv.messages(), &defs, out.turns, deadline)
                 .await?
             {
                 Step::Done(o) => o,
@@ -126,15 +167,104 @@ impl LlmRun<'_> {
             }
             out.tool_calls += requested;
             let calls = response.tool_calls.clone();
-            messages.push(Message::Assistant {
+            let assistant = Message::Assistant {
                 text: response.text,
                 tool_calls: response.tool_calls,
-            });
-            match self.tool_round(&calls, deadline).await? {
-                Step::Done(results) => messages.extend(results),
+            };
+            let t = message_tokens(self.counter, enc, &assistant);
+            conv.push(assistant, t);
+            let results = match self.tool_round(&calls, deadline).await? {
+                Step::Done(results) => results,
                 Step::Stop(t, e) => return Ok(finish(out, t, e)),
+            };
+            let mut images = Vec::new();
+            for (call, result) in calls.iter().zip(results) {
+                let (content, is_error) = match result {
+                    Ok(output) => {
+                        images.extend(output.images.iter().cloned());
+                        let name = format!("{}-{}", call.name, call.id);
+                        let text = inline_or_file(
+                            &self.files,
+                            self.agent,
+                            output.to_model_text(),
+                            &name,
+                            FileSource::ToolOutput,
+                        )
+                        .await?;
+                        (text, false)
+                    }
+                    Err(e) => (format!("error: {e}"), true),
+                };
+                let m = Message::Tool {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                    is_error,
+                };
+                let t = message_tokens(self.counter, enc, &m);
+                conv.push(m, t);
             }
+            if !images.is_empty() {
+                let m = Message::User {
+                    content: "[steward: images loaded by the tool calls above.]".into(),
+                    images,
+                };
+                let t = message_tokens(self.counter, enc, &m);
+                conv.push(m, t);
+            }
+            // The status goes last; its own size is included in the figure it reports.
+            let draft = status_message(
+                conv.total(),
+                window,
+                self.agent.context.compact_at,
+                &self.files.list(),
+            );
+            let estimate = conv.total() + message_tokens(self.counter, enc, &Message::user(draft.as_str()));
+            let status = Message::user(status_message(
+                estimate,
+                window,
+                self.agent.context.compact_at,
+                &self.files.list(),
+            ));
+            let t = message_tokens(self.counter, enc, &status);
+            conv.push(status, t);
         }
+    }
+
+    async fn compact(
+        &self,
+        conv: &mut Conversation,
+        out: &mut LoopOutcome,
+        window: u64,
+    ) -> Result<(), CompactError> {
+        let compactor = Compactor {
+            chain: self.chain,
+            counter: self.counter,
+            encoding: self.files.encoding(),
+            files: &self.files,
+            window,
+            reinject: &self.reinject,
+        };
+        let n = out.compactions + 1;
+        let done = compactor.compact(conv, n).await?;
+        out.compactions = n;
+        out.usage.add(&done.usage);
+        out.cost_usd += done.cost_usd;
+        self.recorder.event(
+            "compaction",
+            json!({
+                "n": n,
+                "tokens_before": done.tokens_before,
+                "tokens_after": done.tokens_after,
+                "transcript_file": done.transcript_file,
+                "kept_messages": done.kept_messages,
+                "dropped_outputs": done.dropped_outputs,
+                "usage": done.usage,
+                "cost_usd": done.cost_usd,
+            }),
+        );
+        conv.replace(done.messages);
+        Ok(())
     }
 
     async fn model_turn(
@@ -209,7 +339,7 @@ impl LlmRun<'_> {
         &self,
         calls: &[ToolCall],
         deadline: tokio::time::Instant,
-    ) -> Result<Step<Vec<Message>>, StoreError> {
+    ) -> Result<Step<Vec<Result<ToolOutput, ToolError>>>, StoreError> {
         for call in calls {
             self.recorder.event(
                 "tool_call",
@@ -234,32 +364,18 @@ impl LlmRun<'_> {
                 }
             },
         };
-        let mut messages = Vec::with_capacity(results.len());
-        let mut fatal = None;
-        for (call, result) in calls.iter().zip(results) {
-            let (content, is_error) = match result {
-                Ok(text) => (text, false),
-                Err(ToolError::Model(e)) => (format!("error: {e}"), true),
-                Err(ToolError::Fatal(e)) => {
-                    fatal.get_or_insert_with(|| format!("tool '{}' failed: {e}", call.name));
-                    (format!("error: {e}"), true)
-                }
-            };
-            messages.push(Message::Tool {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
-                is_error,
-            });
-        }
+        let fatal = calls.iter().zip(&results).find_map(|(call, r)| match r {
+            Err(ToolError::Fatal(e)) => Some(format!("tool '{}' failed: {e}", call.name)),
+            _ => None,
+        });
         Ok(match fatal {
             Some(e) => Step::Stop(Termination::ToolError, Some(e)),
-            None => Step::Done(messages),
+            None => Step::Done(results),
         })
     }
 
     /// One tool call with its span and result event.
-    async fn tool_call(&self, call: &ToolCall, round: CancellationToken) -> Result<String, ToolError> {
+    async fn tool_call(&self, call: &ToolCall, round: CancellationToken) -> Result<ToolOutput, ToolError> {
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format!("execute_tool {}", call.name),
@@ -275,19 +391,22 @@ impl LlmRun<'_> {
                 agent: self.agent.name.clone(),
                 call_id: call.id.clone(),
                 cancel: round.child_token(),
+                files: self.files.clone(),
             };
             let started = Instant::now();
             let result = self
                 .tools
                 .invoke(&self.allowed, &call.name, &call.arguments, &ctx, self.mock_tools)
-                .await
-                .map(|o| o.to_model_text());
+                .await;
             let duration_ms = started.elapsed().as_millis() as u64;
             let event = match &result {
-                Ok(text) => json!({
-                    "call_id": call.id, "name": call.name, "ok": true,
-                    "bytes": text.len(), "duration_ms": duration_ms, "content": preview(text),
-                }),
+                Ok(output) => {
+                    let text = output.to_model_text();
+                    json!({
+                        "call_id": call.id, "name": call.name, "ok": true,
+                        "bytes": text.len(), "duration_ms": duration_ms, "content": preview(&text),
+                    })
+                }
                 Err(e) => {
                     tracing::Span::current().record("error.type", if matches!(e, ToolError::Fatal(_)) { "fatal" } else { "tool_error" });
                     json!({

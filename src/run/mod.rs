@@ -4,6 +4,9 @@
 //! "Every agent is a subagent": top-level runs and subagent calls go through
 //! [`Runner::run`] with different configs.
 
+pub mod compaction;
+pub mod context;
+pub mod inputs;
 pub mod llm;
 pub mod recorder;
 pub mod report;
@@ -17,9 +20,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::{AgentConfig, Coordinator, ToolSelection};
+use crate::files::{FileSource, RunFiles};
 use crate::provider::{ProviderSet, Usage};
 use crate::store::{NewRun, RunFinish, RunStatus, Store, StoreError};
+use crate::tokens::{Encoding, TokenCounter};
 use crate::tools::ToolRegistry;
+use crate::tools::files::BASE_TOOLS;
 
 pub use recorder::Recorder;
 pub use termination::Termination;
@@ -33,6 +39,7 @@ pub struct Runner {
     pub tools: Arc<ToolRegistry>,
     /// Use every tool's mock instead of its real implementation.
     pub mock_tools: bool,
+    pub tokens: Arc<TokenCounter>,
 }
 
 /// The result of a finished run.
@@ -120,12 +127,35 @@ impl Runner {
                 "run_started",
                 json!({"agent": agent.name, "source": trigger.source, "kind": trigger.kind, "mock_tools": self.mock_tools}),
             );
-        let allowed = match &agent.tools {
+        let mut allowed = match &agent.tools {
             ToolSelection::List(list) => list.clone(),
             ToolSelection::Inherit => Vec::new(),
         };
+        for base in BASE_TOOLS {
+            if !allowed.iter().any(|a| a == base) {
+                allowed.push((*base).to_string());
+            }
+        }
+        let encoding = agent.models.first().map_or(Encoding::O200k, Encoding::for_model);
+        // Private runs keep their files in memory only: no content reaches the store.
+        let store = (!trigger.private).then(|| self.store.clone());
+        let files = Arc::new(RunFiles::new(
+            &run_id,
+            store,
+            self.tokens.clone(),
+            encoding,
+            agent.context.file_threshold_tokens,
+        ));
+        let mut attachments = Vec::new();
+        for a in &trigger.attachments {
+            let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
+            recorder.event("file_added", json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}));
+            attachments.push(meta);
+        }
         let result = match self.providers.chain(&agent.models) {
             Ok(chain) => {
+                let opening =
+                    inputs::opening_message(&files, agent, trigger.to_prompt(), &attachments).await?;
                 let run = llm::LlmRun {
                     agent,
                     chain: &chain,
@@ -134,17 +164,16 @@ impl Runner {
                     mock_tools: self.mock_tools,
                     recorder: &recorder,
                     cancel,
+                    files: files.clone(),
+                    counter: &self.tokens,
+                    reinject: Vec::new(),
                 };
-                run.run(trigger.to_prompt()).await?
+                run.run(opening).await?
             }
             Err(e) => llm::LoopOutcome {
                 termination: Termination::ProviderError,
-                final_text: None,
                 error: Some(e.message),
-                turns: 0,
-                tool_calls: 0,
-                usage: Usage::default(),
-                cost_usd: 0.0,
+                ..llm::LoopOutcome::empty()
             },
         };
 

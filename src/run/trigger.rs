@@ -3,9 +3,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::files::NewFile;
+
 /// A normalized trigger: where it came from, a one-line summary for listings, and the
 /// payload the agent sees.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TriggerEvent {
     /// `cli`, `slack`, `jira`, `notion`, `webhook`, `cron`, `subagent`.
     pub source: String,
@@ -19,6 +21,9 @@ pub struct TriggerEvent {
     /// From a private channel: no message content may reach logs, traces or events.
     #[serde(default)]
     pub private: bool,
+    /// Files that came with the event (Slack files, Jira attachments, `--file`).
+    #[serde(skip)]
+    pub attachments: Vec<NewFile>,
 }
 
 impl TriggerEvent {
@@ -44,6 +49,7 @@ impl TriggerEvent {
             text,
             payload,
             private: false,
+            attachments: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::files::FileMeta;
 use crate::provider::Usage;
 
 pub use sqlite::SqliteStore;
@@ -154,6 +155,12 @@ pub trait Store: Send + Sync {
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
+    /// Stores a new virtual file of a run.
+    async fn put_file(&self, run_id: &str, meta: &FileMeta, content: &[u8]) -> Result<(), StoreError>;
+    /// Updates a file's metadata (read tracking).
+    async fn update_file(&self, run_id: &str, meta: &FileMeta) -> Result<(), StoreError>;
+    /// Every file of a run, in id order.
+    async fn run_files(&self, run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError>;
 }
 
 /// Now, as stored: RFC 3339 UTC with milliseconds (sorts lexicographically).

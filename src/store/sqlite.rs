@@ -11,10 +11,14 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError, now_text};
+use crate::files::FileMeta;
 use crate::provider::Usage;
 
 /// Schema migrations, applied in order once each.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_files.sql")),
+];
 
 /// A SQLite-backed [`Store`].
 #[derive(Clone)]
@@ -224,6 +228,43 @@ impl Store for SqliteStore {
                     kind: row.try_get("kind")?,
                     data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 })
+            })
+            .collect()
+    }
+
+    async fn put_file(&self, run_id: &str, meta: &FileMeta, content: &[u8]) -> Result<(), StoreError> {
+        let text = serde_json::to_string(meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        sqlx::query("INSERT INTO run_files (run_id, file_id, meta, content) VALUES (?, ?, ?, ?)")
+            .bind(run_id)
+            .bind(&meta.id)
+            .bind(text)
+            .bind(content)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn update_file(&self, run_id: &str, meta: &FileMeta) -> Result<(), StoreError> {
+        let text = serde_json::to_string(meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        sqlx::query("UPDATE run_files SET meta = ? WHERE run_id = ? AND file_id = ?")
+            .bind(text)
+            .bind(run_id)
+            .bind(&meta.id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn run_files(&self, run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError> {
+        let rows = sqlx::query("SELECT meta, content FROM run_files WHERE run_id = ? ORDER BY CAST(substr(file_id, 3) AS INTEGER)")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let meta: String = row.try_get("meta")?;
+                let meta = serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok((meta, row.try_get("content")?))
             })
             .collect()
     }

@@ -2,13 +2,19 @@
 //! a subagent) goes through the same schema validation and dispatch.
 
 pub mod current_time;
+pub mod files;
 pub mod http_fetch;
 pub mod registry;
 pub mod schema;
 
 use async_trait::async_trait;
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use crate::files::RunFiles;
+use crate::provider::types::Image;
 
 pub use registry::ToolRegistry;
 
@@ -33,7 +39,7 @@ pub struct ToolSpec {
 }
 
 /// Per-call context handed to tools.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolCtx {
     pub run_id: String,
     pub agent: String,
@@ -41,6 +47,8 @@ pub struct ToolCtx {
     pub call_id: String,
     /// Cancelled when the run is cancelled or times out.
     pub cancel: CancellationToken,
+    /// The run's virtual files.
+    pub files: Arc<RunFiles>,
 }
 
 impl ToolCtx {
@@ -54,17 +62,23 @@ impl ToolCtx {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub value: Value,
+    /// Images for the model to see (sent as image content after the tool results).
+    pub images: Vec<Image>,
 }
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
         ToolOutput {
             value: Value::String(text.into()),
+            images: Vec::new(),
         }
     }
 
     pub fn json(value: Value) -> Self {
-        ToolOutput { value }
+        ToolOutput {
+            value,
+            images: Vec::new(),
+        }
     }
 
     /// The text the model sees: strings verbatim, anything else as pretty JSON.

@@ -20,11 +20,14 @@ impl ToolRegistry {
         ToolRegistry::default()
     }
 
-    /// The tools that ship with steward.
+    /// The tools that ship with steward, including the base file tools.
     pub fn builtin(http: reqwest::Client) -> Self {
         let mut r = ToolRegistry::new();
         r.register(Arc::new(super::http_fetch::HttpFetch::new(http)));
         r.register(Arc::new(super::current_time::CurrentTime::new()));
+        for tool in super::files::base_tools() {
+            r.register(tool);
+        }
         r
     }
 
@@ -108,6 +111,13 @@ mod tests {
             agent: "a".into(),
             call_id: "c".into(),
             cancel: Default::default(),
+            files: std::sync::Arc::new(crate::files::RunFiles::new(
+                "r",
+                None,
+                std::sync::Arc::new(crate::tokens::TokenCounter::new()),
+                crate::tokens::Encoding::O200k,
+                10_000,
+            )),
         }
     }
 

@@ -276,6 +276,15 @@ pub async fn runner(
         providers,
         tools: Arc::new(tools),
         mock_tools,
+        tokens: tokens(),
     };
     (dir, runner)
+}
+
+/// One tokenizer for the whole test binary: building o200k takes a while.
+pub fn tokens() -> Arc<steward::tokens::TokenCounter> {
+    static TOKENS: std::sync::OnceLock<Arc<steward::tokens::TokenCounter>> = std::sync::OnceLock::new();
+    TOKENS
+        .get_or_init(|| Arc::new(steward::tokens::TokenCounter::new()))
+        .clone()
 }

@@ -1,0 +1,326 @@
+//! Virtual files: every attachment, large tool output, extracted document and compacted
+//! transcript of a run is a file with an id (`f_1`, `f_2`, ...). The model sees only
+//! metadata and reads what it needs through the file tools.
+
+pub mod extract;
+pub mod mime;
+pub mod ranges;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+pub use ranges::ReadState;
+
+use crate::store::{Store, StoreError};
+use crate::tokens::{Encoding, TokenCounter};
+
+/// Where a file came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileSource {
+    Attachment,
+    ToolOutput,
+    Extracted,
+    CompactedContext,
+    Message,
+}
+
+impl FileSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileSource::Attachment => "attachment",
+            FileSource::ToolOutput => "tool output",
+            FileSource::Extracted => "extracted",
+            FileSource::CompactedContext => "compacted context",
+            FileSource::Message => "message",
+        }
+    }
+}
+
+/// What the model (and the run record) knows about a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    pub id: String,
+    pub name: String,
+    pub mime: String,
+    pub size_bytes: u64,
+    pub size_tokens: u64,
+    pub tokens_estimated: bool,
+    /// Line count for text files; 0 for binary ones.
+    pub lines: u64,
+    pub text: bool,
+    pub source: FileSource,
+    pub read: ReadState,
+    /// For extracted files, the file they came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
+}
+
+impl FileMeta {
+    /// One line for the status message and file listings.
+    pub fn describe(&self) -> String {
+        let tokens = if self.tokens_estimated {
+            format!("~{}", self.size_tokens)
+        } else {
+            self.size_tokens.to_string()
+        };
+        let lines = if self.text {
+            format!(", {} lines", self.lines)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} {} ({}, {} bytes, {} tokens{}, {}); read: {}",
+            self.id,
+            self.name,
+            self.mime,
+            self.size_bytes,
+            tokens,
+            lines,
+            self.source.as_str(),
+            self.read.describe()
+        )
+    }
+}
+
+/// A file to add.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    pub name: String,
+    pub mime: String,
+    pub content: Vec<u8>,
+}
+
+/// What part of a file was read.
+#[derive(Debug, Clone, Copy)]
+pub enum ReadKind {
+    Whole,
+    Lines(u64, u64),
+    Bytes(u64, u64),
+}
+
+/// A failure of a file operation that the model should see.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("unknown file id '{id}'; known files: {known}")]
+    Unknown { id: String, known: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Entry {
+    meta: FileMeta,
+    content: Arc<Vec<u8>>,
+}
+
+/// The files of one run. Cheap to share (`Arc`); every change is written to the store
+/// (except for private runs, whose files stay in memory).
+pub struct RunFiles {
+    run_id: String,
+    store: Option<Arc<dyn Store>>,
+    tokens: Arc<TokenCounter>,
+    encoding: Encoding,
+    entries: Mutex<Vec<Entry>>,
+    /// Largest read a file tool may put into context (the file threshold).
+    pub max_read_tokens: u64,
+    /// Tokens left before compaction; set by the coordinator every turn.
+    budget: AtomicU64,
+}
+
+impl RunFiles {
+    pub fn new(
+        run_id: &str,
+        store: Option<Arc<dyn Store>>,
+        tokens: Arc<TokenCounter>,
+        encoding: Encoding,
+        max_read_tokens: u64,
+    ) -> Self {
+        RunFiles {
+            run_id: run_id.to_string(),
+            store,
+            tokens,
+            encoding,
+            entries: Mutex::new(Vec::new()),
+            max_read_tokens,
+            budget: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Reloads the files of a run from the store (after a restart).
+    pub async fn restore(&self) -> Result<(), StoreError> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let files = store.run_files(&self.run_id).await?;
+        let mut entries = self.lock();
+        entries.clear();
+        for (meta, content) in files {
+            entries.push(Entry {
+                meta,
+                content: Arc::new(content),
+            });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn tokens(&self) -> &TokenCounter {
+        &self.tokens
+    }
+
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    pub fn set_budget(&self, tokens: u64) {
+        self.budget.store(tokens, Ordering::Relaxed);
+    }
+
+    /// Tokens that may still enter the context before compaction.
+    pub fn budget(&self) -> u64 {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    /// Adds a file and persists it; returns its metadata with the new id.
+    pub async fn add(
+        &self,
+        file: NewFile,
+        source: FileSource,
+        derived_from: Option<&str>,
+    ) -> Result<FileMeta, StoreError> {
+        let is_text =
+            mime::is_textual(&file.mime, &file.content) && std::str::from_utf8(&file.content).is_ok();
+        let content = Arc::new(file.content);
+        let text = if is_text {
+            std::str::from_utf8(&content).ok()
+        } else {
+            None
+        };
+        let (count, lines) = match text {
+            Some(t) => (self.tokens.count(self.encoding, t), line_count(t)),
+            None => (
+                crate::tokens::Count {
+                    tokens: (content.len() as u64).div_ceil(4),
+                    estimated: true,
+                },
+                0,
+            ),
+        };
+        let meta = {
+            let mut entries = self.lock();
+            let meta = FileMeta {
+                id: format!("f_{}", entries.len() + 1),
+                name: file.name,
+                mime: file.mime,
+                size_bytes: content.len() as u64,
+                size_tokens: count.tokens,
+                tokens_estimated: count.estimated,
+                lines,
+                text: text.is_some(),
+                source,
+                read: ReadState::default(),
+                derived_from: derived_from.map(str::to_string),
+            };
+            entries.push(Entry {
+                meta: meta.clone(),
+                content: content.clone(),
+            });
+            meta
+        };
+        if let Some(store) = &self.store {
+            store.put_file(&self.run_id, &meta, &content).await?;
+        }
+        Ok(meta)
+    }
+
+    /// The file's metadata and content.
+    pub fn get(&self, id: &str) -> Result<(FileMeta, Arc<Vec<u8>>), FileError> {
+        let entries = self.lock();
+        match entries.iter().find(|e| e.meta.id == id) {
+            Some(e) => Ok((e.meta.clone(), e.content.clone())),
+            None => {
+                let known: Vec<&str> = entries.iter().map(|e| e.meta.id.as_str()).collect();
+                Err(FileError::Unknown {
+                    id: id.to_string(),
+                    known: if known.is_empty() {
+                        "(none)".into()
+                    } else {
+                        known.join(", ")
+                    },
+                })
+            }
+        }
+    }
+
+    /// A file extracted earlier from `id`, if any.
+    pub fn derived(&self, id: &str) -> Option<FileMeta> {
+        self.lock()
+            .iter()
+            .find(|e| e.meta.derived_from.as_deref() == Some(id))
+            .map(|e| e.meta.clone())
+    }
+
+    pub fn list(&self) -> Vec<FileMeta> {
+        self.lock().iter().map(|e| e.meta.clone()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Records that part of a file entered the context.
+    pub async fn mark_read(&self, id: &str, kind: ReadKind) -> Result<(), StoreError> {
+        let meta = {
+            let mut entries = self.lock();
+            let Some(e) = entries.iter_mut().find(|e| e.meta.id == id) else {
+                return Ok(());
+            };
+            match kind {
+                ReadKind::Whole => e.meta.read.whole = true,
+                ReadKind::Lines(a, b) => e.meta.read.add_lines(a, b),
+                ReadKind::Bytes(a, b) => e.meta.read.add_bytes(a, b),
+            }
+            e.meta.clone()
+        };
+        if let Some(store) = &self.store {
+            store.update_file(&self.run_id, &meta).await?;
+        }
+        Ok(())
+    }
+
+    /// A view for a subagent holding only `ids`, with their ids and read state.
+    pub fn subset(
+        &self,
+        ids: &[String],
+        run_id: &str,
+        store: Option<Arc<dyn Store>>,
+    ) -> Result<RunFiles, FileError> {
+        let child = RunFiles::new(
+            run_id,
+            store,
+            self.tokens.clone(),
+            self.encoding,
+            self.max_read_tokens,
+        );
+        {
+            let mut out = child.lock();
+            for id in ids {
+                let (meta, content) = self.get(id)?;
+                out.push(Entry { meta, content });
+            }
+        }
+        Ok(child)
+    }
+}
+
+/// Lines as a reader counts them: a trailing newline does not start a new line.
+pub fn line_count(text: &str) -> u64 {
+    if text.is_empty() {
+        return 0;
+    }
+    let n = text.bytes().filter(|&b| b == b'\n').count() as u64;
+    if text.ends_with('\n') { n } else { n + 1 }
+}

@@ -1,0 +1,271 @@
+//! Context compaction: when the conversation passes `compact_at` of the window, the
+//! older part is summarized with `prompts/compaction.md`, the whole transcript becomes a
+//! file the agent can search, and the most recent messages stay verbatim.
+
+use crate::files::{FileSource, NewFile, RunFiles};
+use crate::provider::{ErrorKind, Message, ModelChain, ProviderError, Usage, pricing};
+use crate::store::StoreError;
+use crate::tokens::{Encoding, TokenCounter};
+
+use super::context::{Conversation, message_tokens};
+
+/// The built-in compaction prompt.
+pub const COMPACTION_PROMPT: &str = include_str!("../../prompts/compaction.md");
+/// Share of the window the verbatim tail may use.
+const TAIL_SHARE: f64 = 0.25;
+/// The first (trigger) message is kept verbatim when it is at most this share.
+const FIRST_SHARE: f64 = 0.25;
+
+/// What compaction produced.
+#[derive(Debug)]
+pub struct Compacted {
+    pub messages: Vec<(Message, u64)>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub transcript_file: String,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Tool outputs left out of the summary request to make it fit.
+    pub dropped_outputs: usize,
+    pub kept_messages: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("compaction failed: {0}")]
+    Provider(ProviderError),
+}
+
+/// Everything compaction needs from the run.
+pub struct Compactor<'a> {
+    pub chain: &'a ModelChain,
+    pub counter: &'a TokenCounter,
+    pub encoding: Encoding,
+    pub files: &'a RunFiles,
+    pub window: u64,
+    /// Messages re-injected verbatim after the summary (required skills).
+    pub reinject: &'a [Message],
+}
+
+/// Renders messages as a readable Markdown transcript.
+pub fn render(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&render_one(m));
+        out.push_str("\n\n");
+    }
+    out
+}
+
+fn render_one(m: &Message) -> String {
+    match m {
+        Message::User { content, images } => {
+            let imgs = if images.is_empty() {
+                String::new()
+            } else {
+                format!("\n({} image(s))", images.len())
+            };
+            format!("### user\n{content}{imgs}")
+        }
+        Message::Assistant { text, tool_calls } => {
+            let mut s = String::from("### assistant");
+            if let Some(t) = text {
+                s.push('\n');
+                s.push_str(t);
+            }
+            for c in tool_calls {
+                s.push_str(&format!("\n-> tool call {} `{}` {}", c.id, c.name, c.arguments));
+            }
+            s
+        }
+        Message::Tool {
+            call_id,
+            name,
+            content,
+            is_error,
+        } => {
+            let err = if *is_error { " (error)" } else { "" };
+            format!("### tool result {call_id} `{name}`{err}\n{content}")
+        }
+    }
+}
+
+impl Compactor<'_> {
+    /// Compacts `conv` (compaction number `n`). Fails only on store errors or when the
+    /// summary cannot be produced even with every tool output left out.
+    pub async fn compact(&self, conv: &Conversation, n: u32) -> Result<Compacted, CompactError> {
+        let messages = conv.messages();
+        let counts = conv.token_counts();
+        let tokens_before = conv.total();
+        let transcript = render(messages);
+        let file = self
+            .files
+            .add(
+                NewFile {
+                    name: format!("transcript-before-compaction-{n}.md"),
+                    mime: "text/markdown".into(),
+                    content: transcript.into_bytes(),
+                },
+                FileSource::CompactedContext,
+                None,
+            )
+            .await?;
+
+        let cut = self.tail_start(messages, counts);
+        let head = &messages[..cut];
+        let (summary, usage, cost, dropped) = self.summarize(head).await?;
+
+        let mut out: Vec<(Message, u64)> = Vec::new();
+        let mut push = |m: Message| {
+            let t = message_tokens(self.counter, self.encoding, &m);
+            out.push((m, t));
+        };
+        if let (Some(first), Some(&t)) = (messages.first(), counts.first())
+            && cut > 0
+            && (t as f64) <= self.window as f64 * FIRST_SHARE
+        {
+            push(first.clone());
+        }
+        for m in self.reinject {
+            push(m.clone());
+        }
+        push(Message::user(format!(
+            "[steward: the conversation was compacted (compaction {n}). Summary of everything before the last {} messages:]\n\n{}\n\n[The full transcript before this compaction is file {} ({} tokens); search it with file_regex or read parts with file_read to recover details.]",
+            messages.len() - cut,
+            summary.trim(),
+            file.id,
+            file.size_tokens
+        )));
+        for (m, t) in messages[cut..].iter().zip(&counts[cut..]) {
+            out.push((m.clone(), *t));
+        }
+        let tokens_after = conv.fixed() + out.iter().map(|(_, t)| t).sum::<u64>();
+        Ok(Compacted {
+            messages: out,
+            usage,
+            cost_usd: cost,
+            transcript_file: file.id,
+            tokens_before,
+            tokens_after,
+            dropped_outputs: dropped,
+            kept_messages: messages.len() - cut,
+        })
+    }
+
+    /// Where the verbatim tail starts: at an assistant message (so tool results stay
+    /// with their calls), using at most [`TAIL_SHARE`] of the window. Never 0.
+    fn tail_start(&self, messages: &[Message], counts: &[u64]) -> usize {
+        let budget = (self.window as f64 * TAIL_SHARE) as u64;
+        let mut used = 0;
+        let mut cut = messages.len();
+        for i in (1..messages.len()).rev() {
+            used += counts[i];
+            if used > budget {
+                break;
+            }
+            if matches!(messages[i], Message::Assistant { .. }) {
+                cut = i;
+            }
+        }
+        cut
+    }
+
+    /// Summarizes `head`, leaving out the oldest tool outputs until the request fits
+    /// the window (and more when the provider still says it is too long).
+    async fn summarize(&self, head: &[Message]) -> Result<(String, Usage, f64, usize), CompactError> {
+        let max_output = (self.window / 8).clamp(256, 4096) as u32;
+        let fixed = self.counter.count(self.encoding, COMPACTION_PROMPT).tokens + 64;
+        // 5% margin for framing and estimation error.
+        let budget = ((self.window as f64 * 0.95) as u64).saturating_sub(fixed + u64::from(max_output));
+        let mut items: Vec<(String, u64, bool)> = head
+            .iter()
+            .map(|m| {
+                let text = render_one(m);
+                let t = self.counter.count(self.encoding, &text).tokens + 2;
+                (text, t, matches!(m, Message::Tool { .. }))
+            })
+            .collect();
+        let mut dropped = 0;
+        let mut target = budget;
+        let mut usage = Usage::default();
+        let mut cost = 0.0;
+        for _attempt in 0..4 {
+            dropped += fit(&mut items, target);
+            let transcript: String = items
+                .iter()
+                .map(|(t, _, _)| t.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            let request = vec![Message::user(format!(
+                "Summarize this conversation transcript as instructed.\n\n<transcript>\n{transcript}\n</transcript>"
+            ))];
+            match self
+                .chain
+                .chat(COMPACTION_PROMPT, &request, &[], max_output)
+                .await
+            {
+                Ok(outcome) => {
+                    let r = outcome.response;
+                    usage.add(&r.usage);
+                    cost += pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage);
+                    return Ok((r.text.unwrap_or_default(), usage, cost, dropped));
+                }
+                Err(e) if e.kind == ErrorKind::ContextLength => target /= 2,
+                Err(e) => return Err(CompactError::Provider(e)),
+            }
+        }
+        Err(CompactError::Provider(ProviderError::new(
+            "steward",
+            ErrorKind::ContextLength,
+            "the summary request does not fit even without tool outputs",
+        )))
+    }
+}
+
+/// Replaces the oldest tool outputs, then the oldest other messages, with placeholders
+/// until the items fit `budget`. Returns how many were replaced.
+fn fit(items: &mut [(String, u64, bool)], budget: u64) -> usize {
+    let mut total: u64 = items.iter().map(|(_, t, _)| t).sum();
+    let mut replaced = 0;
+    for pass_tools in [true, false] {
+        for item in items.iter_mut() {
+            if total <= budget {
+                return replaced;
+            }
+            let placeholder_tokens = 12;
+            if item.2 == pass_tools && item.1 > placeholder_tokens {
+                total -= item.1 - placeholder_tokens;
+                item.0 = format!(
+                    "[{} left out of this summary request: {} tokens; see the transcript file]",
+                    if item.2 { "tool output" } else { "message" },
+                    item.1
+                );
+                item.1 = placeholder_tokens;
+                replaced += 1;
+            }
+        }
+    }
+    replaced
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_drops_oldest_tool_outputs_first() {
+        let mut items = vec![
+            ("user".to_string(), 100, false),
+            ("tool 1".to_string(), 1000, true),
+            ("tool 2".to_string(), 1000, true),
+            ("assistant".to_string(), 100, false),
+        ];
+        assert_eq!(fit(&mut items, 1300), 1);
+        assert!(items[1].0.starts_with("[tool output left out"));
+        assert_eq!(items[2].0, "tool 2");
+        assert_eq!(fit(&mut items, 150), 2);
+        assert!(items[0].0.starts_with("[message left out"));
+    }
+}

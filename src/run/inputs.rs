@@ -1,0 +1,143 @@
+//! What enters the context: the opening message (trigger text, preloaded attachments,
+//! the file list) and tool results, with anything over the file threshold stored as a
+//! file and only a preview kept inline.
+
+use base64::Engine;
+
+use crate::config::AgentConfig;
+use crate::files::extract::{self, DocKind};
+use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
+use crate::provider::Message;
+use crate::provider::types::Image;
+use crate::store::StoreError;
+use crate::tokens::floor_char;
+
+use super::context::file_list;
+
+/// Largest image sent as image content (Anthropic's per-image limit is 5 MB of base64).
+pub const MAX_IMAGE_BYTES: u64 = 3_750_000;
+
+/// Text over the agent's `file_threshold_tokens` becomes a file; returns what goes inline.
+pub async fn inline_or_file(
+    files: &RunFiles,
+    agent: &AgentConfig,
+    text: String,
+    name: &str,
+    source: FileSource,
+) -> Result<String, StoreError> {
+    let threshold = agent.context.file_threshold_tokens;
+    let count = files.tokens().count(files.encoding(), &text);
+    if count.tokens <= threshold {
+        return Ok(text);
+    }
+    let preview_tokens = agent.context.file_preview_tokens;
+    let preview = files
+        .tokens()
+        .prefix(files.encoding(), &text, preview_tokens)
+        .to_string();
+    let mime = mime::for_tool_output(&text);
+    let ext = if mime == "application/json" { "json" } else { "txt" };
+    let meta = files
+        .add(
+            NewFile {
+                name: format!("{name}.{ext}"),
+                mime: mime.into(),
+                content: text.into_bytes(),
+            },
+            source,
+            None,
+        )
+        .await?;
+    files
+        .mark_read(&meta.id, ReadKind::Bytes(0, preview.len() as u64))
+        .await?;
+    let approx = if meta.tokens_estimated { "~" } else { "" };
+    Ok(format!(
+        "{preview}\n\n[steward: this is {approx}{} tokens, over the {threshold}-token limit, so only the first {preview_tokens} tokens are shown above. The whole text is file {} ({}, {}, {} bytes, {} lines). Search it with file_regex, or read more with file_read or peek_file.]",
+        meta.size_tokens, meta.id, meta.name, meta.mime, meta.size_bytes, meta.lines
+    ))
+}
+
+/// The first user message: the trigger text (a file if large), the first
+/// `preload_bytes` of each attachment (images as image content, documents extracted
+/// first), and the file list.
+pub async fn opening_message(
+    files: &RunFiles,
+    agent: &AgentConfig,
+    trigger_text: String,
+    attachments: &[FileMeta],
+) -> Result<Message, StoreError> {
+    let mut text = inline_or_file(files, agent, trigger_text, "trigger-message", FileSource::Message).await?;
+    let mut images = Vec::new();
+    let limit = agent.preload_bytes;
+    for meta in attachments.iter().filter(|_| limit > 0) {
+        let Ok((meta, content)) = files.get(&meta.id) else {
+            continue;
+        };
+        if mime::is_image(&meta.mime) && meta.size_bytes <= MAX_IMAGE_BYTES {
+            images.push(Image {
+                mime: meta.mime.clone(),
+                data_base64: base64::engine::general_purpose::STANDARD.encode(content.as_slice()),
+            });
+            files.mark_read(&meta.id, ReadKind::Whole).await?;
+            text.push_str(&format!(
+                "\n\n[steward: image {} ({}) is attached.]",
+                meta.id, meta.name
+            ));
+            continue;
+        }
+        // Documents are extracted first; the extracted file is what gets preloaded.
+        let target = match DocKind::detect(&meta.mime, &meta.name) {
+            Some(kind) => match extract::extract(kind, content, extract::DEFAULT_TIMEOUT).await {
+                Ok(extracted) => {
+                    let new = NewFile {
+                        name: format!("{}.txt", meta.name),
+                        mime: "text/plain".into(),
+                        content: extracted.into_bytes(),
+                    };
+                    files.add(new, FileSource::Extracted, Some(&meta.id)).await?
+                }
+                Err(e) => {
+                    text.push_str(&format!(
+                        "\n\n[steward: could not extract {} ({}): {e}]",
+                        meta.id, meta.name
+                    ));
+                    continue;
+                }
+            },
+            None => meta,
+        };
+        if !target.text {
+            continue;
+        }
+        let Ok((_, bytes)) = files.get(&target.id) else {
+            continue;
+        };
+        let body = std::str::from_utf8(&bytes).unwrap_or_default();
+        let head = floor_char(body, limit as usize);
+        files
+            .mark_read(&target.id, ReadKind::Bytes(0, head.len() as u64))
+            .await?;
+        let whole = head.len() == body.len();
+        text.push_str(&format!(
+            "\n\n[steward: {} {} ({} of {} bytes):]\n{head}{}",
+            target.id,
+            target.name,
+            if whole {
+                "in full"
+            } else {
+                "preloaded, first bytes"
+            },
+            body.len(),
+            if whole { "" } else { "\n[...]" }
+        ));
+    }
+    if !files.is_empty() {
+        text.push_str("\n\n[steward]");
+        text.push_str(&file_list(&files.list()));
+    }
+    Ok(Message::User {
+        content: text,
+        images,
+    })
+}
