@@ -53,8 +53,14 @@ pub async fn inline_or_file(
         .await?;
     let approx = if meta.tokens_estimated { "~" } else { "" };
     Ok(format!(
-        "{preview}\n\n[steward: this is {approx}{} tokens, over the {threshold}-token limit, so only the first {preview_tokens} tokens are shown above. The whole text is file {} ({}, {}, {} bytes, {} lines). Search it with file_regex, or read more with file_read or peek_file.]",
-        meta.size_tokens, meta.id, meta.name, meta.mime, meta.size_bytes, meta.lines
+        "{}\n\n[steward: this is {approx}{} tokens, over the {threshold}-token limit, so only its first {preview_tokens} tokens or fewer are shown above. The whole text is file {} ({}, {}, {} bytes, {} lines). Search it with file_regex, or read more with file_read or peek_file.]",
+        preview.trim_end(),
+        meta.size_tokens,
+        meta.id,
+        meta.name,
+        meta.mime,
+        meta.size_bytes,
+        meta.lines
     ))
 }
 

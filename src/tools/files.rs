@@ -321,7 +321,9 @@ async fn regex(
     context: u64,
 ) -> ToolResult {
     let text = text_of(meta, content)?;
+    // Multi-line so ^ and $ match at line boundaries, as in grep.
     let re = regex::RegexBuilder::new(pattern)
+        .multi_line(true)
         .size_limit(1 << 20)
         .build()
         .map_err(|e| ToolError::Model(format!("invalid regex '{pattern}': {e}")))?;

@@ -69,9 +69,14 @@ pub struct Captured {
     pub at: Instant,
 }
 
+/// Computes a reply from the request body.
+pub type Handler = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Reply>,
+    /// Answers when the script is empty, before `fallback`.
+    handler: Option<Handler>,
     /// Served when the script is empty.
     fallback: Option<Reply>,
     captured: Vec<Captured>,
@@ -110,6 +115,12 @@ impl FakeModel {
         self
     }
 
+    /// Answers computed from each request once the script runs out.
+    pub fn handler(&self, h: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> &Self {
+        self.inner.lock().unwrap().handler = Some(Arc::new(h));
+        self
+    }
+
     /// The answer served once the script runs out.
     pub fn always(&self, reply: Reply) -> &Self {
         self.inner.lock().unwrap().fallback = Some(reply);
@@ -128,17 +139,19 @@ async fn handle(
     raw: Bytes,
 ) -> Response {
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-    let reply = {
+    let (scripted, handler, fallback) = {
         let mut g = inner.lock().unwrap();
         g.captured.push(Captured {
             path: uri.path().to_string(),
             headers,
             raw: raw.clone(),
-            body,
+            body: body.clone(),
             at: Instant::now(),
         });
-        g.script.pop_front().or_else(|| g.fallback.clone())
+        (g.script.pop_front(), g.handler.clone(), g.fallback.clone())
     };
+    // The handler runs outside the lock so it may inspect captured requests.
+    let reply = scripted.or_else(|| handler.map(|h| h(&body))).or(fallback);
     let Some(reply) = reply else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
