@@ -1,6 +1,7 @@
 //! Harness overhead per turn: an in-process model that answers instantly (after
 //! serializing the request exactly as the OpenAI adapter would), a trivial tool, and a
-//! real SQLite run store. Reports median µs per turn at ~20,000 tokens of context,
+//! real SQLite run store (and a null store, to separate the database's cost). Reports
+//! median µs per turn at ~20,000 and ~200,000 tokens of context,
 //! turns per second, process CPU per turn, and peak RSS.
 //!
 //! Run with `cargo bench --bench harness_turn`.
@@ -26,8 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 const TURNS: u32 = 40;
 const RUNS: usize = 15;
-/// ~20,000 tokens of context at ~4 characters per token.
-const CONTEXT_CHARS: usize = 80_000;
 
 /// Answers every call with one tool call; never ends the run (max_turns does).
 struct InstantModel {
@@ -137,6 +136,62 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Varied English-like text of `chars` characters (about 4 characters per o200k token,
+/// like real prose, unlike a repeated phrase).
+fn prose(chars: usize) -> String {
+    const WORDS: &[&str] = &[
+        "the",
+        "incident",
+        "started",
+        "when",
+        "deploy",
+        "pipeline",
+        "rolled",
+        "back",
+        "customer",
+        "reported",
+        "latency",
+        "spikes",
+        "across",
+        "regions",
+        "because",
+        "certificate",
+        "rotation",
+        "failed",
+        "silently",
+        "engineers",
+        "paged",
+        "on-call",
+        "mitigated",
+        "by",
+        "restarting",
+        "gateway",
+        "nodes",
+        "postmortem",
+        "action",
+        "items",
+        "include",
+        "alerts",
+        "dashboards",
+        "runbooks",
+        "ownership",
+        "quarterly",
+        "review",
+    ];
+    let mut out = String::with_capacity(chars + 16);
+    let mut i: usize = 0;
+    while out.len() < chars {
+        out.push_str(WORDS[(i * 7919 + i / 3) % WORDS.len()]);
+        out.push(if i % 13 == 12 { '.' } else { ' ' });
+        if i % 17 == 0 {
+            out.push_str(&format!("{} ", i * 31 % 10_000));
+        }
+        i += 1;
+    }
+    out.truncate(chars);
+    out
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -151,13 +206,28 @@ fn main() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db")).await.unwrap());
-        measure("SQLite store (real)", sqlite).await;
-        measure("null store (harness only)", Arc::new(NullStore)).await;
+        measure("SQLite store, 20k tokens", sqlite.clone(), 120_000).await;
+        measure("null store, 20k tokens", Arc::new(NullStore), 120_000).await;
+        measure("SQLite store, 200k tokens", sqlite, 1_200_000).await;
+        measure("null store, 200k tokens", Arc::new(NullStore), 1_200_000).await;
+        // What counting the whole conversation every turn would cost instead.
+        let counter = steward::tokens::TokenCounter::new();
+        let chunk = prose(200_000);
+        counter.count(steward::tokens::Encoding::O200k, &chunk);
+        let started = Instant::now();
+        let mut tokens = 0;
+        for _ in 0..4 {
+            tokens += counter.count(steward::tokens::Encoding::O200k, &chunk).tokens;
+        }
+        println!(
+            "re-tokenizing 800 KB ({tokens} tokens) from scratch: {:.1} ms per turn (the harness counts each message once)",
+            started.elapsed().as_secs_f64() * 1e3
+        );
         println!("  peak RSS        {} KiB", proc_status("VmHWM:"));
     });
 }
 
-async fn measure(label: &str, store: Arc<dyn Store>) {
+async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
     let model = Arc::new(InstantModel {
         calls: AtomicU32::new(0),
         bytes: Default::default(),
@@ -184,8 +254,10 @@ async fn measure(label: &str, store: Arc<dyn Store>) {
     );
     agent.limits.max_turns = TURNS;
     agent.limits.max_tool_calls = TURNS * 2;
-    let words = "lorem ipsum dolor sit amet consectetur adipiscing elit ";
-    let context: String = words.repeat(CONTEXT_CHARS / words.len());
+    // Keep the whole context inline (no file, no compaction) to measure its cost.
+    agent.context.window_tokens = Some(1_047_576);
+    agent.context.file_threshold_tokens = 500_000;
+    let context = prose(context_chars);
     let trigger = TriggerEvent::from_cli(json!({"text": context}));
 
     // Warm up caches, the pool and the allocator.
@@ -214,9 +286,21 @@ async fn measure(label: &str, store: Arc<dyn Store>) {
     let med = median(&mut per_turn_us);
     let min = per_turn_us[0];
     let max = per_turn_us[per_turn_us.len() - 1];
+    let counter = steward::tokens::TokenCounter::new();
+    let tokens: u64 = context
+        .as_bytes()
+        .chunks(200_000)
+        .map(|c| {
+            counter
+                .count(
+                    steward::tokens::Encoding::O200k,
+                    std::str::from_utf8(c).unwrap_or_default(),
+                )
+                .tokens
+        })
+        .sum();
     println!(
-        "harness_turn [{label}]: {RUNS} runs x {TURNS} turns, ~{} tokens of context, avg request {avg_request_kb:.0} KiB",
-        CONTEXT_CHARS / 4
+        "harness_turn [{label}]: {RUNS} runs x {TURNS} turns, {tokens} o200k tokens of context, avg request {avg_request_kb:.0} KiB"
     );
     println!("  wall per turn   median {med:.0} µs  (min {min:.0}, max {max:.0})");
     println!(

@@ -212,19 +212,16 @@ impl LlmRun<'_> {
                 let t = message_tokens(self.counter, enc, &m);
                 conv.push(m, t);
             }
-            // The status goes last; its own size is included in the figure it reports.
-            let draft = status_message(
-                conv.total(),
-                window,
-                self.agent.context.compact_at,
-                &self.files.list(),
-            );
-            let estimate = conv.total() + message_tokens(self.counter, enc, &Message::user(draft.as_str()));
+            // The status goes last; its own size (estimated from its length) is included
+            // in the figure it reports.
+            let files = self.files.list();
+            let draft = status_message(conv.total(), window, self.agent.context.compact_at, &files);
+            let own = (draft.len() as u64).div_ceil(4) + 4;
             let status = Message::user(status_message(
-                estimate,
+                conv.total() + own,
                 window,
                 self.agent.context.compact_at,
-                &self.files.list(),
+                &files,
             ));
             let t = message_tokens(self.counter, enc, &status);
             conv.push(status, t);

@@ -347,7 +347,6 @@ async fn regex(
             }
         }
     }
-    let all_lines: Vec<&str> = text.lines().collect();
     let mut out = format!(
         "{}: {} matching line{} for /{pattern}/{}\n",
         meta.id,
@@ -359,16 +358,25 @@ async fn regex(
             String::new()
         }
     );
+    // One pass over the lines up to the last wanted one; no index of every line.
+    let mut wanted_iter = wanted.iter().peekable();
     let mut prev = 0;
-    for (n, is_match) in &wanted {
-        if prev != 0 && *n > prev + 1 {
+    for (i, line) in text.lines().enumerate() {
+        let n = i as u64 + 1;
+        let Some(&&(want, is_match)) = wanted_iter.peek() else {
+            break;
+        };
+        if n < want {
+            continue;
+        }
+        wanted_iter.next();
+        if prev != 0 && n > prev + 1 {
             out.push_str("--\n");
         }
-        let line = all_lines.get((*n - 1) as usize).copied().unwrap_or_default();
         let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
         let more = if cut.len() < line.len() { " …" } else { "" };
-        out.push_str(&format!("{n}{} {cut}{more}\n", if *is_match { ":" } else { "-" }));
-        prev = *n;
+        out.push_str(&format!("{n}{} {cut}{more}\n", if is_match { ":" } else { "-" }));
+        prev = n;
     }
     check_size(files, "that many matches", &out)?;
     for (n, _) in &wanted {
