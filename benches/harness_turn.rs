@@ -183,7 +183,7 @@ fn prose(chars: usize) -> String {
     while out.len() < chars {
         out.push_str(WORDS[(i * 7919 + i / 3) % WORDS.len()]);
         out.push(if i % 13 == 12 { '.' } else { ' ' });
-        if i % 17 == 0 {
+        if i.is_multiple_of(17) {
             out.push_str(&format!("{} ", i * 31 % 10_000));
         }
         i += 1;
