@@ -77,6 +77,8 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         call_id: "c".into(),
         cancel: CancellationToken::new(),
         files,
+        skills: None,
+        subagents: None,
     };
     let allowed = vec!["file_regex".to_string()];
     for (label, pattern) in [
@@ -256,6 +258,8 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             tools: Arc::new(reg),
             mock_tools: false,
             tokens: tokens.clone(),
+            subagents: Default::default(),
+            skills: Default::default(),
         };
         let mut agent = AgentConfig::new(
             "bench",

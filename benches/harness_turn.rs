@@ -245,6 +245,8 @@ async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
         tools: Arc::new(tools),
         mock_tools: false,
         tokens: Arc::new(steward::tokens::TokenCounter::new()),
+        subagents: Default::default(),
+        skills: Default::default(),
     };
     let mut agent = AgentConfig::new(
         "bench",

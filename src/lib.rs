@@ -9,6 +9,7 @@ pub mod http;
 pub mod provider;
 pub mod run;
 pub mod server;
+pub mod skills;
 pub mod store;
 pub mod telemetry;
 pub mod tokens;

@@ -1,16 +1,21 @@
 //! Loading config trees: typed specs, runtime types, and errors with file, line and column.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use steward::config::{Config, Coordinator, ToolSelection, TriggerSpec};
+use steward::config::{Config, Coordinator, Known, ToolSelection, TriggerSpec};
 
-fn tools() -> BTreeSet<String> {
-    ["http_fetch", "current_time"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+fn tools() -> Known {
+    Known {
+        tools: ["http_fetch", "current_time"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        skills: ["jira-formatting", "slack-formatting"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    }
 }
 
 fn write(root: &Path, rel: &str, text: &str) {

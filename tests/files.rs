@@ -320,6 +320,8 @@ async fn files_with(store: Arc<dyn Store>) -> (Arc<RunFiles>, ToolCtx) {
         call_id: "c".into(),
         cancel: CancellationToken::new(),
         files: files.clone(),
+        skills: None,
+        subagents: None,
     };
     (files, ctx)
 }

@@ -12,12 +12,13 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, Known};
 use crate::files::NewFile;
 use crate::provider::ProviderSet;
 use crate::run::report::RunReport;
 use crate::run::{Runner, TriggerEvent};
 use crate::server::{self, AppState};
+use crate::skills::{Level as SkillLevel, SkillSet};
 use crate::store::{RunStatus, SqliteStore, Store};
 use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
@@ -83,6 +84,17 @@ enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Inspect Agent Skills.
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SkillsCommand {
+    /// Every skill with its description and any loading problems.
+    List,
 }
 
 #[derive(Subcommand, Debug)]
@@ -142,6 +154,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             files,
         } => run(&root, &cli.database_url, &agent, &event, &files, mock_tools, json).await,
         Command::Serve { addr, grace } => serve(&root, &cli.database_url, addr, grace).await,
+        Command::Skills {
+            command: SkillsCommand::List,
+        } => skills_list(&root),
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
             match command {
@@ -158,8 +173,15 @@ fn tools() -> anyhow::Result<ToolRegistry> {
     ))
 }
 
-fn load_config(root: &Path, tools: &ToolRegistry) -> anyhow::Result<Config> {
-    Config::load(root, &tools.names()).map_err(|diags| {
+fn known(tools: &ToolRegistry, skills: &SkillSet) -> Known {
+    Known {
+        tools: tools.names(),
+        skills: skills.names(),
+    }
+}
+
+fn load_config(root: &Path, tools: &ToolRegistry, skills: &SkillSet) -> anyhow::Result<Config> {
+    Config::load(root, &known(tools, skills)).map_err(|diags| {
         let n = diags.0.len();
         anyhow::anyhow!(
             "{diags}\n{n} problem{} in the config",
@@ -177,30 +199,57 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 
 fn validate(root: &Path) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
-    match Config::load(root, &tools.names()) {
-        Ok(config) => {
+    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let mut problems = 0;
+    for d in &skills.diagnostics {
+        eprintln!("{d}");
+        if d.level == SkillLevel::Error {
+            problems += 1;
+        }
+    }
+    match Config::load(root, &known(&tools, &skills)) {
+        Ok(config) if problems == 0 => {
             println!(
-                "ok: {} agent{}, {} subagent{} in {}",
+                "ok: {} agent{}, {} subagent{}, {} skill{} in {}",
                 config.agents.len(),
-                if config.agents.len() == 1 { "" } else { "s" },
+                plural(config.agents.len()),
                 config.subagents.len(),
-                if config.subagents.len() == 1 { "" } else { "s" },
+                plural(config.subagents.len()),
+                skills.skills.len(),
+                plural(skills.skills.len()),
                 root.display()
             );
-            Ok(ExitCode::SUCCESS)
+            return Ok(ExitCode::SUCCESS);
         }
+        Ok(_) => {}
         Err(diags) => {
             for d in &diags.0 {
                 eprintln!("{d}");
             }
-            eprintln!(
-                "{} problem{} found",
-                diags.0.len(),
-                if diags.0.len() == 1 { "" } else { "s" }
-            );
-            Ok(ExitCode::FAILURE)
+            problems += diags.0.len();
         }
     }
+    eprintln!("{problems} problem{} found", plural(problems));
+    Ok(ExitCode::FAILURE)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn skills_list(root: &Path) -> anyhow::Result<ExitCode> {
+    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    if skills.skills.is_empty() {
+        println!("no skills found under prompts/skills/");
+    }
+    for s in skills.skills.values() {
+        println!("{:<24} {}", s.name, s.description.replace('\n', " "));
+        println!("{:<24} {}", "", s.file.display());
+    }
+    for d in &skills.diagnostics {
+        println!("{d}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_event(path: &str) -> anyhow::Result<serde_json::Value> {
@@ -222,7 +271,8 @@ async fn run(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
-    let config = load_config(root, &tools)?;
+    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let config = load_config(root, &tools, &skills)?;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
     let mut trigger = TriggerEvent::from_cli(read_event(event)?);
     for path in attach {
@@ -246,6 +296,8 @@ async fn run(
         tools: Arc::new(tools),
         mock_tools,
         tokens: Arc::new(TokenCounter::new()),
+        subagents: Arc::new(config.subagents.clone()),
+        skills: Arc::new(skills),
     };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -289,7 +341,8 @@ async fn serve(
     grace: Duration,
 ) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
-    let config = load_config(root, &tools)?;
+    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let config = load_config(root, &tools, &skills)?;
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
     let state = AppState {
@@ -299,6 +352,8 @@ async fn serve(
             tools: Arc::new(tools),
             mock_tools: false,
             tokens: Arc::new(TokenCounter::new()),
+            subagents: Arc::new(config.subagents.clone()),
+            skills: Arc::new(skills),
         },
         config: Arc::new(config),
         shutdown: CancellationToken::new(),

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::diagnostic::{Diagnostic, Diagnostics, locate};
+use super::spec::SkillsSpec;
 use super::spec::{AgentSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
 use super::{
-    AgentConfig, Config, ContextSettings, Coordinator, Limits, ModelRef, OutputSettings, Prompt,
+    AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, ModelRef, OutputSettings, Prompt,
     ToolSelection,
 };
 
@@ -26,7 +27,7 @@ impl Source {
     }
 }
 
-pub(super) fn load_tree(root: &Path, known_tools: &BTreeSet<String>) -> Result<Config, Diagnostics> {
+pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostics> {
     let mut diags = Vec::new();
     let mut config = Config {
         root: root.to_path_buf(),
@@ -54,12 +55,12 @@ pub(super) fn load_tree(root: &Path, known_tools: &BTreeSet<String>) -> Result<C
         .collect();
 
     for (src, spec) in sub_specs {
-        if let Some(agent) = build_subagent(root, &src, spec, known_tools, &mut diags) {
+        if let Some(agent) = build_subagent(root, &src, spec, known, &sub_names, &mut diags) {
             insert_unique(&mut config.subagents, agent, &src, &mut diags);
         }
     }
     for (src, spec) in agent_specs {
-        if let Some(agent) = build_agent(root, &src, spec, known_tools, &sub_names, &mut diags) {
+        if let Some(agent) = build_agent(root, &src, spec, known, &sub_names, &mut diags) {
             insert_unique(&mut config.agents, agent, &src, &mut diags);
         }
     }
@@ -219,6 +220,55 @@ fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: 
     }
 }
 
+fn check_subagents(src: &Source, listed: &[String], known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
+    for sub in listed {
+        if !known.contains(sub) {
+            let list: Vec<&str> = known.iter().map(String::as_str).collect();
+            diags.push(src.error_at(
+                "subagents",
+                Some(sub),
+                format!(
+                    "unknown subagent '{sub}', expected one of: {}",
+                    if list.is_empty() {
+                        "(none in subagents/)".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+}
+
+fn check_skills(src: &Source, spec: &SkillsSpec, known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
+    let list = || known.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+    for (key, names) in [
+        ("required", &spec.required),
+        ("allowed", &spec.allowed),
+        ("prohibited", &spec.prohibited),
+    ] {
+        for name in names.iter().filter(|n| !n.ends_with('*')) {
+            if !known.contains(name) {
+                diags.push(src.error_at(
+                    key,
+                    Some(name),
+                    format!(
+                        "unknown skill '{name}' in skills.{key}, expected one of: {}",
+                        list()
+                    ),
+                ));
+            }
+        }
+    }
+    for name in spec.required.iter().filter(|n| spec.prohibited.contains(n)) {
+        diags.push(src.error_at(
+            "required",
+            Some(name),
+            format!("skill '{name}' is both required and prohibited"),
+        ));
+    }
+}
+
 fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) -> Limits {
     let d = Limits::default();
     let limits = Limits {
@@ -226,7 +276,16 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
         max_turns: spec.max_turns.unwrap_or(d.max_turns),
         timeout: spec.timeout.map(|t| t.0).unwrap_or(d.timeout),
         max_cost_usd: spec.max_cost_usd,
+        subagent_depth: spec.subagent_depth.unwrap_or(d.subagent_depth),
+        subagent_concurrency: spec.subagent_concurrency.unwrap_or(d.subagent_concurrency),
     };
+    if limits.subagent_concurrency == 0 {
+        diags.push(src.error_at(
+            "subagent_concurrency",
+            None,
+            "subagent_concurrency must be at least 1",
+        ));
+    }
     if limits.max_turns == 0 {
         diags.push(src.error_at("max_turns", None, "max_turns must be at least 1"));
     }
@@ -265,7 +324,7 @@ fn build_agent(
     root: &Path,
     src: &Source,
     spec: AgentSpec,
-    known_tools: &BTreeSet<String>,
+    known: &Known,
     subagents: &BTreeSet<String>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<AgentConfig> {
@@ -297,24 +356,9 @@ fn build_agent(
     };
     let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, is_llm, diags);
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
-    check_tools(src, &spec.tools, known_tools, diags);
-    for sub in &spec.subagents {
-        if !subagents.contains(sub) {
-            let list: Vec<&str> = subagents.iter().map(String::as_str).collect();
-            diags.push(src.error_at(
-                "subagents",
-                Some(sub),
-                format!(
-                    "unknown subagent '{sub}', expected one of: {}",
-                    if list.is_empty() {
-                        "(none in subagents/)".to_string()
-                    } else {
-                        list.join(", ")
-                    }
-                ),
-            ));
-        }
-    }
+    check_tools(src, &spec.tools, &known.tools, diags);
+    check_subagents(src, &spec.subagents, subagents, diags);
+    check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, diags);
     let d = OutputSettings::default();
@@ -346,7 +390,8 @@ fn build_subagent(
     root: &Path,
     src: &Source,
     spec: SubagentSpec,
-    known_tools: &BTreeSet<String>,
+    known: &Known,
+    subagents: &BTreeSet<String>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<AgentConfig> {
     let before = diags.len();
@@ -357,11 +402,13 @@ fn build_subagent(
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, true, diags);
     let tools = match spec.tools {
         ToolsSpec::List(list) => {
-            check_tools(src, &list, known_tools, diags);
+            check_tools(src, &list, &known.tools, diags);
             ToolSelection::List(list)
         }
         ToolsSpec::Keyword(_) => ToolSelection::Inherit,
     };
+    check_subagents(src, &spec.subagents, subagents, diags);
+    check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, diags);
     (diags.len() == before).then(|| AgentConfig {
@@ -372,7 +419,7 @@ fn build_subagent(
         models,
         prompt,
         tools,
-        subagents: Vec::new(),
+        subagents: spec.subagents,
         skills: spec.skills,
         triggers: Vec::new(),
         preload_bytes: 0,

@@ -18,6 +18,13 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use model_ref::ModelRef;
 pub use spec::{SkillsSpec, TriggerSpec};
 
+/// What configs may refer to.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub tools: BTreeSet<String>,
+    pub skills: BTreeSet<String>,
+}
+
 /// The validated config tree.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -27,10 +34,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads `agents/` and `subagents/` under `root`, checking each against the tools in
-    /// `known_tools`. Returns every problem found if there is at least one.
-    pub fn load(root: &Path, known_tools: &BTreeSet<String>) -> Result<Config, Diagnostics> {
-        build::load_tree(root, known_tools)
+    /// Loads `agents/` and `subagents/` under `root`, checking each against the tools
+    /// and skills that exist. Returns every problem found if there is at least one.
+    pub fn load(root: &Path, known: &Known) -> Result<Config, Diagnostics> {
+        build::load_tree(root, known)
     }
 
     /// Looks up an agent by name with an error that lists the ones that exist.
@@ -82,6 +89,8 @@ pub struct Limits {
     pub max_turns: u32,
     pub timeout: Duration,
     pub max_cost_usd: Option<f64>,
+    pub subagent_depth: u32,
+    pub subagent_concurrency: u32,
 }
 
 impl Default for Limits {
@@ -91,6 +100,8 @@ impl Default for Limits {
             max_turns: 30,
             timeout: Duration::from_secs(600),
             max_cost_usd: None,
+            subagent_depth: 1,
+            subagent_concurrency: 4,
         }
     }
 }

@@ -64,6 +64,9 @@ pub struct SubagentSpec {
     pub prompt_url: Option<String>,
     #[serde(default)]
     pub tools: ToolsSpec,
+    /// Subagents this subagent may call (only with a parent `subagent_depth` above 1).
+    #[serde(default)]
+    pub subagents: Vec<String>,
     #[serde(default)]
     pub skills: SkillsSpec,
     #[serde(default)]
@@ -214,6 +217,10 @@ pub struct LimitsSpec {
     pub max_turns: Option<u32>,
     pub timeout: Option<HumanDuration>,
     pub max_cost_usd: Option<f64>,
+    /// How deep subagent calls may nest (1: subagents cannot call subagents).
+    pub subagent_depth: Option<u32>,
+    /// Subagent runs at once per parent run.
+    pub subagent_concurrency: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -18,8 +18,10 @@ use crate::config::AgentConfig;
 use crate::files::{FileSource, RunFiles};
 use crate::provider::chain::ChatOutcome;
 use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, pricing};
+use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tokens::TokenCounter;
+use crate::tools::subagent::SubagentLauncher;
 use crate::tools::{ToolCtx, ToolError, ToolOutput, ToolRegistry};
 
 /// The harness instructions appended to every agent prompt.
@@ -39,6 +41,12 @@ pub struct LlmRun<'a> {
     pub counter: &'a TokenCounter,
     /// Messages re-injected after every compaction (required skills).
     pub reinject: Vec<Message>,
+    /// The system prompt (agent prompt, harness instructions, catalogs); byte-stable.
+    pub system: String,
+    pub skills: Option<Arc<RunSkills>>,
+    pub subagents: Option<Arc<dyn SubagentLauncher>>,
+    /// Usage and cost of finished subagent runs, not yet added to this run's totals.
+    pub child_totals: Arc<std::sync::Mutex<(Usage, f64)>>,
 }
 
 /// What the loop produced.
@@ -104,7 +112,7 @@ impl LlmRun<'_> {
     /// Runs the loop from the opening message. Errors are store failures only; every
     /// other problem ends the run with a termination reason.
     pub async fn run(self, opening: Message) -> Result<LoopOutcome, StoreError> {
-        let system = system_prompt(self.agent);
+        let system = self.system.clone();
         let defs = self.tools.definitions(&self.allowed);
         let limits = &self.agent.limits;
         let enc = self.files.encoding();
@@ -173,7 +181,13 @@ impl LlmRun<'_> {
             };
             let t = message_tokens(self.counter, enc, &assistant);
             conv.push(assistant, t);
-            let results = match self.tool_round(&calls, deadline).await? {
+            let round = self.tool_round(&calls, deadline).await?;
+            // Subagents' usage counts toward this run's totals and cost cap.
+            let (child_usage, child_cost) =
+                std::mem::take(&mut *self.child_totals.lock().unwrap_or_else(|e| e.into_inner()));
+            out.usage.add(&child_usage);
+            out.cost_usd += child_cost;
+            let results = match round {
                 Step::Done(results) => results,
                 Step::Stop(t, e) => return Ok(finish(out, t, e)),
             };
@@ -389,6 +403,8 @@ impl LlmRun<'_> {
                 call_id: call.id.clone(),
                 cancel: round.child_token(),
                 files: self.files.clone(),
+                skills: self.skills.clone(),
+                subagents: self.subagents.clone(),
             };
             let started = Instant::now();
             let result = self

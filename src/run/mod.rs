@@ -10,6 +10,7 @@ pub mod inputs;
 pub mod llm;
 pub mod recorder;
 pub mod report;
+pub mod subagents;
 pub mod termination;
 pub mod trigger;
 
@@ -19,13 +20,17 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::{AgentConfig, Coordinator, ToolSelection};
+use std::collections::BTreeMap;
+
+use crate::config::{AgentConfig, Coordinator, ModelRef, ToolSelection};
 use crate::files::{FileSource, RunFiles};
 use crate::provider::{ProviderSet, Usage};
+use crate::skills::{RunSkills, SkillSet};
 use crate::store::{NewRun, RunFinish, RunStatus, Store, StoreError};
 use crate::tokens::{Encoding, TokenCounter};
 use crate::tools::ToolRegistry;
 use crate::tools::files::BASE_TOOLS;
+use crate::tools::skills::SKILL_TOOLS;
 
 pub use recorder::Recorder;
 pub use termination::Termination;
@@ -40,6 +45,39 @@ pub struct Runner {
     /// Use every tool's mock instead of its real implementation.
     pub mock_tools: bool,
     pub tokens: Arc<TokenCounter>,
+    /// Subagent configs by name.
+    pub subagents: Arc<BTreeMap<String, Arc<AgentConfig>>>,
+    pub skills: Arc<SkillSet>,
+}
+
+/// Where a run sits in a tree of runs.
+#[derive(Clone)]
+pub struct Lineage {
+    pub parent_id: Option<String>,
+    /// 0 for a top-level run.
+    pub depth: u32,
+    /// From the top-level agent's `limits.subagent_depth`.
+    pub max_depth: u32,
+    /// The parent's tools, for `tools: inherit`.
+    pub inherited_tools: Vec<String>,
+    /// The parent's models, for subagents without their own.
+    pub parent_models: Vec<ModelRef>,
+    /// The parent's files and the ids this run may see.
+    pub files: Option<(Arc<RunFiles>, Vec<String>)>,
+}
+
+impl Lineage {
+    /// A top-level run of `agent`.
+    pub fn root(agent: &AgentConfig) -> Lineage {
+        Lineage {
+            parent_id: None,
+            depth: 0,
+            max_depth: agent.limits.subagent_depth,
+            inherited_tools: Vec::new(),
+            parent_models: Vec::new(),
+            files: None,
+        }
+    }
 }
 
 /// The result of a finished run.
@@ -55,6 +93,7 @@ pub struct RunOutcome {
     pub cost_usd: f64,
     pub turns: u32,
     pub tool_calls: u32,
+    pub skill_loads: BTreeMap<String, u32>,
 }
 
 /// A failure of the harness itself (the run could not be recorded).
@@ -64,16 +103,32 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("agent '{0}' uses a script coordinator, which this build cannot run yet")]
     ScriptUnsupported(String),
+    #[error("{0}")]
+    Files(String),
 }
 
 impl Runner {
-    /// Runs `agent` on `trigger` to completion and returns how it ended. Provider,
+    /// Runs `agent` on `trigger` as a top-level run and returns how it ended. Provider,
     /// tool and cap failures end the run (recorded, `Ok`); only store failures are `Err`.
     pub async fn run(
         &self,
         agent: &AgentConfig,
         trigger: &TriggerEvent,
         parent_id: Option<&str>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let mut lineage = Lineage::root(agent);
+        lineage.parent_id = parent_id.map(str::to_string);
+        self.run_in(agent, trigger, lineage, cancel).await
+    }
+
+    /// Runs `agent` at a place in a tree of runs: the same code serves top-level runs and
+    /// subagent calls ("every agent is a subagent").
+    pub async fn run_in(
+        &self,
+        agent: &AgentConfig,
+        trigger: &TriggerEvent,
+        lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         if let Coordinator::Script(_) = agent.coordinator {
@@ -89,7 +144,7 @@ impl Runner {
             .create_run(&NewRun {
                 id: run_id.clone(),
                 agent: agent.name.clone(),
-                parent_id: parent_id.map(str::to_string),
+                parent_id: lineage.parent_id.clone(),
                 trigger_summary: summary,
             })
             .await?;
@@ -100,11 +155,12 @@ impl Runner {
             "gen_ai.agent.name" = %agent.name,
             "gen_ai.prompt.name" = agent.prompt.as_ref().map(|p| p.path.as_str()).unwrap_or_default(),
             run_id = %run_id,
-            parent_run_id = parent_id.unwrap_or_default(),
+            parent_run_id = lineage.parent_id.as_deref().unwrap_or_default(),
+            depth = lineage.depth,
             termination = tracing::field::Empty,
         );
         let outcome = self
-            .execute(agent, trigger, run_id, cancel)
+            .execute(agent, trigger, run_id, lineage, cancel)
             .instrument(span.clone())
             .await?;
         span.record("termination", outcome.termination.as_str());
@@ -116,44 +172,104 @@ impl Runner {
         agent: &AgentConfig,
         trigger: &TriggerEvent,
         run_id: String,
+        lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private);
         self.store
             .transition(&run_id, RunStatus::Queued, RunStatus::Running)
             .await?;
-        recorder
-            .event(
-                "run_started",
-                json!({"agent": agent.name, "source": trigger.source, "kind": trigger.kind, "mock_tools": self.mock_tools}),
-            );
-        let mut allowed = match &agent.tools {
-            ToolSelection::List(list) => list.clone(),
-            ToolSelection::Inherit => Vec::new(),
+        recorder.event(
+            "run_started",
+            json!({
+                "agent": agent.name, "source": trigger.source, "kind": trigger.kind,
+                "mock_tools": self.mock_tools, "parent_id": lineage.parent_id, "depth": lineage.depth,
+            }),
+        );
+        let models = if agent.models.is_empty() {
+            lineage.parent_models.clone()
+        } else {
+            agent.models.clone()
         };
-        for base in BASE_TOOLS {
-            if !allowed.iter().any(|a| a == base) {
-                allowed.push((*base).to_string());
-            }
-        }
-        let encoding = agent.models.first().map_or(Encoding::O200k, Encoding::for_model);
+        let encoding = models.first().map_or(Encoding::O200k, Encoding::for_model);
         // Private runs keep their files in memory only: no content reaches the store.
         let store = (!trigger.private).then(|| self.store.clone());
-        let files = Arc::new(RunFiles::new(
-            &run_id,
-            store,
-            self.tokens.clone(),
-            encoding,
-            agent.context.file_threshold_tokens,
-        ));
-        let mut attachments = Vec::new();
+        let files = Arc::new(match &lineage.files {
+            Some((parent, ids)) => parent
+                .subset(ids, &run_id, store)
+                .map_err(|e| RunError::Files(e.to_string()))?,
+            None => RunFiles::new(
+                &run_id,
+                store,
+                self.tokens.clone(),
+                encoding,
+                agent.context.file_threshold_tokens,
+            ),
+        });
+        let mut attachments = files.list();
         for a in &trigger.attachments {
             let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
-            recorder.event("file_added", json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}));
+            recorder.event(
+                "file_added",
+                json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}),
+            );
             attachments.push(meta);
         }
-        let result = match self.providers.chain(&agent.models) {
-            Ok(chain) => {
+
+        let skills = Arc::new(RunSkills::new(self.skills.clone(), &agent.skills));
+        let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
+        let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
+        let child_totals = Arc::new(std::sync::Mutex::new((Usage::default(), 0.0)));
+        let launcher: Option<Arc<dyn crate::tools::subagent::SubagentLauncher>> = can_delegate.then(|| {
+            Arc::new(subagents::Launcher {
+                runner: self.clone(),
+                parent_id: run_id.clone(),
+                parent_private: trigger.private,
+                parent_allowed: allowed.clone(),
+                parent_models: models.clone(),
+                parent_files: files.clone(),
+                names: agent.subagents.clone(),
+                depth: lineage.depth,
+                max_depth: lineage.max_depth,
+                semaphore: tokio::sync::Semaphore::new(agent.limits.subagent_concurrency.max(1) as usize),
+                totals: child_totals.clone(),
+            }) as Arc<dyn crate::tools::subagent::SubagentLauncher>
+        });
+
+        let mut system = llm::system_prompt(agent);
+        if let Some(catalog) = skills.catalog() {
+            system.push('\n');
+            system.push_str(&catalog);
+        }
+        if can_delegate {
+            system
+                .push_str("\n## Subagents\n\nHand self-contained tasks to these with the `subagent` tool:\n");
+            for name in &agent.subagents {
+                let description = self
+                    .subagents
+                    .get(name)
+                    .map(|s| s.description.replace('\n', " "))
+                    .unwrap_or_default();
+                system.push_str(&format!("\n- {name}: {description}"));
+            }
+            system.push('\n');
+        }
+
+        let result = match (
+            self.providers.chain(&models),
+            skills.required_message(&agent.skills.required),
+        ) {
+            (Err(e), _) => llm::LoopOutcome {
+                termination: Termination::ProviderError,
+                error: Some(e.message),
+                ..llm::LoopOutcome::empty()
+            },
+            (_, Err(e)) => llm::LoopOutcome {
+                termination: Termination::ToolError,
+                error: Some(e),
+                ..llm::LoopOutcome::empty()
+            },
+            (Ok(chain), Ok(required)) => {
                 let opening =
                     inputs::opening_message(&files, agent, trigger.to_prompt(), &attachments).await?;
                 let run = llm::LlmRun {
@@ -166,15 +282,14 @@ impl Runner {
                     cancel,
                     files: files.clone(),
                     counter: &self.tokens,
-                    reinject: Vec::new(),
+                    reinject: required.map(crate::provider::Message::user).into_iter().collect(),
+                    system,
+                    skills: (!skills.is_empty()).then(|| skills.clone()),
+                    subagents: launcher,
+                    child_totals,
                 };
                 run.run(opening).await?
             }
-            Err(e) => llm::LoopOutcome {
-                termination: Termination::ProviderError,
-                error: Some(e.message),
-                ..llm::LoopOutcome::empty()
-            },
         };
 
         let kept = if agent.output.reply {
@@ -207,6 +322,7 @@ impl Runner {
             tool_calls: result.tool_calls,
             usage: result.usage,
             cost_usd: result.cost_usd,
+            skill_loads: skills.loads(),
         };
         recorder.event(
             "run_finished",
@@ -226,6 +342,39 @@ impl Runner {
             cost_usd: result.cost_usd,
             turns: result.turns,
             tool_calls: result.tool_calls,
+            skill_loads: skills.loads(),
         })
     }
+}
+
+/// The tools a run may call: its own list (or the parent's for `inherit`), the base
+/// file tools, the skill tools when it has skills, and `subagent` when it may delegate.
+fn allowed_tools(
+    agent: &AgentConfig,
+    lineage: &Lineage,
+    has_skills: bool,
+    can_delegate: bool,
+) -> Vec<String> {
+    let mut allowed: Vec<String> = match &agent.tools {
+        ToolSelection::List(list) => list.clone(),
+        ToolSelection::Inherit => lineage
+            .inherited_tools
+            .iter()
+            .filter(|t| *t != "subagent")
+            .cloned()
+            .collect(),
+    };
+    let extra = BASE_TOOLS
+        .iter()
+        .chain(if has_skills { SKILL_TOOLS } else { &[] })
+        .chain(if can_delegate { &["subagent"][..] } else { &[] });
+    for name in extra {
+        if !allowed.iter().any(|a| a == name) {
+            allowed.push((*name).to_string());
+        }
+    }
+    if !can_delegate {
+        allowed.retain(|t| t != "subagent");
+    }
+    allowed
 }

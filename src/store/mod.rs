@@ -3,6 +3,8 @@
 
 pub mod sqlite;
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -84,6 +86,8 @@ pub struct RunFinish {
     /// Token totals, including subagents' usage.
     pub usage: Usage,
     pub cost_usd: f64,
+    /// Skill loads by skill (and `skill/path` for sub-files).
+    pub skill_loads: BTreeMap<String, u32>,
 }
 
 /// One row of `runs`.
@@ -104,6 +108,7 @@ pub struct RunRow {
     pub turns: u32,
     pub tool_calls: u32,
     pub final_text: Option<String>,
+    pub skill_loads: BTreeMap<String, u32>,
 }
 
 /// One entry of a run's event log.

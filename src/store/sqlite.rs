@@ -18,6 +18,7 @@ use crate::provider::Usage;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_files.sql")),
+    (3, include_str!("migrations/0003_skill_loads.sql")),
 ];
 
 /// A SQLite-backed [`Store`].
@@ -121,6 +122,8 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
         turns: count("turns")? as u32,
         tool_calls: count("tool_calls")? as u32,
         final_text: row.try_get("final_text")?,
+        skill_loads: serde_json::from_str(&row.try_get::<String, _>("skill_loads")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
     })
 }
 
@@ -158,7 +161,7 @@ impl Store for SqliteStore {
         let done = sqlx::query(
             "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
              input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, cache_write_tokens = ?, \
-             reasoning_tokens = ?, cost_usd = ?, finished_at = ? WHERE id = ? AND status = ?",
+             reasoning_tokens = ?, cost_usd = ?, skill_loads = ?, finished_at = ? WHERE id = ? AND status = ?",
         )
         .bind(finish.status.as_str())
         .bind(&finish.termination)
@@ -172,6 +175,7 @@ impl Store for SqliteStore {
         .bind(finish.usage.cache_write_tokens as i64)
         .bind(finish.usage.reasoning_tokens as i64)
         .bind(finish.cost_usd)
+        .bind(serde_json::to_string(&finish.skill_loads).map_err(|e| StoreError::Corrupt(e.to_string()))?)
         .bind(now_text())
         .bind(id)
         .bind(from.as_str())
@@ -314,12 +318,14 @@ mod tests {
             tool_calls: 1,
             usage: Usage::default(),
             cost_usd: 0.0,
+            skill_loads: [("slack-formatting".to_string(), 2)].into(),
         };
         assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
         assert!(!s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
         let row = s.get_run("r1").await.unwrap().unwrap();
         assert_eq!(row.status, RunStatus::Succeeded);
         assert_eq!(row.final_text.as_deref(), Some("hi"));
+        assert_eq!(row.skill_loads["slack-formatting"], 2);
         assert!(row.started_at.is_some() && row.finished_at.is_some());
     }
 
@@ -348,6 +354,7 @@ mod tests {
                 tool_calls: 0,
                 usage,
                 cost_usd: 0.75,
+                skill_loads: Default::default(),
             };
             assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
             s.append_event("r1", "tool_call", &serde_json::json!({"name": "x"}))

@@ -6,6 +6,8 @@ pub mod files;
 pub mod http_fetch;
 pub mod registry;
 pub mod schema;
+pub mod skills;
+pub mod subagent;
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::files::RunFiles;
 use crate::provider::types::Image;
+use crate::skills::RunSkills;
 
 pub use registry::ToolRegistry;
 
@@ -49,6 +52,10 @@ pub struct ToolCtx {
     pub cancel: CancellationToken,
     /// The run's virtual files.
     pub files: Arc<RunFiles>,
+    /// The run's skills, when it has any.
+    pub skills: Option<Arc<RunSkills>>,
+    /// Starts subagents, when the run may call any.
+    pub subagents: Option<Arc<dyn subagent::SubagentLauncher>>,
 }
 
 impl ToolCtx {

@@ -25,9 +25,13 @@ impl ToolRegistry {
         let mut r = ToolRegistry::new();
         r.register(Arc::new(super::http_fetch::HttpFetch::new(http)));
         r.register(Arc::new(super::current_time::CurrentTime::new()));
-        for tool in super::files::base_tools() {
+        for tool in super::files::base_tools()
+            .into_iter()
+            .chain(super::skills::skill_tools())
+        {
             r.register(tool);
         }
+        r.register(super::subagent::subagent_tool());
         r
     }
 
@@ -118,6 +122,8 @@ mod tests {
                 crate::tokens::Encoding::O200k,
                 10_000,
             )),
+            skills: None,
+            subagents: None,
         }
     }
 

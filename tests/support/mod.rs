@@ -290,6 +290,8 @@ pub async fn runner(
         tools: Arc::new(tools),
         mock_tools,
         tokens: tokens(),
+        subagents: Default::default(),
+        skills: Default::default(),
     };
     (dir, runner)
 }

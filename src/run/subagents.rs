@@ -1,0 +1,101 @@
+//! Running subagents for a parent run: same runner, child config, a view of the
+//! parent's files, bounded concurrency and depth, totals rolled up into the parent.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::trigger::one_line;
+use super::{Lineage, Runner, TriggerEvent};
+use crate::config::ModelRef;
+use crate::files::RunFiles;
+use crate::provider::Usage;
+use crate::store::RunStatus;
+use crate::tools::subagent::SubagentLauncher;
+
+/// Starts the subagents of one parent run.
+pub struct Launcher {
+    pub runner: Runner,
+    pub parent_id: String,
+    pub parent_private: bool,
+    pub parent_allowed: Vec<String>,
+    pub parent_models: Vec<ModelRef>,
+    pub parent_files: Arc<RunFiles>,
+    /// Subagents the parent lists.
+    pub names: Vec<String>,
+    pub depth: u32,
+    pub max_depth: u32,
+    /// Caps concurrent children of this parent.
+    pub semaphore: Semaphore,
+    /// Children's usage and cost, drained into the parent's totals.
+    pub totals: Arc<Mutex<(Usage, f64)>>,
+}
+
+#[async_trait]
+impl SubagentLauncher for Launcher {
+    fn available(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    async fn launch(
+        &self,
+        name: &str,
+        prompt: &str,
+        files: &[String],
+        _call_id: &str,
+        cancel: CancellationToken,
+    ) -> Result<String, String> {
+        let agent = self
+            .runner
+            .subagents
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("subagent '{name}' is not configured"))?;
+        for id in files {
+            self.parent_files.get(id).map_err(|e| e.to_string())?;
+        }
+        let _permit = self.semaphore.acquire().await.map_err(|e| e.to_string())?;
+        let trigger = TriggerEvent {
+            source: "subagent".into(),
+            kind: name.to_string(),
+            summary: one_line(prompt, 120),
+            text: Some(prompt.to_string()),
+            payload: json!({"parent_run": self.parent_id, "files": files}),
+            private: self.parent_private,
+            attachments: Vec::new(),
+        };
+        let lineage = Lineage {
+            parent_id: Some(self.parent_id.clone()),
+            depth: self.depth + 1,
+            max_depth: self.max_depth,
+            inherited_tools: self.parent_allowed.clone(),
+            parent_models: self.parent_models.clone(),
+            files: Some((self.parent_files.clone(), files.to_vec())),
+        };
+        let outcome = self
+            .runner
+            .run_in(&agent, &trigger, lineage, cancel)
+            .await
+            .map_err(|e| format!("subagent '{name}' could not run: {e}"))?;
+        {
+            let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+            t.0.add(&outcome.usage);
+            t.1 += outcome.cost_usd;
+        }
+        if outcome.status == RunStatus::Succeeded {
+            Ok(outcome
+                .final_text
+                .unwrap_or_else(|| "(the subagent gave no answer)".into()))
+        } else {
+            Err(format!(
+                "subagent '{name}' (run {}) ended with {}: {}",
+                outcome.run_id,
+                outcome.termination.as_str(),
+                outcome.error.as_deref().unwrap_or("no details")
+            ))
+        }
+    }
+}

@@ -1,0 +1,1 @@
+ALTER TABLE runs ADD COLUMN skill_loads TEXT NOT NULL DEFAULT '{}';

@@ -1,0 +1,80 @@
+//! `load_skills` and `load_subskill`: progressive disclosure of Agent Skills.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+
+/// The skill tools, given to agents that have skills available.
+pub const SKILL_TOOLS: &[&str] = &["load_skills", "load_subskill"];
+
+struct SkillTool {
+    spec: ToolSpec,
+    sub: bool,
+}
+
+pub fn skill_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(SkillTool {
+            spec: ToolSpec {
+                name: "load_skills".into(),
+                description: "Load the instructions of one or more skills from the catalog in the system prompt.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 10}},
+                    "required": ["names"], "additionalProperties": false}),
+                effect: Effect::ReadOnly,
+            },
+            sub: false,
+        }),
+        Arc::new(SkillTool {
+            spec: ToolSpec {
+                name: "load_subskill".into(),
+                description: "Load another file of a skill (for example references/x.md or templates/y.md), as listed when the skill was loaded.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "skill": {"type": "string"}, "path": {"type": "string", "minLength": 1}},
+                    "required": ["skill", "path"], "additionalProperties": false}),
+                effect: Effect::ReadOnly,
+            },
+            sub: true,
+        }),
+    ]
+}
+
+#[async_trait]
+impl Tool for SkillTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let Some(skills) = &ctx.skills else {
+            return Err(ToolError::Model("no skills are available to this agent".into()));
+        };
+        let text = if self.sub {
+            skills.load_sub(
+                args["skill"].as_str().unwrap_or_default(),
+                args["path"].as_str().unwrap_or_default(),
+            )
+        } else {
+            let names: Vec<&str> = args["names"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            names
+                .iter()
+                .map(|n| skills.load(n))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|b| b.join("\n\n"))
+        };
+        text.map(ToolOutput::text).map_err(ToolError::Model)
+    }
+
+    /// Skills are local files; the mock is the real thing.
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}

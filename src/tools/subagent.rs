@@ -1,0 +1,101 @@
+//! The `subagent` base tool: hand a task to a configured subagent with a fresh context
+//! and the files it should see; its final text is the tool's result.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+
+/// Starts subagent runs on behalf of one parent run.
+#[async_trait]
+pub trait SubagentLauncher: Send + Sync {
+    /// Subagents the parent may call.
+    fn available(&self) -> Vec<String>;
+    /// Runs subagent `name` on `prompt` with the parent's files `files`; returns its final
+    /// text, or why it failed (a failed child is an error result, not a failed parent).
+    async fn launch(
+        &self,
+        name: &str,
+        prompt: &str,
+        files: &[String],
+        call_id: &str,
+        cancel: CancellationToken,
+    ) -> Result<String, String>;
+}
+
+pub struct SubagentTool {
+    spec: ToolSpec,
+}
+
+impl SubagentTool {
+    pub fn new() -> Self {
+        SubagentTool {
+            spec: ToolSpec {
+                name: "subagent".into(),
+                description: "Hand a self-contained task to a subagent listed in the system prompt. It starts with a fresh context holding only your prompt and the files you pass; its final answer comes back as this tool's result. Several subagent calls in one turn run concurrently.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "prompt": {"type": "string", "minLength": 1, "description": "everything the subagent needs to know: it cannot see your conversation"},
+                    "files": {"type": "array", "items": {"type": "string"}, "description": "ids of your files it may read, e.g. [\"f_2\"]"}},
+                    "required": ["name", "prompt"], "additionalProperties": false}),
+                effect: Effect::ReadOnly,
+            },
+        }
+    }
+}
+
+impl Default for SubagentTool {
+    fn default() -> Self {
+        SubagentTool::new()
+    }
+}
+
+pub fn subagent_tool() -> Arc<dyn Tool> {
+    Arc::new(SubagentTool::new())
+}
+
+#[async_trait]
+impl Tool for SubagentTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let Some(launcher) = &ctx.subagents else {
+            return Err(ToolError::Model("this agent cannot call subagents".into()));
+        };
+        let name = args["name"].as_str().unwrap_or_default();
+        if !launcher.available().iter().any(|n| n == name) {
+            return Err(ToolError::Model(format!(
+                "unknown subagent '{name}'; available: {}",
+                launcher.available().join(", ")
+            )));
+        }
+        let files: Vec<String> = args["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        launcher
+            .launch(
+                name,
+                args["prompt"].as_str().unwrap_or_default(),
+                &files,
+                &ctx.call_id,
+                ctx.cancel.clone(),
+            )
+            .await
+            .map(ToolOutput::text)
+            .map_err(ToolError::Model)
+    }
+
+    /// A subagent is a run like any other: in mock mode its own tools are mocked.
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
