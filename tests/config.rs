@@ -27,7 +27,18 @@ fn write(root: &Path, rel: &str, text: &str) {
 #[test]
 fn the_repository_tree_is_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = Config::load(root, &tools()).unwrap_or_else(|d| panic!("{d}"));
+    let skills = steward::skills::SkillSet::load(root, &[]);
+    assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
+    let known = Known {
+        skills: skills.names(),
+        ..tools()
+    };
+    let config = Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        config.subagents.keys().collect::<Vec<_>>(),
+        ["judge", "planner", "summarizer"]
+    );
+    assert_eq!(config.agent("page-summarizer").unwrap().subagents, ["summarizer"]);
     let agent = config.agent("page-summarizer").unwrap();
     assert_eq!(agent.models[0].to_string(), "openai/gpt-4.1-mini");
     assert_eq!(agent.models[1].to_string(), "anthropic/claude-haiku-4-5");

@@ -1,0 +1,559 @@
+//! Agent Skills and subagents against the fake model server with a real SQLite store.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::files::NewFile;
+use steward::run::{Runner, Termination, TriggerEvent};
+use steward::skills::{Level, SkillSet};
+use steward::store::RunStatus;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn skill(root: &Path, folder: &str, front: &str, body: &str) {
+    write(
+        root,
+        &format!("prompts/skills/{folder}/SKILL.md"),
+        &format!("---\n{front}\n---\n{body}"),
+    );
+}
+
+#[test]
+fn skills_load_leniently_with_diagnostics() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    skill(
+        root,
+        "alpha",
+        "name: alpha\ndescription: The first skill.",
+        "# Alpha\n",
+    );
+    skill(
+        root,
+        "beta",
+        "name: beta-two\ndescription: Mismatched folder.",
+        "# Beta\n",
+    );
+    skill(
+        root,
+        "gamma",
+        "name: gamma\ndescription: Use when: the user asks",
+        "# Gamma\n",
+    );
+    skill(root, "delta", "name: delta", "# Delta\n");
+    skill(
+        root,
+        "epsilon",
+        "name: epsilon\ndescription: [broken",
+        "# Epsilon\n",
+    );
+    write(
+        root,
+        ".agents/skills/zeta/SKILL.md",
+        "---\nname: zeta\ndescription: From an extra folder.\n---\nZ\n",
+    );
+    let set = SkillSet::load(root, &[".agents/skills".into()]);
+    assert_eq!(
+        set.names().into_iter().collect::<Vec<_>>(),
+        ["alpha", "beta-two", "gamma", "zeta"]
+    );
+    assert_eq!(set.get("gamma").unwrap().description, "Use when: the user asks");
+    let diags: Vec<String> = set.diagnostics.iter().map(ToString::to_string).collect();
+    let all = diags.join("\n");
+    assert!(
+        all.contains(
+            "prompts/skills/beta/SKILL.md: warning: name 'beta-two' does not match its folder 'beta'"
+        ),
+        "{all}"
+    );
+    assert!(
+        all.contains("prompts/skills/gamma/SKILL.md: warning: front matter needed quoting"),
+        "{all}"
+    );
+    assert!(
+        all.contains("prompts/skills/delta/SKILL.md: error: missing or empty 'description'; skipped"),
+        "{all}"
+    );
+    assert!(
+        all.contains("prompts/skills/epsilon/SKILL.md: error: cannot parse the front matter"),
+        "{all}"
+    );
+    assert_eq!(
+        set.diagnostics.iter().filter(|d| d.level == Level::Error).count(),
+        2
+    );
+
+    // The CLI shows the same: `skills list` lists and warns, `validate` fails on errors.
+    let bin = env!("CARGO_BIN_EXE_steward");
+    let out = std::process::Command::new(bin)
+        .args(["skills", "list"])
+        .env("STEWARD_ROOT", root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("alpha")
+            && text.contains("The first skill.")
+            && text.contains("error: missing or empty"),
+        "{text}"
+    );
+    let out = std::process::Command::new(bin)
+        .arg("validate")
+        .env("STEWARD_ROOT", root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("delta/SKILL.md: error") && err.contains("2 problems found"),
+        "{err}"
+    );
+}
+
+/// A tree with agents, subagents and skills, loaded as `steward` would.
+struct Tree {
+    _dir: tempfile::TempDir,
+    config: Config,
+    skills: SkillSet,
+}
+
+fn tree(files: &[(&str, &str)]) -> Tree {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in files {
+        write(dir.path(), rel, text);
+    }
+    let skills = SkillSet::load(dir.path(), &[]);
+    let known = Known {
+        tools: ToolRegistryNames::get(),
+        skills: skills.names(),
+    };
+    let config = Config::load(dir.path(), &known).unwrap_or_else(|d| panic!("{d}"));
+    Tree {
+        _dir: dir,
+        config,
+        skills,
+    }
+}
+
+struct ToolRegistryNames;
+impl ToolRegistryNames {
+    fn get() -> std::collections::BTreeSet<String> {
+        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()).names()
+    }
+}
+
+async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
+    let (dir, mut runner) = runner(
+        providers(Some(fake), None),
+        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()),
+        true,
+    )
+    .await;
+    runner.subagents = Arc::new(t.config.subagents.clone());
+    runner.skills = Arc::new(t.skills.clone());
+    (dir, runner)
+}
+
+fn tool_contents(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const SKILLED: &[(&str, &str)] = &[
+    ("prompts/p.md", "You are the skilled agent."),
+    (
+        "prompts/skills/alpha/SKILL.md",
+        "---\nname: alpha\ndescription: Alpha know-how.\n---\nALPHA BODY\n",
+    ),
+    ("prompts/skills/alpha/references/more.md", "MORE ALPHA\n"),
+    (
+        "prompts/skills/secret/SKILL.md",
+        "---\nname: secret\ndescription: Not for this agent.\n---\nSECRET BODY\n",
+    ),
+    (
+        "prompts/skills/must/SKILL.md",
+        "---\nname: must\ndescription: Always needed.\n---\nMUST BODY\n",
+    ),
+    (
+        "agents/skilled.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\nskills: { required: [must], prohibited: [secret] }\n",
+    ),
+];
+
+#[tokio::test]
+async fn skills_catalog_loading_and_refusals() {
+    let t = tree(SKILLED);
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[
+        ("c1", "load_skills", r#"{"names": ["alpha"]}"#),
+        (
+            "c2",
+            "load_subskill",
+            r#"{"skill": "alpha", "path": "../secret/SKILL.md"}"#,
+        ),
+        ("c3", "load_skills", r#"{"names": ["secret"]}"#),
+        (
+            "c4",
+            "load_subskill",
+            r#"{"skill": "alpha", "path": "references/more.md"}"#,
+        ),
+        ("c5", "load_skills", r#"{"names": ["nope"]}"#),
+    ])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("skilled").unwrap();
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed);
+
+    let reqs = fake.requests();
+    let system = reqs[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("## Skills")
+            && system.contains("- alpha: Alpha know-how.")
+            && system.contains("- must: Always needed.")
+    );
+    assert!(
+        !system.contains("secret"),
+        "a prohibited skill is not in the catalog"
+    );
+    let first_user = reqs[0].body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        first_user.starts_with("[steward: required skills for this agent]")
+            && first_user.contains("MUST BODY")
+    );
+    let tool_names: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tool_names.contains(&"load_skills")
+            && tool_names.contains(&"load_subskill")
+            && !tool_names.contains(&"subagent")
+    );
+
+    let results = tool_contents(&reqs[1].body);
+    assert_eq!(
+        results[0],
+        "# Skill: alpha\n\nALPHA BODY\n\n(Other files of this skill, for load_subskill: references/more.md)"
+    );
+    assert_eq!(
+        results[1],
+        "error: path '../secret/SKILL.md' must stay inside the skill folder (no '..' or absolute paths)"
+    );
+    assert_eq!(results[2], "error: skill 'secret' is prohibited for this agent");
+    assert_eq!(results[3], "# alpha/references/more.md\n\nMORE ALPHA\n");
+    assert_eq!(
+        results[4],
+        "error: unknown skill 'nope'; available skills: alpha, must"
+    );
+
+    let row = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        row.skill_loads,
+        [
+            ("alpha".to_string(), 1),
+            ("alpha/references/more.md".to_string(), 1),
+            ("must".to_string(), 1)
+        ]
+        .into()
+    );
+}
+
+#[tokio::test]
+async fn required_skills_come_back_after_compaction() {
+    let t = tree(SKILLED);
+    let fake = FakeModel::start().await;
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let c = calls.clone();
+    fake.handler(move |body| {
+        if body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("You are compacting")
+        {
+            return Reply::ok(openai_text("Summary of the work so far."));
+        }
+        let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n >= 4 {
+            return Reply::ok(openai_text("done"));
+        }
+        // Reading a ~1,500-token skill reference repeatedly fills the window.
+        Reply::ok(openai_tools(&[(
+            format!("c{n}").as_str(),
+            "load_subskill",
+            r#"{"skill": "alpha", "path": "references/big.md"}"#,
+        )]))
+    });
+    let mut files: Vec<(&str, &str)> = SKILLED.to_vec();
+    let big = "alpha beta gamma delta ".repeat(375);
+    files.push(("prompts/skills/alpha/references/big.md", &big));
+    let t2 = tree(&files);
+    drop(t);
+    let (_d, runner) = runner_for(&t2, &fake).await;
+    let mut agent = (*t2.config.agent("skilled").unwrap()).clone();
+    agent.context.window_tokens = Some(6_000);
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.kind == "compaction"),
+        "no compaction happened"
+    );
+    let after = fake
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.body["messages"]
+                .to_string()
+                .contains("the conversation was compacted")
+        })
+        .expect("a request after compaction");
+    let msgs = after.body["messages"].as_array().unwrap();
+    let joined: String = msgs
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        joined.contains("MUST BODY"),
+        "the required skill was not re-injected"
+    );
+    assert_eq!(
+        msgs[0]["content"],
+        fake.requests()[0].body["messages"][0]["content"],
+        "system prompt unchanged"
+    );
+}
+
+const DELEGATING: &[(&str, &str)] = &[
+    ("prompts/boss.md", "You are the boss agent."),
+    ("prompts/helper.md", "You are the helper subagent."),
+    ("prompts/looper.md", "You are the looper subagent."),
+    (
+        "subagents/helper.yaml",
+        "description: Helps.\nprompt: prompts/helper.md\ntools: []\n",
+    ),
+    (
+        "subagents/looper.yaml",
+        "description: Loops.\nprompt: prompts/looper.md\ntools: inherit\nlimits: { max_turns: 1 }\n",
+    ),
+    (
+        "agents/boss.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/boss.md\ntools: [current_time]\nsubagents: [helper, looper]\n",
+    ),
+];
+
+fn system_of(body: &Value) -> String {
+    body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn subagents_run_concurrently_see_only_their_files_and_roll_up() {
+    let t = tree(DELEGATING);
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let system = system_of(body);
+        let reply = if system.starts_with("You are the helper subagent") {
+            openai_text("helper answer")
+        } else if tool_contents(body).is_empty() {
+            openai_tools(&[
+                (
+                    "s1",
+                    "subagent",
+                    r#"{"name": "helper", "prompt": "Summarize b.txt", "files": ["f_2"]}"#,
+                ),
+                ("s2", "subagent", r#"{"name": "helper", "prompt": "Say hello"}"#),
+            ])
+        } else {
+            openai_text("boss done")
+        };
+        Reply::ok(reply).delay(Duration::from_secs(1))
+    });
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("boss").unwrap();
+    let mut trigger = TriggerEvent::from_cli(json!({"text": "delegate"}));
+    trigger.attachments = vec![
+        NewFile {
+            name: "a.txt".into(),
+            mime: "text/plain".into(),
+            content: b"secret a".to_vec(),
+        },
+        NewFile {
+            name: "b.txt".into(),
+            mime: "text/plain".into(),
+            content: b"content b".to_vec(),
+        },
+    ];
+    let out = runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed);
+    assert_eq!(out.final_text.as_deref(), Some("boss done"));
+
+    let reqs = fake.requests();
+    let parents: Vec<_> = reqs
+        .iter()
+        .filter(|r| system_of(&r.body).starts_with("You are the boss"))
+        .collect();
+    let children: Vec<_> = reqs
+        .iter()
+        .filter(|r| system_of(&r.body).starts_with("You are the helper"))
+        .collect();
+    assert_eq!((parents.len(), children.len()), (2, 2));
+    // Both children (1 s each) ran between the parent's two requests: concurrently.
+    let gap = parents[1].at - parents[0].at;
+    assert!(
+        gap < Duration::from_millis(1_800),
+        "subagents did not overlap: {gap:?}"
+    );
+    let child_starts: Vec<_> = children.iter().map(|c| c.at).collect();
+    let spread = child_starts[1].max(child_starts[0]) - child_starts[1].min(child_starts[0]);
+    assert!(
+        spread < Duration::from_millis(500),
+        "children started {spread:?} apart"
+    );
+    // The parent's catalog lists its subagents; the child sees only the files it was given.
+    assert!(
+        system_of(&parents[0].body).contains("## Subagents")
+            && system_of(&parents[0].body).contains("- helper: Helps.")
+    );
+    let with_file = children
+        .iter()
+        .find(|c| {
+            c.body["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .contains("Summarize b.txt")
+        })
+        .unwrap();
+    let opening = with_file.body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        opening.contains("- f_2 b.txt") && !opening.contains("a.txt"),
+        "{opening}"
+    );
+    let without = children
+        .iter()
+        .find(|c| {
+            c.body["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .contains("Say hello")
+        })
+        .unwrap();
+    assert!(
+        !without.body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Files:")
+    );
+    // Child tools: `tools: []` plus the base tools; no subagent tool at depth 1.
+    let child_tools = with_file.body["tools"].to_string();
+    assert!(!child_tools.contains("\"subagent\"") && !child_tools.contains("current_time"));
+    let results = tool_contents(&parents[1].body);
+    assert_eq!(results, ["helper answer", "helper answer"]);
+
+    // Child runs are recorded, linked, and their tokens roll up into the parent.
+    let runs = runner.store.list_runs(10).await.unwrap();
+    let kids: Vec<_> = runs
+        .iter()
+        .filter(|r| r.parent_id.as_deref() == Some(out.run_id.as_str()))
+        .collect();
+    assert_eq!(kids.len(), 2);
+    assert!(
+        kids.iter()
+            .all(|k| k.agent == "helper" && k.status == RunStatus::Succeeded && k.usage.input_tokens == 1200)
+    );
+    let parent = runs.iter().find(|r| r.id == out.run_id).unwrap();
+    assert_eq!(parent.usage.input_tokens, 1000 + 1200 + 2 * 1200);
+    assert_eq!(out.usage.input_tokens, 4600);
+}
+
+#[tokio::test]
+async fn a_failing_child_is_an_error_result_and_the_parent_continues() {
+    let t = tree(DELEGATING);
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let system = system_of(body);
+        Reply::ok(if system.starts_with("You are the looper subagent") {
+            openai_tools(&[("l1", "current_time", "{}")])
+        } else if tool_contents(body).is_empty() {
+            openai_tools(&[("s1", "subagent", r#"{"name": "looper", "prompt": "loop"}"#)])
+        } else {
+            openai_text("recovered")
+        })
+    });
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("boss").unwrap();
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "x"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed);
+    assert_eq!(out.final_text.as_deref(), Some("recovered"));
+    let last = fake
+        .requests()
+        .into_iter()
+        .filter(|r| system_of(&r.body).starts_with("You are the boss"))
+        .last()
+        .unwrap();
+    let result = &tool_contents(&last.body)[0];
+    assert!(
+        result.starts_with("error: subagent 'looper' (run ")
+            && result.ends_with("ended with max_turns: reached max_turns (1)"),
+        "{result}"
+    );
+    // `tools: inherit` gave the looper its parent's current_time.
+    let looper = fake
+        .requests()
+        .into_iter()
+        .find(|r| system_of(&r.body).starts_with("You are the looper"))
+        .unwrap();
+    assert!(looper.body["tools"].to_string().contains("current_time"));
+    let runs = runner.store.list_runs(10).await.unwrap();
+    let child = runs.iter().find(|r| r.agent == "looper").unwrap();
+    assert_eq!(child.termination.as_deref(), Some("max_turns"));
+    assert_eq!(child.parent_id.as_deref(), Some(out.run_id.as_str()));
+}
