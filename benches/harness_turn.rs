@@ -20,7 +20,8 @@ use steward::provider::{
 };
 use steward::run::{Runner, TriggerEvent};
 use steward::store::{
-    NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, SqliteStore, Store, StoreError,
+    EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, SqliteStore, Store,
+    StoreError,
 };
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use tokio_util::sync::CancellationToken;
@@ -111,6 +112,33 @@ impl Store for NullStore {
     }
     async fn run_files(&self, _run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError> {
         Ok(Vec::new())
+    }
+    async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
+        Ok(vec![true; events.len()])
+    }
+    async fn claim_events(&self, _limit: u32) -> Result<Vec<EventRow>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn get_event(&self, _id: &str) -> Result<Option<EventRow>, StoreError> {
+        Ok(None)
+    }
+    async fn renew_lease(&self, _run_id: &str, _until: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn expired_runs(&self, _now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn has_side_effects(&self, _run_id: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn requeue(&self, _run_id: &str, _from: RunStatus) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn get_setting(&self, _key: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    async fn set_setting(&self, _key: &str, _value: &str) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

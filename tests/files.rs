@@ -334,6 +334,7 @@ async fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
         agent: "files".into(),
         parent_id: None,
         trigger_summary: "t".into(),
+        event_id: None,
     })
     .await
     .unwrap();

@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Known};
 use crate::files::NewFile;
+use crate::integrations::notion::NotionClient;
+use crate::integrations::slack::SlackClient;
 use crate::provider::ProviderSet;
 use crate::run::report::RunReport;
 use crate::run::{Runner, TriggerEvent};
-use crate::server::{self, AppState};
+use crate::server::{self, DispatchSettings, Secrets, Service};
 use crate::skills::{Level as SkillLevel, SkillSet};
 use crate::store::{RunStatus, SqliteStore, Store};
 use crate::tokens::TokenCounter;
@@ -342,23 +344,27 @@ async fn serve(
 ) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
-    let config = load_config(root, &tools, &skills)?;
+    let config = Arc::new(load_config(root, &tools, &skills)?);
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
-    let state = AppState {
-        runner: Runner {
-            store,
-            providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
-            tools: Arc::new(tools),
-            mock_tools: false,
-            tokens: Arc::new(TokenCounter::new()),
-            subagents: Arc::new(config.subagents.clone()),
-            skills: Arc::new(skills),
-        },
-        config: Arc::new(config),
-        shutdown: CancellationToken::new(),
+    let runner = Runner {
+        store,
+        providers: ProviderSet::from_env(http.clone(), MODEL_TIMEOUT),
+        tools: Arc::new(tools),
+        mock_tools: false,
+        tokens: Arc::new(TokenCounter::new()),
+        subagents: Arc::new(config.subagents.clone()),
+        skills: Arc::new(skills),
     };
-    server::serve(addr, state, grace)
+    let service = Service::start(
+        runner,
+        config.clone(),
+        Secrets::from_env(&config),
+        SlackClient::from_env(http.clone()),
+        NotionClient::from_env(http),
+        DispatchSettings::default(),
+    );
+    server::serve(addr, service, grace)
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)

@@ -220,6 +220,41 @@ fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: 
     }
 }
 
+fn check_triggers(src: &Source, triggers: &[super::TriggerSpec], diags: &mut Vec<Diagnostic>) {
+    use crate::triggers::cron::{parse_schedule, parse_tz};
+    for t in triggers {
+        match t {
+            super::TriggerSpec::Cron(c) => {
+                if let Err(e) = parse_schedule(&c.schedule) {
+                    diags.push(src.error_at("schedule", Some(&c.schedule), e));
+                }
+                if let Err(e) = parse_tz(c.timezone.as_deref()) {
+                    diags.push(src.error_at("timezone", c.timezone.as_deref(), e));
+                }
+            }
+            super::TriggerSpec::Webhook(w) if !valid_hook_name(&w.name) => {
+                diags.push(src.error_at(
+                    "name",
+                    Some(&w.name),
+                    format!(
+                        "invalid webhook name '{}', expected letters, digits, '-' or '_'",
+                        w.name
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Webhook names become URL paths and environment variable names.
+pub fn valid_hook_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 fn check_subagents(src: &Source, listed: &[String], known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
     for sub in listed {
         if !known.contains(sub) {
@@ -357,6 +392,7 @@ fn build_agent(
     let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, is_llm, diags);
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
     check_tools(src, &spec.tools, &known.tools, diags);
+    check_triggers(src, &spec.triggers, diags);
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);

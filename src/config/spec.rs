@@ -158,8 +158,21 @@ pub struct NotionTrigger {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CronTrigger {
+    /// Standard 5-field crontab line: minute hour day month weekday.
     pub schedule: String,
+    /// IANA zone the schedule is read in (default UTC).
     pub timezone: Option<String>,
+    /// Slots missed while steward was down: `skip` (default) or `run_once`.
+    pub missed: Option<MissedPolicy>,
+}
+
+/// What to do with cron slots that passed while the service was down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissedPolicy {
+    #[default]
+    Skip,
+    RunOnce,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -22,7 +22,7 @@ use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tokens::TokenCounter;
 use crate::tools::subagent::SubagentLauncher;
-use crate::tools::{ToolCtx, ToolError, ToolOutput, ToolRegistry};
+use crate::tools::{Effect, ToolCtx, ToolError, ToolOutput, ToolRegistry};
 
 /// The harness instructions appended to every agent prompt.
 const HARNESS: &str = include_str!("../../prompts/harness.md");
@@ -352,9 +352,14 @@ impl LlmRun<'_> {
         deadline: tokio::time::Instant,
     ) -> Result<Step<Vec<Result<ToolOutput, ToolError>>>, StoreError> {
         for call in calls {
+            // Marked so crash recovery knows whether re-running could repeat a side effect.
+            let side_effect = self
+                .tools
+                .get(&call.name)
+                .is_some_and(|t| t.spec().effect == Effect::SideEffecting);
             self.recorder.event(
                 "tool_call",
-                json!({"call_id": call.id, "name": call.name, "arguments": call.arguments}),
+                json!({"call_id": call.id, "name": call.name, "arguments": call.arguments, "side_effect": side_effect}),
             );
         }
         // Durable before any tool can cause a side effect.

@@ -34,7 +34,7 @@ use crate::tools::skills::SKILL_TOOLS;
 
 pub use recorder::Recorder;
 pub use termination::Termination;
-pub use trigger::TriggerEvent;
+pub use trigger::{Origin, TriggerEvent};
 
 /// Shared by every run of a process.
 #[derive(Clone)]
@@ -64,6 +64,8 @@ pub struct Lineage {
     pub parent_models: Vec<ModelRef>,
     /// The parent's files and the ids this run may see.
     pub files: Option<(Arc<RunFiles>, Vec<String>)>,
+    /// A run row created beforehand (by the server's dispatcher) to execute.
+    pub existing_run: Option<String>,
 }
 
 impl Lineage {
@@ -76,6 +78,7 @@ impl Lineage {
             inherited_tools: Vec::new(),
             parent_models: Vec::new(),
             files: None,
+            existing_run: None,
         }
     }
 }
@@ -105,6 +108,8 @@ pub enum RunError {
     ScriptUnsupported(String),
     #[error("{0}")]
     Files(String),
+    #[error("run {0} is not queued (another worker took it)")]
+    NotQueued(String),
 }
 
 impl Runner {
@@ -134,20 +139,22 @@ impl Runner {
         if let Coordinator::Script(_) = agent.coordinator {
             return Err(RunError::ScriptUnsupported(agent.name.clone()));
         }
-        let run_id = uuid::Uuid::now_v7().to_string();
-        let summary = if trigger.private {
-            format!("{} {} (private)", trigger.source, trigger.kind)
-        } else {
-            trigger.summary.clone()
+        let run_id = match &lineage.existing_run {
+            Some(id) => id.clone(),
+            None => {
+                let id = uuid::Uuid::now_v7().to_string();
+                self.store
+                    .create_run(&NewRun {
+                        id: id.clone(),
+                        agent: agent.name.clone(),
+                        parent_id: lineage.parent_id.clone(),
+                        trigger_summary: trigger_summary(trigger),
+                        event_id: None,
+                    })
+                    .await?;
+                id
+            }
         };
-        self.store
-            .create_run(&NewRun {
-                id: run_id.clone(),
-                agent: agent.name.clone(),
-                parent_id: lineage.parent_id.clone(),
-                trigger_summary: summary,
-            })
-            .await?;
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format!("invoke_agent {}", agent.name),
@@ -344,6 +351,15 @@ impl Runner {
             tool_calls: result.tool_calls,
             skill_loads: skills.loads(),
         })
+    }
+}
+
+/// The summary stored for a run: never message content from a private trigger.
+pub fn trigger_summary(trigger: &TriggerEvent) -> String {
+    if trigger.private {
+        format!("{} {} (private)", trigger.source, trigger.kind)
+    } else {
+        trigger.summary.clone()
     }
 }
 

@@ -65,6 +65,9 @@ impl SubagentLauncher for Launcher {
             text: Some(prompt.to_string()),
             payload: json!({"parent_run": self.parent_id, "files": files}),
             private: self.parent_private,
+            origin: super::trigger::Origin::Subagent {
+                parent_run: self.parent_id.clone(),
+            },
             attachments: Vec::new(),
         };
         let lineage = Lineage {
@@ -74,6 +77,7 @@ impl SubagentLauncher for Launcher {
             inherited_tools: self.parent_allowed.clone(),
             parent_models: self.parent_models.clone(),
             files: Some((self.parent_files.clone(), files.to_vec())),
+            existing_run: None,
         };
         let outcome = self
             .runner

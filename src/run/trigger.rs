@@ -5,6 +5,50 @@ use serde_json::Value;
 
 use crate::files::NewFile;
 
+/// Where an event came from, with what routing and replies need.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Origin {
+    #[default]
+    Cli,
+    Slack {
+        team: Option<String>,
+        channel: String,
+        /// `channel`, `group`, `im` or `mpim` when Slack says.
+        channel_type: Option<String>,
+        user: Option<String>,
+        /// The message the event is about.
+        ts: Option<String>,
+        /// The thread root, when the message is in a thread.
+        thread_ts: Option<String>,
+        reaction: Option<String>,
+    },
+    Jira {
+        issue_key: String,
+        project: String,
+        webhook_event: String,
+        changed_fields: Vec<String>,
+    },
+    Notion {
+        entity_id: Option<String>,
+        entity_type: Option<String>,
+        /// The database a page belongs to, dashes removed.
+        database_id: Option<String>,
+    },
+    Webhook {
+        name: String,
+    },
+    Cron {
+        agent: String,
+        trigger: usize,
+        schedule: String,
+        slot: String,
+    },
+    Subagent {
+        parent_run: String,
+    },
+}
+
 /// A normalized trigger: where it came from, a one-line summary for listings, and the
 /// payload the agent sees.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,6 +65,8 @@ pub struct TriggerEvent {
     /// From a private channel: no message content may reach logs, traces or events.
     #[serde(default)]
     pub private: bool,
+    #[serde(default)]
+    pub origin: Origin,
     /// Files that came with the event (Slack files, Jira attachments, `--file`).
     #[serde(skip)]
     pub attachments: Vec<NewFile>,
@@ -49,6 +95,7 @@ impl TriggerEvent {
             text,
             payload,
             private: false,
+            origin: Origin::Cli,
             attachments: Vec::new(),
         }
     }

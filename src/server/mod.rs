@@ -1,38 +1,113 @@
-//! The HTTP server: `fn app(state) -> Router` so tests drive it without a socket, and
-//! `serve` with graceful shutdown.
+//! The HTTP server: `fn app(state) -> Router` so tests drive it without a socket, the
+//! background service (event writer, router, workers, cron) and graceful shutdown.
 
+pub mod dispatch;
+pub mod handlers;
+pub mod ingest;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{Config, TriggerSpec};
+use crate::integrations::notion::NotionClient;
+use crate::integrations::slack::SlackClient;
 use crate::run::Runner;
+
+pub use dispatch::{DispatchSettings, Dispatcher};
+pub use ingest::Ingest;
 
 /// Default request body cap (1 MB).
 pub const BODY_LIMIT: usize = 1024 * 1024;
+/// Requests taking longer than this are answered 408.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Secrets that authenticate inbound requests. Never logged.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    pub slack_signing: String,
+    pub slack_bot_user: Option<String>,
+    pub jira: String,
+    /// Bearer token per generic hook name.
+    pub hooks: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Secrets {
+    /// `SLACK_SIGNING_SECRET`, `SLACK_BOT_USER_ID`, `JIRA_WEBHOOK_SECRET`, and
+    /// `STEWARD_HOOK_<NAME>_TOKEN` for every webhook trigger (name upper-cased, `-` → `_`).
+    pub fn from_env(config: &Config) -> Secrets {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        let mut hooks = BTreeMap::new();
+        for agent in config.agents.values() {
+            for t in &agent.triggers {
+                if let TriggerSpec::Webhook(w) = t
+                    && let Some(token) = var(&hook_token_var(&w.name))
+                {
+                    hooks.insert(w.name.clone(), token);
+                }
+            }
+        }
+        Secrets {
+            slack_signing: var("SLACK_SIGNING_SECRET").unwrap_or_default(),
+            slack_bot_user: var("SLACK_BOT_USER_ID"),
+            jira: var("JIRA_WEBHOOK_SECRET").unwrap_or_default(),
+            hooks,
+        }
+    }
+}
+
+/// The environment variable holding a generic hook's token.
+pub fn hook_token_var(name: &str) -> String {
+    format!(
+        "STEWARD_HOOK_{}_TOKEN",
+        name.to_ascii_uppercase().replace('-', "_")
+    )
+}
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub runner: Runner,
     pub config: Arc<Config>,
-    /// Cancelled on shutdown; runs started by the server watch it.
-    pub shutdown: CancellationToken,
+    pub secrets: Arc<Secrets>,
+    pub ingest: Ingest,
+    pub slack: Option<SlackClient>,
+    /// Background work started by handlers (joining channels).
+    pub tasks: TaskTracker,
 }
 
 /// The router with every route steward serves.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/slack/events", post(handlers::slack_events))
+        .route("/jira/webhook", post(handlers::jira_webhook))
+        .route("/notion/webhook", post(handlers::notion_webhook))
+        .route("/hooks/{name}", post(handlers::generic_hook))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
         .with_state(state)
 }
 
@@ -50,30 +125,98 @@ async fn healthz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Serves `app` on `addr` until `shutdown` is cancelled (or SIGTERM/ctrl-c arrives),
-/// then stops accepting and lets in-flight requests finish for up to `grace`.
-pub async fn serve(addr: SocketAddr, state: AppState, grace: Duration) -> std::io::Result<()> {
+/// The running service: handler state plus its owned background tasks.
+pub struct Service {
+    pub state: AppState,
+    pub dispatcher: Arc<Dispatcher>,
+    /// Owns the writer, dispatcher and run tasks.
+    pub tracker: TaskTracker,
+    pub shutdown: CancellationToken,
+}
+
+impl Service {
+    /// Starts the event writer and the dispatcher (router, workers, cron, reconciler).
+    pub fn start(
+        runner: Runner,
+        config: Arc<Config>,
+        secrets: Secrets,
+        slack: Option<SlackClient>,
+        notion: Option<NotionClient>,
+        settings: DispatchSettings,
+    ) -> Service {
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let notify = Arc::new(Notify::new());
+        let private = Arc::new(Mutex::new(Default::default()));
+        let ingest = Ingest::start(
+            runner.store.clone(),
+            notify.clone(),
+            private.clone(),
+            &tracker,
+            shutdown.clone(),
+        );
+        let dispatcher = Arc::new(Dispatcher::new(
+            runner.clone(),
+            config.clone(),
+            notify,
+            private,
+            notion,
+            settings,
+            tracker.clone(),
+            shutdown.clone(),
+        ));
+        tracker.spawn(dispatcher.clone().run());
+        let state = AppState {
+            runner,
+            config,
+            secrets: Arc::new(secrets),
+            ingest,
+            slack,
+            tasks: tracker.clone(),
+        };
+        Service {
+            state,
+            dispatcher,
+            tracker,
+            shutdown,
+        }
+    }
+
+    pub fn router(&self) -> Router {
+        app(self.state.clone())
+    }
+
+    /// Stops taking new work and waits up to `grace` for running work; runs still going
+    /// then are left to their leases and resumed (or reported) by the next start.
+    pub async fn stop(self, grace: Duration) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+            tracing::warn!(
+                grace_secs = grace.as_secs(),
+                "runs still going after the grace period; they resume on the next start"
+            );
+        }
+    }
+}
+
+/// Serves on `addr` until SIGTERM or ctrl-c, then stops gracefully.
+pub async fn serve(addr: SocketAddr, service: Service, grace: Duration) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, agents = state.config.agents.len(), "steward listening");
-    let shutdown = state.shutdown.clone();
-    let signals = shutdown.clone();
-    let signal_task = tokio::spawn(async move {
+    tracing::info!(addr = %listener.local_addr()?, agents = service.state.config.agents.len(), "steward listening");
+    let stop = service.shutdown.clone();
+    let on_signal = stop.clone();
+    let signals = tokio::spawn(async move {
         tokio::select! {
-            _ = shutdown_signal() => signals.cancel(),
-            _ = signals.cancelled() => {}
+            _ = shutdown_signal() => on_signal.cancel(),
+            _ = on_signal.cancelled() => {}
         }
     });
-    let stopped = shutdown.clone();
-    let server =
-        axum::serve(listener, app(state)).with_graceful_shutdown(async move { stopped.cancelled().await });
-    let result = tokio::select! {
-        r = server => r,
-        _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
-            tracing::warn!("shutdown grace period over, dropping open connections");
-            Ok(())
-        }
-    };
-    signal_task.abort();
+    let result = axum::serve(listener, service.router())
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    signals.abort();
+    service.stop(grace).await;
     tracing::info!("steward stopped");
     result
 }

@@ -57,12 +57,38 @@ impl RunStatus {
 }
 
 /// A run about to be queued.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct NewRun {
     pub id: String,
     pub agent: String,
     pub parent_id: Option<String>,
     pub trigger_summary: String,
+    /// The stored event that started it (server runs).
+    pub event_id: Option<String>,
+}
+
+/// An authenticated inbound event, as persisted before it is acknowledged.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: String,
+    pub source: String,
+    pub kind: String,
+    /// Unique per logical event: a retry with the same key is a duplicate.
+    pub dedupe_key: String,
+    pub received_at: String,
+    pub private: bool,
+    /// The normalized event (JSON); for private events, metadata only.
+    pub body: Value,
+}
+
+/// A run whose lease ran out (its process died).
+#[derive(Debug, Clone)]
+pub struct ExpiredRun {
+    pub id: String,
+    pub agent: String,
+    pub status: RunStatus,
+    pub event_id: Option<String>,
+    pub attempt: u32,
 }
 
 /// An event waiting to be appended; `at` is when it happened, not when it was written.
@@ -166,6 +192,24 @@ pub trait Store: Send + Sync {
     async fn update_file(&self, run_id: &str, meta: &FileMeta) -> Result<(), StoreError>;
     /// Every file of a run, in id order.
     async fn run_files(&self, run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError>;
+
+    /// Inserts events in one transaction; for each, true if new, false if its dedupe
+    /// key was seen before (a retry).
+    async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError>;
+    /// Takes up to `limit` queued events for routing (marks them `routed`).
+    async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError>;
+    async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
+    /// Sets a run's lease (the time after which it is presumed dead).
+    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
+    /// Server runs that are queued or running with a lease that ran out before `now`.
+    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError>;
+    /// Whether the run made a side-effecting tool call.
+    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;
+    /// Puts a dead run back to `queued` for another attempt (its files are dropped);
+    /// false when it was no longer in `from`.
+    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError>;
+    async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
+    async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
 }
 
 /// Now, as stored: RFC 3339 UTC with milliseconds (sorts lexicographically).

@@ -10,7 +10,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::{NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError, now_text};
+use super::{
+    EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError,
+    now_text,
+};
 use crate::files::FileMeta;
 use crate::provider::Usage;
 
@@ -19,6 +22,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_files.sql")),
     (3, include_str!("migrations/0003_skill_loads.sql")),
+    (4, include_str!("migrations/0004_events.sql")),
 ];
 
 /// A SQLite-backed [`Store`].
@@ -131,13 +135,14 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
 impl Store for SqliteStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at) VALUES (?, ?, ?, ?, 'queued', ?)",
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id) VALUES (?, ?, ?, ?, 'queued', ?, ?)",
         )
         .bind(&run.id)
         .bind(&run.agent)
         .bind(&run.parent_id)
         .bind(&run.trigger_summary)
         .bind(now_text())
+        .bind(&run.event_id)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -272,6 +277,149 @@ impl Store for SqliteStore {
             })
             .collect()
     }
+
+    async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut out = Vec::with_capacity(events.len());
+        for chunk in events.chunks(500) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
+            );
+            q.push_values(chunk, |mut row, e| {
+                row.push_bind(e.id.clone())
+                    .push_bind(e.source.clone())
+                    .push_bind(e.kind.clone())
+                    .push_bind(e.dedupe_key.clone())
+                    .push_bind(e.received_at.clone())
+                    .push_bind("queued")
+                    .push_bind(e.private)
+                    .push_bind(e.body.to_string());
+            });
+            q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
+            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
+            // The first row of a batch with a repeated key wins; later ones are duplicates.
+            let mut seen = std::collections::HashSet::new();
+            for e in chunk {
+                out.push(inserted.contains(&e.id) && seen.insert(e.dedupe_key.as_str()));
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE events SET status = 'routed' WHERE id IN \
+             (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT ?) \
+             RETURNING id, source, kind, dedupe_key, received_at, private, body",
+        )
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut events: Vec<EventRow> = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
+        events.sort_by(|a, b| (&a.received_at, &a.id).cmp(&(&b.received_at, &b.id)));
+        Ok(events)
+    }
+
+    async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, source, kind, dedupe_key, received_at, private, body FROM events WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(event_from_row).transpose()
+    }
+
+    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET lease_until = ? WHERE id = ?")
+            .bind(until)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < ?) ORDER BY created_at",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let status: String = r.try_get("status")?;
+                Ok(ExpiredRun {
+                    id: r.try_get("id")?,
+                    agent: r.try_get("agent")?,
+                    status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(status.clone()))?,
+                    event_id: r.try_get("event_id")?,
+                    attempt: r.try_get::<i64, _>("attempt")?.max(0) as u32,
+                })
+            })
+            .collect()
+    }
+
+    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind = 'tool_call' \
+             AND json_extract(data, '$.side_effect') = 1",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n > 0)
+    }
+
+    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = ? AND status = ?",
+        )
+        .bind(run_id)
+        .bind(from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 1 {
+            sqlx::query("DELETE FROM run_files WHERE run_id = ?")
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT value FROM settings WHERE key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+fn event_from_row(row: &SqliteRow) -> Result<EventRow, StoreError> {
+    let body: String = row.try_get("body")?;
+    Ok(EventRow {
+        id: row.try_get("id")?,
+        source: row.try_get("source")?,
+        kind: row.try_get("kind")?,
+        dedupe_key: row.try_get("dedupe_key")?,
+        received_at: row.try_get("received_at")?,
+        private: row.try_get("private")?,
+        body: serde_json::from_str(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    })
 }
 
 #[cfg(test)]
@@ -292,6 +440,7 @@ mod tests {
             agent: "a".into(),
             parent_id: None,
             trigger_summary: "t".into(),
+            event_id: None,
         }
     }
 

@@ -1,0 +1,107 @@
+//! Slack Web API client: JSON POSTs with the bot token. Slack reports errors as HTTP 200
+//! with `ok: false`, and rate limits as 429 with `Retry-After`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::ApiError;
+
+const SERVICE: &str = "slack";
+/// Retries of a 429 before giving up.
+const MAX_RATE_LIMIT_RETRIES: u32 = 3;
+
+/// A Web API client for one workspace.
+#[derive(Clone)]
+pub struct SlackClient {
+    http: reqwest::Client,
+    base_url: String,
+    token: String,
+    /// Upper bound on one `Retry-After` wait.
+    pub max_wait: Duration,
+}
+
+impl std::fmt::Debug for SlackClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackClient")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackClient {
+    pub fn new(http: reqwest::Client, base_url: &str, token: &str) -> Self {
+        SlackClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            max_wait: Duration::from_secs(30),
+        }
+    }
+
+    /// From `SLACK_BOT_TOKEN` and `SLACK_API_URL` (default `https://slack.com/api`).
+    pub fn from_env(http: reqwest::Client) -> Option<Self> {
+        let token = std::env::var("SLACK_BOT_TOKEN").ok().filter(|t| !t.is_empty())?;
+        let base = std::env::var("SLACK_API_URL").unwrap_or_else(|_| "https://slack.com/api".into());
+        Some(SlackClient::new(http, &base, &token))
+    }
+
+    /// Calls `method` with a JSON body; returns the response object when `ok: true`.
+    pub async fn call(&self, method: &str, body: &Value) -> Result<Value, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let resp = self
+                .http
+                .post(format!("{}/{method}", self.base_url))
+                .bearer_auth(&self.token)
+                .json(body)
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .map_err(|e| transport(method, &e))?;
+            if resp.status().as_u16() == 429 {
+                let wait = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(1);
+                if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
+                    return Err(ApiError::RateLimited {
+                        service: SERVICE,
+                        method: method.into(),
+                        retry_after_secs: wait,
+                    });
+                }
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            let value: Value = resp.json().await.map_err(|e| transport(method, &e))?;
+            if value["ok"].as_bool() == Some(true) {
+                return Ok(value);
+            }
+            let message = value["error"].as_str().unwrap_or("unknown_error").to_string();
+            return Err(ApiError::Api {
+                service: SERVICE,
+                method: method.into(),
+                message,
+            });
+        }
+    }
+
+    /// Joins a public channel (`conversations.join`).
+    pub async fn join(&self, channel: &str) -> Result<(), ApiError> {
+        self.call("conversations.join", &serde_json::json!({"channel": channel}))
+            .await
+            .map(|_| ())
+    }
+}
+
+fn transport(method: &str, e: &reqwest::Error) -> ApiError {
+    ApiError::Transport {
+        service: SERVICE,
+        method: method.into(),
+        message: e.to_string(),
+    }
+}

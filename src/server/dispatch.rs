@@ -1,0 +1,326 @@
+//! The router and worker pool: claims persisted events, starts a run for every agent
+//! whose rules match, executes runs under a global and a per-agent concurrency limit
+//! with a renewed lease, fires cron slots, and reconciles runs whose process died.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::ingest::{PrivateCache, event_row};
+use crate::config::{AgentConfig, Config};
+use crate::integrations::notion::NotionClient;
+use crate::run::{Lineage, Origin, Runner, TriggerEvent, trigger_summary};
+use crate::store::{EventRow, NewRun, RunFinish, RunStatus, StoreError, now_text};
+use crate::triggers::cron::{CronJob, jobs};
+use crate::triggers::router;
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    /// Runs at once across all agents.
+    pub global_concurrency: usize,
+    /// Runs at once per agent.
+    pub agent_concurrency: usize,
+    /// A run whose lease is not renewed for this long is presumed dead.
+    pub lease: Duration,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        DispatchSettings {
+            global_concurrency: 16,
+            agent_concurrency: 4,
+            lease: Duration::from_secs(60),
+        }
+    }
+}
+
+pub struct Dispatcher {
+    pub runner: Runner,
+    pub config: Arc<Config>,
+    pub notify: Arc<Notify>,
+    pub private: PrivateCache,
+    pub notion: Option<NotionClient>,
+    pub settings: DispatchSettings,
+    pub tracker: TaskTracker,
+    pub shutdown: CancellationToken,
+    global: Arc<Semaphore>,
+    per_agent: BTreeMap<String, Arc<Semaphore>>,
+    cron: Vec<CronJob>,
+}
+
+fn lease_until(lease: Duration) -> String {
+    let until =
+        Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60));
+    until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Dispatcher {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        runner: Runner,
+        config: Arc<Config>,
+        notify: Arc<Notify>,
+        private: PrivateCache,
+        notion: Option<NotionClient>,
+        settings: DispatchSettings,
+        tracker: TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Dispatcher {
+        let per_agent = config
+            .agents
+            .keys()
+            .map(|a| {
+                (
+                    a.clone(),
+                    Arc::new(Semaphore::new(settings.agent_concurrency.max(1))),
+                )
+            })
+            .collect();
+        Dispatcher {
+            global: Arc::new(Semaphore::new(settings.global_concurrency.max(1))),
+            per_agent,
+            cron: jobs(&config),
+            runner,
+            config,
+            notify,
+            private,
+            notion,
+            settings,
+            tracker,
+            shutdown,
+        }
+    }
+
+    /// Routes events, fires cron slots and reconciles dead runs until shutdown.
+    pub async fn run(self: Arc<Self>) {
+        if let Err(e) = self.reconcile().await {
+            tracing::error!(error = %e, "reconciling runs failed");
+        }
+        let mut last_reconcile = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = self.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = self.shutdown.cancelled() => break,
+            }
+            if let Err(e) = self.cron_tick(Utc::now()).await {
+                tracing::error!(error = %e, "cron tick failed");
+            }
+            if last_reconcile.elapsed() > self.settings.lease / 2 {
+                last_reconcile = tokio::time::Instant::now();
+                if let Err(e) = self.reconcile().await {
+                    tracing::error!(error = %e, "reconciling runs failed");
+                }
+            }
+            if let Err(e) = self.drain().await {
+                tracing::error!(error = %e, "routing events failed");
+            }
+        }
+    }
+
+    /// Routes every queued event.
+    pub async fn drain(&self) -> Result<usize, StoreError> {
+        let mut n = 0;
+        loop {
+            let events = self.runner.store.claim_events(64).await?;
+            if events.is_empty() {
+                return Ok(n);
+            }
+            for e in events {
+                n += self.route_event(e).await?;
+            }
+        }
+    }
+
+    fn trigger_of(&self, e: &EventRow) -> Option<TriggerEvent> {
+        let cached = self
+            .private
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&e.id);
+        cached.or_else(|| {
+            serde_json::from_value(e.body.clone())
+                .map_err(|err| tracing::error!(event = %e.id, error = %err, "unreadable event"))
+                .ok()
+        })
+    }
+
+    /// Starts a run for every matching agent; returns how many.
+    async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
+        let Some(trigger) = self.trigger_of(&e) else {
+            return Ok(0);
+        };
+        let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        if agents.is_empty() {
+            tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
+        }
+        for agent in &agents {
+            let run_id = uuid::Uuid::now_v7().to_string();
+            self.runner
+                .store
+                .create_run(&NewRun {
+                    id: run_id.clone(),
+                    agent: agent.name.clone(),
+                    parent_id: None,
+                    trigger_summary: trigger_summary(&trigger),
+                    event_id: Some(e.id.clone()),
+                })
+                .await?;
+            self.runner
+                .store
+                .renew_lease(&run_id, &lease_until(self.settings.lease))
+                .await?;
+            self.spawn(run_id, agent.clone(), trigger.clone());
+        }
+        Ok(agents.len())
+    }
+
+    /// Executes a queued run on the tracker, renewing its lease until it ends.
+    fn spawn(&self, run_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent) {
+        let runner = self.runner.clone();
+        let global = self.global.clone();
+        let per_agent = self.per_agent.get(&agent.name).cloned();
+        let lease = self.settings.lease;
+        self.tracker.spawn(async move {
+            let store = runner.store.clone();
+            let work = async {
+                let _global = global.acquire_owned().await;
+                let _agent = match per_agent {
+                    Some(s) => s.acquire_owned().await.ok(),
+                    None => None,
+                };
+                let mut lineage = Lineage::root(&agent);
+                lineage.existing_run = Some(run_id.clone());
+                runner.run_in(&agent, &trigger, lineage, CancellationToken::new()).await
+            };
+            let renew = async {
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    if let Err(e) = store.renew_lease(&run_id, &lease_until(lease)).await {
+                        tracing::warn!(run = %run_id, error = %e, "cannot renew the run's lease");
+                    }
+                }
+            };
+            tokio::select! {
+                r = work => match r {
+                    Ok(o) => tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status.as_str(), termination = o.termination.as_str(), "run finished"),
+                    Err(e) => tracing::warn!(run = %run_id, agent = %agent.name, error = %e, "run did not execute"),
+                },
+                _ = renew => {}
+            }
+        });
+    }
+
+    /// Runs whose lease ran out belong to a process that died. One with no
+    /// side-effecting tool call yet is retried; one with side effects is marked
+    /// `interrupted` and reported, never silently re-run.
+    pub async fn reconcile(&self) -> Result<(), StoreError> {
+        let store = &self.runner.store;
+        for r in store.expired_runs(&now_text()).await? {
+            let Some(agent) = self.config.agents.get(&r.agent).cloned() else {
+                tracing::warn!(run = %r.id, agent = %r.agent, "expired run of an agent that no longer exists");
+                continue;
+            };
+            if r.status == RunStatus::Running && store.has_side_effects(&r.id).await? {
+                store
+                    .append_event(
+                        &r.id,
+                        "interrupted",
+                        &json!({"reason": "process stopped after a side-effecting tool call; not retried"}),
+                    )
+                    .await?;
+                let finish = RunFinish {
+                    status: RunStatus::Interrupted,
+                    termination: "interrupted".into(),
+                    error: Some("steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect".into()),
+                    final_text: None,
+                    turns: 0,
+                    tool_calls: 0,
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    skill_loads: Default::default(),
+                };
+                if store.finish_run(&r.id, RunStatus::Running, &finish).await? {
+                    tracing::error!(run = %r.id, agent = %r.agent, "run interrupted by a crash after side effects; reported, not retried");
+                }
+                continue;
+            }
+            if r.status == RunStatus::Running {
+                if !store.requeue(&r.id, RunStatus::Running).await? {
+                    continue;
+                }
+                store.append_event(&r.id, "retried", &json!({"reason": "process stopped before any side effect", "attempt": r.attempt + 1})).await?;
+            }
+            let Some(event) = (match &r.event_id {
+                Some(id) => store.get_event(id).await?,
+                None => None,
+            }) else {
+                continue;
+            };
+            let Some(trigger) = self.trigger_of(&event) else {
+                continue;
+            };
+            store
+                .renew_lease(&r.id, &lease_until(self.settings.lease))
+                .await?;
+            tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
+            self.spawn(r.id, agent, trigger);
+        }
+        Ok(())
+    }
+
+    /// Persists a cron event for every due slot (each `(schedule, slot)` once: the
+    /// dedupe key makes a slot fire once even across restarts and replicas).
+    pub async fn cron_tick(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let store = &self.runner.store;
+        let mut fired = 0;
+        for job in &self.cron {
+            let key = job.state_key();
+            let last = store
+                .get_setting(&key)
+                .await?
+                .and_then(|v| DateTime::parse_from_rfc3339(&v).ok())
+                .map(|d| d.with_timezone(&Utc));
+            let Some(last) = last else {
+                // First sight of this schedule: start counting from now.
+                store.set_setting(&key, &now.to_rfc3339()).await?;
+                continue;
+            };
+            let (fire, seen) = job.due(last, now);
+            if let Some(slot) = fire {
+                let slot_text = slot.to_rfc3339();
+                let event = TriggerEvent {
+                    source: "cron".into(),
+                    kind: "cron".into(),
+                    summary: format!("cron {} at {slot_text}", job.expr),
+                    text: None,
+                    payload: json!({"schedule": job.expr, "timezone": job.tz.name(), "slot": slot_text, "agent": job.agent}),
+                    private: false,
+                    origin: Origin::Cron {
+                        agent: job.agent.clone(),
+                        trigger: job.index,
+                        schedule: job.expr.clone(),
+                        slot: slot_text.clone(),
+                    },
+                    attachments: Vec::new(),
+                };
+                let row = event_row(&event, &format!("cron:{}:{}:{slot_text}", job.agent, job.index));
+                if store.insert_events(&[row]).await?.first() == Some(&true) {
+                    fired += 1;
+                    self.notify.notify_one();
+                }
+            }
+            if let Some(seen) = seen {
+                store.set_setting(&key, &seen.to_rfc3339()).await?;
+            }
+        }
+        Ok(fired)
+    }
+}

@@ -1,0 +1,134 @@
+//! Persist-then-ack with group commit: request handlers hand normalized events to one
+//! writer task, which inserts whatever has queued up in a single transaction and tells
+//! each handler whether its event was new or a duplicate. The handler acknowledges only
+//! after that commit, so an acknowledged event is never lost.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::run::TriggerEvent;
+use crate::store::{EventRow, Store, now_text};
+
+/// Largest group commit.
+const MAX_BATCH: usize = 1024;
+
+/// Full content of private events, kept in memory only, by event id.
+pub type PrivateCache = Arc<Mutex<HashMap<String, TriggerEvent>>>;
+
+struct Submission {
+    row: EventRow,
+    private_event: Option<TriggerEvent>,
+    reply: oneshot::Sender<Result<bool, String>>,
+}
+
+/// Hands events to the writer.
+#[derive(Clone)]
+pub struct Ingest {
+    tx: mpsc::Sender<Submission>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("the event store is unavailable: {0}")]
+    Store(String),
+    #[error("steward is shutting down")]
+    ShuttingDown,
+}
+
+/// The row stored for an event; private events keep metadata only.
+pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
+    let mut stored = event.clone();
+    if stored.private {
+        stored.text = None;
+    }
+    EventRow {
+        id: uuid::Uuid::now_v7().to_string(),
+        source: event.source.clone(),
+        kind: event.kind.clone(),
+        dedupe_key: dedupe_key.to_string(),
+        received_at: now_text(),
+        private: event.private,
+        body: serde_json::to_value(&stored).unwrap_or_default(),
+    }
+}
+
+impl Ingest {
+    /// Starts the writer on `tracker`; it stops when `shutdown` is cancelled, after
+    /// committing what was already submitted.
+    pub fn start(
+        store: Arc<dyn Store>,
+        notify: Arc<Notify>,
+        private: PrivateCache,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Ingest {
+        let (tx, mut rx) = mpsc::channel::<Submission>(8192);
+        tracker.spawn(async move {
+            loop {
+                let first = tokio::select! {
+                    s = rx.recv() => match s { Some(s) => s, None => break },
+                    _ = shutdown.cancelled() => {
+                        rx.close();
+                        match rx.try_recv() { Ok(s) => s, Err(_) => break }
+                    }
+                };
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(s) => batch.push(s),
+                        Err(_) => break,
+                    }
+                }
+                let rows: Vec<EventRow> = batch.iter().map(|s| s.row.clone()).collect();
+                {
+                    let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
+                    for s in &mut batch {
+                        if let Some(e) = s.private_event.take() {
+                            cache.insert(s.row.id.clone(), e);
+                        }
+                    }
+                }
+                match store.insert_events(&rows).await {
+                    Ok(results) => {
+                        let any_new = results.iter().any(|r| *r);
+                        for (s, new) in batch.into_iter().zip(results) {
+                            let _ = s.reply.send(Ok(new));
+                        }
+                        if any_new {
+                            notify.notify_one();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, events = rows.len(), "cannot persist events");
+                        for s in batch {
+                            let _ = s.reply.send(Err(e.to_string()));
+                        }
+                    }
+                }
+            }
+        });
+        Ingest { tx }
+    }
+
+    /// Persists `event` under `dedupe_key`; `Ok(true)` when new, `Ok(false)` for a
+    /// duplicate. Returns after the commit.
+    pub async fn submit(&self, event: &TriggerEvent, dedupe_key: &str) -> Result<bool, IngestError> {
+        let (reply, rx) = oneshot::channel();
+        let submission = Submission {
+            row: event_row(event, dedupe_key),
+            private_event: event.private.then(|| event.clone()),
+            reply,
+        };
+        self.tx
+            .send(submission)
+            .await
+            .map_err(|_| IngestError::ShuttingDown)?;
+        rx.await
+            .map_err(|_| IngestError::ShuttingDown)?
+            .map_err(IngestError::Store)
+    }
+}
