@@ -95,6 +95,15 @@ impl Ingest {
                 match store.insert_events(&rows).await {
                     Ok(results) => {
                         let any_new = results.iter().any(|r| *r);
+                        {
+                            // Duplicates start nothing; drop their private content.
+                            let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
+                            for (s, new) in batch.iter().zip(&results) {
+                                if !new {
+                                    cache.remove(&s.row.id);
+                                }
+                            }
+                        }
                         for (s, new) in batch.into_iter().zip(results) {
                             let _ = s.reply.send(Ok(new));
                         }

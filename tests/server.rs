@@ -1,0 +1,736 @@
+//! The server: signed webhooks from every source, persist-then-ack with dedupe, routing
+//! to agents, cron across restarts, crash reconciliation, private channels, body limits.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::notion::NotionClient;
+use steward::run::{Lineage, Runner, TriggerEvent};
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{NewRun, RunRow, RunStatus, SqliteStore, Store};
+use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::auth::sign_hex;
+use support::*;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const JIRA_SECRET: &str = "jira-webhook-secret";
+const HOOK_TOKEN: &str = "hook-token-123";
+const DB: &str = "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn tree(root: &Path) -> Config {
+    write(root, "prompts/p.md", "You are a test agent.");
+    let agent = |name: &str, triggers: &str| {
+        write(
+            root,
+            &format!("agents/{name}.yaml"),
+            &format!(
+                "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time, mark]\ntriggers:\n{triggers}"
+            ),
+        );
+    };
+    agent("helpdesk", "  - slack_mention: {}\n  - slack_message: {}\n");
+    agent("ticket", "  - slack_reaction: { reaction: jira }\n");
+    agent(
+        "jira-watch",
+        "  - jira: { events: [\"jira:issue_created\", \"jira:issue_updated\"], projects: [OPS] }\n",
+    );
+    agent(
+        "notion-review",
+        &format!(
+            "  - notion: {{ events: [page.properties_updated], database: {DB}, property: Status, to: Ready for review }}\n"
+        ),
+    );
+    agent("intake", "  - webhook: { name: zapier-intake }\n");
+    agent(
+        "nightly",
+        "  - cron: { schedule: \"0 3 * * *\", timezone: UTC }\n",
+    );
+    let tools = registry().names();
+    Config::load(
+        root,
+        &Known {
+            tools,
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// A side-effecting tool that is slow, for crash tests.
+struct Mark;
+
+#[async_trait]
+impl Tool for Mark {
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: std::sync::OnceLock<ToolSpec> = std::sync::OnceLock::new();
+        SPEC.get_or_init(|| ToolSpec {
+            name: "mark".into(),
+            description: "Marks something (side effect).".into(),
+            parameters: json!({"type": "object"}),
+            effect: Effect::SideEffecting,
+        })
+    }
+    async fn call(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
+        Ok(ToolOutput::text("marked"))
+    }
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
+fn registry() -> ToolRegistry {
+    let mut r = ToolRegistry::builtin(steward::http::client().unwrap());
+    r.register(Arc::new(Mark));
+    r
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    config: Arc<Config>,
+    fake: FakeModel,
+    service: Option<Service>,
+    store: Arc<dyn Store>,
+}
+
+async fn start(
+    dir: tempfile::TempDir,
+    fake: FakeModel,
+    notion: Option<NotionClient>,
+    lease: Duration,
+) -> Harness {
+    let config = Arc::new(tree(dir.path()));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+    let runner = Runner {
+        store: store.clone(),
+        providers: providers(Some(&fake), None),
+        tools: Arc::new(registry()),
+        mock_tools: false,
+        tokens: tokens(),
+        subagents: Default::default(),
+        skills: Default::default(),
+    };
+    let secrets = Secrets {
+        slack_signing: SLACK_SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        jira: JIRA_SECRET.into(),
+        hooks: [("zapier-intake".to_string(), HOOK_TOKEN.to_string())].into(),
+    };
+    let settings = DispatchSettings {
+        lease,
+        ..DispatchSettings::default()
+    };
+    let service = Service::start(runner, config.clone(), secrets, None, notion, settings);
+    Harness {
+        dir,
+        config,
+        fake,
+        service: Some(service),
+        store,
+    }
+}
+
+async fn harness() -> Harness {
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("handled")));
+    start(tempfile::tempdir().unwrap(), fake, None, Duration::from_secs(60)).await
+}
+
+impl Harness {
+    async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let resp = self
+            .service
+            .as_ref()
+            .unwrap()
+            .router()
+            .oneshot(req)
+            .await
+            .unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// Waits until `n` runs exist and all have finished.
+    async fn finished_runs(&self, n: usize) -> Vec<RunRow> {
+        for _ in 0..200 {
+            let runs = self.store.list_runs(100).await.unwrap();
+            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "runs did not finish: {:?}",
+            self.store.list_runs(100).await.unwrap()
+        );
+    }
+
+    async fn stop(&mut self) {
+        if let Some(s) = self.service.take() {
+            s.stop(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+fn slack_request(body: &Value, ts: i64, secret: &str, retry: Option<u32>) -> Request<Body> {
+    let raw = body.to_string();
+    let sig = format!(
+        "v0={}",
+        sign_hex(
+            secret.as_bytes(),
+            &[b"v0:", ts.to_string().as_bytes(), b":", raw.as_bytes()]
+        )
+    );
+    let mut b = Request::post("/slack/events")
+        .header("content-type", "application/json")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig);
+    if let Some(n) = retry {
+        b = b
+            .header("x-slack-retry-num", n.to_string())
+            .header("x-slack-retry-reason", "http_timeout");
+    }
+    b.body(Body::from(raw)).unwrap()
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+fn slack_event(event_id: &str, event: Value) -> Value {
+    json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "event": event,
+           "type": "event_callback", "event_id": event_id, "event_time": 1515449522,
+           "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+}
+
+fn mention(event_id: &str, text: &str) -> Value {
+    slack_event(
+        event_id,
+        json!({"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": "1515449522.000016",
+        "channel": "C123ABC456", "event_ts": "1515449522.000016"}),
+    )
+}
+
+#[tokio::test]
+async fn slack_url_verification_and_signature_checks() {
+    let mut h = harness().await;
+    let challenge = json!({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
+    let (status, body) = h.send(slack_request(&challenge, now(), SLACK_SECRET, None)).await;
+    assert_eq!(
+        (status, body["challenge"].as_str()),
+        (
+            StatusCode::OK,
+            Some("3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
+        )
+    );
+
+    let ev = mention("EvAUTH1", "<@UBOT> hello");
+    // Unsigned, wrong secret, stale: 401 with nothing persisted.
+    let unsigned = Request::post("/slack/events")
+        .body(Body::from(ev.to_string()))
+        .unwrap();
+    assert_eq!(h.send(unsigned).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        h.send(slack_request(&ev, now(), "wrong-secret", None)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(slack_request(&ev, now() - 301, SLACK_SECRET, None))
+            .await
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
+    // A fresh, signed copy is new: the refused ones left nothing behind.
+    let (status, body) = h.send(slack_request(&ev, now() - 30, SLACK_SECRET, None)).await;
+    assert_eq!(
+        (status, body["duplicate"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].agent, "helpdesk");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_slack_event_delivered_three_times_starts_one_run() {
+    let mut h = harness().await;
+    let ev = mention("EvRETRY1", "<@UBOT> what's up?");
+    let mut duplicates = Vec::new();
+    for retry in [None, Some(1), Some(2)] {
+        let (status, body) = h.send(slack_request(&ev, now(), SLACK_SECRET, retry)).await;
+        assert_eq!(status, StatusCode::OK);
+        duplicates.push(body["duplicate"].as_bool().unwrap());
+    }
+    assert_eq!(duplicates, [false, true, true]);
+    let runs = h.finished_runs(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.store.list_runs(10).await.unwrap().len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    // The model saw the mention.
+    let first = h.fake.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first.contains("Trigger: slack app_mention") && first.contains("what's up?"),
+        "{first}"
+    );
+    // A reaction routes to the reacji agent only; our own message is ignored.
+    let reaction = slack_event(
+        "EvREACT1",
+        json!({"type": "reaction_added", "user": "U123ABC456", "reaction": "jira",
+        "item_user": "U222", "item": {"type": "message", "channel": "C123ABC456", "ts": "1360782400.498405"}, "event_ts": "1360782804.083113"}),
+    );
+    assert_eq!(
+        h.send(slack_request(&reaction, now(), SLACK_SECRET, None))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let own = slack_event(
+        "EvOWN1",
+        json!({"type": "message", "channel": "C1", "user": "UBOT", "text": "my own reply", "ts": "1.2"}),
+    );
+    let (_, body) = h.send(slack_request(&own, now(), SLACK_SECRET, None)).await;
+    assert!(body["ignored"].is_string());
+    let runs = h.finished_runs(2).await;
+    assert_eq!(runs.iter().filter(|r| r.agent == "ticket").count(), 1);
+    assert_eq!(runs.len(), 2);
+    h.stop().await;
+}
+
+fn jira_request(body: &Value, secret: Option<&str>, id: &str) -> Request<Body> {
+    let raw = body.to_string();
+    let mut b = Request::post("/jira/webhook").header("x-atlassian-webhook-identifier", id);
+    if let Some(s) = secret {
+        b = b.header(
+            "x-hub-signature",
+            format!("sha256={}", sign_hex(s.as_bytes(), &[raw.as_bytes()])),
+        );
+    }
+    b.body(Body::from(raw)).unwrap()
+}
+
+fn jira_issue(event: &str, key: &str, description: Value) -> Value {
+    json!({"timestamp": 1731000000000u64, "webhookEvent": event, "user": {"displayName": "Ana"},
+           "issue": {"id": "10002", "key": key, "fields": {"summary": "Gateway down", "project": {"key": key.split('-').next().unwrap()},
+                     "status": {"name": "To Do"}, "description": description}}})
+}
+
+#[tokio::test]
+async fn jira_webhooks_with_string_and_adf_descriptions() {
+    let mut h = harness().await;
+    let plain = jira_issue("jira:issue_created", "OPS-1", json!("Plain text description"));
+    assert_eq!(
+        h.send(jira_request(&plain, None, "w1")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(jira_request(&plain, Some("wrong"), "w1")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(jira_request(&plain, Some(JIRA_SECRET), "w1")).await.0,
+        StatusCode::OK
+    );
+    let adf = jira_issue(
+        "jira:issue_created",
+        "OPS-2",
+        json!({"type": "doc", "version": 1, "content": [
+        {"type": "paragraph", "content": [{"type": "text", "text": "ADF description text"}]}]}),
+    );
+    assert_eq!(
+        h.send(jira_request(&adf, Some(JIRA_SECRET), "w2")).await.0,
+        StatusCode::OK
+    );
+    // Retries carry the same identifier; another project does not match.
+    assert_eq!(
+        h.send(jira_request(&adf, Some(JIRA_SECRET), "w2")).await.1["duplicate"],
+        true
+    );
+    let other = jira_issue("jira:issue_created", "WEB-9", json!("x"));
+    assert_eq!(
+        h.send(jira_request(&other, Some(JIRA_SECRET), "w3")).await.0,
+        StatusCode::OK
+    );
+    let runs = h.finished_runs(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.store.list_runs(10).await.unwrap().len(), 2);
+    assert!(runs.iter().all(|r| r.agent == "jira-watch"));
+    let seen: String = h
+        .fake
+        .requests()
+        .iter()
+        .map(|r| r.body["messages"][1]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        seen.contains("Plain text description") && seen.contains("ADF description text"),
+        "{seen}"
+    );
+    h.stop().await;
+}
+
+fn notion_request(body: &Value, token: Option<&str>) -> Request<Body> {
+    let raw = body.to_string();
+    let mut b = Request::post("/notion/webhook");
+    if let Some(t) = token {
+        b = b.header(
+            "x-notion-signature",
+            format!("sha256={}", sign_hex(t.as_bytes(), &[raw.as_bytes()])),
+        );
+    }
+    b.body(Body::from(raw)).unwrap()
+}
+
+async fn fake_notion(status: &'static str) -> String {
+    let app = axum::Router::new().route(
+        "/v1/pages/{id}",
+        axum::routing::get(move |axum::extract::Path(id): axum::extract::Path<String>, headers: axum::http::HeaderMap| async move {
+            assert_eq!(headers["notion-version"], "2022-06-28");
+            assert_eq!(headers["authorization"], "Bearer secret_notion");
+            axum::Json(json!({"object": "page", "id": id, "properties": {
+                "Status": {"id": "XGe%40", "type": "status", "status": {"id": "s1", "name": status, "color": "green"}},
+                "Name": {"id": "title", "type": "title", "title": [{"type": "text", "plain_text": "Design doc"}]}}}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn notion_event(id: &str) -> Value {
+    json!({"id": id, "timestamp": "2024-12-05T23:55:34.285Z", "workspace_id": "13950b26-c203-4f3b-b97d-93ec06319565",
+           "subscription_id": "29d75c0d-5546-4414-8459-7b7a92f1fc4b", "integration_id": "0ef2e755-4912-8096-91c1-00376a88a5ca",
+           "type": "page.properties_updated", "authors": [{"id": "c7c11cca-1d73-471d-9b6e-bdef51470190", "type": "person"}],
+           "entity": {"id": "153104cd-477e-809d-8dc4-ff2d96ae3090", "type": "page"},
+           "data": {"parent": {"id": "1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "type": "database"}, "updated_properties": ["XGe%40"]}})
+}
+
+#[tokio::test]
+async fn notion_handshake_then_signed_events_and_status_rules() {
+    let notion_url = fake_notion("Ready for review").await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("reviewed")));
+    let client = NotionClient::new(steward::http::client().unwrap(), &notion_url, "secret_notion");
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake,
+        Some(client),
+        Duration::from_secs(60),
+    )
+    .await;
+    // Before the handshake no event can be verified.
+    assert_eq!(
+        h.send(notion_request(&notion_event("e0"), Some("guess"))).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let token = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl";
+    assert_eq!(
+        h.send(notion_request(&json!({"verification_token": token}), None))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.send(notion_request(&notion_event("e1"), None)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(notion_request(&notion_event("e1"), Some("wrong"))).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(notion_request(&notion_event("e1"), Some(token))).await.0,
+        StatusCode::OK
+    );
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].agent, "notion-review");
+    // Replacing the token needs a signature from the current one.
+    assert_eq!(
+        h.send(notion_request(
+            &json!({"verification_token": "secret_other"}),
+            None
+        ))
+        .await
+        .0,
+        StatusCode::UNAUTHORIZED
+    );
+    h.stop().await;
+
+    // A page whose status is something else starts nothing.
+    let notion_url = fake_notion("Draft").await;
+    let fake = FakeModel::start().await;
+    let client = NotionClient::new(steward::http::client().unwrap(), &notion_url, "secret_notion");
+    let mut h2 = start(
+        tempfile::tempdir().unwrap(),
+        fake,
+        Some(client),
+        Duration::from_secs(60),
+    )
+    .await;
+    h2.send(notion_request(&json!({"verification_token": token}), None))
+        .await;
+    assert_eq!(
+        h2.send(notion_request(&notion_event("e2"), Some(token))).await.0,
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(h2.store.list_runs(10).await.unwrap().is_empty());
+    h2.stop().await;
+}
+
+#[tokio::test]
+async fn generic_hooks_need_their_token_and_bodies_are_capped() {
+    let mut h = harness().await;
+    let hook = |token: Option<&str>, key: Option<&str>, body: &str, name: &str| {
+        let mut b = Request::post(format!("/hooks/{name}"));
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(k) = key {
+            b = b.header("idempotency-key", k);
+        }
+        b.body(Body::from(body.to_string())).unwrap()
+    };
+    assert_eq!(
+        h.send(hook(None, None, "{}", "zapier-intake")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(hook(Some("nope"), None, "{}", "zapier-intake")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.send(hook(Some(HOOK_TOKEN), None, "{}", "unknown-hook")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    let body = r#"{"lead": "Acme Corp", "size": 120}"#;
+    assert_eq!(
+        h.send(hook(Some(HOOK_TOKEN), Some("k1"), body, "zapier-intake"))
+            .await
+            .1["duplicate"],
+        false
+    );
+    assert_eq!(
+        h.send(hook(Some(HOOK_TOKEN), Some("k1"), body, "zapier-intake"))
+            .await
+            .1["duplicate"],
+        true
+    );
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].agent, "intake");
+    let seen = h.fake.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        seen.contains("\"lead\": \"Acme Corp\""),
+        "the whole body reaches the context: {seen}"
+    );
+    // 2 MB is over the 1 MB limit.
+    let big = "x".repeat(2 * 1024 * 1024);
+    assert_eq!(
+        h.send(hook(Some(HOOK_TOKEN), None, &big, "zapier-intake"))
+            .await
+            .0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    let big_slack = Request::post("/slack/events").body(Body::from(big)).unwrap();
+    assert_eq!(h.send(big_slack).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cron_fires_each_slot_once_across_a_restart() {
+    use chrono::{Duration as D, TimeZone, Timelike};
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("nightly done")));
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake.clone(),
+        None,
+        Duration::from_secs(60),
+    )
+    .await;
+    // Simulated times in the future, so the dispatcher's own real-time ticks never see
+    // these slots as due.
+    let base = (chrono::Utc::now() + D::days(10))
+        .date_naive()
+        .and_hms_opt(2, 0, 0)
+        .unwrap();
+    let t0 = chrono::Utc.from_utc_datetime(&base);
+    let d = h.service.as_ref().unwrap().dispatcher.clone();
+    assert_eq!(
+        d.cron_tick(t0).await.unwrap(),
+        0,
+        "first sight (or a stale slot) fires nothing"
+    );
+    let after = t0 + D::minutes(60) + D::seconds(20);
+    assert_eq!((after.hour(), after.minute()), (3, 0));
+    assert_eq!(d.cron_tick(after).await.unwrap(), 1);
+    assert_eq!(d.cron_tick(after).await.unwrap(), 0);
+    h.finished_runs(1).await;
+    h.stop().await;
+    // Restart on the same database: the slot does not fire again.
+    let dir = h.dir;
+    let mut h2 = start(dir, fake, None, Duration::from_secs(60)).await;
+    let d2 = h2.service.as_ref().unwrap().dispatcher.clone();
+    assert_eq!(d2.cron_tick(after).await.unwrap(), 0);
+    // The next night fires once.
+    let next = after + D::days(1) - D::seconds(15);
+    assert_eq!(d2.cron_tick(next).await.unwrap(), 1);
+    let runs = h2.finished_runs(2).await;
+    assert!(runs.iter().all(|r| r.agent == "nightly"));
+    assert_eq!(runs.len(), 2);
+    h2.stop().await;
+}
+
+/// Starts a run like the dispatcher does and kills its task mid-run.
+async fn crash_mid_run(h: &Harness, with_side_effect: bool) -> String {
+    let store = h.store.clone();
+    let agent = h.config.agent("helpdesk").unwrap();
+    let trigger = TriggerEvent::from_cli(json!({"text": "slow work"}));
+    // The event the run belongs to, so a restart can find it.
+    let row = steward::server::ingest::event_row(&trigger, &format!("test:{with_side_effect}"));
+    let event_id = row.id.clone();
+    store.insert_events(&[row]).await.unwrap();
+    store.claim_events(10).await.unwrap();
+    let run_id = uuid::Uuid::now_v7().to_string();
+    store
+        .create_run(&NewRun {
+            id: run_id.clone(),
+            agent: agent.name.clone(),
+            parent_id: None,
+            trigger_summary: "slow".into(),
+            event_id: Some(event_id),
+        })
+        .await
+        .unwrap();
+    store
+        .renew_lease(&run_id, &chrono::Utc::now().to_rfc3339())
+        .await
+        .unwrap();
+    let runner = h.service.as_ref().unwrap().state.runner.clone();
+    let (a, t, id) = (agent.clone(), trigger.clone(), run_id.clone());
+    let task = tokio::spawn(async move {
+        let mut lineage = Lineage::root(&a);
+        lineage.existing_run = Some(id);
+        runner.run_in(&a, &t, lineage, CancellationToken::new()).await
+    });
+    // Wait until the run is blocked on its (slow) second model call, then kill it.
+    for _ in 0..100 {
+        if h.fake.requests().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    task.abort();
+    let _ = task.await;
+    assert_eq!(
+        store.get_run(&run_id).await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    run_id
+}
+
+#[tokio::test]
+async fn a_killed_run_without_side_effects_is_retried_on_restart() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
+    fake.push(Reply::ok(openai_text("late")).delay(Duration::from_secs(30)));
+    fake.always(Reply::ok(openai_text("finished on retry")));
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake.clone(),
+        None,
+        Duration::from_millis(300),
+    )
+    .await;
+    let run_id = crash_mid_run(&h, false).await;
+    h.stop().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let h2 = start(h.dir, fake, None, Duration::from_millis(300)).await;
+    let runs = h2.finished_runs(1).await;
+    let run = runs.iter().find(|r| r.id == run_id).unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    assert_eq!(run.final_text.as_deref(), Some("finished on retry"));
+    let events = h2.store.run_events(&run_id).await.unwrap();
+    assert!(events.iter().any(|e| e.kind == "retried"));
+}
+
+#[tokio::test]
+async fn a_killed_run_with_side_effects_is_interrupted_not_rerun() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "mark", "{}")])));
+    fake.push(Reply::ok(openai_text("late")).delay(Duration::from_secs(30)));
+    fake.always(Reply::ok(openai_text("must not run again")));
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake.clone(),
+        None,
+        Duration::from_millis(300),
+    )
+    .await;
+    let run_id = crash_mid_run(&h, true).await;
+    h.stop().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let requests_before = fake.requests().len();
+    let h2 = start(h.dir, fake.clone(), None, Duration::from_millis(300)).await;
+    let runs = h2.finished_runs(1).await;
+    let run = runs.iter().find(|r| r.id == run_id).unwrap();
+    assert_eq!(run.status, RunStatus::Interrupted);
+    assert_eq!(run.termination.as_deref(), Some("interrupted"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        fake.requests().len(),
+        requests_before,
+        "an interrupted run must not call the model again"
+    );
+}
+
+#[tokio::test]
+async fn a_private_channel_message_leaves_no_text_in_the_store() {
+    let mut h = harness().await;
+    let secret = "the merger closes on friday";
+    let dm = slack_event(
+        "EvDM1",
+        json!({"type": "message", "channel": "D024BE91L", "user": "U2147483697",
+        "text": secret, "ts": "1355517523.000005", "channel_type": "im"}),
+    );
+    assert_eq!(
+        h.send(slack_request(&dm, now(), SLACK_SECRET, None)).await.0,
+        StatusCode::OK
+    );
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    // The bot answered with the text in context...
+    assert!(h.fake.requests()[0].body.to_string().contains(secret));
+    // ...but no byte of it is in the database files.
+    h.stop().await;
+    for name in ["steward.db", "steward.db-wal"] {
+        if let Ok(bytes) = std::fs::read(h.dir.path().join(name)) {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "message text found in {name}"
+            );
+        }
+    }
+}
