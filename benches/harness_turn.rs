@@ -122,6 +122,9 @@ impl Store for NullStore {
     async fn get_event(&self, _id: &str) -> Result<Option<EventRow>, StoreError> {
         Ok(None)
     }
+    async fn count_events(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
     async fn renew_lease(&self, _run_id: &str, _until: &str) -> Result<(), StoreError> {
         Ok(())
     }

@@ -199,6 +199,8 @@ pub trait Store: Send + Sync {
     /// Takes up to `limit` queued events for routing (marks them `routed`).
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError>;
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
+    /// How many events are stored (every status).
+    async fn count_events(&self) -> Result<u64, StoreError>;
     /// Sets a run's lease (the time after which it is presumed dead).
     async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
     /// Server runs that are queued or running with a lease that ran out before `now`.

@@ -279,29 +279,17 @@ impl Store for SqliteStore {
     }
 
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
+        // One statement is atomic on its own: batches that fit one chunk skip the
+        // BEGIN/COMMIT round trips, which matters on the ack path.
+        if events.len() <= EVENT_CHUNK {
+            let inserted = insert_event_chunk(&self.pool, events).await?;
+            return Ok(mark_new(events, &inserted));
+        }
         let mut tx = self.pool.begin().await?;
         let mut out = Vec::with_capacity(events.len());
-        for chunk in events.chunks(500) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
-            );
-            q.push_values(chunk, |mut row, e| {
-                row.push_bind(e.id.clone())
-                    .push_bind(e.source.clone())
-                    .push_bind(e.kind.clone())
-                    .push_bind(e.dedupe_key.clone())
-                    .push_bind(e.received_at.clone())
-                    .push_bind("queued")
-                    .push_bind(e.private)
-                    .push_bind(e.body.to_string());
-            });
-            q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
-            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
-            // The first row of a batch with a repeated key wins; later ones are duplicates.
-            let mut seen = std::collections::HashSet::new();
-            for e in chunk {
-                out.push(inserted.contains(&e.id) && seen.insert(e.dedupe_key.as_str()));
-            }
+        for chunk in events.chunks(EVENT_CHUNK) {
+            let inserted = insert_event_chunk(&mut *tx, chunk).await?;
+            out.extend(mark_new(chunk, &inserted));
         }
         tx.commit().await?;
         Ok(out)
@@ -329,6 +317,13 @@ impl Store for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(event_from_row).transpose()
+    }
+
+    async fn count_events(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n.max(0) as u64)
     }
 
     async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError> {
@@ -407,6 +402,42 @@ impl Store for SqliteStore {
             .await?;
         Ok(())
     }
+}
+
+/// Rows per multi-row INSERT (8 parameters each, well under SQLite's limit).
+const EVENT_CHUNK: usize = 500;
+
+/// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;
+/// returns the ids inserted.
+async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Vec<String>, sqlx::Error>
+where
+    E: sqlx::Executor<'e, Database = Sqlite>,
+{
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
+    );
+    q.push_values(chunk, |mut row, e| {
+        row.push_bind(e.id.clone())
+            .push_bind(e.source.clone())
+            .push_bind(e.kind.clone())
+            .push_bind(e.dedupe_key.clone())
+            .push_bind(e.received_at.clone())
+            .push_bind("queued")
+            .push_bind(e.private)
+            .push_bind(e.body.to_string());
+    });
+    q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
+    q.build_query_scalar().fetch_all(executor).await
+}
+
+/// Which events were inserted; of a key repeated within one batch, the first wins.
+fn mark_new(chunk: &[EventRow], inserted: &[String]) -> Vec<bool> {
+    let inserted: std::collections::HashSet<&str> = inserted.iter().map(String::as_str).collect();
+    let mut seen = std::collections::HashSet::new();
+    chunk
+        .iter()
+        .map(|e| inserted.contains(e.id.as_str()) && seen.insert(e.dedupe_key.as_str()))
+        .collect()
 }
 
 fn event_from_row(row: &SqliteRow) -> Result<EventRow, StoreError> {
