@@ -734,3 +734,101 @@ async fn a_private_channel_message_leaves_no_text_in_the_store() {
         }
     }
 }
+
+#[tokio::test]
+async fn socket_mode_acks_envelopes_and_reconnects_on_disconnect() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    // The WebSocket side of the fake Slack.
+    let ws_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ws_url = format!("ws://{}/link", ws_listener.local_addr().unwrap());
+    let acks = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let acks_srv = acks.clone();
+    tokio::spawn(async move {
+        let mut n = 0;
+        loop {
+            let (tcp, _) = ws_listener.accept().await.unwrap();
+            n += 1;
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            ws.send(Message::Text(
+                json!({"type": "hello", "num_connections": 1}).to_string().into(),
+            ))
+            .await
+            .unwrap();
+            let envelope = json!({"envelope_id": format!("env-{n}"), "type": "events_api", "accepts_response_payload": false,
+                                  "payload": mention("EvSOCK1", "<@UBOT> over the socket")});
+            ws.send(Message::Text(envelope.to_string().into())).await.unwrap();
+            if let Some(Ok(Message::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                acks_srv
+                    .lock()
+                    .unwrap()
+                    .push(v["envelope_id"].as_str().unwrap().to_string());
+            }
+            if n == 1 {
+                ws.send(Message::Text(
+                    json!({"type": "disconnect", "reason": "refresh_requested"})
+                        .to_string()
+                        .into(),
+                ))
+                .await
+                .unwrap();
+            } else {
+                // Keep the second connection open until the test ends.
+                while ws.next().await.is_some() {}
+            }
+        }
+    });
+    // The Web API side: apps.connections.open.
+    let opens = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let opens_srv = opens.clone();
+    let api = axum::Router::new().route(
+        "/apps.connections.open",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let opens = opens_srv.clone();
+            let url = ws_url.clone();
+            async move {
+                assert_eq!(headers["authorization"], "Bearer xapp-1-test");
+                opens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                axum::Json(json!({"ok": true, "url": url}))
+            }
+        }),
+    );
+    let api_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_base = format!("http://{}", api_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(api_listener, api).await.unwrap() });
+
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("hi from the socket")));
+    let mut h = start(tempfile::tempdir().unwrap(), fake, None, Duration::from_secs(60)).await;
+    let service = h.service.take().unwrap().with_socket_mode(
+        steward::server::socket_mode::SocketModeConfig {
+            app_token: "xapp-1-test".into(),
+            api_base,
+        },
+        steward::http::client().unwrap(),
+    );
+    h.service = Some(service);
+    for _ in 0..100 {
+        if acks.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(*acks.lock().unwrap(), ["env-1", "env-2"]);
+    assert_eq!(
+        opens.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "reconnected after disconnect"
+    );
+    let runs = h.finished_runs(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.store.list_runs(10).await.unwrap().len(),
+        1,
+        "the redelivered event was deduplicated"
+    );
+    assert_eq!(runs[0].agent, "helpdesk");
+    h.stop().await;
+}

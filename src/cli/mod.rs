@@ -356,14 +356,18 @@ async fn serve(
         subagents: Arc::new(config.subagents.clone()),
         skills: Arc::new(skills),
     };
-    let service = Service::start(
+    let mut service = Service::start(
         runner,
         config.clone(),
         Secrets::from_env(&config),
         SlackClient::from_env(http.clone()),
-        NotionClient::from_env(http),
+        NotionClient::from_env(http.clone()),
         DispatchSettings::default(),
     );
+    if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_env() {
+        tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");
+        service = service.with_socket_mode(socket, http);
+    }
     server::serve(addr, service, grace)
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;

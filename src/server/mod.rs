@@ -4,6 +4,7 @@
 pub mod dispatch;
 pub mod handlers;
 pub mod ingest;
+pub mod socket_mode;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -180,6 +181,17 @@ impl Service {
             tracker,
             shutdown,
         }
+    }
+
+    /// Also receives Slack events over Socket Mode.
+    pub fn with_socket_mode(self, config: socket_mode::SocketModeConfig, http: reqwest::Client) -> Service {
+        self.tracker.spawn(socket_mode::run(
+            self.state.clone(),
+            config,
+            http,
+            self.shutdown.clone(),
+        ));
+        self
     }
 
     pub fn router(&self) -> Router {

@@ -1,0 +1,149 @@
+//! Slack Socket Mode: receive the same Events API envelopes over a WebSocket (no public
+//! URL needed). Each envelope is persisted through the same path as HTTP events, then
+//! acknowledged; `disconnect` messages and errors lead to a reconnect with backoff.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::handlers::handle_slack_payload;
+
+/// Where Socket Mode connects.
+#[derive(Clone)]
+pub struct SocketModeConfig {
+    /// `SLACK_APP_TOKEN` (`xapp-...`).
+    pub app_token: String,
+    /// `SLACK_API_URL` (default `https://slack.com/api`).
+    pub api_base: String,
+}
+
+impl std::fmt::Debug for SocketModeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketModeConfig")
+            .field("api_base", &self.api_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SocketModeConfig {
+    pub fn from_env() -> Option<SocketModeConfig> {
+        let app_token = std::env::var("SLACK_APP_TOKEN").ok().filter(|t| !t.is_empty())?;
+        let api_base = std::env::var("SLACK_API_URL").unwrap_or_else(|_| "https://slack.com/api".into());
+        Some(SocketModeConfig { app_token, api_base })
+    }
+}
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Connects and reconnects until `shutdown`.
+pub async fn run(
+    state: AppState,
+    config: SocketModeConfig,
+    http: reqwest::Client,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        match session(&state, &config, &http, &shutdown).await {
+            Ok(()) => backoff = Duration::from_millis(500),
+            Err(e) => tracing::warn!(error = %e, "socket mode connection failed"),
+        }
+        if shutdown.is_cancelled() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Asks Slack for a WebSocket URL (`apps.connections.open`).
+async fn open_url(config: &SocketModeConfig, http: &reqwest::Client) -> Result<String, String> {
+    let resp: Value = http
+        .post(format!(
+            "{}/apps.connections.open",
+            config.api_base.trim_end_matches('/')
+        ))
+        .bearer_auth(&config.app_token)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp["ok"].as_bool() != Some(true) {
+        return Err(format!(
+            "apps.connections.open: {}",
+            resp["error"].as_str().unwrap_or("unknown_error")
+        ));
+    }
+    resp["url"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "apps.connections.open returned no url".into())
+}
+
+/// One connection: returns `Ok` when Slack asks us to reconnect or closes cleanly.
+async fn session(
+    state: &AppState,
+    config: &SocketModeConfig,
+    http: &reqwest::Client,
+    shutdown: &CancellationToken,
+) -> Result<(), String> {
+    let url = open_url(config, http).await?;
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("socket mode connected");
+    loop {
+        let msg = tokio::select! {
+            m = ws.next() => m,
+            _ = shutdown.cancelled() => {
+                let _ = ws.close(None).await;
+                return Ok(());
+            }
+        };
+        let text = match msg {
+            None | Some(Ok(Message::Close(_))) => return Ok(()),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(_)) => continue,
+        };
+        let envelope: Value =
+            serde_json::from_str(text.as_str()).map_err(|e| format!("bad envelope: {e}"))?;
+        match envelope["type"].as_str() {
+            Some("hello") => continue,
+            Some("disconnect") => {
+                tracing::info!(
+                    reason = envelope["reason"].as_str().unwrap_or_default(),
+                    "socket mode asked to reconnect"
+                );
+                return Ok(());
+            }
+            _ => {}
+        }
+        let Some(id) = envelope["envelope_id"].as_str() else {
+            continue;
+        };
+        if envelope["type"] == "events_api" {
+            // Persist first; acknowledge only what is stored (or refused for good).
+            if let Err(e) = handle_slack_payload(state, &envelope["payload"]).await {
+                tracing::warn!(error = %e, "socket mode event not handled");
+                if matches!(e, super::handlers::HookError::Unavailable(_)) {
+                    // Not acknowledged: Slack redelivers it.
+                    continue;
+                }
+            }
+        }
+        ws.send(Message::Text(json!({"envelope_id": id}).to_string().into()))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+}
