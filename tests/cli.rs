@@ -105,7 +105,10 @@ fn bad_input_gives_one_line_errors() {
     assert_one_line_failure(&o, "is not valid JSON: expected value at line 1 column 1");
 
     let o = steward(repo(), &db, &["run", "nobody", "--event", ev], &[]);
-    assert_one_line_failure(&o, "unknown agent 'nobody', expected one of: page-summarizer");
+    assert_one_line_failure(
+        &o,
+        "unknown agent 'nobody', expected one of: helpdesk, page-summarizer",
+    );
 
     let o = steward(
         repo(),

@@ -114,6 +114,16 @@ async fn start(
     notion: Option<NotionClient>,
     lease: Duration,
 ) -> Harness {
+    start_with_slack(dir, fake, notion, lease, None).await
+}
+
+async fn start_with_slack(
+    dir: tempfile::TempDir,
+    fake: FakeModel,
+    notion: Option<NotionClient>,
+    lease: Duration,
+    slack: Option<steward::integrations::slack::SlackClient>,
+) -> Harness {
     let config = Arc::new(tree(dir.path()));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
     let runner = Runner {
@@ -135,7 +145,7 @@ async fn start(
         lease,
         ..DispatchSettings::default()
     };
-    let service = Service::start(runner, config.clone(), secrets, None, notion, settings);
+    let service = Service::start(runner, config.clone(), secrets, slack, notion, settings);
     Harness {
         dir,
         config,
@@ -830,5 +840,55 @@ async fn socket_mode_acks_envelopes_and_reconnects_on_disconnect() {
         "the redelivered event was deduplicated"
     );
     assert_eq!(runs[0].agent, "helpdesk");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_public_channel_is_joined() {
+    let joined = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let j = joined.clone();
+    let api = axum::Router::new().route(
+        "/conversations.join",
+        axum::routing::post(move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<Value>| {
+            let j = j.clone();
+            async move {
+                assert_eq!(headers["authorization"], "Bearer xoxb-test");
+                j.lock().unwrap().push(body);
+                axum::Json(json!({"ok": true, "channel": {"id": "C024BE91L", "name": "fun", "is_channel": true}}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, api).await.unwrap() });
+    let slack =
+        steward::integrations::slack::SlackClient::new(steward::http::client().unwrap(), &base, "xoxb-test");
+    let fake = FakeModel::start().await;
+    let mut h = start_with_slack(
+        tempfile::tempdir().unwrap(),
+        fake,
+        None,
+        Duration::from_secs(60),
+        Some(slack),
+    )
+    .await;
+    let created = slack_event(
+        "EvCREATED1",
+        json!({"type": "channel_created",
+        "channel": {"id": "C024BE91L", "name": "fun", "created": 1360782804, "creator": "U024BE7LH"}}),
+    );
+    assert_eq!(
+        h.send(slack_request(&created, now(), SLACK_SECRET, None)).await.0,
+        StatusCode::OK
+    );
+    for _ in 0..50 {
+        if !joined.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*joined.lock().unwrap(), [json!({"channel": "C024BE91L"})]);
+    // Joining starts no run: the bot answers there only when mentioned.
+    assert!(h.store.list_runs(10).await.unwrap().is_empty());
     h.stop().await;
 }
