@@ -9,6 +9,7 @@ pub mod http;
 pub mod integrations;
 pub mod provider;
 pub mod run;
+pub mod script;
 pub mod server;
 pub mod skills;
 pub mod store;

@@ -382,12 +382,19 @@ fn build_agent(
             ));
             Coordinator::Llm
         }
-        (CoordinatorSpec::Script, Some(path)) => {
-            if !root.join(path).is_file() {
-                diags.push(src.error_at("script", None, format!("script file '{path}' does not exist")));
+        (CoordinatorSpec::Script, Some(path)) => match std::fs::read_to_string(root.join(path)) {
+            Ok(source) => {
+                check_script(path, &source, &spec.tools, &sandbox_limits(&spec.sandbox), diags);
+                Coordinator::Script {
+                    path: PathBuf::from(path),
+                    source,
+                }
             }
-            Coordinator::Script(PathBuf::from(path))
-        }
+            Err(e) => {
+                diags.push(src.error_at("script", None, format!("cannot read script file '{path}': {e}")));
+                Coordinator::Llm
+            }
+        },
     };
     let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, is_llm, diags);
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
@@ -419,7 +426,48 @@ fn build_agent(
         limits,
         output,
         post_run_evals: spec.evals.post_run,
+        sandbox: sandbox_limits(&spec.sandbox),
+        vars: serde_json::to_value(&spec.vars).unwrap_or_default(),
     })
+}
+
+fn sandbox_limits(spec: &super::spec::SandboxSpec) -> crate::script::SandboxLimits {
+    let d = crate::script::SandboxLimits::default();
+    crate::script::SandboxLimits {
+        max_operations: spec.max_operations.unwrap_or(d.max_operations),
+        max_call_depth: spec.max_call_depth.unwrap_or(d.max_call_depth),
+        max_expr_depth: spec.max_expr_depth.unwrap_or(d.max_expr_depth),
+        max_string_bytes: spec.max_string_bytes.unwrap_or(d.max_string_bytes),
+        max_array_len: spec.max_array_len.unwrap_or(d.max_array_len),
+        max_map_len: spec.max_map_len.unwrap_or(d.max_map_len),
+    }
+}
+
+/// Compiles a coordinator script and checks the tools it names literally are allowed;
+/// problems are reported at their place in the script file.
+fn check_script(
+    path: &str,
+    source: &str,
+    allowed: &[String],
+    limits: &crate::script::SandboxLimits,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let file = Path::new(path);
+    if let Err((line, col, msg)) = crate::script::check(source, limits) {
+        diags.push(Diagnostic::new(file, line, col, format!("syntax error: {msg}")));
+        return;
+    }
+    let base: Vec<&str> = crate::tools::files::BASE_TOOLS.to_vec();
+    for (line, col, tool) in crate::script::literal_tools(source) {
+        if !allowed.contains(&tool) && !base.contains(&tool.as_str()) {
+            diags.push(Diagnostic::new(
+                file,
+                line,
+                col,
+                format!("the script calls tool '{tool}', which its agent does not allow (add it to the agent's tools)"),
+            ));
+        }
+    }
 }
 
 fn build_subagent(
@@ -467,5 +515,7 @@ fn build_subagent(
             prompt_link: false,
         },
         post_run_evals: Vec::new(),
+        sandbox: Default::default(),
+        vars: serde_json::Value::Object(Default::default()),
     })
 }

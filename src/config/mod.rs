@@ -60,8 +60,11 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Coordinator {
     Llm,
-    /// Path of the Rhai script relative to the root.
-    Script(PathBuf),
+    /// A Rhai script: its path relative to the root and its source.
+    Script {
+        path: PathBuf,
+        source: String,
+    },
 }
 
 /// Which tools a run may call.
@@ -168,6 +171,9 @@ pub struct AgentConfig {
     pub limits: Limits,
     pub output: OutputSettings,
     pub post_run_evals: Vec<String>,
+    pub sandbox: crate::script::SandboxLimits,
+    /// The script's `vars` (JSON object).
+    pub vars: serde_json::Value,
 }
 
 impl AgentConfig {
@@ -193,6 +199,8 @@ impl AgentConfig {
             limits: Limits::default(),
             output: OutputSettings::default(),
             post_run_evals: Vec::new(),
+            sandbox: Default::default(),
+            vars: serde_json::Value::Object(Default::default()),
         }
     }
 

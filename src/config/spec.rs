@@ -48,6 +48,23 @@ pub struct AgentSpec {
     pub output: OutputSpec,
     #[serde(default)]
     pub evals: EvalsSpec,
+    /// Limits of the Rhai sandbox (script coordinators and skill scripts).
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
+    /// Values a coordinator script reads as `vars` (channel ids, thresholds, ...).
+    #[serde(default)]
+    pub vars: serde_yaml::Mapping,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    pub max_operations: Option<u64>,
+    pub max_call_depth: Option<usize>,
+    pub max_expr_depth: Option<usize>,
+    pub max_string_bytes: Option<usize>,
+    pub max_array_len: Option<usize>,
+    pub max_map_len: Option<usize>,
 }
 
 /// One subagent: `subagents/<name>.yaml`.

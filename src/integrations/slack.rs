@@ -90,6 +90,50 @@ impl SlackClient {
         }
     }
 
+    /// Calls a read method with query parameters (GET), e.g. `conversations.history`.
+    pub async fn get(&self, method: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let resp = self
+                .http
+                .get(format!("{}/{method}", self.base_url))
+                .bearer_auth(&self.token)
+                .query(params)
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .map_err(|e| transport(method, &e))?;
+            if resp.status().as_u16() == 429 {
+                let wait = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(1);
+                if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
+                    return Err(ApiError::RateLimited {
+                        service: SERVICE,
+                        method: method.into(),
+                        retry_after_secs: wait,
+                    });
+                }
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            let value: Value = resp.json().await.map_err(|e| transport(method, &e))?;
+            if value["ok"].as_bool() == Some(true) {
+                return Ok(value);
+            }
+            let message = value["error"].as_str().unwrap_or("unknown_error").to_string();
+            return Err(ApiError::Api {
+                service: SERVICE,
+                method: method.into(),
+                message,
+            });
+        }
+    }
+
     /// Joins a public channel (`conversations.join`).
     pub async fn join(&self, channel: &str) -> Result<(), ApiError> {
         self.call("conversations.join", &serde_json::json!({"channel": channel}))

@@ -104,8 +104,6 @@ pub struct RunOutcome {
 pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("agent '{0}' uses a script coordinator, which this build cannot run yet")]
-    ScriptUnsupported(String),
     #[error("{0}")]
     Files(String),
     #[error("run {0} is not queued (another worker took it)")]
@@ -136,9 +134,6 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        if let Coordinator::Script(_) = agent.coordinator {
-            return Err(RunError::ScriptUnsupported(agent.name.clone()));
-        }
         let run_id = match &lineage.existing_run {
             Some(id) => id.clone(),
             None => {
@@ -182,7 +177,7 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private);
+        let recorder = Arc::new(Recorder::new(self.store.clone(), run_id.clone(), trigger.private));
         self.store
             .transition(&run_id, RunStatus::Queued, RunStatus::Running)
             .await?;
@@ -262,40 +257,69 @@ impl Runner {
             system.push('\n');
         }
 
-        let result = match (
-            self.providers.chain(&models),
-            skills.required_message(&agent.skills.required),
-        ) {
-            (Err(e), _) => llm::LoopOutcome {
-                termination: Termination::ProviderError,
-                error: Some(e.message),
-                ..llm::LoopOutcome::empty()
-            },
-            (_, Err(e)) => llm::LoopOutcome {
-                termination: Termination::ToolError,
-                error: Some(e),
-                ..llm::LoopOutcome::empty()
-            },
-            (Ok(chain), Ok(required)) => {
-                let opening =
-                    inputs::opening_message(&files, agent, trigger.to_prompt(), &attachments).await?;
-                let run = llm::LlmRun {
-                    agent,
-                    chain: &chain,
-                    tools: &self.tools,
-                    allowed,
-                    mock_tools: self.mock_tools,
-                    recorder: &recorder,
-                    cancel,
-                    files: files.clone(),
-                    counter: &self.tokens,
-                    reinject: required.map(crate::provider::Message::user).into_iter().collect(),
-                    system,
-                    skills: (!skills.is_empty()).then(|| skills.clone()),
-                    subagents: launcher,
-                    child_totals,
-                };
-                run.run(opening).await?
+        let result = if let Coordinator::Script { path, source } = &agent.coordinator {
+            let host = crate::script::new_host(
+                &agent.name,
+                self.tools.clone(),
+                allowed,
+                self.mock_tools,
+                recorder.clone(),
+                files.clone(),
+                (!skills.is_empty()).then(|| skills.clone()),
+                launcher,
+                cancel,
+                tokio::time::Instant::now() + agent.limits.timeout,
+                agent.limits.max_tool_calls,
+            );
+            let mut out = crate::script::run(
+                &path.display().to_string(),
+                source,
+                &agent.sandbox,
+                host,
+                trigger,
+                &agent.vars,
+            )
+            .await;
+            let (u, c) = std::mem::take(&mut *child_totals.lock().unwrap_or_else(|e| e.into_inner()));
+            out.usage.add(&u);
+            out.cost_usd += c;
+            out
+        } else {
+            match (
+                self.providers.chain(&models),
+                skills.required_message(&agent.skills.required),
+            ) {
+                (Err(e), _) => llm::LoopOutcome {
+                    termination: Termination::ProviderError,
+                    error: Some(e.message),
+                    ..llm::LoopOutcome::empty()
+                },
+                (_, Err(e)) => llm::LoopOutcome {
+                    termination: Termination::ToolError,
+                    error: Some(e),
+                    ..llm::LoopOutcome::empty()
+                },
+                (Ok(chain), Ok(required)) => {
+                    let opening =
+                        inputs::opening_message(&files, agent, trigger.to_prompt(), &attachments).await?;
+                    let run = llm::LlmRun {
+                        agent,
+                        chain: &chain,
+                        tools: &self.tools,
+                        allowed,
+                        mock_tools: self.mock_tools,
+                        recorder: &recorder,
+                        cancel,
+                        files: files.clone(),
+                        counter: &self.tokens,
+                        reinject: required.map(crate::provider::Message::user).into_iter().collect(),
+                        system,
+                        skills: (!skills.is_empty()).then(|| skills.clone()),
+                        subagents: launcher,
+                        child_totals,
+                    };
+                    run.run(opening).await?
+                }
             }
         };
 

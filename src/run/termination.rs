@@ -18,6 +18,8 @@ pub enum Termination {
     ProviderError,
     /// A tool reported a fatal error.
     ToolError,
+    /// A coordinator script failed (syntax, runtime error, or a sandbox limit).
+    ScriptError,
     Cancelled,
 }
 
@@ -31,6 +33,7 @@ impl Termination {
             Termination::MaxCost => "max_cost",
             Termination::ProviderError => "provider_error",
             Termination::ToolError => "tool_error",
+            Termination::ScriptError => "script_error",
             Termination::Cancelled => "cancelled",
         }
     }

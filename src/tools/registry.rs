@@ -20,8 +20,21 @@ impl ToolRegistry {
         ToolRegistry::default()
     }
 
-    /// The tools that ship with steward, including the base file tools.
+    /// The tools that ship with steward, including the base file tools; integration
+    /// tools use clients configured from the environment.
     pub fn builtin(http: reqwest::Client) -> Self {
+        let mut r = ToolRegistry::core(http.clone());
+        for tool in super::integrations::integration_tools(
+            crate::integrations::slack::SlackClient::from_env(http.clone()),
+            crate::integrations::github::GithubClient::from_env(http),
+        ) {
+            r.register(tool);
+        }
+        r
+    }
+
+    /// The built-in tools without integrations (callers add their own).
+    pub fn core(http: reqwest::Client) -> Self {
         let mut r = ToolRegistry::new();
         r.register(Arc::new(super::http_fetch::HttpFetch::new(http)));
         r.register(Arc::new(super::current_time::CurrentTime::new()));

@@ -1,0 +1,125 @@
+//! GitHub REST client (`GITHUB_TOKEN`, `GITHUB_API_URL`).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::ApiError;
+
+const SERVICE: &str = "github";
+
+#[derive(Clone)]
+pub struct GithubClient {
+    http: reqwest::Client,
+    base_url: String,
+    token: Option<String>,
+}
+
+/// A pull request named by owner, repository and number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrRef {
+    pub owner: String,
+    pub repo: String,
+    pub number: u64,
+}
+
+impl PrRef {
+    /// Parses `https://github.com/{owner}/{repo}/pull/{number}` (extra path parts and
+    /// fragments allowed).
+    pub fn from_url(url: &str) -> Option<PrRef> {
+        let rest = url.split("://").nth(1)?;
+        let mut parts = rest.split(['/', '#', '?']);
+        let _host = parts.next()?;
+        let owner = parts.next()?.to_string();
+        let repo = parts.next()?.to_string();
+        if parts.next()? != "pull" {
+            return None;
+        }
+        let number = parts.next()?.parse().ok()?;
+        (!owner.is_empty() && !repo.is_empty()).then_some(PrRef { owner, repo, number })
+    }
+}
+
+impl GithubClient {
+    pub fn new(http: reqwest::Client, base_url: &str, token: Option<String>) -> Self {
+        GithubClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            token,
+        }
+    }
+
+    /// From `GITHUB_API_URL` (default `https://api.github.com`) and `GITHUB_TOKEN`.
+    pub fn from_env(http: reqwest::Client) -> Self {
+        let base = std::env::var("GITHUB_API_URL").unwrap_or_else(|_| "https://api.github.com".into());
+        GithubClient::new(
+            http,
+            &base,
+            std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
+        )
+    }
+
+    /// `GET /repos/{owner}/{repo}/pulls/{number}`.
+    pub async fn pull_request(&self, pr: &PrRef) -> Result<Value, ApiError> {
+        let path = format!("/repos/{}/{}/pulls/{}", pr.owner, pr.repo, pr.number);
+        let mut req = self
+            .http
+            .get(format!("{}{path}", self.base_url))
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .timeout(Duration::from_secs(30));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| ApiError::Transport {
+            service: SERVICE,
+            method: path.clone(),
+            message: e.to_string(),
+        })?;
+        let status = resp.status();
+        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(value);
+        }
+        if status.as_u16() == 429
+            || (status.as_u16() == 403
+                && value["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("rate limit")))
+        {
+            return Err(ApiError::RateLimited {
+                service: SERVICE,
+                method: path,
+                retry_after_secs: 60,
+            });
+        }
+        let message = value["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("HTTP {status}"));
+        Err(ApiError::Api {
+            service: SERVICE,
+            method: path,
+            message,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pr_urls() {
+        assert_eq!(
+            PrRef::from_url("https://github.com/acme/steward/pull/42/files#diff"),
+            Some(PrRef {
+                owner: "acme".into(),
+                repo: "steward".into(),
+                number: 42
+            })
+        );
+        assert_eq!(PrRef::from_url("https://github.com/acme/steward/issues/42"), None);
+        assert_eq!(PrRef::from_url("not a url"), None);
+    }
+}

@@ -1,0 +1,177 @@
+//! Code-driven workflows: Rhai scripts that call the same tools as the LLM loop and ask
+//! an LLM (through `subagent`) only where judgment is needed.
+
+pub mod host;
+pub mod sandbox;
+
+use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::{Arc, Mutex};
+
+use rhai::{Dynamic, EvalAltResult, Scope};
+use serde_json::Value;
+
+pub use sandbox::SandboxLimits;
+
+use crate::run::llm::LoopOutcome;
+use crate::run::{Termination, TriggerEvent};
+use host::{Host, HostStop};
+
+/// Compiles a script, returning `(line, column, message)` for a syntax error.
+pub fn check(source: &str, limits: &SandboxLimits) -> Result<(), (usize, usize, String)> {
+    let engine = sandbox::engine(limits, None);
+    engine.compile(source).map(|_| ()).map_err(|e| {
+        let pos = e.position();
+        (
+            pos.line().unwrap_or(1),
+            pos.position().unwrap_or(1),
+            e.err_type().to_string(),
+        )
+    })
+}
+
+/// Tool names passed as string literals to `tool(...)`, for validation.
+pub fn literal_tools(source: &str) -> Vec<(usize, usize, String)> {
+    let Ok(re) = regex::Regex::new(r#"\btool\(\s*"([^"]+)""#) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        for c in re.captures_iter(code) {
+            if let Some(m) = c.get(1) {
+                out.push((i + 1, m.start() + 1, m.as_str().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Runs `source` (from `path`, for messages) on a blocking thread under the sandbox and
+/// the run's deadline, and maps how it ended onto the same termination reasons as LLM runs.
+pub async fn run(
+    path: &str,
+    source: &str,
+    limits: &SandboxLimits,
+    host: Arc<Host>,
+    trigger: &TriggerEvent,
+    vars: &Value,
+) -> LoopOutcome {
+    let deadline = host.deadline.into_std();
+    let mut engine = sandbox::engine(limits, Some(deadline));
+    host::register(&mut engine, host.clone());
+    let ast = match engine.compile(source) {
+        Ok(a) => a,
+        Err(e) => return failed(Termination::ScriptError, format!("{path}: {e}"), &host),
+    };
+    let mut scope = Scope::new();
+    scope.push_constant(
+        "trigger",
+        rhai::serde::to_dynamic(trigger).unwrap_or(Dynamic::UNIT),
+    );
+    scope.push_constant("vars", rhai::serde::to_dynamic(vars).unwrap_or(Dynamic::UNIT));
+    let cancel = host.cancel.clone();
+    let task = tokio::task::spawn_blocking(move || engine.run_ast_with_scope(&mut scope, &ast));
+    let result = tokio::select! {
+        r = task => r,
+        _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
+    };
+    let mut out = LoopOutcome::empty();
+    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst).min(u32::MAX);
+    let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match result {
+        Err(join) => {
+            out.termination = Termination::ScriptError;
+            out.error = Some(format!("{path}: the script thread failed: {join}"));
+        }
+        Ok(Ok(())) => out.final_text = host.replied.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        Ok(Err(err)) => {
+            let (termination, message) = match (&*err, stop) {
+                (_, Some((HostStop::MaxToolCalls, m))) => (Termination::MaxToolCalls, m),
+                (_, Some((HostStop::FatalTool, m))) => (Termination::ToolError, m),
+                (EvalAltResult::ErrorTerminated(v, _), _) if v.to_string() == sandbox::DEADLINE => (
+                    Termination::Timeout,
+                    format!(
+                        "{path}: the script exceeded its timeout of {}s",
+                        host_timeout(&host)
+                    ),
+                ),
+                (e, _) => (Termination::ScriptError, describe(path, e)),
+            };
+            out.termination = termination;
+            out.error = Some(message);
+        }
+    }
+    out
+}
+
+fn host_timeout(host: &Host) -> u64 {
+    host.deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+        .as_secs()
+}
+
+/// `scripts/x.rhai:12:5: <what went wrong>`, naming the limit when one was hit.
+fn describe(path: &str, e: &EvalAltResult) -> String {
+    let pos = e.position();
+    let what = match e {
+        EvalAltResult::ErrorTooManyOperations(_) => {
+            "sandbox limit hit: too many operations (sandbox.max_operations)".to_string()
+        }
+        EvalAltResult::ErrorStackOverflow(_) => {
+            "sandbox limit hit: call depth (sandbox.max_call_depth)".to_string()
+        }
+        EvalAltResult::ErrorDataTooLarge(what, _) => format!(
+            "sandbox limit hit: {what} too large (sandbox.max_string_bytes / max_array_len / max_map_len)"
+        ),
+        EvalAltResult::ErrorRuntime(v, _) => format!("runtime error: {v}"),
+        other => other.to_string(),
+    };
+    match (pos.line(), pos.position()) {
+        (Some(l), Some(c)) => format!("{path}:{l}:{c}: {what}"),
+        (Some(l), None) => format!("{path}:{l}: {what}"),
+        _ => format!("{path}: {what}"),
+    }
+}
+
+fn failed(termination: Termination, error: String, host: &Host) -> LoopOutcome {
+    let mut out = LoopOutcome::empty();
+    out.termination = termination;
+    out.error = Some(error);
+    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst);
+    out
+}
+
+/// A host with default counters (used by the runner).
+#[allow(clippy::too_many_arguments)]
+pub fn new_host(
+    agent: &str,
+    tools: Arc<crate::tools::ToolRegistry>,
+    allowed: Vec<String>,
+    mock: bool,
+    recorder: Arc<crate::run::Recorder>,
+    files: Arc<crate::files::RunFiles>,
+    skills: Option<Arc<crate::skills::RunSkills>>,
+    subagents: Option<Arc<dyn crate::tools::subagent::SubagentLauncher>>,
+    cancel: tokio_util::sync::CancellationToken,
+    deadline: tokio::time::Instant,
+    max_tool_calls: u32,
+) -> Arc<Host> {
+    Arc::new(Host {
+        rt: tokio::runtime::Handle::current(),
+        agent: agent.to_string(),
+        tools,
+        allowed,
+        mock,
+        recorder,
+        files,
+        skills,
+        subagents,
+        cancel,
+        deadline,
+        max_tool_calls,
+        calls: AtomicU32::new(0),
+        stop: Mutex::new(None),
+        replied: Mutex::new(None),
+        cancelled: AtomicBool::new(false),
+    })
+}

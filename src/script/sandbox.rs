@@ -1,0 +1,126 @@
+//! The Rhai sandbox: a raw engine (no file system, no module imports, no `eval`) with the
+//! standard library and limits on operations, call depth, expression depth, string,
+//! array and map sizes, plus a wall-clock deadline checked from the progress callback.
+
+use std::time::Instant;
+
+use rhai::{Dynamic, Engine, packages::Package};
+
+/// Sandbox limits; every one is configurable per agent (`sandbox:`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxLimits {
+    pub max_operations: u64,
+    pub max_call_depth: usize,
+    pub max_expr_depth: usize,
+    pub max_string_bytes: usize,
+    pub max_array_len: usize,
+    pub max_map_len: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            max_operations: 50_000_000,
+            max_call_depth: 64,
+            max_expr_depth: 64,
+            max_string_bytes: 4 * 1024 * 1024,
+            max_array_len: 100_000,
+            max_map_len: 10_000,
+        }
+    }
+}
+
+/// Marker a progress callback returns when the wall-clock deadline passes.
+pub const DEADLINE: &str = "deadline";
+
+/// A sandboxed engine. With a `deadline`, evaluation stops once it passes.
+pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
+    let mut e = Engine::new_raw();
+    e.register_global_module(rhai::packages::StandardPackage::new().as_shared_module());
+    for symbol in ["eval", "import", "export", "print", "debug"] {
+        e.disable_symbol(symbol);
+    }
+    e.set_max_operations(limits.max_operations)
+        .set_max_call_levels(limits.max_call_depth)
+        .set_max_expr_depths(limits.max_expr_depth, limits.max_expr_depth)
+        .set_max_string_size(limits.max_string_bytes)
+        .set_max_array_size(limits.max_array_len)
+        .set_max_map_size(limits.max_map_len);
+    if let Some(deadline) = deadline {
+        e.on_progress(move |ops| {
+            // Checking the clock every 4096 operations keeps the overhead negligible.
+            (ops % 4096 == 0 && Instant::now() >= deadline).then(|| Dynamic::from(DEADLINE))
+        });
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(src: &str, limits: &SandboxLimits) -> Result<Dynamic, String> {
+        engine(limits, Some(Instant::now() + std::time::Duration::from_secs(2)))
+            .eval::<Dynamic>(src)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn limits_stop_runaway_scripts() {
+        let l = SandboxLimits {
+            max_operations: 100_000,
+            ..SandboxLimits::default()
+        };
+        assert!(run("loop {}", &l).unwrap_err().contains("Too many operations"));
+        let l = SandboxLimits::default();
+        assert!(
+            run("fn f(n) { f(n + 1) } f(0)", &l)
+                .unwrap_err()
+                .contains("Stack overflow")
+        );
+        let small = SandboxLimits {
+            max_string_bytes: 1000,
+            ..SandboxLimits::default()
+        };
+        assert!(
+            run(r#"let s = "x"; loop { s += s; }"#, &small)
+                .unwrap_err()
+                .to_lowercase()
+                .contains("length of string")
+        );
+        let arr = SandboxLimits {
+            max_array_len: 1000,
+            ..SandboxLimits::default()
+        };
+        assert!(
+            run("let a = []; loop { a.push(1); }", &arr)
+                .unwrap_err()
+                .to_lowercase()
+                .contains("size of array")
+        );
+        assert!(run(r#"eval("1")"#, &l).is_err());
+        assert!(run(r#"import "std" as s;"#, &l).is_err());
+        assert_eq!(
+            run("let a = [1, 2, 3]; a.len() + 40", &l)
+                .unwrap()
+                .as_int()
+                .unwrap(),
+            43
+        );
+    }
+
+    #[test]
+    fn the_deadline_stops_an_infinite_loop() {
+        let started = Instant::now();
+        let e = engine(
+            &SandboxLimits {
+                max_operations: 0,
+                ..SandboxLimits::default()
+            },
+            Some(Instant::now() + std::time::Duration::from_millis(200)),
+        );
+        let err = e.eval::<Dynamic>("loop {}").unwrap_err();
+        assert!(matches!(*err, rhai::EvalAltResult::ErrorTerminated(..)), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+}

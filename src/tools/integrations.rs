@@ -1,0 +1,198 @@
+//! Slack and GitHub tools used by workflows: read a channel, add a reaction, get a pull
+//! request's state. Each has a real implementation and a mock with the same shape.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+use crate::integrations::ApiError;
+use crate::integrations::github::{GithubClient, PrRef};
+use crate::integrations::slack::SlackClient;
+
+fn api_err(e: ApiError) -> ToolError {
+    ToolError::Model(e.to_string())
+}
+
+fn slack(client: &Option<SlackClient>) -> Result<&SlackClient, ToolError> {
+    client
+        .as_ref()
+        .ok_or_else(|| ToolError::Model("Slack is not configured (set SLACK_BOT_TOKEN)".into()))
+}
+
+/// `slack_channel_history`: recent messages of a channel with their reactions.
+pub struct SlackHistory {
+    spec: ToolSpec,
+    client: Option<SlackClient>,
+}
+
+/// `slack_add_reaction`: add an emoji reaction to a message (side effect).
+pub struct SlackReaction {
+    spec: ToolSpec,
+    client: Option<SlackClient>,
+}
+
+/// `github_pr_state`: whether a pull request is open, closed or merged.
+pub struct GithubPrState {
+    spec: ToolSpec,
+    client: GithubClient,
+}
+
+/// The integration tools, with clients from the environment (or given, for tests).
+pub fn integration_tools(slack: Option<SlackClient>, github: GithubClient) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(SlackHistory {
+            spec: ToolSpec {
+                name: "slack_channel_history".into(),
+                description: "Read the most recent messages of a Slack channel (newest first), with each message's ts, user, text, thread_ts and reactions.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "channel": {"type": "string", "minLength": 1},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200}},
+                    "required": ["channel"], "additionalProperties": false}),
+                effect: Effect::ReadOnly,
+            },
+            client: slack.clone(),
+        }),
+        Arc::new(SlackReaction {
+            spec: ToolSpec {
+                name: "slack_add_reaction".into(),
+                description: "Add an emoji reaction (name without colons) to a Slack message.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1},
+                    "name": {"type": "string", "minLength": 1}},
+                    "required": ["channel", "ts", "name"], "additionalProperties": false}),
+                effect: Effect::SideEffecting,
+            },
+            client: slack,
+        }),
+        Arc::new(GithubPrState {
+            spec: ToolSpec {
+                name: "github_pr_state".into(),
+                description: "Get a GitHub pull request's state: open, closed (not merged) or merged. Pass its URL, or owner, repo and number.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "url": {"type": "string"}, "owner": {"type": "string"}, "repo": {"type": "string"},
+                    "number": {"type": "integer", "minimum": 1}},
+                    "additionalProperties": false}),
+                effect: Effect::ReadOnly,
+            },
+            client: github,
+        }),
+    ]
+}
+
+fn messages_out(raw: &Value) -> Value {
+    let messages: Vec<Value> = raw["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            json!({
+                "ts": m["ts"], "user": m["user"], "text": m["text"].as_str().unwrap_or_default(),
+                "thread_ts": m["thread_ts"],
+                "reactions": m["reactions"].as_array().cloned().unwrap_or_default()
+                    .iter().map(|r| json!({"name": r["name"], "count": r["count"], "users": r["users"]})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({"messages": messages, "has_more": raw["has_more"].as_bool().unwrap_or(false)})
+}
+
+#[async_trait]
+impl Tool for SlackHistory {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        let channel = args["channel"].as_str().unwrap_or_default().to_string();
+        let limit = args["limit"].as_u64().unwrap_or(50).to_string();
+        let raw = slack(&self.client)?
+            .get("conversations.history", &[("channel", channel), ("limit", limit)])
+            .await
+            .map_err(api_err)?;
+        Ok(ToolOutput::json(messages_out(&raw)))
+    }
+    async fn mock(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
+        // The shape of Slack's documented conversations.history example.
+        Ok(ToolOutput::json(messages_out(&json!({"ok": true, "messages": [
+            {"type": "message", "user": "U123ABC456", "text": "Ready for review: https://github.com/acme/steward/pull/42", "ts": "1512085950.000216",
+             "reactions": [{"name": "eyes", "count": 1, "users": ["U222222222"]}]},
+            {"type": "message", "user": "U222222222", "text": "Thanks, will look after lunch", "ts": "1512104434.000490"}
+        ], "has_more": false}))))
+    }
+}
+
+#[async_trait]
+impl Tool for SlackReaction {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        let body = json!({"channel": args["channel"], "timestamp": args["ts"], "name": args["name"]});
+        match slack(&self.client)?.call("reactions.add", &body).await {
+            Ok(_) => Ok(ToolOutput::json(json!({"ok": true}))),
+            // Idempotent: a reaction that is already there is success.
+            Err(ApiError::Api { message, .. }) if message == "already_reacted" => {
+                Ok(ToolOutput::json(json!({"ok": true, "already": true})))
+            }
+            Err(e) => Err(api_err(e)),
+        }
+    }
+    async fn mock(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
+        Ok(ToolOutput::json(json!({"ok": true})))
+    }
+}
+
+fn pr_ref(args: &Value) -> Result<PrRef, ToolError> {
+    if let Some(url) = args["url"].as_str() {
+        return PrRef::from_url(url)
+            .ok_or_else(|| ToolError::Model(format!("'{url}' is not a GitHub pull request URL")));
+    }
+    match (
+        args["owner"].as_str(),
+        args["repo"].as_str(),
+        args["number"].as_u64(),
+    ) {
+        (Some(o), Some(r), Some(n)) => Ok(PrRef {
+            owner: o.into(),
+            repo: r.into(),
+            number: n,
+        }),
+        _ => Err(ToolError::Model(
+            "give a pull request url, or owner, repo and number".into(),
+        )),
+    }
+}
+
+fn pr_out(pr: &PrRef, raw: &Value) -> Value {
+    let state = if raw["merged"].as_bool() == Some(true)
+        || !raw["merged_at"].is_null() && raw["merged_at"].is_string()
+    {
+        "merged"
+    } else {
+        raw["state"].as_str().unwrap_or("unknown")
+    };
+    json!({"state": state, "title": raw["title"], "url": raw["html_url"], "merged_at": raw["merged_at"],
+           "owner": pr.owner, "repo": pr.repo, "number": pr.number})
+}
+
+#[async_trait]
+impl Tool for GithubPrState {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        let pr = pr_ref(&args)?;
+        let raw = self.client.pull_request(&pr).await.map_err(api_err)?;
+        Ok(ToolOutput::json(pr_out(&pr, &raw)))
+    }
+    /// Deterministic: even numbers are merged, odd ones open.
+    async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        let pr = pr_ref(&args)?;
+        let merged = pr.number % 2 == 0;
+        let raw = json!({"state": if merged { "closed" } else { "open" }, "merged": merged, "title": "Mock pull request",
+                         "html_url": format!("https://github.com/{}/{}/pull/{}", pr.owner, pr.repo, pr.number),
+                         "merged_at": if merged { json!("2026-01-05T17:00:00Z") } else { Value::Null }});
+        Ok(ToolOutput::json(pr_out(&pr, &raw)))
+    }
+}
