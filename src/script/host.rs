@@ -3,7 +3,7 @@
 //! `log(text)` and `regex_find_all(pattern, text)`. Tool calls go through the same
 //! registry, schema validation, events and spans as the LLM loop.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -51,7 +51,6 @@ pub struct Host {
     pub calls: AtomicU32,
     pub stop: Mutex<Option<(HostStop, String)>>,
     pub replied: Mutex<Option<String>>,
-    pub cancelled: AtomicBool,
 }
 
 impl Host {

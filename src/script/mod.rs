@@ -4,7 +4,7 @@
 pub mod host;
 pub mod sandbox;
 
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use rhai::{Dynamic, EvalAltResult, Scope};
@@ -76,7 +76,7 @@ pub async fn run(
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
     };
     let mut out = LoopOutcome::empty();
-    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst).min(u32::MAX);
+    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst).min(host.max_tool_calls);
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match result {
         Err(join) => {
@@ -172,6 +172,5 @@ pub fn new_host(
         calls: AtomicU32::new(0),
         stop: Mutex::new(None),
         replied: Mutex::new(None),
-        cancelled: AtomicBool::new(false),
     })
 }
