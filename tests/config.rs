@@ -29,9 +29,10 @@ fn the_repository_tree_is_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
+    let tools = steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()).names();
     let known = Known {
         skills: skills.names(),
-        ..tools()
+        tools,
     };
     let config = Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(
@@ -104,7 +105,13 @@ evals: { post_run: [ "Was the ticket routed to the team that owns the component?
     );
     assert_eq!(a.skills.required, ["jira-formatting"]);
     let s = config.agent("scripted").unwrap();
-    assert_eq!(s.coordinator, Coordinator::Script("scripts/s.rhai".into()));
+    assert_eq!(
+        s.coordinator,
+        Coordinator::Script {
+            path: "scripts/s.rhai".into(),
+            source: "reply(\"hi\");".into()
+        }
+    );
     assert!(s.models.is_empty());
     assert_eq!(config.subagents["planner"].tools, ToolSelection::Inherit);
 }
@@ -181,6 +188,22 @@ fn bad_triggers_and_values_are_rejected() {
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ncontext: { compact_at: 1.5 }\n",
     );
     write(dir.path(), "agents/d.yaml", "coordinator: script\n");
+    write(dir.path(), "scripts/bad.rhai", "let x = ;\n");
+    write(
+        dir.path(),
+        "agents/e.yaml",
+        "coordinator: script\nscript: scripts/bad.rhai\n",
+    );
+    write(
+        dir.path(),
+        "scripts/sneaky.rhai",
+        "let h = tool(\"current_time\");\n// tool(\"ignored_in_comment\")\ntool(\"http_fetch\", #{ url: \"x\" });\n",
+    );
+    write(
+        dir.path(),
+        "agents/f.yaml",
+        "coordinator: script\nscript: scripts/sneaky.rhai\ntools: [current_time]\n",
+    );
     let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
     assert!(err.contains("agents/a.yaml:4:23: triggers[0].slack_reaction: unknown field 'emoji', expected 'reaction' or 'channels'"), "{err}");
     assert!(

@@ -76,7 +76,10 @@ pub async fn run(
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
     };
     let mut out = LoopOutcome::empty();
-    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst).min(host.max_tool_calls);
+    out.tool_calls = host
+        .calls
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .min(host.max_tool_calls);
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match result {
         Err(join) => {
