@@ -1,0 +1,386 @@
+//! Script coordinators: the API surface, sandbox limits, the pr-merged workflow against
+//! fake Slack and GitHub servers, and run records shaped like LLM runs'.
+
+mod support;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::github::GithubClient;
+use steward::integrations::slack::SlackClient;
+use steward::run::{Runner, Termination, TriggerEvent};
+use steward::store::RunStatus;
+use steward::tools::ToolRegistry;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A fake Slack workspace: one channel's messages, with reactions that `reactions.add`
+/// really adds.
+#[derive(Clone, Default)]
+struct Workspace {
+    messages: Arc<Mutex<Vec<Value>>>,
+    added: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+async fn history(
+    State(w): State<Workspace>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Json<Value> {
+    assert_eq!(q.get("channel").map(String::as_str), Some("C0PRREVIEW"));
+    Json(json!({"ok": true, "messages": *w.messages.lock().unwrap(), "has_more": false, "pin_count": 0}))
+}
+
+async fn react(State(w): State<Workspace>, Json(body): Json<Value>) -> Json<Value> {
+    let ts = body["timestamp"].as_str().unwrap().to_string();
+    let name = body["name"].as_str().unwrap().to_string();
+    let mut msgs = w.messages.lock().unwrap();
+    let Some(m) = msgs.iter_mut().find(|m| m["ts"] == ts.as_str()) else {
+        return Json(json!({"ok": false, "error": "message_not_found"}));
+    };
+    let reactions = m.as_object_mut().unwrap().entry("reactions").or_insert(json!([]));
+    if reactions
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == name.as_str())
+    {
+        return Json(json!({"ok": false, "error": "already_reacted"}));
+    }
+    reactions
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": name, "count": 1, "users": ["UBOT"]}));
+    w.added.lock().unwrap().push((ts, name));
+    Json(json!({"ok": true}))
+}
+
+async fn pull(UrlPath((owner, repo, n)): UrlPath<(String, String, u64)>) -> Json<Value> {
+    assert_eq!((owner.as_str(), repo.as_str()), ("acme", "web"));
+    let (state, merged) = match n % 4 {
+        1 => ("open", false),
+        2 | 0 => ("closed", true),
+        _ => ("closed", false),
+    };
+    Json(
+        json!({"url": format!("https://api.github.com/repos/acme/web/pulls/{n}"), "number": n, "state": state, "title": format!("PR {n}"),
+                "merged": merged, "merged_at": if merged { json!("2026-11-20T10:00:00Z") } else { Value::Null },
+                "html_url": format!("https://github.com/acme/web/pull/{n}")}),
+    )
+}
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn msg(ts: &str, text: &str, reactions: Value) -> Value {
+    json!({"type": "message", "user": "U123ABC456", "text": text, "ts": ts, "reactions": reactions})
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    _db: tempfile::TempDir,
+    config: Config,
+    runner: Runner,
+    workspace: Workspace,
+}
+
+async fn setup(messages: Vec<Value>, extra: &[(&str, &str)]) -> Setup {
+    let workspace = Workspace::default();
+    *workspace.messages.lock().unwrap() = messages;
+    let slack_url = serve(
+        Router::new()
+            .route("/conversations.history", get(history))
+            .route("/reactions.add", post(react))
+            .with_state(workspace.clone()),
+    )
+    .await;
+    let github_url = serve(Router::new().route("/repos/{owner}/{repo}/pulls/{n}", get(pull))).await;
+    let http = steward::http::client().unwrap();
+    let mut reg = ToolRegistry::core(http.clone());
+    for t in steward::tools::integrations::integration_tools(
+        Some(SlackClient::new(http.clone(), &slack_url, "xoxb-test")),
+        GithubClient::new(http, &github_url, Some("ghp_test".into())),
+    ) {
+        reg.register(t);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in ["agents/pr-merged.yaml", "scripts/pr_merged.rhai"] {
+        write(dir.path(), f, &std::fs::read_to_string(root.join(f)).unwrap());
+    }
+    for (rel, text) in extra {
+        write(dir.path(), rel, text);
+    }
+    let config = Config::load(
+        dir.path(),
+        &Known {
+            tools: reg.names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let system = body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if system.starts_with("You are the router") {
+            Reply::ok(openai_text("team: platform"))
+        } else {
+            Reply::ok(openai_text("llm run done")).delay(Duration::from_millis(300))
+        }
+    });
+    let (db, mut runner) = runner(providers(Some(&fake), None), reg, false).await;
+    runner.subagents = Arc::new(config.subagents.clone());
+    Setup {
+        _dir: dir,
+        _db: db,
+        config,
+        runner,
+        workspace,
+    }
+}
+
+fn prs(n: u64) -> String {
+    format!("https://github.com/acme/web/pull/{n}")
+}
+
+#[tokio::test]
+async fn pr_merged_adds_exactly_the_right_reactions_and_is_idempotent() {
+    let messages = vec![
+        msg("1.0001", &format!("Review please: <{}|web#1>", prs(1)), json!([])), // open
+        msg(
+            "1.0002",
+            &format!("Ready: {}", prs(2)),
+            json!([{"name": "eyes", "count": 1, "users": ["U2"]}]),
+        ), // merged
+        msg("1.0003", &format!("Closed without merge: {}", prs(3)), json!([])),  // closed
+        msg(
+            "1.0004",
+            &format!("Already marked: {}", prs(4)),
+            json!([{"name": "merged", "count": 1, "users": ["UBOT"]}]),
+        ),
+        msg("1.0005", "Lunch anyone?", json!([])),
+        msg(
+            "1.0006",
+            &format!("Two PRs: {} and {}", prs(2), prs(3)),
+            json!([]),
+        ),
+        msg(
+            "1.0007",
+            &format!("Same PR twice: {} (see {})", prs(6), prs(6)),
+            json!([]),
+        ), // merged, counted once
+    ];
+    let s = setup(messages, &[]).await;
+    let agent = s.config.agent("pr-merged").unwrap();
+    let trigger = TriggerEvent::from_cli(json!({}));
+    let out = s
+        .runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    assert_eq!(
+        (out.usage.input_tokens, out.usage.output_tokens, out.cost_usd),
+        (0, 0, 0.0),
+        "zero model tokens"
+    );
+    let added = s.workspace.added.lock().unwrap().clone();
+    assert_eq!(
+        added,
+        [
+            ("1.0002".to_string(), "merged".to_string()),
+            ("1.0003".to_string(), "merged".to_string()),
+            ("1.0007".to_string(), "merged".to_string())
+        ]
+    );
+    // history + 4 PR lookups (1, 2, 3, 6) + 3 reactions.
+    assert_eq!(out.tool_calls, 8);
+
+    // A second run sees the reactions and adds nothing.
+    let again = s
+        .runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(again.termination, Termination::Completed);
+    assert_eq!(s.workspace.added.lock().unwrap().len(), 3);
+    assert_eq!(
+        again.tool_calls, 2,
+        "only the history and the still-open PR are read"
+    );
+
+    // The run record looks like an LLM run's: same event kinds and fields.
+    let report = steward::run::report::RunReport::load(s.runner.store.as_ref(), &out.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.run.status, RunStatus::Succeeded);
+    assert_eq!(report.run.termination.as_deref(), Some("completed"));
+    let call = report
+        .events
+        .iter()
+        .find(|e| e.kind == "tool_call" && e.data["name"] == "slack_add_reaction")
+        .unwrap();
+    assert_eq!(call.data["side_effect"], true);
+    let keys: Vec<&String> = call.data.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["arguments", "call_id", "name", "side_effect"]);
+    let result = report.events.iter().find(|e| e.kind == "tool_result").unwrap();
+    let keys: Vec<&String> = result.data.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["bytes", "call_id", "content", "duration_ms", "name", "ok"]);
+    assert_eq!(report.tool_calls_detail[0].name, "slack_channel_history");
+    assert_eq!(report.events.first().unwrap().kind, "run_started");
+    assert_eq!(report.events.last().unwrap().kind, "run_finished");
+    assert!(report.events.iter().any(|e| {
+        e.kind == "script_log"
+            && e.data["text"]
+                .as_str()
+                .unwrap()
+                .contains("checked 4 pull requests, marked 3")
+    }));
+}
+
+const API_SCRIPT: &str = r#"
+log(`trigger from ${trigger.source}: ${trigger.text}`);
+let t = tool("current_time", #{ timezone: "Europe/Berlin" });
+let listed = files();
+let head = file_read(listed[0].id, 1, 2);
+let hits = file_regex(listed[0].id, "beta");
+let verdict = subagent("router", "Which team owns the gateway?", [listed[0].id]);
+let caught = "";
+try { tool("current_time", #{ timezone: 42 }); } catch (e) { caught = `${e}`; }
+let found = regex_find_all("\\d+", "a1b22c333");
+reply(`${vars.greeting} | ${t} | ${listed.len()} ${listed[0].name} | ${head} | ${hits} | ${verdict} | ${caught} | ${found}`);
+"#;
+
+#[tokio::test]
+async fn the_script_api_surface() {
+    let s = setup(
+        Vec::new(),
+        &[
+            ("scripts/api.rhai", API_SCRIPT),
+            ("prompts/router.md", "You are the router subagent."),
+            ("subagents/router.yaml", "description: Routes.\nmodel: openai/gpt-4.1\nprompt: prompts/router.md\n"),
+            (
+                "agents/api.yaml",
+                "coordinator: script\nscript: scripts/api.rhai\ntools: [current_time]\nsubagents: [router]\nvars: { greeting: hello }\n",
+            ),
+        ],
+    )
+    .await;
+    let agent = s.config.agent("api").unwrap();
+    let mut trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    trigger.attachments = vec![steward::files::NewFile {
+        name: "notes.txt".into(),
+        mime: "text/plain".into(),
+        content: b"alpha\nbeta\ngamma\n".to_vec(),
+    }];
+    let mut runner = s.runner.clone();
+    runner.mock_tools = true;
+    let out = runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let text = out.final_text.unwrap();
+    let parts: Vec<&str> = text.split(" | ").collect();
+    assert_eq!(parts[0], "hello");
+    assert_eq!(parts[1], "2026-01-05T18:00:00+01:00 (Monday, Europe/Berlin)");
+    assert_eq!(parts[2], "1 notes.txt");
+    assert_eq!(parts[3], "f_1 lines 1-2 of 3:\nalpha\nbeta\n");
+    assert_eq!(parts[4], "f_1: 1 matching line for /beta/\n2: beta\n");
+    assert_eq!(parts[5], "team: platform");
+    assert!(
+        parts[6].contains("invalid arguments for 'current_time': /timezone: expected string"),
+        "{}",
+        parts[6]
+    );
+    assert_eq!(parts[7], r#"["1", "22", "333"]"#);
+    // The subagent's run is linked and its tokens roll up into the script run.
+    assert_eq!(out.usage.input_tokens, 1200);
+    let runs = s.runner.store.list_runs(10).await.unwrap();
+    assert!(
+        runs.iter()
+            .any(|r| r.agent == "router" && r.parent_id.as_deref() == Some(out.run_id.as_str()))
+    );
+}
+
+#[tokio::test]
+async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
+    let cases = [
+        ("loop", "loop { }", "timeout"),
+        ("recurse", "fn f(n) { f(n + 1) } f(0);", "call depth"),
+        ("string", r#"let s = "x"; loop { s += s; }"#, "too large"),
+        ("array", "let a = []; loop { a.push(1); }", "too large"),
+        ("ops", "let i = 0; while true { i += 1; }", "too many operations"),
+    ];
+    let mut extra: Vec<(String, String)> = Vec::new();
+    for (name, src, _) in &cases {
+        extra.push((format!("scripts/{name}.rhai"), src.to_string()));
+        let limits = if *name == "ops" {
+            "sandbox: { max_operations: 100000 }\n"
+        } else {
+            "sandbox: { max_array_len: 10000, max_string_bytes: 100000 }\n"
+        };
+        extra.push((
+            format!("agents/{name}.yaml"),
+            format!("coordinator: script\nscript: scripts/{name}.rhai\nlimits: {{ timeout: 1s }}\n{limits}"),
+        ));
+    }
+    extra.push(("prompts/p.md".into(), "You answer.".into()));
+    extra.push((
+        "agents/chat.yaml".into(),
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\n".into(),
+    ));
+    let refs: Vec<(&str, &str)> = extra.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let s = setup(Vec::new(), &refs).await;
+    for (name, _, expect) in cases {
+        let agent = s.config.agent(name).unwrap();
+        let chat = s.config.agent("chat").unwrap();
+        let started = Instant::now();
+        let trigger = TriggerEvent::from_cli(json!({"text": "hi"}));
+        // An LLM run on the same runner completes while the script misbehaves.
+        let (script, llm) = tokio::join!(
+            s.runner.run(&agent, &trigger, None, CancellationToken::new()),
+            s.runner.run(&chat, &trigger, None, CancellationToken::new())
+        );
+        let script = script.unwrap();
+        assert_eq!(
+            llm.unwrap().status,
+            RunStatus::Succeeded,
+            "{name}: the concurrent LLM run failed"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{name} took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(script.status, RunStatus::Failed, "{name}");
+        let err = script.error.unwrap();
+        assert!(err.starts_with(&format!("scripts/{name}.rhai")), "{name}: {err}");
+        assert!(err.to_lowercase().contains(expect), "{name}: {err}");
+        let want = if name == "loop" {
+            Termination::Timeout
+        } else {
+            Termination::ScriptError
+        };
+        assert_eq!(script.termination, want, "{name}: {err}");
+    }
+}
