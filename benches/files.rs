@@ -79,6 +79,8 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         files,
         skills: None,
         subagents: None,
+        registry: None,
+        mock: false,
     };
     let allowed = vec!["file_regex".to_string()];
     for (label, pattern) in [

@@ -322,6 +322,8 @@ async fn files_with(store: Arc<dyn Store>) -> (Arc<RunFiles>, ToolCtx) {
         files: files.clone(),
         skills: None,
         subagents: None,
+        registry: None,
+        mock: false,
     };
     (files, ctx)
 }

@@ -559,3 +559,80 @@ async fn a_failing_child_is_an_error_result_and_the_parent_continues() {
     assert_eq!(child.termination.as_deref(), Some("max_turns"));
     assert_eq!(child.parent_id.as_deref(), Some(out.run_id.as_str()));
 }
+
+#[tokio::test]
+async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
+    let t = tree(&[
+        ("prompts/p.md", "You are the calculating agent."),
+        (
+            "prompts/skills/calc/SKILL.md",
+            "---\nname: calc\ndescription: Exact arithmetic.\nallowed-tools: current_time\n---\nUse run_skill_script.\n",
+        ),
+        (
+            "prompts/skills/calc/scripts/sum.rhai",
+            "let total = 0;\nfor x in args.values { total += x; }\n#{ total: total, count: args.values.len() }\n",
+        ),
+        (
+            "prompts/skills/calc/scripts/clock.rhai",
+            "tool(\"current_time\", #{ timezone: \"UTC\" })\n",
+        ),
+        (
+            "prompts/skills/calc/scripts/fetch.rhai",
+            "tool(\"http_fetch\", #{ url: \"http://127.0.0.1:1/\" })\n",
+        ),
+        (
+            "agents/calc.yaml",
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\n",
+        ),
+    ]);
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[
+        (
+            "c1",
+            "run_skill_script",
+            r#"{"skill": "calc", "script": "sum", "args": {"values": [1, 2, 39]}}"#,
+        ),
+        (
+            "c2",
+            "run_skill_script",
+            r#"{"skill": "calc", "script": "scripts/clock.rhai"}"#,
+        ),
+        (
+            "c3",
+            "run_skill_script",
+            r#"{"skill": "calc", "script": "fetch"}"#,
+        ),
+        (
+            "c4",
+            "run_skill_script",
+            r#"{"skill": "calc", "script": "../../etc/passwd"}"#,
+        ),
+    ])));
+    fake.push(Reply::ok(openai_text("42")));
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("calc").unwrap();
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "add"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed);
+    let results = tool_contents(&fake.requests()[1].body);
+    let sum: Value = serde_json::from_str(&results[0]).unwrap();
+    assert_eq!(sum, json!({"total": 42, "count": 3}));
+    assert_eq!(
+        results[1], "2026-01-05T17:00:00+00:00 (Monday, UTC)",
+        "a granted tool runs (mocked here)"
+    );
+    assert!(
+        results[2].starts_with("error: calc/scripts/fetch.rhai")
+            && results[2].contains("not in this skill's allowed-tools"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(results[3], "error: invalid script name '../../etc/passwd'");
+}

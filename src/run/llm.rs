@@ -32,6 +32,8 @@ pub struct LlmRun<'a> {
     pub agent: &'a AgentConfig,
     pub chain: &'a ModelChain,
     pub tools: &'a ToolRegistry,
+    /// The same registry, shared with tools that call tools.
+    pub tools_arc: Arc<ToolRegistry>,
     /// Tool names the model may call (the agent's tools plus the base tools).
     pub allowed: Vec<String>,
     pub mock_tools: bool,
@@ -410,6 +412,8 @@ impl LlmRun<'_> {
                 files: self.files.clone(),
                 skills: self.skills.clone(),
                 subagents: self.subagents.clone(),
+                registry: Some(self.tools_arc.clone()),
+                mock: self.mock_tools,
             };
             let started = Instant::now();
             let result = self

@@ -306,6 +306,7 @@ impl Runner {
                         agent,
                         chain: &chain,
                         tools: &self.tools,
+                        tools_arc: self.tools.clone(),
                         allowed,
                         mock_tools: self.mock_tools,
                         recorder: &recorder,

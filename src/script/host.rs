@@ -90,6 +90,8 @@ impl Host {
             files: self.files.clone(),
             skills: self.skills.clone(),
             subagents: self.subagents.clone(),
+            registry: Some(self.tools.clone()),
+            mock: self.mock,
         };
         let span = tracing::info_span!(
             "execute_tool",

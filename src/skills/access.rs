@@ -66,6 +66,11 @@ impl RunSkills {
         Some(out)
     }
 
+    /// Skill `name`, if this run may use it.
+    pub fn skill(&self, name: &str) -> Result<&super::Skill, String> {
+        self.check(name)
+    }
+
     fn check(&self, name: &str) -> Result<&super::Skill, String> {
         if self.prohibited.contains(name) {
             return Err(format!("skill '{name}' is prohibited for this agent"));

@@ -7,6 +7,7 @@ pub mod http_fetch;
 pub mod integrations;
 pub mod registry;
 pub mod schema;
+pub mod skill_script;
 pub mod skills;
 pub mod subagent;
 
@@ -57,6 +58,10 @@ pub struct ToolCtx {
     pub skills: Option<Arc<RunSkills>>,
     /// Starts subagents, when the run may call any.
     pub subagents: Option<Arc<dyn subagent::SubagentLauncher>>,
+    /// The registry, for tools that call tools (skill scripts).
+    pub registry: Option<Arc<ToolRegistry>>,
+    /// Whether mocks are in use, passed on to nested calls.
+    pub mock: bool,
 }
 
 impl ToolCtx {

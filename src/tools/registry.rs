@@ -45,6 +45,7 @@ impl ToolRegistry {
             r.register(tool);
         }
         r.register(super::subagent::subagent_tool());
+        r.register(super::skill_script::skill_script_tool());
         r
     }
 
@@ -137,6 +138,8 @@ mod tests {
             )),
             skills: None,
             subagents: None,
+            registry: None,
+            mock: true,
         }
     }
 

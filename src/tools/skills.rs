@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
 /// The skill tools, given to agents that have skills available.
-pub const SKILL_TOOLS: &[&str] = &["load_skills", "load_subskill"];
+pub const SKILL_TOOLS: &[&str] = &["load_skills", "load_subskill", "run_skill_script"];
 
 struct SkillTool {
     spec: ToolSpec,

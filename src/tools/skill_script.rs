@@ -1,0 +1,118 @@
+//! `run_skill_script`: run a Rhai script a skill ships (`scripts/*.rhai`) in the same
+//! sandbox as coordinator scripts: reliable arithmetic and data reshaping without a
+//! Python sandbox. The script sees `args` and may call only the tools the skill's
+//! `allowed-tools` grants; its last expression is the result.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rhai::{Dynamic, EvalAltResult, Map, Position, Scope};
+use serde_json::{Value, json};
+
+use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+use crate::script::sandbox::{self, SandboxLimits};
+
+/// Wall-clock limit of one skill script.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct SkillScript {
+    spec: ToolSpec,
+}
+
+pub fn skill_script_tool() -> Arc<dyn Tool> {
+    Arc::new(SkillScript {
+        spec: ToolSpec {
+            name: "run_skill_script".into(),
+            description: "Run a script shipped by a skill (listed among its files as scripts/<name>.rhai) with JSON arguments; returns the script's result.".into(),
+            parameters: json!({"type": "object", "properties": {
+                "skill": {"type": "string"}, "script": {"type": "string", "minLength": 1},
+                "args": {"type": "object"}},
+                "required": ["skill", "script"], "additionalProperties": false}),
+            effect: Effect::ReadOnly,
+        },
+    })
+}
+
+fn runtime_error(msg: String) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(msg), Position::NONE))
+}
+
+#[async_trait]
+impl Tool for SkillScript {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let skills = ctx
+            .skills
+            .as_ref()
+            .ok_or_else(|| ToolError::Model("no skills are available to this agent".into()))?;
+        let skill_name = args["skill"].as_str().unwrap_or_default();
+        let skill = skills.skill(skill_name).map_err(ToolError::Model)?.clone();
+        let script = args["script"].as_str().unwrap_or_default();
+        let file = script.trim_start_matches("scripts/").trim_end_matches(".rhai");
+        if file.is_empty()
+            || !file
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(ToolError::Model(format!("invalid script name '{script}'")));
+        }
+        let rel = format!("scripts/{file}.rhai");
+        let source = std::fs::read_to_string(skill.dir.join(&rel))
+            .map_err(|_| ToolError::Model(format!("skill '{skill_name}' has no script {rel}")))?;
+        let input = rhai::serde::to_dynamic(args.get("args").cloned().unwrap_or(json!({})))
+            .map_err(|e| ToolError::Model(format!("bad args: {e}")))?;
+        let ctx = ctx.clone();
+        let rt = tokio::runtime::Handle::current();
+        let label = format!("{skill_name}/{rel}");
+        let task = tokio::task::spawn_blocking(move || {
+            let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
+            let allowed = skill.allowed_tools.clone();
+            engine.register_fn(
+                "tool",
+                move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {
+                    if !allowed.iter().any(|t| t == name) {
+                        return Err(runtime_error(format!(
+                            "tool '{name}' is not in this skill's allowed-tools"
+                        )));
+                    }
+                    let registry = ctx
+                        .registry
+                        .clone()
+                        .ok_or_else(|| runtime_error("no tool registry".into()))?;
+                    let json_args = rhai::serde::from_dynamic::<Value>(&Dynamic::from_map(a))?;
+                    let out = rt
+                        .block_on(registry.invoke(&allowed, name, &json_args.to_string(), &ctx, ctx.mock))
+                        .map_err(|e| runtime_error(e.to_string()))?;
+                    rhai::serde::to_dynamic(out.value)
+                },
+            );
+            let mut scope = Scope::new();
+            scope.push_constant("args", input);
+            engine.eval_with_scope::<Dynamic>(&mut scope, &source)
+        });
+        let result = task
+            .await
+            .map_err(|e| ToolError::Model(format!("{label}: {e}")))?;
+        match result {
+            Ok(v) => {
+                let value =
+                    rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string()));
+                Ok(ToolOutput::json(value))
+            }
+            Err(e) => {
+                let pos = e.position();
+                let at = pos.line().map(|l| format!(":{l}")).unwrap_or_default();
+                Err(ToolError::Model(format!("{label}{at}: {e}")))
+            }
+        }
+    }
+
+    /// Skill scripts are local and sandboxed; the mock runs them too.
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
