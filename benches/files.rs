@@ -262,6 +262,7 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             tokens: tokens.clone(),
             subagents: Default::default(),
             skills: Default::default(),
+            outputs: Default::default(),
         };
         let mut agent = AgentConfig::new(
             "bench",

@@ -278,6 +278,7 @@ async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
         tokens: Arc::new(steward::tokens::TokenCounter::new()),
         subagents: Default::default(),
         skills: Default::default(),
+        outputs: Default::default(),
     };
     let mut agent = AgentConfig::new(
         "bench",

@@ -159,6 +159,7 @@ fn main() {
             tokens: Default::default(),
             subagents: Default::default(),
             skills: Default::default(),
+            outputs: Default::default(),
         };
         let secrets = Secrets { slack_signing: SECRET.into(), ..Secrets::default() };
         // No agents: the router claims and drops events, so this measures the ack path.

@@ -384,3 +384,141 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
         assert_eq!(script.termination, want, "{name}: {err}");
     }
 }
+
+#[tokio::test]
+async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() {
+    // Fake Slack: the thread and the reply.
+    let posted = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let p = posted.clone();
+    let slack_url = serve(
+        Router::new()
+            .route(
+                "/conversations.replies",
+                get(|Query(q): Query<std::collections::HashMap<String, String>>| async move {
+                    assert_eq!((q["channel"].as_str(), q["ts"].as_str()), ("C0HELP", "1700000000.000100"));
+                    Json(json!({"ok": true, "has_more": false, "messages": [
+                        {"type": "message", "user": "U061F7AUR", "text": "The signup form on the website shows a blank page in Safari", "ts": "1700000000.000100", "thread_ts": "1700000000.000100"},
+                        {"type": "message", "user": "U2147483697", "text": "Repro on Safari 18, fine in Chrome", "ts": "1700000005.000200", "thread_ts": "1700000000.000100"}]}))
+                }),
+            )
+            .route(
+                "/chat.postMessage",
+                post(move |Json(b): Json<Value>| {
+                    let p = p.clone();
+                    async move {
+                        p.lock().unwrap().push(b.clone());
+                        Json(json!({"ok": true, "channel": b["channel"], "ts": "1700000010.000300", "message": {"text": b["text"]}}))
+                    }
+                }),
+            ),
+    )
+    .await;
+    // Fake Jira.
+    let created = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let c = created.clone();
+    let jira_url = serve(Router::new().route(
+        "/rest/api/3/issue",
+        post(move |headers: axum::http::HeaderMap, Json(b): Json<Value>| {
+            let c = c.clone();
+            async move {
+                // Basic auth with email:token.
+                assert_eq!(headers["authorization"], "Basic Ym90QGFjbWUuY29tOmppcmEtdG9rZW4=");
+                c.lock().unwrap().push(b);
+                (axum::http::StatusCode::CREATED, Json(json!({"id": "10012", "key": "WEB-12", "self": "https://acme.atlassian.net/rest/api/3/issue/10012"})))
+            }
+        }),
+    ))
+    .await;
+    let http = steward::http::client().unwrap();
+    let slack = SlackClient::new(http.clone(), &slack_url, "xoxb-test");
+    let jira =
+        steward::integrations::jira::JiraClient::new(http.clone(), &jira_url, "bot@acme.com", "jira-token");
+    let mut reg = ToolRegistry::core(http.clone());
+    for t in steward::tools::integrations::integration_tools_with(
+        Some(slack.clone()),
+        GithubClient::new(http, "http://127.0.0.1:1", None),
+        Some(jira.clone()),
+    ) {
+        reg.register(t);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let skills = steward::skills::SkillSet::load(root, &[]);
+    let config = Config::load(
+        root,
+        &Known {
+            tools: reg.names(),
+            skills: skills.names(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text(" web\n")));
+    let (_db, mut runner) = runner(providers(Some(&fake), None), reg, false).await;
+    runner.subagents = Arc::new(config.subagents.clone());
+    runner.outputs = Arc::new(steward::run::reply::Outputs {
+        slack: Some(slack),
+        jira: Some(jira),
+        notion: None,
+        prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
+    });
+
+    // The :jira: reaction, as Slack delivers it.
+    let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "type": "event_callback", "event_id": "EvJIRA1", "event_time": 1700000020,
+        "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": "jira", "item_user": "U061F7AUR",
+                  "item": {"type": "message", "channel": "C0HELP", "ts": "1700000000.000100"}, "event_ts": "1700000020.000400"}});
+    let steward::triggers::slack::SlackPayload::Event { event, .. } =
+        steward::triggers::slack::parse(&payload, None).unwrap()
+    else {
+        panic!()
+    };
+    let agent = config.agent("jira-from-thread").unwrap();
+    let out = runner
+        .run(&agent, &event, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+
+    // One LLM call: the router, which saw the projects and the thread.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    let asked = reqs[0].body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        asked.contains("WEB: The website") && asked.contains("blank page in Safari"),
+        "{asked}"
+    );
+    // The ticket went to WEB with an ADF description.
+    let body = created.lock().unwrap()[0].clone();
+    assert_eq!(body["fields"]["project"], json!({"key": "WEB"}));
+    assert_eq!(body["fields"]["issuetype"], json!({"name": "Task"}));
+    assert_eq!(
+        body["fields"]["summary"],
+        "The signup form on the website shows a blank page in Safari"
+    );
+    assert_eq!(body["fields"]["description"]["type"], "doc");
+    assert_eq!(
+        body["fields"]["description"]["content"][0],
+        json!({"type": "heading", "attrs": {"level": 2}, "content": [{"type": "text", "text": "Request"}]})
+    );
+    // The reply went to the thread, never the channel root, with the prompt link.
+    let posts = posted.lock().unwrap().clone();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0]["channel"], "C0HELP");
+    assert_eq!(posts[0]["thread_ts"], "1700000000.000100");
+    assert_eq!(
+        posts[0]["text"],
+        format!(
+            "Created <{jira_url}/browse/WEB-12|WEB-12> in WEB from this thread.\n\n_<https://github.com/acme/steward/blob/main/scripts/jira_from_thread.rhai|Prompt>_"
+        )
+    );
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "reply" && e.data["side_effect"] == true)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "reply_sent" && e.data["ok"] == true)
+    );
+}

@@ -134,6 +134,7 @@ async fn start_with_slack(
         tokens: tokens(),
         subagents: Default::default(),
         skills: Default::default(),
+        outputs: Default::default(),
     };
     let secrets = Secrets {
         slack_signing: SLACK_SECRET.into(),

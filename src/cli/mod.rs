@@ -300,6 +300,9 @@ async fn run(
         tokens: Arc::new(TokenCounter::new()),
         subagents: Arc::new(config.subagents.clone()),
         skills: Arc::new(skills),
+        outputs: Arc::new(crate::run::reply::Outputs::from_env(
+            crate::http::client().context("cannot build the HTTP client")?,
+        )),
     };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -355,6 +358,7 @@ async fn serve(
         tokens: Arc::new(TokenCounter::new()),
         subagents: Arc::new(config.subagents.clone()),
         skills: Arc::new(skills),
+        outputs: Arc::new(crate::run::reply::Outputs::from_env(http.clone())),
     };
     let mut service = Service::start(
         runner,

@@ -1,7 +1,9 @@
 //! Clients for the services steward talks to. Every base URL is overridable so tests
 //! run against fake servers on 127.0.0.1.
 
+pub mod adf;
 pub mod github;
+pub mod jira;
 pub mod notion;
 pub mod slack;
 

@@ -84,6 +84,16 @@ impl NotionClient {
     }
 }
 
+impl NotionClient {
+    /// `POST /v1/comments` on a page.
+    pub async fn add_comment(&self, page_id: &str, text: &str) -> Result<Value, ApiError> {
+        let body = serde_json::json!({"parent": {"page_id": page_id},
+            "rich_text": [{"type": "text", "text": {"content": text}}]});
+        self.send(reqwest::Method::POST, "/v1/comments", Some(&body))
+            .await
+    }
+}
+
 /// A page property's value as text: status and select names, titles and rich text,
 /// numbers, checkboxes, dates and people names.
 pub fn property_text(page: &Value, property: &str) -> Option<String> {

@@ -9,6 +9,7 @@ pub mod context;
 pub mod inputs;
 pub mod llm;
 pub mod recorder;
+pub mod reply;
 pub mod report;
 pub mod subagents;
 pub mod termination;
@@ -48,6 +49,8 @@ pub struct Runner {
     /// Subagent configs by name.
     pub subagents: Arc<BTreeMap<String, Arc<AgentConfig>>>,
     pub skills: Arc<SkillSet>,
+    /// Where final answers are posted.
+    pub outputs: Arc<reply::Outputs>,
 }
 
 /// Where a run sits in a tree of runs.
@@ -329,6 +332,24 @@ impl Runner {
         } else {
             None
         };
+        // Top-level runs post their answer where the trigger came from.
+        if let (Some(text), true, None) = (
+            &kept,
+            result.termination == Termination::Completed,
+            &lineage.parent_id,
+        ) {
+            match self.outputs.post(agent, &trigger.origin, text, &recorder).await {
+                Ok(Some(sent)) => recorder.event(
+                    "reply_sent",
+                    json!({"ok": true, "ts": sent["ts"], "id": sent["id"]}),
+                ),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(run = %run_id, error = %e, "cannot post the reply");
+                    recorder.event("reply_sent", json!({"ok": false, "error": e.to_string()}));
+                }
+            }
+        }
         match (&result.final_text, result.termination) {
             (Some(text), Termination::Completed) => {
                 recorder

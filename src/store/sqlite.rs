@@ -359,7 +359,7 @@ impl Store for SqliteStore {
 
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
         let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind = 'tool_call' \
+            "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind IN ('tool_call', 'reply') \
              AND json_extract(data, '$.side_effect') = 1",
         )
         .bind(run_id)

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::integrations::ApiError;
 use crate::integrations::github::{GithubClient, PrRef};
+use crate::integrations::jira::JiraClient;
 use crate::integrations::slack::SlackClient;
 
 fn api_err(e: ApiError) -> ToolError {
@@ -41,6 +42,82 @@ pub struct GithubPrState {
 
 /// The integration tools, with clients from the environment (or given, for tests).
 pub fn integration_tools(slack: Option<SlackClient>, github: GithubClient) -> Vec<Arc<dyn Tool>> {
+    integration_tools_with(slack, github, None)
+}
+
+fn spec(name: &str, description: &str, parameters: Value, effect: Effect) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+        effect,
+    }
+}
+
+/// Like [`integration_tools`], with a Jira client.
+pub fn integration_tools_with(
+    slack: Option<SlackClient>,
+    github: GithubClient,
+    jira: Option<JiraClient>,
+) -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
+        Arc::new(Api {
+            spec: spec(
+                "slack_read_thread",
+                "Read every message of a Slack thread (conversations.replies), oldest first.",
+                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1}},
+                       "required": ["channel", "ts"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            kind: ApiKind::SlackThread(slack.clone()),
+        }),
+        Arc::new(Api {
+            spec: spec(
+                "slack_post_message",
+                "Post a Slack message (mrkdwn) to a channel, or as a thread reply with thread_ts.",
+                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "text": {"type": "string", "minLength": 1},
+                       "thread_ts": {"type": "string"}}, "required": ["channel", "text"], "additionalProperties": false}),
+                Effect::SideEffecting,
+            ),
+            kind: ApiKind::SlackPost(slack.clone()),
+        }),
+        Arc::new(Api {
+            spec: spec(
+                "jira_create_issue",
+                "Create a Jira issue. The description is Markdown (converted to Atlassian Document Format). Returns its key and URL.",
+                json!({"type": "object", "properties": {"project": {"type": "string", "minLength": 1}, "summary": {"type": "string", "minLength": 1, "maxLength": 255},
+                       "description": {"type": "string"}, "issue_type": {"type": "string"}},
+                       "required": ["project", "summary"], "additionalProperties": false}),
+                Effect::SideEffecting,
+            ),
+            kind: ApiKind::JiraCreate(jira.clone()),
+        }),
+        Arc::new(Api {
+            spec: spec(
+                "jira_add_comment",
+                "Add a comment (Markdown, converted to Atlassian Document Format) to a Jira issue.",
+                json!({"type": "object", "properties": {"key": {"type": "string", "minLength": 1}, "body": {"type": "string", "minLength": 1}},
+                       "required": ["key", "body"], "additionalProperties": false}),
+                Effect::SideEffecting,
+            ),
+            kind: ApiKind::JiraComment(jira.clone()),
+        }),
+        Arc::new(Api {
+            spec: spec(
+                "jira_search",
+                "Search Jira with JQL (pages through results with nextPageToken). Returns key, summary, status, assignee, updated.",
+                json!({"type": "object", "properties": {"jql": {"type": "string", "minLength": 1}, "max_results": {"type": "integer", "minimum": 1, "maximum": 500}},
+                       "required": ["jql"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            kind: ApiKind::JiraSearch(jira),
+        }),
+    ];
+    tools.extend(base_integration_tools(slack, github));
+    tools
+}
+
+fn base_integration_tools(slack: Option<SlackClient>, github: GithubClient) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(SlackHistory {
             spec: ToolSpec {
@@ -194,5 +271,127 @@ impl Tool for GithubPrState {
                          "html_url": format!("https://github.com/{}/{}/pull/{}", pr.owner, pr.repo, pr.number),
                          "merged_at": if merged { json!("2026-01-05T17:00:00Z") } else { Value::Null }});
         Ok(ToolOutput::json(pr_out(&pr, &raw)))
+    }
+}
+
+fn jira(client: &Option<JiraClient>) -> Result<&JiraClient, ToolError> {
+    client.as_ref().ok_or_else(|| {
+        ToolError::Model("Jira is not configured (set JIRA_BASE_URL, JIRA_EMAIL, JIRA_API_TOKEN)".into())
+    })
+}
+
+enum ApiKind {
+    SlackThread(Option<SlackClient>),
+    SlackPost(Option<SlackClient>),
+    JiraCreate(Option<JiraClient>),
+    JiraComment(Option<JiraClient>),
+    JiraSearch(Option<JiraClient>),
+}
+
+/// The remaining Slack and Jira tools.
+struct Api {
+    spec: ToolSpec,
+    kind: ApiKind,
+}
+
+fn issue_out(client_url: String, raw: &Value) -> Value {
+    json!({"key": raw["key"], "id": raw["id"], "url": client_url})
+}
+
+#[async_trait]
+impl Tool for Api {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let s = |k: &str| args[k].as_str().unwrap_or_default().to_string();
+        match &self.kind {
+            ApiKind::SlackThread(c) => {
+                let raw = slack(c)?
+                    .get(
+                        "conversations.replies",
+                        &[
+                            ("channel", s("channel")),
+                            ("ts", s("ts")),
+                            ("limit", "200".into()),
+                        ],
+                    )
+                    .await
+                    .map_err(api_err)?;
+                Ok(ToolOutput::json(messages_out(&raw)))
+            }
+            ApiKind::SlackPost(c) => {
+                let mut body = json!({"channel": s("channel"), "text": s("text"), "unfurl_links": false,
+                    // Lets anyone trace a message back to the run and call that posted it.
+                    "metadata": {"event_type": "steward_post", "event_payload": {"idempotency_key": ctx.idempotency_key()}}});
+                if let Some(t) = args["thread_ts"].as_str() {
+                    body["thread_ts"] = json!(t);
+                }
+                let raw = slack(c)?.call("chat.postMessage", &body).await.map_err(api_err)?;
+                Ok(ToolOutput::json(
+                    json!({"ok": true, "channel": raw["channel"], "ts": raw["ts"]}),
+                ))
+            }
+            ApiKind::JiraCreate(c) => {
+                let client = jira(c)?;
+                let issue_type = args["issue_type"].as_str().unwrap_or("Task");
+                let raw = client
+                    .create_issue(&s("project"), issue_type, &s("summary"), &s("description"))
+                    .await
+                    .map_err(api_err)?;
+                let key = raw["key"].as_str().unwrap_or_default().to_string();
+                Ok(ToolOutput::json(issue_out(client.browse_url(&key), &raw)))
+            }
+            ApiKind::JiraComment(c) => {
+                let raw = jira(c)?
+                    .add_comment(&s("key"), &s("body"))
+                    .await
+                    .map_err(api_err)?;
+                Ok(ToolOutput::json(json!({"ok": true, "id": raw["id"]})))
+            }
+            ApiKind::JiraSearch(c) => {
+                let client = jira(c)?;
+                let want = args["max_results"].as_u64().unwrap_or(50) as usize;
+                let mut issues = Vec::new();
+                let mut token: Option<String> = None;
+                loop {
+                    let page = client
+                        .search_page(&s("jql"), 100.min(want as u32), token.as_deref())
+                        .await
+                        .map_err(api_err)?;
+                    for i in page["issues"].as_array().into_iter().flatten() {
+                        issues.push(json!({"key": i["key"], "summary": i["fields"]["summary"], "status": i["fields"]["status"]["name"],
+                                           "assignee": i["fields"]["assignee"]["displayName"], "updated": i["fields"]["updated"]}));
+                    }
+                    token = page["nextPageToken"].as_str().map(str::to_string);
+                    if token.is_none() || issues.len() >= want || page["isLast"].as_bool() == Some(true) {
+                        break;
+                    }
+                }
+                issues.truncate(want);
+                Ok(ToolOutput::json(json!({"issues": issues, "count": issues.len()})))
+            }
+        }
+    }
+
+    async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        Ok(ToolOutput::json(match &self.kind {
+            ApiKind::SlackThread(_) => messages_out(&json!({"messages": [
+                {"user": "U061F7AUR", "text": "The login page returns 500 for SSO users since 9:00", "ts": args["ts"]},
+                {"user": "U2147483697", "text": "Same here, started after the cert rotation", "ts": "1700000001.000100"}]})),
+            ApiKind::SlackPost(_) => {
+                json!({"ok": true, "channel": args["channel"], "ts": "1700000099.000100"})
+            }
+            ApiKind::JiraCreate(_) => {
+                json!({"key": format!("{}-101", args["project"].as_str().unwrap_or("OPS")), "id": "10101",
+                                             "url": format!("https://example.atlassian.net/browse/{}-101", args["project"].as_str().unwrap_or("OPS"))})
+            }
+            ApiKind::JiraComment(_) => json!({"ok": true, "id": "10000"}),
+            ApiKind::JiraSearch(_) => {
+                json!({"issues": [{"key": "OPS-7", "summary": "Gateway certificate expired", "status": "In Progress",
+                                                          "assignee": "Ana", "updated": "2026-01-05T17:00:00.000+0000"}], "count": 1})
+            }
+        }))
     }
 }

@@ -24,9 +24,10 @@ impl ToolRegistry {
     /// tools use clients configured from the environment.
     pub fn builtin(http: reqwest::Client) -> Self {
         let mut r = ToolRegistry::core(http.clone());
-        for tool in super::integrations::integration_tools(
+        for tool in super::integrations::integration_tools_with(
             crate::integrations::slack::SlackClient::from_env(http.clone()),
-            crate::integrations::github::GithubClient::from_env(http),
+            crate::integrations::github::GithubClient::from_env(http.clone()),
+            crate::integrations::jira::JiraClient::from_env(http),
         ) {
             r.register(tool);
         }

@@ -292,6 +292,7 @@ pub async fn runner(
         tokens: tokens(),
         subagents: Default::default(),
         skills: Default::default(),
+        outputs: Default::default(),
     };
     (dir, runner)
 }

@@ -1,0 +1,147 @@
+//! Jira Cloud REST v3 client (`JIRA_BASE_URL`, `JIRA_EMAIL` + `JIRA_API_TOKEN`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::ApiError;
+
+const SERVICE: &str = "jira";
+
+#[derive(Clone)]
+pub struct JiraClient {
+    http: reqwest::Client,
+    base_url: String,
+    email: String,
+    token: String,
+}
+
+impl JiraClient {
+    pub fn new(http: reqwest::Client, base_url: &str, email: &str, token: &str) -> Self {
+        JiraClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            email: email.into(),
+            token: token.into(),
+        }
+    }
+
+    pub fn from_env(http: reqwest::Client) -> Option<Self> {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        Some(JiraClient::new(
+            http,
+            &var("JIRA_BASE_URL")?,
+            &var("JIRA_EMAIL")?,
+            &var("JIRA_API_TOKEN")?,
+        ))
+    }
+
+    /// The browse URL of an issue key.
+    pub fn browse_url(&self, key: &str) -> String {
+        format!("{}/browse/{key}", self.base_url)
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        let what = format!("{method} {path}");
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base_url))
+            .basic_auth(&self.email, Some(&self.token))
+            .header("Accept", "application/json")
+            .timeout(Duration::from_secs(30));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| ApiError::Transport {
+            service: SERVICE,
+            method: what.clone(),
+            message: e.to_string(),
+        })?;
+        let status = resp.status();
+        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(value);
+        }
+        if status.as_u16() == 429 {
+            return Err(ApiError::RateLimited {
+                service: SERVICE,
+                method: what,
+                retry_after_secs: 5,
+            });
+        }
+        let mut parts: Vec<String> = value["errorMessages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_str().map(str::to_string))
+            .collect();
+        if let Some(errors) = value["errors"].as_object() {
+            parts.extend(
+                errors
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default())),
+            );
+        }
+        let message = if parts.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            parts.join("; ")
+        };
+        Err(ApiError::Api {
+            service: SERVICE,
+            method: what,
+            message,
+        })
+    }
+
+    pub async fn get_issue(&self, key: &str) -> Result<Value, ApiError> {
+        self.send(reqwest::Method::GET, &format!("/rest/api/3/issue/{key}"), None)
+            .await
+    }
+
+    /// Creates an issue; `description` is Markdown, converted to ADF.
+    pub async fn create_issue(
+        &self,
+        project: &str,
+        issue_type: &str,
+        summary: &str,
+        description: &str,
+    ) -> Result<Value, ApiError> {
+        let body = json!({"fields": {
+            "project": {"key": project}, "issuetype": {"name": issue_type}, "summary": summary,
+            "description": super::adf::markdown_to_adf(description)}});
+        self.send(reqwest::Method::POST, "/rest/api/3/issue", Some(&body))
+            .await
+    }
+
+    /// Adds a comment; `body` is Markdown, converted to ADF.
+    pub async fn add_comment(&self, key: &str, body: &str) -> Result<Value, ApiError> {
+        let body = json!({"body": super::adf::markdown_to_adf(body)});
+        self.send(
+            reqwest::Method::POST,
+            &format!("/rest/api/3/issue/{key}/comment"),
+            Some(&body),
+        )
+        .await
+    }
+
+    /// One page of `/rest/api/3/search/jql`.
+    pub async fn search_page(
+        &self,
+        jql: &str,
+        max_results: u32,
+        next_page_token: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let mut body = json!({"jql": jql, "maxResults": max_results, "fields": ["summary", "status", "assignee", "updated"]});
+        if let Some(t) = next_page_token {
+            body["nextPageToken"] = json!(t);
+        }
+        self.send(reqwest::Method::POST, "/rest/api/3/search/jql", Some(&body))
+            .await
+    }
+}
