@@ -71,13 +71,7 @@ impl GithubClient {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| ApiError::Transport {
-            service: SERVICE,
-            method: path.clone(),
-            message: e.to_string(),
-        })?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        let (status, _, value) = super::send_json(SERVICE, &path, req).await?;
         if status.is_success() {
             return Ok(value);
         }

@@ -57,13 +57,7 @@ impl JiraClient {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| ApiError::Transport {
-            service: SERVICE,
-            method: what.clone(),
-            message: e.to_string(),
-        })?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        let (status, _, value) = super::send_json(SERVICE, &what, req).await?;
         if status.is_success() {
             return Ok(value);
         }

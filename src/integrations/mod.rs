@@ -32,3 +32,23 @@ pub enum ApiError {
     #[error("{0} is not configured")]
     NotConfigured(&'static str),
 }
+
+/// Sends a request and decodes the JSON answer (any status); transport failures and
+/// unreadable bodies become [`ApiError::Transport`]. Callers interpret the status.
+pub(crate) async fn send_json(
+    service: &'static str,
+    what: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, serde_json::Value), ApiError> {
+    let transport = |e: reqwest::Error| ApiError::Transport {
+        service,
+        method: what.to_string(),
+        message: e.to_string(),
+    };
+    let resp = request.send().await.map_err(transport)?;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.map_err(transport)?;
+    let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    Ok((status, headers, value))
+}

@@ -48,64 +48,33 @@ impl SlackClient {
 
     /// Calls `method` with a JSON body; returns the response object when `ok: true`.
     pub async fn call(&self, method: &str, body: &Value) -> Result<Value, ApiError> {
-        let mut attempt = 0;
-        loop {
-            let resp = self
-                .http
-                .post(format!("{}/{method}", self.base_url))
-                .bearer_auth(&self.token)
-                .json(body)
-                .timeout(Duration::from_secs(30))
-                .send()
-                .await
-                .map_err(|e| transport(method, &e))?;
-            if resp.status().as_u16() == 429 {
-                let wait = resp
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .unwrap_or(1);
-                if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
-                    return Err(ApiError::RateLimited {
-                        service: SERVICE,
-                        method: method.into(),
-                        retry_after_secs: wait,
-                    });
-                }
-                attempt += 1;
-                tokio::time::sleep(Duration::from_secs(wait)).await;
-                continue;
-            }
-            let value: Value = resp.json().await.map_err(|e| transport(method, &e))?;
-            if value["ok"].as_bool() == Some(true) {
-                return Ok(value);
-            }
-            let message = value["error"].as_str().unwrap_or("unknown_error").to_string();
-            return Err(ApiError::Api {
-                service: SERVICE,
-                method: method.into(),
-                message,
-            });
-        }
+        self.exchange(method, || {
+            self.http.post(format!("{}/{method}", self.base_url)).json(body)
+        })
+        .await
     }
 
     /// Calls a read method with query parameters (GET), e.g. `conversations.history`.
     pub async fn get(&self, method: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
+        self.exchange(method, || {
+            self.http.get(format!("{}/{method}", self.base_url)).query(params)
+        })
+        .await
+    }
+
+    /// Sends (and on 429 re-sends after `Retry-After`) the request `build` makes;
+    /// Slack's `ok: false` becomes an [`ApiError::Api`].
+    async fn exchange(
+        &self,
+        method: &str,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<Value, ApiError> {
         let mut attempt = 0;
         loop {
-            let resp = self
-                .http
-                .get(format!("{}/{method}", self.base_url))
-                .bearer_auth(&self.token)
-                .query(params)
-                .timeout(Duration::from_secs(30))
-                .send()
-                .await
-                .map_err(|e| transport(method, &e))?;
-            if resp.status().as_u16() == 429 {
-                let wait = resp
-                    .headers()
+            let request = build().bearer_auth(&self.token).timeout(Duration::from_secs(30));
+            let (status, headers, value) = super::send_json(SERVICE, method, request).await?;
+            if status.as_u16() == 429 {
+                let wait = headers
                     .get("retry-after")
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<u64>().ok())
@@ -121,11 +90,13 @@ impl SlackClient {
                 tokio::time::sleep(Duration::from_secs(wait)).await;
                 continue;
             }
-            let value: Value = resp.json().await.map_err(|e| transport(method, &e))?;
             if value["ok"].as_bool() == Some(true) {
                 return Ok(value);
             }
-            let message = value["error"].as_str().unwrap_or("unknown_error").to_string();
+            let message = value["error"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("HTTP {status}"));
             return Err(ApiError::Api {
                 service: SERVICE,
                 method: method.into(),
@@ -139,13 +110,5 @@ impl SlackClient {
         self.call("conversations.join", &serde_json::json!({"channel": channel}))
             .await
             .map(|_| ())
-    }
-}
-
-fn transport(method: &str, e: &reqwest::Error) -> ApiError {
-    ApiError::Transport {
-        service: SERVICE,
-        method: method.into(),
-        message: e.to_string(),
     }
 }

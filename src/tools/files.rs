@@ -193,8 +193,17 @@ fn check_size(files: &RunFiles, what: &str, text: &str) -> Result<(), ToolError>
 }
 
 async fn read_whole(files: &RunFiles, meta: &FileMeta, content: &[u8]) -> ToolResult {
+    check_size(
+        files,
+        &format!("the whole of {}", meta.id),
+        text_of(meta, content)?,
+    )?;
+    whole_text(files, meta, content).await
+}
+
+/// The whole text of a file, marked as read.
+async fn whole_text(files: &RunFiles, meta: &FileMeta, content: &[u8]) -> ToolResult {
     let text = text_of(meta, content)?;
-    check_size(files, &format!("the whole of {}", meta.id), text)?;
     files
         .mark_read(&meta.id, ReadKind::Whole)
         .await
@@ -301,15 +310,7 @@ async fn load(files: &RunFiles, meta: &FileMeta, content: &[u8]) -> ToolResult {
         });
         return Ok(out);
     }
-    let text = text_of(meta, content)?;
-    files
-        .mark_read(&meta.id, ReadKind::Whole)
-        .await
-        .map_err(store_err)?;
-    Ok(ToolOutput::text(format!(
-        "{} ({}, {} lines):\n{text}",
-        meta.id, meta.name, meta.lines
-    )))
+    whole_text(files, meta, content).await
 }
 
 async fn regex(
