@@ -12,6 +12,101 @@ use crate::integrations::github::{GithubClient, PrRef};
 use crate::integrations::jira::JiraClient;
 use crate::integrations::slack::SlackClient;
 
+/// Resolves Slack user and channel ids to names for the model, and the model's
+/// `@name` / `#name` back to ids, with a cache per process.
+#[derive(Default)]
+pub struct Directory {
+    users: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+    channels: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+impl Directory {
+    async fn user_name(&self, client: &SlackClient, id: &str) -> Option<String> {
+        if let Some(n) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return Some(n.clone());
+        }
+        let info = client.get("users.info", &[("user", id.to_string())]).await.ok()?;
+        let p = &info["user"]["profile"];
+        let name = [&p["display_name"], &p["real_name"], &info["user"]["name"]]
+            .iter()
+            .filter_map(|v| v.as_str())
+            .find(|s| !s.is_empty())?
+            .to_string();
+        self.users
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), name.clone());
+        Some(name)
+    }
+
+    async fn channel_name(&self, client: &SlackClient, id: &str) -> Option<String> {
+        if let Some(n) = self.channels.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return Some(n.clone());
+        }
+        let info = client
+            .get("conversations.info", &[("channel", id.to_string())])
+            .await
+            .ok()?;
+        let name = info["channel"]["name"].as_str()?.to_string();
+        self.channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), name.clone());
+        Some(name)
+    }
+
+    /// `<@U123>` → `@Ana`, `<#C123|general>` → `#general`; unknown ids stay as they are.
+    pub async fn resolve(&self, client: &SlackClient, text: &str) -> String {
+        let Ok(re) = regex::Regex::new(r"<([@#])([UWC][A-Z0-9]+)(?:\|([^>]*))?>") else {
+            return text.to_string();
+        };
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for c in re.captures_iter(text) {
+            let (Some(all), Some(kind), Some(id)) = (c.get(0), c.get(1), c.get(2)) else {
+                continue;
+            };
+            out.push_str(&text[last..all.start()]);
+            let label = c.get(3).map(|m| m.as_str().to_string()).filter(|l| !l.is_empty());
+            let name = match kind.as_str() {
+                "@" => match label {
+                    Some(l) => Some(l),
+                    None => self.user_name(client, id.as_str()).await,
+                },
+                _ => match label {
+                    Some(l) => Some(l),
+                    None => self.channel_name(client, id.as_str()).await,
+                },
+            };
+            match name {
+                Some(n) => out.push_str(&format!("{}{n}", kind.as_str())),
+                None => out.push_str(all.as_str()),
+            }
+            last = all.end();
+        }
+        out.push_str(&text[last..]);
+        out
+    }
+
+    /// `@Ana` → `<@U123>` and `#general` → `<#C123>` for names resolved before.
+    pub fn unresolve(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for (id, name) in self.users.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            pairs.push((format!("@{name}"), format!("<@{id}>")));
+        }
+        for (id, name) in self.channels.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            pairs.push((format!("#{name}"), format!("<#{id}>")));
+        }
+        // Longest names first, so "@Ana Lee" wins over "@Ana".
+        pairs.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+        for (name, id) in pairs {
+            out = out.replace(&name, &id);
+        }
+        out
+    }
+}
+
 fn api_err(e: ApiError) -> ToolError {
     ToolError::Model(e.to_string())
 }
@@ -60,8 +155,45 @@ pub fn integration_tools_with(
     github: GithubClient,
     jira: Option<JiraClient>,
 ) -> Vec<Arc<dyn Tool>> {
-    let mut tools: Vec<Arc<dyn Tool>> = vec![
+    let dir = Arc::new(Directory::default());
+    let api = |spec: ToolSpec, kind: ApiKind| -> Arc<dyn Tool> {
         Arc::new(Api {
+            spec,
+            kind,
+            dir: dir.clone(),
+        })
+    };
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
+        api(
+            spec(
+                "slack_permalink",
+                "Get the permanent link of a Slack message.",
+                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1}},
+                       "required": ["channel", "ts"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            ApiKind::SlackPermalink(slack.clone()),
+        ),
+        api(
+            spec(
+                "slack_user_info",
+                "Look up a Slack user by id: name, display name, title, time zone.",
+                json!({"type": "object", "properties": {"user": {"type": "string", "minLength": 1}}, "required": ["user"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            ApiKind::SlackUser(slack.clone()),
+        ),
+        api(
+            spec(
+                "slack_channel_info",
+                "Look up a Slack channel by id: name, topic, purpose, whether it is private.",
+                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}}, "required": ["channel"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            ApiKind::SlackChannel(slack.clone()),
+        ),
+        Arc::new(Api {
+            dir: dir.clone(),
             spec: spec(
                 "slack_read_thread",
                 "Read every message of a Slack thread (conversations.replies), oldest first.",
@@ -72,6 +204,7 @@ pub fn integration_tools_with(
             kind: ApiKind::SlackThread(slack.clone()),
         }),
         Arc::new(Api {
+            dir: dir.clone(),
             spec: spec(
                 "slack_post_message",
                 "Post a Slack message (mrkdwn) to a channel, or as a thread reply with thread_ts.",
@@ -82,6 +215,7 @@ pub fn integration_tools_with(
             kind: ApiKind::SlackPost(slack.clone()),
         }),
         Arc::new(Api {
+            dir: dir.clone(),
             spec: spec(
                 "jira_create_issue",
                 "Create a Jira issue. The description is Markdown (converted to Atlassian Document Format). Returns its key and URL.",
@@ -93,6 +227,7 @@ pub fn integration_tools_with(
             kind: ApiKind::JiraCreate(jira.clone()),
         }),
         Arc::new(Api {
+            dir: dir.clone(),
             spec: spec(
                 "jira_add_comment",
                 "Add a comment (Markdown, converted to Atlassian Document Format) to a Jira issue.",
@@ -103,6 +238,7 @@ pub fn integration_tools_with(
             kind: ApiKind::JiraComment(jira.clone()),
         }),
         Arc::new(Api {
+            dir: dir.clone(),
             spec: spec(
                 "jira_search",
                 "Search Jira with JQL (pages through results with nextPageToken). Returns key, summary, status, assignee, updated.",
@@ -281,6 +417,9 @@ fn jira(client: &Option<JiraClient>) -> Result<&JiraClient, ToolError> {
 }
 
 enum ApiKind {
+    SlackPermalink(Option<SlackClient>),
+    SlackUser(Option<SlackClient>),
+    SlackChannel(Option<SlackClient>),
     SlackThread(Option<SlackClient>),
     SlackPost(Option<SlackClient>),
     JiraCreate(Option<JiraClient>),
@@ -292,6 +431,24 @@ enum ApiKind {
 struct Api {
     spec: ToolSpec,
     kind: ApiKind,
+    dir: Arc<Directory>,
+}
+
+/// Resolves ids in every message's text.
+async fn resolve_messages(dir: &Directory, client: &SlackClient, mut out: Value) -> Value {
+    if let Some(msgs) = out["messages"].as_array_mut() {
+        for m in msgs {
+            if let Some(t) = m["text"].as_str().map(str::to_string) {
+                m["text"] = json!(dir.resolve(client, &t).await);
+            }
+            if let Some(u) = m["user"].as_str().map(str::to_string)
+                && let Some(name) = dir.user_name(client, &u).await
+            {
+                m["user_name"] = json!(name);
+            }
+        }
+    }
+    out
 }
 
 fn issue_out(client_url: String, raw: &Value) -> Value {
@@ -307,8 +464,41 @@ impl Tool for Api {
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let s = |k: &str| args[k].as_str().unwrap_or_default().to_string();
         match &self.kind {
-            ApiKind::SlackThread(c) => {
+            ApiKind::SlackPermalink(c) => {
                 let raw = slack(c)?
+                    .get(
+                        "chat.getPermalink",
+                        &[("channel", s("channel")), ("message_ts", s("ts"))],
+                    )
+                    .await
+                    .map_err(api_err)?;
+                Ok(ToolOutput::json(json!({"permalink": raw["permalink"]})))
+            }
+            ApiKind::SlackUser(c) => {
+                let raw = slack(c)?
+                    .get("users.info", &[("user", s("user"))])
+                    .await
+                    .map_err(api_err)?;
+                let u = &raw["user"];
+                Ok(ToolOutput::json(
+                    json!({"id": u["id"], "name": u["name"], "real_name": u["profile"]["real_name"],
+                    "display_name": u["profile"]["display_name"], "title": u["profile"]["title"], "tz": u["tz"], "is_bot": u["is_bot"]}),
+                ))
+            }
+            ApiKind::SlackChannel(c) => {
+                let raw = slack(c)?
+                    .get("conversations.info", &[("channel", s("channel"))])
+                    .await
+                    .map_err(api_err)?;
+                let ch = &raw["channel"];
+                Ok(ToolOutput::json(
+                    json!({"id": ch["id"], "name": ch["name"], "is_private": ch["is_private"],
+                    "topic": ch["topic"]["value"], "purpose": ch["purpose"]["value"]}),
+                ))
+            }
+            ApiKind::SlackThread(c) => {
+                let client = slack(c)?;
+                let raw = client
                     .get(
                         "conversations.replies",
                         &[
@@ -319,10 +509,12 @@ impl Tool for Api {
                     )
                     .await
                     .map_err(api_err)?;
-                Ok(ToolOutput::json(messages_out(&raw)))
+                Ok(ToolOutput::json(
+                    resolve_messages(&self.dir, client, messages_out(&raw)).await,
+                ))
             }
             ApiKind::SlackPost(c) => {
-                let mut body = json!({"channel": s("channel"), "text": s("text"), "unfurl_links": false,
+                let mut body = json!({"channel": s("channel"), "text": self.dir.unresolve(&s("text")), "unfurl_links": false,
                     // Lets anyone trace a message back to the run and call that posted it.
                     "metadata": {"event_type": "steward_post", "event_payload": {"idempotency_key": ctx.idempotency_key()}}});
                 if let Some(t) = args["thread_ts"].as_str() {
@@ -377,6 +569,15 @@ impl Tool for Api {
 
     async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
         Ok(ToolOutput::json(match &self.kind {
+            ApiKind::SlackPermalink(_) => {
+                json!({"permalink": format!("https://example.slack.com/archives/{}/p{}", args["channel"].as_str().unwrap_or("C0"), args["ts"].as_str().unwrap_or("0").replace('.', ""))})
+            }
+            ApiKind::SlackUser(_) => {
+                json!({"id": args["user"], "name": "ana", "real_name": "Ana Lee", "display_name": "Ana", "title": "SRE", "tz": "Europe/Berlin", "is_bot": false})
+            }
+            ApiKind::SlackChannel(_) => {
+                json!({"id": args["channel"], "name": "help-platform", "is_private": false, "topic": "Ask the platform team", "purpose": ""})
+            }
             ApiKind::SlackThread(_) => messages_out(&json!({"messages": [
                 {"user": "U061F7AUR", "text": "The login page returns 500 for SSO users since 9:00", "ts": args["ts"]},
                 {"user": "U2147483697", "text": "Same here, started after the cert rotation", "ts": "1700000001.000100"}]})),

@@ -1,0 +1,271 @@
+//! Integration tools against fake Slack and Jira servers speaking their documented
+//! formats: request shapes, `ok: false`, 429 with `Retry-After`, entity resolution both
+//! ways, JQL paging.
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::Query;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use steward::files::RunFiles;
+use steward::integrations::github::GithubClient;
+use steward::integrations::jira::JiraClient;
+use steward::integrations::slack::SlackClient;
+use steward::tokens::Encoding;
+use steward::tools::{ToolCtx, ToolError, ToolRegistry};
+use tokio_util::sync::CancellationToken;
+
+type Q = Query<std::collections::HashMap<String, String>>;
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn ctx() -> ToolCtx {
+    ToolCtx {
+        run_id: "run-1".into(),
+        agent: "a".into(),
+        call_id: "call-1".into(),
+        cancel: CancellationToken::new(),
+        files: Arc::new(RunFiles::new(
+            "run-1",
+            None,
+            support::tokens(),
+            Encoding::O200k,
+            10_000,
+        )),
+        skills: None,
+        subagents: None,
+        registry: None,
+        mock: false,
+    }
+}
+
+fn registry(slack: Option<SlackClient>, jira: Option<JiraClient>) -> ToolRegistry {
+    let http = steward::http::client().unwrap();
+    let mut reg = ToolRegistry::core(http.clone());
+    for t in steward::tools::integrations::integration_tools_with(
+        slack,
+        GithubClient::new(http, "http://127.0.0.1:1", None),
+        jira,
+    ) {
+        reg.register(t);
+    }
+    reg
+}
+
+async fn call(reg: &ToolRegistry, name: &str, args: Value) -> Result<Value, ToolError> {
+    let allowed: Vec<String> = reg.names().into_iter().collect();
+    reg.invoke(&allowed, name, &args.to_string(), &ctx(), false)
+        .await
+        .map(|o| o.value)
+}
+
+#[tokio::test]
+async fn slack_tools_resolve_entities_and_handle_errors() {
+    let posted = Arc::new(Mutex::new(Vec::<(HeaderMap, Value)>::new()));
+    let replies_calls = Arc::new(AtomicU32::new(0));
+    let (p, rc) = (posted.clone(), replies_calls.clone());
+    let app = Router::new()
+        .route(
+            "/conversations.replies",
+            get(move |q: Q, headers: HeaderMap| {
+                let rc = rc.clone();
+                async move {
+                    assert_eq!(headers["authorization"], "Bearer xoxb-test");
+                    assert_eq!((q.0["channel"].as_str(), q.0["ts"].as_str()), ("C0HELP", "1700000000.000100"));
+                    // The first call is rate limited.
+                    if rc.fetch_add(1, Ordering::SeqCst) == 0 {
+                        return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], Json(json!({"ok": false, "error": "ratelimited"}))).into_response();
+                    }
+                    Json(json!({"ok": true, "has_more": false, "messages": [
+                        {"type": "message", "user": "U0ANA", "text": "<@U0BO> can you check <#C0OPS|ops-alerts> and <#C0HELP>?", "ts": "1700000000.000100"}]}))
+                    .into_response()
+                }
+            }),
+        )
+        .route(
+            "/users.info",
+            get(|q: Q| async move {
+                let (display, real) = match q.0["user"].as_str() {
+                    "U0ANA" => ("", "Ana Lee"),
+                    "U0BO" => ("Bo", "Bo Chen"),
+                    _ => return Json(json!({"ok": false, "error": "user_not_found"})),
+                };
+                Json(json!({"ok": true, "user": {"id": q.0["user"], "name": "x", "profile": {"display_name": display, "real_name": real}}}))
+            }),
+        )
+        .route(
+            "/conversations.info",
+            get(|q: Q| async move {
+                match q.0["channel"].as_str() {
+                    "C0HELP" => Json(json!({"ok": true, "channel": {"id": "C0HELP", "name": "help-platform", "is_private": false,
+                                                                     "topic": {"value": "Ask us"}, "purpose": {"value": ""}}})),
+                    _ => Json(json!({"ok": false, "error": "channel_not_found"})),
+                }
+            }),
+        )
+        .route(
+            "/chat.getPermalink",
+            get(|q: Q| async move {
+                match q.0["channel"].as_str() {
+                    "C0HELP" => Json(json!({"ok": true, "channel": "C0HELP", "permalink": "https://acme.slack.com/archives/C0HELP/p1700000000000100"})),
+                    _ => Json(json!({"ok": false, "error": "channel_not_found"})),
+                }
+            }),
+        )
+        .route(
+            "/chat.postMessage",
+            post(move |headers: HeaderMap, Json(b): Json<Value>| {
+                let p = p.clone();
+                async move {
+                    p.lock().unwrap().push((headers, b.clone()));
+                    Json(json!({"ok": true, "channel": b["channel"], "ts": "1700000099.000100"}))
+                }
+            }),
+        );
+    let url = serve(app).await;
+    let reg = registry(
+        Some(SlackClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "xoxb-test",
+        )),
+        None,
+    );
+
+    let thread = call(
+        &reg,
+        "slack_read_thread",
+        json!({"channel": "C0HELP", "ts": "1700000000.000100"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        replies_calls.load(Ordering::SeqCst),
+        2,
+        "retried after Retry-After"
+    );
+    let m = &thread["messages"][0];
+    assert_eq!(m["text"], "@Bo can you check #ops-alerts and #help-platform?");
+    assert_eq!(m["user_name"], "Ana Lee");
+
+    // The model's @names and #names go back out as ids.
+    call(&reg, "slack_post_message", json!({"channel": "C0HELP", "thread_ts": "1700000000.000100", "text": "Thanks @Ana Lee, @Bo will look in #help-platform"}))
+        .await
+        .unwrap();
+    let (headers, body) = posted.lock().unwrap()[0].clone();
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(body["text"], "Thanks <@U0ANA>, <@U0BO> will look in <#C0HELP>");
+    assert_eq!(body["thread_ts"], "1700000000.000100");
+    assert_eq!(
+        body["metadata"]["event_payload"]["idempotency_key"],
+        "run-1:call-1"
+    );
+
+    let link = call(
+        &reg,
+        "slack_permalink",
+        json!({"channel": "C0HELP", "ts": "1700000000.000100"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        link["permalink"],
+        "https://acme.slack.com/archives/C0HELP/p1700000000000100"
+    );
+    // ok: false arrives as HTTP 200 and becomes a clear tool error.
+    let err = call(&reg, "slack_permalink", json!({"channel": "CGONE", "ts": "1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "slack chat.getPermalink: channel_not_found");
+    let user = call(&reg, "slack_user_info", json!({"user": "U0BO"}))
+        .await
+        .unwrap();
+    assert_eq!(user["display_name"], "Bo");
+    let channel = call(&reg, "slack_channel_info", json!({"channel": "C0HELP"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (channel["name"].as_str(), channel["topic"].as_str()),
+        (Some("help-platform"), Some("Ask us"))
+    );
+    // Without a token the tools say what to set.
+    let bare = registry(None, None);
+    let err = call(&bare, "slack_read_thread", json!({"channel": "C1", "ts": "1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "Slack is not configured (set SLACK_BOT_TOKEN)");
+}
+
+#[tokio::test]
+async fn jira_search_pages_with_next_page_token() {
+    let bodies = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let b = bodies.clone();
+    let app = Router::new().route(
+        "/rest/api/3/search/jql",
+        post(move |Json(body): Json<Value>| {
+            let b = b.clone();
+            async move {
+                b.lock().unwrap().push(body.clone());
+                let (start, next, n) = match body["nextPageToken"].as_str() {
+                    None => (0, Some("page-2"), 100),
+                    Some("page-2") => (100, Some("page-3"), 100),
+                    _ => (200, None, 50),
+                };
+                let issues: Vec<Value> = (start..start + n)
+                    .map(|i| json!({"id": format!("{}", 10000 + i), "key": format!("OPS-{i}"), "fields": {
+                        "summary": format!("Issue {i}"), "status": {"name": "To Do"}, "assignee": null, "updated": "2026-11-20T10:00:00.000+0000"}}))
+                    .collect();
+                let mut page = json!({"issues": issues, "isLast": next.is_none()});
+                if let Some(t) = next {
+                    page["nextPageToken"] = json!(t);
+                }
+                Json(page)
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let reg = registry(
+        None,
+        Some(JiraClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "bot@acme.com",
+            "t",
+        )),
+    );
+    let out = call(
+        &reg,
+        "jira_search",
+        json!({"jql": "project = OPS ORDER BY updated DESC", "max_results": 500}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out["count"], 250);
+    assert_eq!(out["issues"][249]["key"], "OPS-249");
+    let sent = bodies.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[0]["jql"], "project = OPS ORDER BY updated DESC");
+    assert!(sent[0].get("nextPageToken").is_none());
+    assert_eq!(sent[1]["nextPageToken"], "page-2");
+    assert_eq!(sent[2]["nextPageToken"], "page-3");
+    // max_results stops early.
+    let out = call(
+        &reg,
+        "jira_search",
+        json!({"jql": "project = OPS", "max_results": 150}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out["count"], 150);
+}
