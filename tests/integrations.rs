@@ -269,3 +269,103 @@ async fn jira_search_pages_with_next_page_token() {
     .unwrap();
     assert_eq!(out["count"], 150);
 }
+
+#[tokio::test]
+async fn notion_tools_read_pages_blocks_and_databases_and_write_comments() {
+    use axum::extract::Path as UrlPath;
+    let writes = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
+    let (w1, w2) = (writes.clone(), writes.clone());
+    let page = |id: &str| {
+        json!({"object": "page", "id": id, "url": format!("https://www.notion.so/{id}"), "properties": {
+        "Name": {"id": "title", "type": "title", "title": [{"type": "text", "plain_text": "Design doc"}]},
+        "Status": {"id": "s", "type": "status", "status": {"name": "Ready for review"}}}})
+    };
+    let text = |t: &str| json!([{"type": "text", "plain_text": t, "annotations": {"bold": false, "code": false}, "href": null}]);
+    let app = Router::new()
+        .route("/v1/pages/{id}", get(move |UrlPath(id): UrlPath<String>, h: HeaderMap| async move {
+            assert_eq!(h["notion-version"], "2022-06-28");
+            Json(page(&id))
+        }).patch(move |UrlPath(id): UrlPath<String>, Json(b): Json<Value>| {
+            let w = w1.clone();
+            async move {
+                w.lock().unwrap().push((format!("PATCH {id}"), b));
+                Json(page(&id))
+            }
+        }))
+        .route("/v1/blocks/{id}/children", get(move |UrlPath(id): UrlPath<String>, q: Q| async move {
+            let body = match (id.as_str(), q.0.get("start_cursor").map(String::as_str)) {
+                ("p1", None) => json!({"results": [
+                    {"id": "b1", "type": "heading_2", "has_children": false, "heading_2": {"rich_text": text("Problem")}},
+                    {"id": "b2", "type": "bulleted_list_item", "has_children": true, "bulleted_list_item": {"rich_text": text("rotate certs")}}],
+                    "has_more": true, "next_cursor": "c2"}),
+                ("p1", Some("c2")) => json!({"results": [
+                    {"id": "b3", "type": "paragraph", "has_children": false, "paragraph": {"rich_text": text("The end.")}}], "has_more": false, "next_cursor": null}),
+                ("b2", _) => json!({"results": [
+                    {"id": "b4", "type": "to_do", "has_children": false, "to_do": {"rich_text": text("monthly"), "checked": true}}], "has_more": false, "next_cursor": null}),
+                _ => json!({"results": [], "has_more": false}),
+            };
+            Json(body)
+        }))
+        .route("/v1/databases/{id}/query", post(move |UrlPath(id): UrlPath<String>, Json(b): Json<Value>| async move {
+            assert_eq!(id, "db1");
+            assert_eq!(b["filter"]["property"], "Status");
+            Json(json!({"object": "list", "results": [page("p1"), page("p2")], "has_more": false, "next_cursor": null}))
+        }))
+        .route("/v1/comments", post(move |Json(b): Json<Value>| {
+            let w = w2.clone();
+            async move {
+                w.lock().unwrap().push(("comment".into(), b));
+                Json(json!({"object": "comment", "id": "c-1"}))
+            }
+        }));
+    let url = serve(app).await;
+    let http = steward::http::client().unwrap();
+    let mut reg = ToolRegistry::core(http.clone());
+    for t in steward::tools::integrations::notion_tools(Some(
+        steward::integrations::notion::NotionClient::new(http, &url, "secret_x"),
+    )) {
+        reg.register(t);
+    }
+    let p = call(&reg, "notion_get_page", json!({"page_id": "p1"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        p["properties"],
+        json!({"Name": "Design doc", "Status": "Ready for review"})
+    );
+    let md = call(&reg, "notion_read_page", json!({"page_id": "p1"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        md,
+        json!("## Problem\n- rotate certs\n  - [x] monthly\nThe end.\n")
+    );
+    let q = call(&reg, "notion_query_database", json!({"database_id": "db1", "filter": {"property": "Status", "status": {"equals": "Ready for review"}}})).await.unwrap();
+    assert_eq!(q["count"], 2);
+    call(
+        &reg,
+        "notion_add_comment",
+        json!({"page_id": "p1", "text": "Looks good"}),
+    )
+    .await
+    .unwrap();
+    call(
+        &reg,
+        "notion_update_property",
+        json!({"page_id": "p1", "properties": {"Reviewers": {"people": [{"id": "u1"}]}}}),
+    )
+    .await
+    .unwrap();
+    let w = writes.lock().unwrap().clone();
+    assert_eq!(
+        w[0].1,
+        json!({"parent": {"page_id": "p1"}, "rich_text": [{"type": "text", "text": {"content": "Looks good"}}]})
+    );
+    assert_eq!(
+        w[1],
+        (
+            "PATCH p1".to_string(),
+            json!({"properties": {"Reviewers": {"people": [{"id": "u1"}]}}})
+        )
+    );
+}

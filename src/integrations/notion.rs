@@ -79,12 +79,139 @@ impl NotionClient {
 }
 
 impl NotionClient {
+    /// `POST /v1/databases/{id}/query` (one page of results).
+    pub async fn query_database(
+        &self,
+        id: &str,
+        filter: Option<&Value>,
+        cursor: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let mut body = serde_json::json!({"page_size": 100});
+        if let Some(f) = filter {
+            body["filter"] = f.clone();
+        }
+        if let Some(c) = cursor {
+            body["start_cursor"] = serde_json::json!(c);
+        }
+        self.send(
+            reqwest::Method::POST,
+            &format!("/v1/databases/{id}/query"),
+            Some(&body),
+        )
+        .await
+    }
+
+    /// `PATCH /v1/pages/{id}` with new property values (Notion's property JSON).
+    pub async fn update_properties(&self, id: &str, properties: &Value) -> Result<Value, ApiError> {
+        let body = serde_json::json!({"properties": properties});
+        self.send(reqwest::Method::PATCH, &format!("/v1/pages/{id}"), Some(&body))
+            .await
+    }
+
+    /// A page's content as Markdown: blocks paged through `next_cursor` and children
+    /// recursed (to `max_depth` levels, at most `max_blocks` blocks).
+    pub async fn page_markdown(&self, id: &str, max_blocks: usize) -> Result<String, ApiError> {
+        let mut out = String::new();
+        let mut count = 0;
+        self.blocks_markdown(id, 0, &mut out, &mut count, max_blocks)
+            .await?;
+        Ok(out)
+    }
+
+    fn blocks_markdown<'a>(
+        &'a self,
+        id: &'a str,
+        depth: usize,
+        out: &'a mut String,
+        count: &'a mut usize,
+        max_blocks: usize,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut cursor: Option<String> = None;
+            loop {
+                let path = match &cursor {
+                    Some(c) => format!("/v1/blocks/{id}/children?page_size=100&start_cursor={c}"),
+                    None => format!("/v1/blocks/{id}/children?page_size=100"),
+                };
+                let page = self.send(reqwest::Method::GET, &path, None).await?;
+                for block in page["results"].as_array().into_iter().flatten() {
+                    if *count >= max_blocks {
+                        return Ok(());
+                    }
+                    *count += 1;
+                    out.push_str(&"  ".repeat(depth));
+                    out.push_str(&block_markdown(block));
+                    out.push('\n');
+                    if block["has_children"].as_bool() == Some(true)
+                        && depth < 3
+                        && let Some(child) = block["id"].as_str()
+                    {
+                        self.blocks_markdown(child, depth + 1, out, count, max_blocks)
+                            .await?;
+                    }
+                }
+                match page["next_cursor"].as_str() {
+                    Some(c) if page["has_more"].as_bool() == Some(true) => cursor = Some(c.to_string()),
+                    _ => return Ok(()),
+                }
+            }
+        })
+    }
+
     /// `POST /v1/comments` on a page.
     pub async fn add_comment(&self, page_id: &str, text: &str) -> Result<Value, ApiError> {
         let body = serde_json::json!({"parent": {"page_id": page_id},
             "rich_text": [{"type": "text", "text": {"content": text}}]});
         self.send(reqwest::Method::POST, "/v1/comments", Some(&body))
             .await
+    }
+}
+
+fn rich_text(v: &Value) -> String {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let text = t["plain_text"].as_str().unwrap_or_default();
+            let a = &t["annotations"];
+            let text = if a["code"] == true {
+                format!("`{text}`")
+            } else {
+                text.to_string()
+            };
+            let text = if a["bold"] == true {
+                format!("**{text}**")
+            } else {
+                text
+            };
+            match t["href"].as_str() {
+                Some(h) => format!("[{text}]({h})"),
+                None => text,
+            }
+        })
+        .collect()
+}
+
+/// One block as a Markdown line.
+pub fn block_markdown(block: &Value) -> String {
+    let kind = block["type"].as_str().unwrap_or_default();
+    let body = &block[kind];
+    let text = rich_text(&body["rich_text"]);
+    match kind {
+        "heading_1" => format!("# {text}"),
+        "heading_2" => format!("## {text}"),
+        "heading_3" => format!("### {text}"),
+        "bulleted_list_item" => format!("- {text}"),
+        "numbered_list_item" => format!("1. {text}"),
+        "to_do" => format!("- [{}] {text}", if body["checked"] == true { "x" } else { " " }),
+        "quote" => format!("> {text}"),
+        "code" => format!(
+            "```{}\n{text}\n```",
+            body["language"].as_str().unwrap_or_default()
+        ),
+        "divider" => "---".into(),
+        "child_page" => format!("(page: {})", body["title"].as_str().unwrap_or_default()),
+        _ => text,
     }
 }
 

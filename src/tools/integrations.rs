@@ -10,6 +10,7 @@ use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::integrations::ApiError;
 use crate::integrations::github::{GithubClient, PrRef};
 use crate::integrations::jira::JiraClient;
+use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 
 /// Resolves Slack user and channel ids to names for the model, and the model's
@@ -410,6 +411,80 @@ impl Tool for GithubPrState {
     }
 }
 
+fn notion(client: &Option<NotionClient>) -> Result<&NotionClient, ToolError> {
+    client
+        .as_ref()
+        .ok_or_else(|| ToolError::Model("Notion is not configured (set NOTION_TOKEN)".into()))
+}
+
+/// The Notion tools.
+pub fn notion_tools(client: Option<NotionClient>) -> Vec<Arc<dyn Tool>> {
+    let dir = Arc::new(Directory::default());
+    let id = json!({"type": "string", "minLength": 1});
+    let api =
+        |name: &str, description: &str, params: Value, effect: Effect, kind: ApiKind| -> Arc<dyn Tool> {
+            Arc::new(Api {
+                spec: spec(name, description, params, effect),
+                kind,
+                dir: dir.clone(),
+            })
+        };
+    vec![
+        api(
+            "notion_get_page",
+            "Get a Notion page's title, URL and properties (as text).",
+            json!({"type": "object", "properties": {"page_id": id}, "required": ["page_id"], "additionalProperties": false}),
+            Effect::ReadOnly,
+            ApiKind::NotionPage(client.clone()),
+        ),
+        api(
+            "notion_read_page",
+            "Read a Notion page's content as Markdown (nested blocks included).",
+            json!({"type": "object", "properties": {"page_id": id}, "required": ["page_id"], "additionalProperties": false}),
+            Effect::ReadOnly,
+            ApiKind::NotionContent(client.clone()),
+        ),
+        api(
+            "notion_query_database",
+            "Query a Notion database, optionally with a Notion filter object; returns pages with their properties as text.",
+            json!({"type": "object", "properties": {"database_id": id, "filter": {"type": "object"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 500}},
+                   "required": ["database_id"], "additionalProperties": false}),
+            Effect::ReadOnly,
+            ApiKind::NotionQuery(client.clone()),
+        ),
+        api(
+            "notion_add_comment",
+            "Add a comment to a Notion page.",
+            json!({"type": "object", "properties": {"page_id": id, "text": {"type": "string", "minLength": 1}}, "required": ["page_id", "text"], "additionalProperties": false}),
+            Effect::SideEffecting,
+            ApiKind::NotionComment(client.clone()),
+        ),
+        api(
+            "notion_update_property",
+            "Set properties of a Notion page; `properties` uses Notion's property value JSON, e.g. {\"Reviewers\": {\"people\": [{\"id\": \"...\"}]}}.",
+            json!({"type": "object", "properties": {"page_id": id, "properties": {"type": "object"}}, "required": ["page_id", "properties"], "additionalProperties": false}),
+            Effect::SideEffecting,
+            ApiKind::NotionUpdate(client),
+        ),
+    ]
+}
+
+/// A page with its properties flattened to text.
+fn page_out(page: &Value) -> Value {
+    let props: serde_json::Map<String, Value> = page["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| {
+            (
+                k.clone(),
+                json!(crate::integrations::notion::property_text(page, k)),
+            )
+        })
+        .collect();
+    json!({"id": page["id"], "url": page["url"], "properties": props})
+}
+
 fn jira(client: &Option<JiraClient>) -> Result<&JiraClient, ToolError> {
     client.as_ref().ok_or_else(|| {
         ToolError::Model("Jira is not configured (set JIRA_BASE_URL, JIRA_EMAIL, JIRA_API_TOKEN)".into())
@@ -417,6 +492,11 @@ fn jira(client: &Option<JiraClient>) -> Result<&JiraClient, ToolError> {
 }
 
 enum ApiKind {
+    NotionPage(Option<NotionClient>),
+    NotionContent(Option<NotionClient>),
+    NotionQuery(Option<NotionClient>),
+    NotionComment(Option<NotionClient>),
+    NotionUpdate(Option<NotionClient>),
     SlackPermalink(Option<SlackClient>),
     SlackUser(Option<SlackClient>),
     SlackChannel(Option<SlackClient>),
@@ -464,6 +544,48 @@ impl Tool for Api {
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let s = |k: &str| args[k].as_str().unwrap_or_default().to_string();
         match &self.kind {
+            ApiKind::NotionPage(c) => Ok(ToolOutput::json(page_out(
+                &notion(c)?.get_page(&s("page_id")).await.map_err(api_err)?,
+            ))),
+            ApiKind::NotionContent(c) => Ok(ToolOutput::text(
+                notion(c)?
+                    .page_markdown(&s("page_id"), 2_000)
+                    .await
+                    .map_err(api_err)?,
+            )),
+            ApiKind::NotionQuery(c) => {
+                let client = notion(c)?;
+                let want = args["max_results"].as_u64().unwrap_or(100) as usize;
+                let mut pages = Vec::new();
+                let mut cursor: Option<String> = None;
+                loop {
+                    let page = client
+                        .query_database(&s("database_id"), args.get("filter"), cursor.as_deref())
+                        .await
+                        .map_err(api_err)?;
+                    pages.extend(page["results"].as_array().into_iter().flatten().map(page_out));
+                    cursor = page["next_cursor"].as_str().map(str::to_string);
+                    if page["has_more"].as_bool() != Some(true) || cursor.is_none() || pages.len() >= want {
+                        break;
+                    }
+                }
+                pages.truncate(want);
+                Ok(ToolOutput::json(json!({"pages": pages, "count": pages.len()})))
+            }
+            ApiKind::NotionComment(c) => {
+                let raw = notion(c)?
+                    .add_comment(&s("page_id"), &s("text"))
+                    .await
+                    .map_err(api_err)?;
+                Ok(ToolOutput::json(json!({"ok": true, "id": raw["id"]})))
+            }
+            ApiKind::NotionUpdate(c) => {
+                let raw = notion(c)?
+                    .update_properties(&s("page_id"), &args["properties"])
+                    .await
+                    .map_err(api_err)?;
+                Ok(ToolOutput::json(page_out(&raw)))
+            }
             ApiKind::SlackPermalink(c) => {
                 let raw = slack(c)?
                     .get(
@@ -569,6 +691,18 @@ impl Tool for Api {
 
     async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
         Ok(ToolOutput::json(match &self.kind {
+            ApiKind::NotionPage(_) | ApiKind::NotionUpdate(_) => {
+                json!({"id": args["page_id"], "url": "https://www.notion.so/Design-doc-153104cd477e809d8dc4ff2d96ae3090",
+                "properties": {"Name": "Design doc", "Status": "Ready for review", "Reviewers": ""}})
+            }
+            ApiKind::NotionContent(_) => json!(
+                "# Design doc\n## Problem\nLogins fail after certificate rotation.\n- rotate monthly\n- alert 14 days before expiry"
+            ),
+            ApiKind::NotionQuery(_) => {
+                json!({"pages": [{"id": "153104cd-477e-809d-8dc4-ff2d96ae3090", "url": "https://www.notion.so/Design-doc-153104cd",
+                "properties": {"Name": "Design doc", "Status": "Ready for review"}}], "count": 1})
+            }
+            ApiKind::NotionComment(_) => json!({"ok": true, "id": "249911a1-0f1e-4b2d-8e1f-6c6b5b5a0c01"}),
             ApiKind::SlackPermalink(_) => {
                 json!({"permalink": format!("https://example.slack.com/archives/{}/p{}", args["channel"].as_str().unwrap_or("C0"), args["ts"].as_str().unwrap_or("0").replace('.', ""))})
             }

@@ -27,8 +27,13 @@ impl ToolRegistry {
         for tool in super::integrations::integration_tools_with(
             crate::integrations::slack::SlackClient::from_env(http.clone()),
             crate::integrations::github::GithubClient::from_env(http.clone()),
-            crate::integrations::jira::JiraClient::from_env(http),
+            crate::integrations::jira::JiraClient::from_env(http.clone()),
         ) {
+            r.register(tool);
+        }
+        for tool in
+            super::integrations::notion_tools(crate::integrations::notion::NotionClient::from_env(http))
+        {
             r.register(tool);
         }
         r
