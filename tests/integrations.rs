@@ -369,3 +369,105 @@ async fn notion_tools_read_pages_blocks_and_databases_and_write_comments() {
         )
     );
 }
+
+#[tokio::test]
+async fn slack_files_become_virtual_files_within_the_cap() {
+    use support::*;
+    let downloads = Arc::new(AtomicU32::new(0));
+    let d = downloads.clone();
+    let app = Router::new().route(
+        "/files/{name}",
+        get(
+            move |axum::extract::Path(name): axum::extract::Path<String>, h: HeaderMap| {
+                let d = d.clone();
+                async move {
+                    assert_eq!(h["authorization"], "Bearer xoxb-test");
+                    d.fetch_add(1, Ordering::SeqCst);
+                    match name.as_str() {
+                        "notes.txt" => "deploy at 14:00, owner Ana".to_string(),
+                        _ => "x".repeat(5000),
+                    }
+                }
+            },
+        ),
+    );
+    let url = serve(app).await;
+    let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
+    let payload = |files: Value| {
+        json!({"type": "event_callback", "event_id": "EvF1", "team_id": "T1",
+               "event": {"type": "message", "subtype": "file_share", "channel": "C0HELP", "channel_type": "channel", "user": "U1",
+                         "text": "see attached", "ts": "1700000000.000100", "files": files}})
+    };
+    let files = json!([
+        {"id": "F1", "name": "notes.txt", "mimetype": "text/plain", "size": 26, "url_private_download": format!("{url}/files/notes.txt")},
+        {"id": "F2", "name": "huge.mov", "mimetype": "video/quicktime", "size": 31457280, "url_private_download": format!("{url}/files/huge.mov")},
+        {"id": "F3", "name": "liar.txt", "mimetype": "text/plain", "size": 10, "url_private_download": format!("{url}/files/liar.txt")}
+    ]);
+    let steward::triggers::slack::SlackPayload::Event { event, .. } =
+        steward::triggers::slack::parse(&payload(files), None).unwrap()
+    else {
+        panic!()
+    };
+    let outputs = steward::run::reply::Outputs {
+        slack: Some(slack.clone()),
+        ..Default::default()
+    };
+    let (got, notes) = steward::run::attachments::fetch(&outputs, &event, 1000).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (
+            got[0].name.as_str(),
+            got[0].mime.as_str(),
+            got[0].content.as_slice()
+        ),
+        (
+            "notes.txt",
+            "text/plain",
+            b"deploy at 14:00, owner Ana".as_slice()
+        )
+    );
+    assert_eq!(
+        notes[0],
+        "file huge.mov (31457280 bytes) was not loaded: it is over the 1000-byte attachment cap."
+    );
+    assert!(
+        notes[1].contains("liar.txt could not be loaded")
+            && notes[1].contains("larger than the 1000-byte attachment cap"),
+        "{}",
+        notes[1]
+    );
+    assert_eq!(
+        downloads.load(Ordering::SeqCst),
+        2,
+        "the 30 MB file was never downloaded"
+    );
+
+    // A whole run: the file is a virtual file, preloaded; the refusal is explained.
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("noted")));
+    let (_d, mut r) = runner(
+        providers(Some(&fake), None),
+        ToolRegistry::core(steward::http::client().unwrap()),
+        false,
+    )
+    .await;
+    r.outputs = Arc::new(outputs);
+    let agent = steward::config::AgentConfig::new(
+        "a",
+        steward::config::ModelRef::parse("openai/gpt-4.1").unwrap(),
+        "Help.",
+        vec![],
+    );
+    let mut a = agent.clone();
+    a.output.reply = false;
+    r.run(&a, &event, None, CancellationToken::new()).await.unwrap();
+    let opening = fake.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        opening.contains("[steward: f_1 notes.txt (in full of 26 bytes):]\ndeploy at 14:00, owner Ana"),
+        "{opening}"
+    );
+    assert!(opening.contains("[steward: file huge.mov (31457280 bytes) was not loaded: it is over the 20971520-byte attachment cap.]"), "{opening}");
+}

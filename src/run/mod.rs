@@ -4,6 +4,7 @@
 //! "Every agent is a subagent": top-level runs and subagent calls go through
 //! [`Runner::run`] with different configs.
 
+pub mod attachments;
 pub mod compaction;
 pub mod context;
 pub mod inputs;
@@ -212,7 +213,12 @@ impl Runner {
             ),
         });
         let mut attachments = files.list();
-        for a in &trigger.attachments {
+        let (fetched, attachment_notes) =
+            attachments::fetch(&self.outputs, trigger, attachments::cap()).await;
+        for note in &attachment_notes {
+            recorder.event("attachment_refused", json!({"note": note}));
+        }
+        for a in trigger.attachments.iter().chain(&fetched) {
             let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
             recorder.event(
                 "file_added",
@@ -303,8 +309,14 @@ impl Runner {
                     ..llm::LoopOutcome::empty()
                 },
                 (Ok(chain), Ok(required)) => {
-                    let opening =
-                        inputs::opening_message(&files, agent, trigger.to_prompt(), &attachments).await?;
+                    let mut prompt = trigger.to_prompt();
+                    for note in &attachment_notes {
+                        prompt.push_str(&format!(
+                            "
+[steward: {note}]"
+                        ));
+                    }
+                    let opening = inputs::opening_message(&files, agent, prompt, &attachments).await?;
                     let run = llm::LlmRun {
                         agent,
                         chain: &chain,

@@ -117,6 +117,14 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Strin
         (None, Some(t)) if !private => one_line(t, 120),
         _ => format!("{kind} in {channel}"),
     };
+    // Files shared with the message: fetched (with the bot token) when the run starts.
+    let files: Vec<Value> = ev["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| json!({"id": f["id"], "name": f["name"], "mimetype": f["mimetype"], "size": f["size"],
+                        "url_private_download": f["url_private_download"].as_str().or(f["url_private"].as_str())}))
+        .collect();
     let event = TriggerEvent {
         source: "slack".into(),
         kind: kind.clone(),
@@ -124,7 +132,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Strin
         text,
         payload: json!({
             "event_id": event_id, "type": kind, "channel": channel, "channel_type": channel_type,
-            "user": user, "ts": ts, "thread_ts": thread_ts, "reaction": reaction, "team": team,
+            "user": user, "ts": ts, "thread_ts": thread_ts, "reaction": reaction, "team": team, "files": files,
         }),
         private,
         origin: Origin::Slack {

@@ -1,0 +1,61 @@
+//! Files that came with a trigger (Slack files) fetched as the run starts, with a size
+//! cap; what could not be fetched is explained to the model instead.
+
+use serde_json::Value;
+
+use super::TriggerEvent;
+use super::reply::Outputs;
+use crate::files::{NewFile, mime};
+
+/// Default attachment cap: 20 MB (`STEWARD_MAX_ATTACHMENT_BYTES` overrides).
+pub const DEFAULT_CAP: u64 = 20 * 1024 * 1024;
+
+/// The cap in effect.
+pub fn cap() -> u64 {
+    std::env::var("STEWARD_MAX_ATTACHMENT_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_CAP)
+}
+
+/// Downloads the Slack files listed in the trigger's payload. Returns the files and one
+/// note per file that was refused or failed.
+pub async fn fetch(outputs: &Outputs, trigger: &TriggerEvent, cap: u64) -> (Vec<NewFile>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    let listed: Vec<Value> = trigger.payload["files"].as_array().cloned().unwrap_or_default();
+    if trigger.source != "slack" || listed.is_empty() {
+        return (files, notes);
+    }
+    let Some(client) = &outputs.slack else {
+        notes.push(format!(
+            "{} Slack file(s) were shared but SLACK_BOT_TOKEN is not set, so they were not loaded.",
+            listed.len()
+        ));
+        return (files, notes);
+    };
+    for f in listed {
+        let name = f["name"].as_str().unwrap_or("file").to_string();
+        let size = f["size"].as_u64().unwrap_or(0);
+        if size > cap {
+            notes.push(format!(
+                "file {name} ({size} bytes) was not loaded: it is over the {cap}-byte attachment cap."
+            ));
+            continue;
+        }
+        let Some(url) = f["url_private_download"].as_str() else {
+            continue;
+        };
+        match client.download(url, cap).await {
+            Ok(content) => {
+                let declared = f["mimetype"]
+                    .as_str()
+                    .filter(|m| !m.is_empty() && *m != "application/octet-stream");
+                let mime = declared.unwrap_or_else(|| mime::from_name(&name)).to_string();
+                files.push(NewFile { name, mime, content });
+            }
+            Err(e) => notes.push(format!("file {name} could not be loaded: {e}")),
+        }
+    }
+    (files, notes)
+}
