@@ -471,3 +471,87 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     );
     assert!(opening.contains("[steward: file huge.mov (31457280 bytes) was not loaded: it is over the 20971520-byte attachment cap.]"), "{opening}");
 }
+
+#[tokio::test]
+async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
+    use support::*;
+    let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let u = up.clone();
+    let app = Router::new().route(
+        "/v1/blocks/{id}/children",
+        get(move |axum::extract::Path(id): axum::extract::Path<String>| {
+            let u = u.clone();
+            async move {
+                assert_eq!(id.replace('-', ""), "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6");
+                if !u.load(Ordering::SeqCst) {
+                    return (StatusCode::BAD_GATEWAY, Json(json!({"object": "error", "message": "upstream down"}))).into_response();
+                }
+                Json(json!({"results": [{"id": "b1", "type": "paragraph", "has_children": false,
+                    "paragraph": {"rich_text": [{"type": "text", "plain_text": "You triage support requests from Notion.", "annotations": {}, "href": null}]}}],
+                    "has_more": false})).into_response()
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    std::fs::write(
+        dir.path().join("agents/triage.yaml"),
+        "model: openai/gpt-4.1\nprompt: notion:1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6\n",
+    )
+    .unwrap();
+    let config =
+        steward::config::Config::load(dir.path(), &Default::default()).unwrap_or_else(|d| panic!("{d}"));
+    let agent = config.agent("triage").unwrap();
+    assert_eq!(
+        agent.prompt.as_ref().unwrap().url.as_deref(),
+        Some("https://www.notion.so/1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6")
+    );
+
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("ok")));
+    let (_d, mut r) = runner(
+        providers(Some(&fake), None),
+        ToolRegistry::core(steward::http::client().unwrap()),
+        false,
+    )
+    .await;
+    r.outputs = Arc::new(steward::run::reply::Outputs {
+        notion: Some(steward::integrations::notion::NotionClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "secret_x",
+        )),
+        prompts: Arc::new(steward::run::prompts::PromptCache::with_ttl(
+            std::time::Duration::ZERO,
+        )),
+        ..Default::default()
+    });
+    let t = steward::run::TriggerEvent::from_cli(json!({"text": "hi"}));
+    r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
+    let system = |i: usize| {
+        fake.requests()[i].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(system(0).starts_with("You triage support requests from Notion."));
+    // Notion is down: the last good copy is used.
+    up.store(false, Ordering::SeqCst);
+    let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.status, steward::store::RunStatus::Succeeded);
+    assert!(system(1).starts_with("You triage support requests from Notion."));
+    // With no copy at all the run cannot start, with a clear error.
+    let mut fresh = (*r.outputs).clone();
+    fresh.prompts = Arc::new(steward::run::prompts::PromptCache::default());
+    r.outputs = Arc::new(fresh);
+    let err = r
+        .run(&agent, &t, None, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot load the prompt from Notion page 1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6"),
+        "{err}"
+    );
+}

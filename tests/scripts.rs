@@ -460,6 +460,7 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
         jira: Some(jira),
         notion: None,
         prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
+        ..Default::default()
     });
 
     // The :jira: reaction, as Slack delivers it.

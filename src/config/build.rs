@@ -190,6 +190,24 @@ fn build_prompt(
         }
         return None;
     };
+    // `notion:<page-id>`: owners edit the prompt live in Notion; it is fetched at run time.
+    if let Some(page) = path.strip_prefix("notion:") {
+        let page = page.trim();
+        if page.len() < 32 || !page.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            diags.push(src.error_at(
+                "prompt",
+                None,
+                format!("invalid Notion page id '{page}', expected 32 hex digits"),
+            ));
+            return None;
+        }
+        let bare = page.replace('-', "");
+        return Some(Prompt {
+            path: path.to_string(),
+            text: String::new(),
+            url: url.or_else(|| Some(format!("https://www.notion.so/{bare}"))),
+        });
+    }
     match std::fs::read_to_string(root.join(path)) {
         Ok(text) if text.trim().is_empty() => {
             diags.push(src.error_at("prompt", None, format!("prompt file '{path}' is empty")));

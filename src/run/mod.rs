@@ -9,6 +9,7 @@ pub mod compaction;
 pub mod context;
 pub mod inputs;
 pub mod llm;
+pub mod prompts;
 pub mod recorder;
 pub mod reply;
 pub mod report;
@@ -112,6 +113,8 @@ pub enum RunError {
     Files(String),
     #[error("run {0} is not queued (another worker took it)")]
     NotQueued(String),
+    #[error("{0}")]
+    Prompt(String),
 }
 
 impl Runner {
@@ -138,6 +141,14 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        // Prompts hosted in Notion are fetched (or taken from the cache) first.
+        let resolved = self
+            .outputs
+            .prompts
+            .resolve(agent, self.outputs.notion.as_ref())
+            .await
+            .map_err(RunError::Prompt)?;
+        let agent = resolved.as_ref().unwrap_or(agent);
         let run_id = match &lineage.existing_run {
             Some(id) => id.clone(),
             None => {

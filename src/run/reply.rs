@@ -20,6 +20,8 @@ pub struct Outputs {
     /// Prefix turning a prompt's repository path into a link, e.g.
     /// `https://github.com/acme/steward/blob/main/` (`STEWARD_PROMPT_BASE_URL`).
     pub prompt_base_url: Option<String>,
+    /// Notion-hosted prompts, cached.
+    pub prompts: std::sync::Arc<super::prompts::PromptCache>,
 }
 
 impl Outputs {
@@ -31,6 +33,7 @@ impl Outputs {
             prompt_base_url: std::env::var("STEWARD_PROMPT_BASE_URL")
                 .ok()
                 .filter(|v| !v.is_empty()),
+            prompts: Default::default(),
         }
     }
 
