@@ -555,3 +555,110 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn jira_issue_and_attachments_become_files() {
+    use axum::extract::Path as UrlPath;
+    let app = Router::new()
+        .route("/rest/api/3/issue/{key}", get(|UrlPath(key): UrlPath<String>, h: HeaderMap| async move {
+            assert_eq!(h["authorization"], "Basic Ym90QGFjbWUuY29tOnQ=");
+            Json(json!({"id": "10002", "key": key, "fields": {
+                "summary": "Gateway down", "status": {"name": "To Do"}, "issuetype": {"name": "Incident"},
+                "reporter": {"displayName": "Ana"}, "assignee": null,
+                "description": {"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [{"type": "text", "text": "See the log."}]}]},
+                "comment": {"comments": [{"author": {"displayName": "Bo"}, "created": "2026-11-20T10:00:00.000+0000", "body": "On it"}]},
+                "attachment": [{"id": "10001", "filename": "gateway.log", "size": 48, "mimeType": "text/plain"}]}}))
+        }))
+        .route("/rest/api/3/attachment/content/{id}", get(|UrlPath(id): UrlPath<String>| async move {
+            assert_eq!(id, "10001");
+            "09:00 ERROR certificate expired\n09:01 ERROR retry\n"
+        }))
+        .route("/rest/api/3/issue/NOPE-1", get(|| async { (StatusCode::NOT_FOUND, Json(json!({"errorMessages": ["Issue does not exist or you do not have permission to see it."], "errors": {}}))) }));
+    let url = serve(app).await;
+    let reg = registry(
+        None,
+        Some(JiraClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "bot@acme.com",
+            "t",
+        )),
+    );
+    let issue = call(&reg, "jira_get_issue", json!({"key": "OPS-7"}))
+        .await
+        .unwrap();
+    assert_eq!(issue["description"], "See the log.");
+    assert_eq!(issue["comments"][0]["body"], "On it");
+    assert_eq!(
+        issue["attachments"][0],
+        json!({"id": "10001", "filename": "gateway.log", "size": 48, "mime": "text/plain"})
+    );
+    let err = call(&reg, "jira_get_issue", json!({"key": "NOPE-1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "jira GET /rest/api/3/issue/NOPE-1: Issue does not exist or you do not have permission to see it."
+    );
+    // Downloading puts the attachment in the run's files.
+    let c = ctx();
+    let allowed: Vec<String> = reg.names().into_iter().collect();
+    let out = reg
+        .invoke(
+            &allowed,
+            "jira_get_attachment",
+            &json!({"id": "10001", "filename": "gateway.log"}).to_string(),
+            &c,
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.to_model_text()
+            .starts_with("Downloaded into f_1 gateway.log (text/plain, 50 bytes"),
+        "{}",
+        out.to_model_text()
+    );
+    let (_, content) = c.files.get("f_1").unwrap();
+    assert_eq!(
+        content.as_slice(),
+        b"09:00 ERROR certificate expired\n09:01 ERROR retry\n"
+    );
+}
+
+#[tokio::test]
+async fn a_posted_reply_counts_as_a_side_effect_for_crash_recovery() {
+    use steward::store::{NewRun, SqliteStore, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    store
+        .create_run(&NewRun {
+            id: "r1".into(),
+            agent: "a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!store.has_side_effects("r1").await.unwrap());
+    store
+        .append_event(
+            "r1",
+            "tool_call",
+            &json!({"name": "current_time", "side_effect": false}),
+        )
+        .await
+        .unwrap();
+    assert!(!store.has_side_effects("r1").await.unwrap());
+    store
+        .append_event(
+            "r1",
+            "reply",
+            &json!({"destination": {"slack": "C1"}, "side_effect": true}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        store.has_side_effects("r1").await.unwrap(),
+        "a run that replied must not be re-run after a crash"
+    );
+}

@@ -215,6 +215,25 @@ pub fn integration_tools_with(
             ),
             kind: ApiKind::SlackPost(slack.clone()),
         }),
+        api(
+            spec(
+                "jira_get_issue",
+                "Get a Jira issue: summary, status, type, reporter, assignee, description (as text), comments and attachments (id, filename, size, mime).",
+                json!({"type": "object", "properties": {"key": {"type": "string", "minLength": 1}}, "required": ["key"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            ApiKind::JiraGet(jira.clone()),
+        ),
+        api(
+            spec(
+                "jira_get_attachment",
+                "Download a Jira attachment by id into a virtual file of this run; returns the file id (read it with the file tools).",
+                json!({"type": "object", "properties": {"id": {"type": "string", "minLength": 1}, "filename": {"type": "string"}},
+                       "required": ["id"], "additionalProperties": false}),
+                Effect::ReadOnly,
+            ),
+            ApiKind::JiraAttachment(jira.clone()),
+        ),
         Arc::new(Api {
             dir: dir.clone(),
             spec: spec(
@@ -492,6 +511,8 @@ fn jira(client: &Option<JiraClient>) -> Result<&JiraClient, ToolError> {
 }
 
 enum ApiKind {
+    JiraGet(Option<JiraClient>),
+    JiraAttachment(Option<JiraClient>),
     NotionPage(Option<NotionClient>),
     NotionContent(Option<NotionClient>),
     NotionQuery(Option<NotionClient>),
@@ -544,6 +565,41 @@ impl Tool for Api {
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let s = |k: &str| args[k].as_str().unwrap_or_default().to_string();
         match &self.kind {
+            ApiKind::JiraGet(c) => {
+                let raw = jira(c)?.get_issue(&s("key")).await.map_err(api_err)?;
+                let f = &raw["fields"];
+                let text = crate::triggers::adf::field_text;
+                let comments: Vec<Value> = f["comment"]["comments"].as_array().into_iter().flatten()
+                    .map(|c| json!({"author": c["author"]["displayName"], "created": c["created"], "body": text(&c["body"])})).collect();
+                let attachments: Vec<Value> = f["attachment"].as_array().into_iter().flatten()
+                    .map(|a| json!({"id": a["id"], "filename": a["filename"], "size": a["size"], "mime": a["mimeType"]})).collect();
+                Ok(ToolOutput::json(
+                    json!({"key": raw["key"], "summary": f["summary"], "status": f["status"]["name"],
+                    "type": f["issuetype"]["name"], "reporter": f["reporter"]["displayName"], "assignee": f["assignee"]["displayName"],
+                    "description": text(&f["description"]), "comments": comments, "attachments": attachments}),
+                ))
+            }
+            ApiKind::JiraAttachment(c) => {
+                let content = jira(c)?
+                    .attachment(&s("id"), crate::run::attachments::cap())
+                    .await
+                    .map_err(api_err)?;
+                let name = args["filename"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("jira-attachment-{}", s("id")));
+                let file = crate::files::NewFile {
+                    mime: crate::files::mime::from_name(&name).to_string(),
+                    name,
+                    content,
+                };
+                let meta = ctx
+                    .files
+                    .add(file, crate::files::FileSource::Attachment, None)
+                    .await
+                    .map_err(|e| ToolError::Fatal(e.to_string()))?;
+                Ok(ToolOutput::text(format!("Downloaded into {}", meta.describe())))
+            }
             ApiKind::NotionPage(c) => Ok(ToolOutput::json(page_out(
                 &notion(c)?.get_page(&s("page_id")).await.map_err(api_err)?,
             ))),
@@ -689,8 +745,36 @@ impl Tool for Api {
         }
     }
 
-    async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        if let ApiKind::JiraAttachment(_) = &self.kind {
+            // A realistic attachment: a small log, stored as a real virtual file.
+            let log: String = (0..40)
+                .map(|i| {
+                    format!(
+                        "2026-01-05T09:{i:02}:00Z gateway ERROR certificate expired for gateway.internal\n"
+                    )
+                })
+                .collect();
+            let name = args["filename"].as_str().unwrap_or("gateway.log").to_string();
+            let file = crate::files::NewFile {
+                mime: crate::files::mime::from_name(&name).to_string(),
+                name,
+                content: log.into_bytes(),
+            };
+            let meta = ctx
+                .files
+                .add(file, crate::files::FileSource::Attachment, None)
+                .await
+                .map_err(|e| ToolError::Fatal(e.to_string()))?;
+            return Ok(ToolOutput::text(format!("Downloaded into {}", meta.describe())));
+        }
         Ok(ToolOutput::json(match &self.kind {
+            ApiKind::JiraGet(_) => {
+                json!({"key": args["key"], "summary": "Gateway certificate expired", "status": "In Progress", "type": "Incident",
+                "reporter": "Ana Lee", "assignee": "Bo Chen", "description": "All logins fail since 09:00.", "comments": [],
+                "attachments": [{"id": "10001", "filename": "gateway.log", "size": 2048, "mime": "text/plain"}]})
+            }
+            ApiKind::JiraAttachment(_) => Value::Null,
             ApiKind::NotionPage(_) | ApiKind::NotionUpdate(_) => {
                 json!({"id": args["page_id"], "url": "https://www.notion.so/Design-doc-153104cd477e809d8dc4ff2d96ae3090",
                 "properties": {"Name": "Design doc", "Status": "Ready for review", "Reviewers": ""}})
