@@ -474,6 +474,17 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
     );
     let runs = h.finished_runs(1).await;
     assert_eq!(runs[0].agent, "notion-review");
+    // `steward notion-token` prints the stored token for Notion's Verify step.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .arg("notion-token")
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", h.dir.path().join("steward.db").display()),
+        )
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), token);
     // Replacing the token needs a signature from the current one.
     assert_eq!(
         h.send(notion_request(

@@ -91,6 +91,8 @@ enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// Print the Notion webhook verification token Notion sent (to paste into Notion).
+    NotionToken,
 }
 
 #[derive(Subcommand, Debug)]
@@ -159,6 +161,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Skills {
             command: SkillsCommand::List,
         } => skills_list(&root),
+        Command::NotionToken => {
+            let store = open_store(&cli.database_url).await?;
+            match store
+                .get_setting(crate::server::handlers::NOTION_TOKEN_KEY)
+                .await?
+            {
+                Some(token) => {
+                    println!("{token}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => {
+                    bail!("no Notion verification token yet: create the webhook subscription in Notion first")
+                }
+            }
+        }
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
             match command {
