@@ -71,31 +71,17 @@ impl GithubClient {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let (status, _, value) = super::send_json(SERVICE, &path, req).await?;
+        let (status, headers, value) = super::send_json(SERVICE, &path, req).await?;
         if status.is_success() {
             return Ok(value);
         }
-        if status.as_u16() == 429
-            || (status.as_u16() == 403
-                && value["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("rate limit")))
-        {
-            return Err(ApiError::RateLimited {
-                service: SERVICE,
-                method: path,
-                retry_after_secs: 60,
-            });
-        }
-        let message = value["message"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("HTTP {status}"));
-        Err(ApiError::Api {
-            service: SERVICE,
-            method: path,
-            message,
-        })
+        let message = value["message"].as_str().map(str::to_string);
+        // GitHub reports an exhausted rate limit as 403 with a message saying so.
+        let limited = status.as_u16() == 429
+            || (status.as_u16() == 403 && message.as_deref().is_some_and(|m| m.contains("rate limit")));
+        Err(super::failure(
+            SERVICE, path, status, &headers, limited, 60, message,
+        ))
     }
 }
 

@@ -57,16 +57,9 @@ impl JiraClient {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let (status, _, value) = super::send_json(SERVICE, &what, req).await?;
+        let (status, headers, value) = super::send_json(SERVICE, &what, req).await?;
         if status.is_success() {
             return Ok(value);
-        }
-        if status.as_u16() == 429 {
-            return Err(ApiError::RateLimited {
-                service: SERVICE,
-                method: what,
-                retry_after_secs: 5,
-            });
         }
         let mut parts: Vec<String> = value["errorMessages"]
             .as_array()
@@ -81,16 +74,16 @@ impl JiraClient {
                     .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default())),
             );
         }
-        let message = if parts.is_empty() {
-            format!("HTTP {status}")
-        } else {
-            parts.join("; ")
-        };
-        Err(ApiError::Api {
-            service: SERVICE,
-            method: what,
+        let message = (!parts.is_empty()).then(|| parts.join("; "));
+        Err(super::failure(
+            SERVICE,
+            what,
+            status,
+            &headers,
+            status.as_u16() == 429,
+            5,
             message,
-        })
+        ))
     }
 
     pub async fn get_issue(&self, key: &str) -> Result<Value, ApiError> {

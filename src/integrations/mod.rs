@@ -52,3 +52,34 @@ pub(crate) async fn send_json(
     let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
     Ok((status, headers, value))
 }
+
+/// Maps a non-2xx answer: a rate limit becomes [`ApiError::RateLimited`] (waiting the
+/// server's `Retry-After`, else `default_wait` seconds); anything else becomes
+/// [`ApiError::Api`] with the service's own message, or the status.
+pub(crate) fn failure(
+    service: &'static str,
+    what: String,
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    rate_limited: bool,
+    default_wait: u64,
+    message: Option<String>,
+) -> ApiError {
+    if rate_limited {
+        let wait = headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default_wait);
+        return ApiError::RateLimited {
+            service,
+            method: what,
+            retry_after_secs: wait,
+        };
+    }
+    ApiError::Api {
+        service,
+        method: what,
+        message: message.unwrap_or_else(|| format!("HTTP {status}")),
+    }
+}

@@ -49,26 +49,20 @@ impl NotionClient {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let (status, _, value) = super::send_json(SERVICE, &what, req).await?;
+        let (status, headers, value) = super::send_json(SERVICE, &what, req).await?;
         if status.is_success() {
             return Ok(value);
         }
-        if status.as_u16() == 429 {
-            return Err(ApiError::RateLimited {
-                service: SERVICE,
-                method: what,
-                retry_after_secs: 1,
-            });
-        }
-        let message = value["message"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("HTTP {status}"));
-        Err(ApiError::Api {
-            service: SERVICE,
-            method: what,
+        let message = value["message"].as_str().map(str::to_string);
+        Err(super::failure(
+            SERVICE,
+            what,
+            status,
+            &headers,
+            status.as_u16() == 429,
+            1,
             message,
-        })
+        ))
     }
 
     /// `GET /v1/pages/{id}`.
