@@ -72,6 +72,9 @@ enum Command {
         /// Use every tool's mock instead of the real implementation.
         #[arg(long)]
         mock_tools: bool,
+        /// Use the mock of this tool only (repeatable), e.g. --mock slack_post_message.
+        #[arg(long = "mock")]
+        mock: Vec<String>,
         /// Print the whole run record as JSON.
         #[arg(long)]
         json: bool,
@@ -118,6 +121,12 @@ enum RunsCommand {
     },
 }
 
+/// Which tools a CLI run mocks.
+struct Mocks {
+    all: bool,
+    only: Vec<String>,
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     crate::config::duration::parse_duration(text)
 }
@@ -154,9 +163,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             agent,
             event,
             mock_tools,
+            mock,
             json,
             files,
-        } => run(&root, &cli.database_url, &agent, &event, &files, mock_tools, json).await,
+        } => {
+            let mocks = Mocks {
+                all: mock_tools,
+                only: mock,
+            };
+            run(&root, &cli.database_url, &agent, &event, &files, mocks, json).await
+        }
         Command::Serve { addr, grace } => serve(&root, &cli.database_url, addr, grace).await,
         Command::Skills {
             command: SkillsCommand::List,
@@ -286,10 +302,12 @@ async fn run(
     agent: &str,
     event: &str,
     attach: &[PathBuf],
-    mock_tools: bool,
+    mocks: Mocks,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let tools = tools()?;
+    let mut tools = tools()?;
+    tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
+    let mock_tools = mocks.all;
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
     let config = load_config(root, &tools, &skills)?;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;

@@ -13,6 +13,8 @@ use crate::provider::ToolDef;
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Tools that always use their mock (per-tool `--mock`), whatever the run asks.
+    mocked: BTreeSet<String>,
 }
 
 impl ToolRegistry {
@@ -58,6 +60,15 @@ impl ToolRegistry {
     /// Adds a tool, replacing any with the same name.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    /// Makes `names` always use their mocks; unknown names are returned as an error.
+    pub fn mock_only(&mut self, names: &[String]) -> Result<(), String> {
+        if let Some(unknown) = names.iter().find(|n| !self.tools.contains_key(*n)) {
+            return Err(format!("cannot mock unknown tool '{unknown}'"));
+        }
+        self.mocked.extend(names.iter().cloned());
+        Ok(())
     }
 
     pub fn names(&self) -> BTreeSet<String> {
@@ -117,7 +128,7 @@ impl ToolRegistry {
         schema::validate(&tool.spec().parameters, &args).map_err(|errors| {
             ToolError::Model(format!("invalid arguments for '{name}': {}", errors.join("; ")))
         })?;
-        if mock {
+        if mock || self.mocked.contains(name) {
             tool.mock(ctx, args).await
         } else {
             tool.call(ctx, args).await
@@ -181,6 +192,19 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    #[tokio::test]
+    async fn single_tools_can_be_mocked() {
+        let mut reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        assert!(reg.mock_only(&["nope".into()]).is_err());
+        reg.mock_only(&["current_time".into()]).unwrap();
+        let allowed = vec!["current_time".to_string()];
+        let out = reg
+            .invoke(&allowed, "current_time", "{}", &ctx(), false)
+            .await
+            .unwrap();
+        assert_eq!(out.to_model_text(), "2026-01-05T17:00:00+00:00 (Monday, UTC)");
     }
 
     #[test]
