@@ -107,7 +107,7 @@ fn bad_input_gives_one_line_errors() {
     let o = steward(repo(), &db, &["run", "nobody", "--event", ev], &[]);
     assert_one_line_failure(
         &o,
-        "unknown agent 'nobody', expected one of: helpdesk, jira-from-thread, page-summarizer, pr-merged",
+        "unknown agent 'nobody', expected one of: doc-review, helpdesk, jira-from-thread, page-summarizer, pr-merged",
     );
 
     let o = steward(

@@ -662,3 +662,100 @@ async fn a_posted_reply_counts_as_a_side_effect_for_crash_recovery() {
         "a run that replied must not be re-run after a crash"
     );
 }
+
+#[tokio::test]
+async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
+    use axum::extract::Path as UrlPath;
+    use support::*;
+    let comments = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let c = comments.clone();
+    let page_id = "153104cd-477e-809d-8dc4-ff2d96ae3090";
+    let app = Router::new()
+        .route("/v1/pages/{id}", get(|UrlPath(id): UrlPath<String>| async move {
+            Json(json!({"object": "page", "id": id, "url": "https://www.notion.so/Design-doc", "properties": {
+                "Name": {"id": "title", "type": "title", "title": [{"type": "text", "plain_text": "Cert rotation"}]},
+                "Status": {"id": "s", "type": "status", "status": {"name": "Ready for review"}}}}))
+        }))
+        .route("/v1/blocks/{id}/children", get(|| async {
+            Json(json!({"results": [{"id": "b1", "type": "paragraph", "has_children": false,
+                "paragraph": {"rich_text": [{"type": "text", "plain_text": "We will rotate certificates monthly.", "annotations": {}, "href": null}]}}], "has_more": false}))
+        }))
+        .route("/v1/comments", post(move |Json(b): Json<Value>| {
+            let c = c.clone();
+            async move {
+                c.lock().unwrap().push(b);
+                Json(json!({"object": "comment", "id": "c-1"}))
+            }
+        }));
+    let url = serve(app).await;
+    let http = steward::http::client().unwrap();
+    let notion = steward::integrations::notion::NotionClient::new(http.clone(), &url, "secret_x");
+    let mut reg = ToolRegistry::core(http);
+    for t in steward::tools::integrations::notion_tools(Some(notion.clone())) {
+        reg.register(t);
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let skills = steward::skills::SkillSet::load(root, &[]);
+    let known = steward::config::Known {
+        tools: ToolRegistry::builtin(steward::http::client().unwrap()).names(),
+        skills: skills.names(),
+    };
+    let config = steward::config::Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "notion_read_page",
+        &format!("{{\"page_id\": \"{page_id}\"}}"),
+    )])));
+    fake.push(Reply::ok(openai_text(
+        "Strong: a clear decision. Missing: a rollback plan for a bad certificate.",
+    )));
+    let (_d, mut r) = runner(providers(Some(&fake), None), reg, false).await;
+    r.skills = Arc::new(skills);
+    r.subagents = Arc::new(config.subagents.clone());
+    r.outputs = Arc::new(steward::run::reply::Outputs {
+        notion: Some(notion),
+        prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
+        ..Default::default()
+    });
+    // The webhook event as Notion sends it.
+    let body = json!({"id": "ev-1", "timestamp": "2024-12-05T23:55:34.285Z", "type": "page.properties_updated",
+        "entity": {"id": page_id, "type": "page"},
+        "data": {"parent": {"id": "1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "type": "database"}, "updated_properties": ["s"]}});
+    let steward::triggers::notion::NotionPayload::Event { event, .. } =
+        steward::triggers::notion::parse(&body).unwrap()
+    else {
+        panic!()
+    };
+    let agent = config.agent("doc-review").unwrap();
+    let routed = steward::triggers::router::route(&config, &event, r.outputs.notion.as_ref()).await;
+    assert_eq!(
+        routed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+        ["doc-review"]
+    );
+    let out = r
+        .run(&agent, &event, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status,
+        steward::store::RunStatus::Succeeded,
+        "{:?}",
+        out.error
+    );
+    let content = fake.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .clone();
+    assert_eq!(content, "We will rotate certificates monthly.\n");
+    let posted = comments.lock().unwrap().clone();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(posted[0]["parent"]["page_id"], page_id);
+    assert_eq!(
+        posted[0]["rich_text"][0]["text"]["content"],
+        "Strong: a clear decision. Missing: a rollback plan for a bad certificate.\n\nPrompt: https://github.com/acme/steward/blob/main/prompts/doc_review.md"
+    );
+}
