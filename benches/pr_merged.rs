@@ -87,6 +87,9 @@ fn registry(slack: &str, github: &str) -> ToolRegistry {
     ) {
         reg.register(t);
     }
+    for t in steward::tools::integrations::notion_tools(None) {
+        reg.register(t);
+    }
     reg
 }
 

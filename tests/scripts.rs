@@ -441,6 +441,9 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     ) {
         reg.register(t);
     }
+    for t in steward::tools::integrations::notion_tools(None) {
+        reg.register(t);
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let config = Config::load(
