@@ -759,3 +759,56 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
         "Strong: a clear decision. Missing: a rollback plan for a bad certificate.\n\nPrompt: https://github.com/acme/steward/blob/main/prompts/doc_review.md"
     );
 }
+
+#[tokio::test]
+async fn files_on_a_notion_page_become_virtual_files() {
+    use axum::extract::Path as UrlPath;
+    let base = Arc::new(Mutex::new(String::new()));
+    let b = base.clone();
+    let app = Router::new()
+        .route("/v1/pages/{id}", get(move |UrlPath(id): UrlPath<String>| {
+            let b = b.lock().unwrap().clone();
+            async move {
+                Json(json!({"object": "page", "id": id, "properties": {
+                    "Attachments": {"id": "f", "type": "files", "files": [
+                        {"name": "spec.md", "type": "file", "file": {"url": format!("{b}/s3/spec.md?X-Amz-Signature=abc"), "expiry_time": "2026-11-22T08:00:00.000Z"}},
+                        {"name": "big.md", "type": "external", "external": {"url": format!("{b}/s3/big.md")}}]}}}))
+            }
+        }))
+        .route("/s3/{name}", get(|UrlPath(name): UrlPath<String>, h: HeaderMap| async move {
+            // Signed URLs refuse extra auth headers.
+            assert!(h.get("authorization").is_none());
+            if name == "spec.md" { "# Spec\nrotate monthly\n".to_string() } else { "x".repeat(5000) }
+        }));
+    let url = serve(app).await;
+    *base.lock().unwrap() = url.clone();
+    let outputs = steward::run::reply::Outputs {
+        notion: Some(steward::integrations::notion::NotionClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "secret_x",
+        )),
+        ..Default::default()
+    };
+    let body = json!({"id": "ev-9", "type": "page.properties_updated", "entity": {"id": "p9", "type": "page"}, "data": {"parent": {"id": "db", "type": "database"}}});
+    let steward::triggers::notion::NotionPayload::Event { event, .. } =
+        steward::triggers::notion::parse(&body).unwrap()
+    else {
+        panic!()
+    };
+    let (files, notes) = steward::run::attachments::fetch(&outputs, &event, 1000).await;
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        (
+            files[0].name.as_str(),
+            files[0].mime.as_str(),
+            files[0].content.as_slice()
+        ),
+        ("spec.md", "text/markdown", b"# Spec\nrotate monthly\n".as_slice())
+    );
+    assert!(
+        notes[0].starts_with("file big.md could not be loaded")
+            && notes[0].contains("1000-byte attachment cap"),
+        "{notes:?}"
+    );
+}

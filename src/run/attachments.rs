@@ -18,9 +18,19 @@ pub fn cap() -> u64 {
         .unwrap_or(DEFAULT_CAP)
 }
 
-/// Downloads the Slack files listed in the trigger's payload. Returns the files and one
-/// note per file that was refused or failed.
+/// Downloads the files a trigger refers to: Slack files shared with the message, and the
+/// files in a Notion page's `files` properties. Returns the files and one note per file
+/// that was refused or failed.
 pub async fn fetch(outputs: &Outputs, trigger: &TriggerEvent, cap: u64) -> (Vec<NewFile>, Vec<String>) {
+    if let super::Origin::Notion {
+        entity_id: Some(page),
+        entity_type,
+        ..
+    } = &trigger.origin
+        && entity_type.as_deref() != Some("comment")
+    {
+        return notion_files(outputs, page, cap).await;
+    }
     let mut files = Vec::new();
     let mut notes = Vec::new();
     let listed: Vec<Value> = trigger.payload["files"].as_array().cloned().unwrap_or_default();
@@ -54,6 +64,40 @@ pub async fn fetch(outputs: &Outputs, trigger: &TriggerEvent, cap: u64) -> (Vec<
                 let mime = declared.unwrap_or_else(|| mime::from_name(&name)).to_string();
                 files.push(NewFile { name, mime, content });
             }
+            Err(e) => notes.push(format!("file {name} could not be loaded: {e}")),
+        }
+    }
+    (files, notes)
+}
+
+/// Files attached to a Notion page through `files` properties.
+async fn notion_files(outputs: &Outputs, page: &str, cap: u64) -> (Vec<NewFile>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    let Some(client) = &outputs.notion else {
+        return (files, notes);
+    };
+    let Ok(page) = client.get_page(page).await else {
+        return (files, notes);
+    };
+    let listed: Vec<Value> = page["properties"]
+        .as_object()
+        .into_iter()
+        .flat_map(|props| props.values())
+        .filter(|p| p["type"] == "files")
+        .flat_map(|p| p["files"].as_array().cloned().unwrap_or_default())
+        .collect();
+    for f in listed {
+        let name = f["name"].as_str().unwrap_or("file").to_string();
+        let Some(url) = f["file"]["url"].as_str().or(f["external"]["url"].as_str()) else {
+            continue;
+        };
+        match client.download(url, cap).await {
+            Ok(content) => files.push(NewFile {
+                mime: mime::from_name(&name).to_string(),
+                name,
+                content,
+            }),
             Err(e) => notes.push(format!("file {name} could not be loaded: {e}")),
         }
     }
