@@ -94,35 +94,18 @@ impl JiraClient {
     /// Downloads an attachment's content (`GET /rest/api/3/attachment/content/{id}`),
     /// refusing more than `cap` bytes.
     pub async fn attachment(&self, id: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
-        let what = format!("GET /rest/api/3/attachment/content/{id}");
-        let err = |m: String| ApiError::Transport {
-            service: SERVICE,
-            method: what.clone(),
-            message: m,
-        };
-        let mut resp = self
+        let request = self
             .http
             .get(format!("{}/rest/api/3/attachment/content/{id}", self.base_url))
             .basic_auth(&self.email, Some(&self.token))
-            .timeout(Duration::from_secs(120))
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        if !resp.status().is_success() {
-            return Err(ApiError::Api {
-                service: SERVICE,
-                method: what.clone(),
-                message: format!("HTTP {}", resp.status()),
-            });
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| err(e.to_string()))? {
-            if (body.len() + chunk.len()) as u64 > cap {
-                return Err(err(format!("the attachment is larger than the {cap}-byte cap")));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+            .timeout(Duration::from_secs(120));
+        super::download_capped(
+            SERVICE,
+            &format!("GET /rest/api/3/attachment/content/{id}"),
+            request,
+            cap,
+        )
+        .await
     }
 
     /// Creates an issue; `description` is Markdown, converted to ADF.

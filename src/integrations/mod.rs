@@ -83,3 +83,36 @@ pub(crate) fn failure(
         message: message.unwrap_or_else(|| format!("HTTP {status}")),
     }
 }
+
+/// Sends a download request and reads the body, refusing more than `cap` bytes (checked
+/// while streaming, so a lying or missing size cannot fill memory).
+pub(crate) async fn download_capped(
+    service: &'static str,
+    what: &str,
+    request: reqwest::RequestBuilder,
+    cap: u64,
+) -> Result<Vec<u8>, ApiError> {
+    let err = |message: String| ApiError::Transport {
+        service,
+        method: what.to_string(),
+        message,
+    };
+    let mut resp = request.send().await.map_err(|e| err(e.to_string()))?;
+    if !resp.status().is_success() {
+        return Err(ApiError::Api {
+            service,
+            method: what.to_string(),
+            message: format!("HTTP {}", resp.status()),
+        });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| err(e.to_string()))? {
+        if (body.len() + chunk.len()) as u64 > cap {
+            return Err(err(format!(
+                "the file is larger than the {cap}-byte attachment cap"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}

@@ -107,32 +107,12 @@ impl SlackClient {
 
     /// Downloads a private file URL with the bot token, refusing more than `cap` bytes.
     pub async fn download(&self, url: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
-        let err = |m: String| ApiError::Transport {
-            service: SERVICE,
-            method: "files.download".into(),
-            message: m,
-        };
-        let mut resp = self
+        let request = self
             .http
             .get(url)
             .bearer_auth(&self.token)
-            .timeout(Duration::from_secs(120))
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        if !resp.status().is_success() {
-            return Err(err(format!("HTTP {}", resp.status())));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| err(e.to_string()))? {
-            if (body.len() + chunk.len()) as u64 > cap {
-                return Err(err(format!(
-                    "the file is larger than the {cap}-byte attachment cap"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+            .timeout(Duration::from_secs(120));
+        super::download_capped(SERVICE, "files.download", request, cap).await
     }
 
     /// Joins a public channel (`conversations.join`).
