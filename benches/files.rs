@@ -70,7 +70,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         )
         .await
         .unwrap();
-    let reg = ToolRegistry::builtin(steward::http::client().unwrap());
+    let reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
     let ctx = ToolCtx {
         run_id: "bench".into(),
         agent: "bench".into(),
@@ -79,7 +79,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         files,
         skills: None,
         subagents: None,
-        registry: None,
+        nested: None,
         mock: false,
     };
     let allowed = vec!["file_regex".to_string()];
@@ -244,7 +244,7 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             prompt_tokens: AtomicU64::new(0),
             calls: AtomicU32::new(0),
         });
-        let mut reg = ToolRegistry::builtin(steward::http::client().unwrap());
+        let mut reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
         reg.register(Arc::new(Export(
             ToolSpec {
                 name: "export".into(),
@@ -255,6 +255,7 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             export.clone(),
         )));
         let runner = Runner {
+            extractor: Default::default(),
             store: store.clone(),
             providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
             tools: Arc::new(reg),

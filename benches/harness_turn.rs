@@ -119,6 +119,17 @@ impl Store for NullStore {
     async fn claim_events(&self, _limit: u32) -> Result<Vec<EventRow>, StoreError> {
         Ok(Vec::new())
     }
+    async fn route_event(
+        &self,
+        _event_id: &str,
+        _runs: &[steward::store::NewRun],
+        _lease_until: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
     async fn get_event(&self, _id: &str) -> Result<Option<EventRow>, StoreError> {
         Ok(None)
     }
@@ -271,6 +282,7 @@ async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
         effect: Effect::ReadOnly,
     })));
     let runner = Runner {
+        extractor: Default::default(),
         store,
         providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
         tools: Arc::new(tools),

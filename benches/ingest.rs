@@ -152,6 +152,7 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ingest.db")).await.unwrap());
         let runner = Runner {
+            extractor: Default::default(),
             store: store.clone(),
             providers: ProviderSet::new(RetryPolicy::default()),
             tools: Arc::new(ToolRegistry::new()),

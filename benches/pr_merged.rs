@@ -80,7 +80,7 @@ async fn fakes(msgs: Messages) -> (String, String) {
 
 fn registry(slack: &str, github: &str) -> ToolRegistry {
     let http = steward::http::client().unwrap();
-    let mut reg = ToolRegistry::core(http.clone());
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::integration_tools(
         Some(SlackClient::new(http.clone(), slack, "xoxb")),
         GithubClient::new(http, github, None),

@@ -29,7 +29,8 @@ fn the_repository_tree_is_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
-    let tools = steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()).names();
+    let tools =
+        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names();
     let known = Known {
         skills: skills.names(),
         tools,

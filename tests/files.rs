@@ -70,7 +70,7 @@ fn agent(tools: &[&str]) -> AgentConfig {
 }
 
 fn registry(extra: Vec<Arc<dyn Tool>>) -> ToolRegistry {
-    let mut r = ToolRegistry::builtin(steward::http::client().unwrap());
+    let mut r = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
     for t in extra {
         r.register(t);
     }
@@ -322,7 +322,7 @@ async fn files_with(store: Arc<dyn Store>) -> (Arc<RunFiles>, ToolCtx) {
         files: files.clone(),
         skills: None,
         subagents: None,
-        registry: None,
+        nested: None,
         mock: false,
     };
     (files, ctx)

@@ -45,14 +45,14 @@ fn ctx() -> ToolCtx {
         )),
         skills: None,
         subagents: None,
-        registry: None,
+        nested: None,
         mock: false,
     }
 }
 
 fn registry(slack: Option<SlackClient>, jira: Option<JiraClient>) -> ToolRegistry {
     let http = steward::http::client().unwrap();
-    let mut reg = ToolRegistry::core(http.clone());
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::integration_tools_with(
         slack,
         GithubClient::new(http, "http://127.0.0.1:1", None),
@@ -320,7 +320,7 @@ async fn notion_tools_read_pages_blocks_and_databases_and_write_comments() {
         }));
     let url = serve(app).await;
     let http = steward::http::client().unwrap();
-    let mut reg = ToolRegistry::core(http.clone());
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::notion_tools(Some(
         steward::integrations::notion::NotionClient::new(http, &url, "secret_x"),
     )) {
@@ -410,6 +410,7 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     };
     let outputs = steward::run::reply::Outputs {
         slack: Some(slack.clone()),
+        egress: loopback_egress(),
         ..Default::default()
     };
     let (got, notes) = steward::run::attachments::fetch(&outputs, &event, 1000).await;
@@ -447,7 +448,7 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     fake.push(Reply::ok(openai_text("noted")));
     let (_d, mut r) = runner(
         providers(Some(&fake), None),
-        ToolRegistry::core(steward::http::client().unwrap()),
+        ToolRegistry::core(Default::default()),
         false,
     )
     .await;
@@ -512,7 +513,7 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     fake.always(Reply::ok(openai_text("ok")));
     let (_d, mut r) = runner(
         providers(Some(&fake), None),
-        ToolRegistry::core(steward::http::client().unwrap()),
+        ToolRegistry::core(Default::default()),
         false,
     )
     .await;
@@ -690,14 +691,14 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let url = serve(app).await;
     let http = steward::http::client().unwrap();
     let notion = steward::integrations::notion::NotionClient::new(http.clone(), &url, "secret_x");
-    let mut reg = ToolRegistry::core(http);
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::notion_tools(Some(notion.clone())) {
         reg.register(t);
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let known = steward::config::Known {
-        tools: ToolRegistry::builtin(steward::http::client().unwrap()).names(),
+        tools: ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names(),
         skills: skills.names(),
     };
     let config = steward::config::Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
@@ -788,6 +789,7 @@ async fn files_on_a_notion_page_become_virtual_files() {
             &url,
             "secret_x",
         )),
+        egress: loopback_egress(),
         ..Default::default()
     };
     let body = json!({"id": "ev-9", "type": "page.properties_updated", "entity": {"id": "p9", "type": "page"}, "data": {"parent": {"id": "db", "type": "database"}}});
@@ -811,4 +813,9 @@ async fn files_on_a_notion_page_become_virtual_files() {
             && notes[0].contains("1000-byte attachment cap"),
         "{notes:?}"
     );
+}
+
+/// The fake services listen on 127.0.0.1, which the egress checks refuse by default.
+fn loopback_egress() -> steward::http::Egress {
+    steward::http::Egress::new(steward::http::EgressPolicy::parse("127.0.0.1").unwrap())
 }

@@ -71,7 +71,7 @@ impl Tool for Broken {
 
 fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let mut reg = ToolRegistry::builtin(steward::http::client().unwrap());
+    let mut reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
     reg.register(Arc::new(Sleepy::new(spans.clone())));
     reg.register(Arc::new(Broken(ToolSpec {
         name: "broken".into(),

@@ -111,7 +111,7 @@ async fn setup(messages: Vec<Value>, extra: &[(&str, &str)]) -> Setup {
     .await;
     let github_url = serve(Router::new().route("/repos/{owner}/{repo}/pulls/{n}", get(pull))).await;
     let http = steward::http::client().unwrap();
-    let mut reg = ToolRegistry::core(http.clone());
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::integration_tools(
         Some(SlackClient::new(http.clone(), &slack_url, "xoxb-test")),
         GithubClient::new(http, &github_url, Some("ghp_test".into())),
@@ -344,6 +344,14 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
             format!("coordinator: script\nscript: scripts/{name}.rhai\nlimits: {{ timeout: 1s }}\n{limits}"),
         ));
     }
+    extra.push((
+        "scripts/logs.rhai".into(),
+        "for i in 0..5000 { log(`line ${i}`); }\nreply(\"logged\");\n".into(),
+    ));
+    extra.push((
+        "agents/logs.yaml".into(),
+        "coordinator: script\nscript: scripts/logs.rhai\n".into(),
+    ));
     extra.push(("prompts/p.md".into(), "You answer.".into()));
     extra.push((
         "agents/chat.yaml".into(),
@@ -382,7 +390,27 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
             Termination::ScriptError
         };
         assert_eq!(script.termination, want, "{name}: {err}");
+        if name == "loop" {
+            assert!(err.contains("timeout of 1s"), "the real limit is named: {err}");
+        }
     }
+    // A chatty script keeps at most 1,000 log lines, then one truncation note.
+    let logs = s.config.agent("logs").unwrap();
+    let out = s
+        .runner
+        .run(
+            &logs,
+            &TriggerEvent::from_cli(json!({"text": "hi"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    let events = s.runner.store.run_events(&out.run_id).await.unwrap();
+    let logged: Vec<_> = events.iter().filter(|e| e.kind == "script_log").collect();
+    assert_eq!(logged.len(), 1_001);
+    assert_eq!(logged[1_000].data["truncated"], true);
 }
 
 #[tokio::test]
@@ -433,7 +461,7 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     let slack = SlackClient::new(http.clone(), &slack_url, "xoxb-test");
     let jira =
         steward::integrations::jira::JiraClient::new(http.clone(), &jira_url, "bot@acme.com", "jira-token");
-    let mut reg = ToolRegistry::core(http.clone());
+    let mut reg = ToolRegistry::core(Default::default());
     for t in steward::tools::integrations::integration_tools_with(
         Some(slack.clone()),
         GithubClient::new(http, "http://127.0.0.1:1", None),

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const NOTION_TOKEN: &str = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl";
 const JIRA_SECRET: &str = "jira-webhook-secret";
 const HOOK_TOKEN: &str = "hook-token-123";
 const DB: &str = "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6";
@@ -95,7 +96,7 @@ impl Tool for Mark {
 }
 
 fn registry() -> ToolRegistry {
-    let mut r = ToolRegistry::builtin(steward::http::client().unwrap());
+    let mut r = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
     r.register(Arc::new(Mark));
     r
 }
@@ -127,6 +128,7 @@ async fn start_with_slack(
     let config = Arc::new(tree(dir.path()));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
     let runner = Runner {
+        extractor: Default::default(),
         store: store.clone(),
         providers: providers(Some(&fake), None),
         tools: Arc::new(registry()),
@@ -134,12 +136,16 @@ async fn start_with_slack(
         tokens: tokens(),
         subagents: Default::default(),
         skills: Default::default(),
-        outputs: Default::default(),
+        outputs: Arc::new(steward::run::reply::Outputs {
+            slack: slack.clone(),
+            ..Default::default()
+        }),
     };
     let secrets = Secrets {
         slack_signing: SLACK_SECRET.into(),
         slack_bot_user: Some("UBOT".into()),
         jira: JIRA_SECRET.into(),
+        notion: Some(NOTION_TOKEN.into()),
         hooks: [("zapier-intake".to_string(), HOOK_TOKEN.to_string())].into(),
     };
     let settings = DispatchSettings {
@@ -340,7 +346,7 @@ fn jira_request(body: &Value, secret: Option<&str>, id: &str) -> Request<Body> {
 }
 
 fn jira_issue(event: &str, key: &str, description: Value) -> Value {
-    json!({"timestamp": 1731000000000u64, "webhookEvent": event, "user": {"displayName": "Ana"},
+    json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": event, "user": {"displayName": "Ana"},
            "issue": {"id": "10002", "key": key, "fields": {"summary": "Gateway down", "project": {"key": key.split('-').next().unwrap()},
                      "status": {"name": "To Do"}, "description": description}}})
 }
@@ -448,44 +454,21 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
         Duration::from_secs(60),
     )
     .await;
-    // Before the handshake no event can be verified.
-    assert_eq!(
-        h.send(notion_request(&notion_event("e0"), Some("guess"))).await.0,
-        StatusCode::UNAUTHORIZED
-    );
-    let token = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl";
-    assert_eq!(
-        h.send(notion_request(&json!({"verification_token": token}), None))
-            .await
-            .0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        h.send(notion_request(&notion_event("e1"), None)).await.0,
-        StatusCode::UNAUTHORIZED
-    );
-    assert_eq!(
-        h.send(notion_request(&notion_event("e1"), Some("wrong"))).await.0,
-        StatusCode::UNAUTHORIZED
-    );
+    let token = NOTION_TOKEN;
+    // Events are verified against NOTION_WEBHOOK_TOKEN only.
+    for sig in [None, Some("guess")] {
+        assert_eq!(
+            h.send(notion_request(&notion_event("e1"), sig)).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
     assert_eq!(
         h.send(notion_request(&notion_event("e1"), Some(token))).await.0,
         StatusCode::OK
     );
     let runs = h.finished_runs(1).await;
     assert_eq!(runs[0].agent, "notion-review");
-    // `steward notion-token` prints the stored token for Notion's Verify step.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-        .arg("notion-token")
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}", h.dir.path().join("steward.db").display()),
-        )
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), token);
-    // Replacing the token needs a signature from the current one.
+    // A handshake outside a setup window is refused and stored nowhere.
     assert_eq!(
         h.send(notion_request(
             &json!({"verification_token": "secret_other"}),
@@ -494,6 +477,49 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
         .await
         .0,
         StatusCode::UNAUTHORIZED
+    );
+    // `steward notion-token --listen` opens a window, and prints the token that arrives.
+    let db = format!("sqlite://{}", h.dir.path().join("steward.db").display());
+    let listener = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["notion-token", "--listen", "--for", "60s"])
+        .env("DATABASE_URL", &db)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut accepted = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, _) = h
+            .send(notion_request(&json!({"verification_token": "secret_new"}), None))
+            .await;
+        if status == StatusCode::OK {
+            accepted = true;
+            break;
+        }
+    }
+    assert!(accepted, "the handshake was never accepted during the window");
+    let out = listener.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "secret_new");
+    // The window closed with the first token; the parked token is gone.
+    assert_eq!(
+        h.send(notion_request(
+            &json!({"verification_token": "secret_late"}),
+            None
+        ))
+        .await
+        .0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        h.store
+            .get_setting(steward::server::handlers::NOTION_PENDING_KEY)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("")
     );
     h.stop().await;
 
@@ -508,8 +534,6 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
         Duration::from_secs(60),
     )
     .await;
-    h2.send(notion_request(&json!({"verification_token": token}), None))
-        .await;
     assert_eq!(
         h2.send(notion_request(&notion_event("e2"), Some(token))).await.0,
         StatusCode::OK
@@ -540,10 +564,11 @@ async fn generic_hooks_need_their_token_and_bodies_are_capped() {
         h.send(hook(Some("nope"), None, "{}", "zapier-intake")).await.0,
         StatusCode::UNAUTHORIZED
     );
-    assert_eq!(
-        h.send(hook(Some(HOOK_TOKEN), None, "{}", "unknown-hook")).await.0,
-        StatusCode::NOT_FOUND
-    );
+    // Unknown hook names answer exactly like known ones with a wrong token.
+    let unknown = h.send(hook(Some(HOOK_TOKEN), None, "{}", "unknown-hook")).await;
+    let wrong = h.send(hook(Some("nope"), None, "{}", "zapier-intake")).await;
+    assert_eq!(unknown, wrong);
+    assert_eq!(unknown.0, StatusCode::UNAUTHORIZED);
     let body = r#"{"lead": "Acme Corp", "size": 120}"#;
     assert_eq!(
         h.send(hook(Some(HOOK_TOKEN), Some("k1"), body, "zapier-intake"))
@@ -625,31 +650,42 @@ async fn cron_fires_each_slot_once_across_a_restart() {
     h2.stop().await;
 }
 
-/// Starts a run like the dispatcher does and kills its task mid-run.
-async fn crash_mid_run(h: &Harness, with_side_effect: bool) -> String {
+/// Starts a run like the dispatcher does, kills its task mid-run and stops the
+/// service, leaving the run `running` with an expired lease, as `kill -9` would.
+async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
     let store = h.store.clone();
     let agent = h.config.agent("helpdesk").unwrap();
     let trigger = TriggerEvent::from_cli(json!({"text": "slow work"}));
-    // The event the run belongs to, so a restart can find it.
-    let row = steward::server::ingest::event_row(&trigger, &format!("test:{with_side_effect}"));
-    let event_id = row.id.clone();
-    store.insert_events(&[row]).await.unwrap();
-    store.claim_events(10).await.unwrap();
+    // The event the run belongs to, so a restart can find it. The service's own
+    // dispatcher polls the queue too; if it claims our event first (and finds no
+    // agent for a CLI trigger), try again with a fresh event.
     let run_id = uuid::Uuid::now_v7().to_string();
-    store
-        .create_run(&NewRun {
+    // A live lease while this service runs, so its own reconcile leaves the run
+    // alone; `route_event` writes run and lease in one transaction.
+    let live = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let mut routed = false;
+    for attempt in 0..20 {
+        let row = steward::server::ingest::event_row(&trigger, &format!("test:{with_side_effect}:{attempt}"));
+        let event_id = row.id.clone();
+        store.insert_events(&[row]).await.unwrap();
+        store.claim_events(10).await.unwrap();
+        let run = NewRun {
             id: run_id.clone(),
             agent: agent.name.clone(),
             parent_id: None,
             trigger_summary: "slow".into(),
             event_id: Some(event_id),
-        })
-        .await
-        .unwrap();
-    store
-        .renew_lease(&run_id, &chrono::Utc::now().to_rfc3339())
-        .await
-        .unwrap();
+        };
+        if store
+            .route_event(&run.event_id.clone().unwrap(), &[run], &live)
+            .await
+            .unwrap()
+        {
+            routed = true;
+            break;
+        }
+    }
+    assert!(routed, "the dispatcher kept taking the test's event");
     let runner = h.service.as_ref().unwrap().state.runner.clone();
     let (a, t, id) = (agent.clone(), trigger.clone(), run_id.clone());
     let task = tokio::spawn(async move {
@@ -670,6 +706,12 @@ async fn crash_mid_run(h: &Harness, with_side_effect: bool) -> String {
         store.get_run(&run_id).await.unwrap().unwrap().status,
         RunStatus::Running
     );
+    h.stop().await;
+    // The process is gone: its lease runs out.
+    store
+        .renew_lease(&run_id, &chrono::Utc::now().to_rfc3339())
+        .await
+        .unwrap();
     run_id
 }
 
@@ -686,9 +728,7 @@ async fn a_killed_run_without_side_effects_is_retried_on_restart() {
         Duration::from_millis(300),
     )
     .await;
-    let run_id = crash_mid_run(&h, false).await;
-    h.stop().await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let run_id = crash_mid_run(&mut h, false).await;
     let h2 = start(h.dir, fake, None, Duration::from_millis(300)).await;
     let runs = h2.finished_runs(1).await;
     let run = runs.iter().find(|r| r.id == run_id).unwrap();
@@ -711,9 +751,7 @@ async fn a_killed_run_with_side_effects_is_interrupted_not_rerun() {
         Duration::from_millis(300),
     )
     .await;
-    let run_id = crash_mid_run(&h, true).await;
-    h.stop().await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let run_id = crash_mid_run(&mut h, true).await;
     let requests_before = fake.requests().len();
     let h2 = start(h.dir, fake.clone(), None, Duration::from_millis(300)).await;
     let runs = h2.finished_runs(1).await;
@@ -903,4 +941,207 @@ async fn a_new_public_channel_is_joined() {
     // Joining starts no run: the bot answers there only when mentioned.
     assert!(h.store.list_runs(10).await.unwrap().is_empty());
     h.stop().await;
+}
+
+/// A fake Slack Web API recording `chat.postMessage` bodies.
+async fn recording_slack() -> (
+    steward::integrations::slack::SlackClient,
+    Arc<std::sync::Mutex<Vec<Value>>>,
+) {
+    let posts = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let p = posts.clone();
+    let api = axum::Router::new().route(
+        "/chat.postMessage",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let p = p.clone();
+            async move {
+                p.lock().unwrap().push(body);
+                axum::Json(json!({"ok": true, "channel": "D024BE91L", "ts": "1355517524.000001"}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, api).await.unwrap() });
+    let client =
+        steward::integrations::slack::SlackClient::new(steward::http::client().unwrap(), &base, "xoxb-test");
+    (client, posts)
+}
+
+#[tokio::test]
+async fn a_private_message_lost_in_a_restart_gets_an_apology_not_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // Acknowledged before the crash: the row is stored, the private text was only in
+    // the dead process's memory.
+    let dm = slack_event(
+        "EvLOST1",
+        json!({"type": "message", "channel": "D024BE91L", "user": "U2147483697",
+        "text": "please rotate the prod key", "ts": "1355517523.000005", "channel_type": "im"}),
+    );
+    let steward::triggers::slack::SlackPayload::Event { event, dedupe_key } =
+        steward::triggers::slack::parse(&dm, Some("UBOT")).unwrap()
+    else {
+        panic!("not an event")
+    };
+    {
+        let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
+        store
+            .insert_events(&[steward::server::ingest::event_row(&event, &dedupe_key)])
+            .await
+            .unwrap();
+    }
+    let (slack, posts) = recording_slack().await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("answered from nothing")));
+    let mut h = start_with_slack(dir, fake, None, Duration::from_secs(60), Some(slack)).await;
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].status, RunStatus::Interrupted);
+    assert_eq!(runs[0].termination.as_deref(), Some("interrupted"));
+    assert!(
+        h.fake.requests().is_empty(),
+        "the model must not answer an empty prompt"
+    );
+    let posts = posts.lock().unwrap().clone();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0]["channel"], "D024BE91L");
+    assert!(
+        posts[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("lost your message during a restart")
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_that_keeps_crashing_the_process_is_failed_as_a_crash_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_id = uuid::Uuid::now_v7().to_string();
+    {
+        let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
+        let trigger = TriggerEvent::from_cli(json!({"text": "a poisoned attachment"}));
+        let row = steward::server::ingest::event_row(&trigger, "test:bomb");
+        let event_id = row.id.clone();
+        store.insert_events(&[row]).await.unwrap();
+        store.claim_events(1).await.unwrap();
+        let run = NewRun {
+            id: run_id.clone(),
+            agent: "helpdesk".into(),
+            parent_id: None,
+            trigger_summary: "bomb".into(),
+            event_id: Some(event_id.clone()),
+        };
+        let past = "2000-01-01T00:00:00.000Z";
+        assert!(store.route_event(&event_id, &[run], past).await.unwrap());
+        // Three attempts, each killed mid-run (the process aborted on the file).
+        for attempt in 1..=3 {
+            assert!(
+                store
+                    .transition(&run_id, RunStatus::Queued, RunStatus::Running)
+                    .await
+                    .unwrap()
+            );
+            if attempt < 3 {
+                assert!(store.requeue(&run_id, RunStatus::Running).await.unwrap());
+            }
+        }
+        store.renew_lease(&run_id, past).await.unwrap();
+    }
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("again")));
+    let mut h = start(dir, fake, None, Duration::from_secs(60)).await;
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].id, run_id);
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    assert_eq!(runs[0].termination.as_deref(), Some("crash_loop"));
+    assert!(
+        h.fake.requests().is_empty(),
+        "a crash-looping run is not started again"
+    );
+    h.stop().await;
+}
+
+/// Reads until the server closes the connection; the bytes read.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn trickled_headers_and_idle_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
+    let timeout = Duration::from_millis(600);
+    let server = tokio::spawn(steward::server::serve_connections(
+        listener,
+        router,
+        stop.clone(),
+        timeout,
+        Duration::from_secs(1),
+    ));
+
+    // A head trickled one line at a time never completes: the connection is closed
+    // once the head timeout passes, however steadily bytes keep coming.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let started = std::time::Instant::now();
+    slow.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+    let trickle = async {
+        for i in 0..40 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if slow
+                .write_all(format!("X-Pad-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return true;
+            }
+        }
+        false
+    };
+    let closed = tokio::time::timeout(Duration::from_secs(5), trickle)
+        .await
+        .unwrap();
+    assert!(closed, "a trickled request head was kept open for 4 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A whole request is answered; the idle keep-alive connection is then closed.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(5), read_until_closed(&mut idle))
+        .await
+        .expect("an idle keep-alive connection stayed open");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("ok"), "{text}");
+    assert!(started.elapsed() >= timeout / 2, "{:?}", started.elapsed());
+
+    stop.cancel();
+    server.await.unwrap();
+}
+
+#[test]
+fn serve_listens_on_loopback_unless_told_otherwise() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[default: 127.0.0.1:8080]"), "{help}");
 }

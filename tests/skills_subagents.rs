@@ -149,14 +149,14 @@ fn tree(files: &[(&str, &str)]) -> Tree {
 struct ToolRegistryNames;
 impl ToolRegistryNames {
     fn get() -> std::collections::BTreeSet<String> {
-        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()).names()
+        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names()
     }
 }
 
 async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
     let (dir, mut runner) = runner(
         providers(Some(fake), None),
-        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap()),
+        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()),
         true,
     )
     .await;
@@ -566,7 +566,7 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
         ("prompts/p.md", "You are the calculating agent."),
         (
             "prompts/skills/calc/SKILL.md",
-            "---\nname: calc\ndescription: Exact arithmetic.\nallowed-tools: current_time\n---\nUse run_skill_script.\n",
+            "---\nname: calc\ndescription: Exact arithmetic.\nallowed-tools: current_time slack_post_message\n---\nUse run_skill_script.\n",
         ),
         (
             "prompts/skills/calc/scripts/sum.rhai",
@@ -581,8 +581,12 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
             "tool(\"http_fetch\", #{ url: \"http://127.0.0.1:1/\" })\n",
         ),
         (
+            "prompts/skills/calc/scripts/post.rhai",
+            "tool(\"slack_post_message\", #{ channel: \"C1\", text: \"hi\" })\n",
+        ),
+        (
             "agents/calc.yaml",
-            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\n",
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch, current_time]\n",
         ),
     ]);
     let fake = FakeModel::start().await;
@@ -607,6 +611,7 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
             "run_skill_script",
             r#"{"skill": "calc", "script": "../../etc/passwd"}"#,
         ),
+        ("c5", "run_skill_script", r#"{"skill": "calc", "script": "post"}"#),
     ])));
     fake.push(Reply::ok(openai_text("42")));
     let (_d, runner) = runner_for(&t, &fake).await;
@@ -635,4 +640,70 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
         results[2]
     );
     assert_eq!(results[3], "error: invalid script name '../../etc/passwd'");
+    // The skill grants a tool the agent does not have: the agent's grant wins.
+    assert!(
+        results[4].contains("tool 'slack_post_message' is not granted to agent 'calc'"),
+        "{}",
+        results[4]
+    );
+}
+
+#[tokio::test]
+async fn skill_script_calls_are_recorded_counted_and_mark_side_effects() {
+    let t = tree(&[
+        ("prompts/p.md", "You post."),
+        (
+            "prompts/skills/poster/SKILL.md",
+            "---\nname: poster\ndescription: Posts.\nallowed-tools: slack_post_message\n---\nUse run_skill_script.\n",
+        ),
+        (
+            "prompts/skills/poster/scripts/spam.rhai",
+            "for i in 0..5 { tool(\"slack_post_message\", #{ channel: \"C1\", text: `n${i}` }); }\n\"done\"\n",
+        ),
+        (
+            "agents/poster.yaml",
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [slack_post_message]\nlimits: { max_tool_calls: 3 }\n",
+        ),
+    ]);
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "run_skill_script",
+        r#"{"skill": "poster", "script": "spam"}"#,
+    )])));
+    fake.always(Reply::ok(openai_text("done")));
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("poster").unwrap();
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    // 1 direct call + 2 nested calls fill max_tool_calls (3); the third nested call ends the run.
+    assert_eq!(out.termination, Termination::MaxToolCalls, "{:?}", out.error);
+    assert_eq!(out.tool_calls, 3);
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    let nested: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == "tool_call" && e.data["parent_call_id"] == "c1")
+        .map(|e| &e.data)
+        .collect();
+    assert_eq!(nested.len(), 2, "{events:?}");
+    assert!(
+        nested
+            .iter()
+            .all(|d| d["name"] == "slack_post_message" && d["side_effect"] == true)
+    );
+    assert_eq!(nested[0]["call_id"], "c1.1");
+    // A crash now would not retry the run: it has side effects.
+    assert!(runner.store.has_side_effects(&out.run_id).await.unwrap());
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the model is not asked again after the cap"
+    );
 }

@@ -57,11 +57,16 @@ struct Cli {
 enum Command {
     /// Start the HTTP server.
     Serve {
-        #[arg(long, default_value = "0.0.0.0:8080")]
+        /// Address to listen on; use 0.0.0.0:8080 to accept connections from other hosts (containers).
+        #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
         /// How long in-flight work may continue after SIGTERM.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         grace: Duration,
+        /// How long a run's lease lasts without renewal; a run whose process died is
+        /// resumed (or reported) once its lease runs out.
+        #[arg(long, default_value = "60s", value_parser = parse_lease)]
+        lease: Duration,
     },
     /// Run one event through one agent and print the answer.
     Run {
@@ -84,6 +89,10 @@ enum Command {
     },
     /// Check the whole config tree and print every problem.
     Validate,
+    /// Internal: extract one document from stdin to stdout (run by steward itself in a
+    /// memory-capped child process).
+    #[command(hide = true)]
+    ExtractWorker { kind: String },
     /// Inspect recorded runs.
     Runs {
         #[command(subcommand)]
@@ -94,8 +103,18 @@ enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
-    /// Print the Notion webhook verification token Notion sent (to paste into Notion).
-    NotionToken,
+    /// Set up a Notion webhook subscription: opens a setup window, waits for the
+    /// verification token Notion sends, and prints it (paste it into Notion's "Verify"
+    /// dialog and into NOTION_WEBHOOK_TOKEN).
+    NotionToken {
+        /// Open the setup window and wait for the token (without it: print a token
+        /// that already arrived).
+        #[arg(long)]
+        listen: bool,
+        /// How long the window stays open.
+        #[arg(long = "for", default_value = "15m", value_parser = parse_duration)]
+        window: Duration,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,10 +150,23 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     crate::config::duration::parse_duration(text)
 }
 
+/// A lease is renewed every third of its length: under a second would hammer the store.
+fn parse_lease(text: &str) -> Result<Duration, String> {
+    let lease = parse_duration(text)?;
+    if lease < Duration::from_secs(1) {
+        return Err("a lease must be at least 1s".into());
+    }
+    Ok(lease)
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     crate::http::install_crypto_provider();
     let cli = Cli::parse();
+    if let Command::ExtractWorker { kind } = &cli.command {
+        // No runtime and no logging: the worker is small, single-threaded and silent.
+        return crate::files::extractor::worker_main(kind);
+    }
     crate::telemetry::init(cli.log_json);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -158,6 +190,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     match cli.command {
+        Command::ExtractWorker { kind } => Ok(crate::files::extractor::worker_main(&kind)),
         Command::Validate => validate(&root),
         Command::Run {
             agent,
@@ -173,24 +206,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             run(&root, &cli.database_url, &agent, &event, &files, mocks, json).await
         }
-        Command::Serve { addr, grace } => serve(&root, &cli.database_url, addr, grace).await,
+        Command::Serve { addr, grace, lease } => {
+            let settings = DispatchSettings {
+                lease,
+                ..DispatchSettings::default()
+            };
+            serve(&root, &cli.database_url, addr, grace, settings).await
+        }
         Command::Skills {
             command: SkillsCommand::List,
         } => skills_list(&root),
-        Command::NotionToken => {
+        Command::NotionToken { listen, window } => {
             let store = open_store(&cli.database_url).await?;
-            match store
-                .get_setting(crate::server::handlers::NOTION_TOKEN_KEY)
-                .await?
-            {
-                Some(token) => {
-                    println!("{token}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                None => {
-                    bail!("no Notion verification token yet: create the webhook subscription in Notion first")
-                }
-            }
+            notion_token(store.as_ref(), listen, window).await
         }
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
@@ -202,10 +230,77 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `steward notion-token`: the one way a verification token leaves the setup window.
+async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyhow::Result<ExitCode> {
+    use crate::server::handlers::{NOTION_PENDING_KEY, NOTION_SETUP_UNTIL_KEY};
+    let take = || async {
+        let token = store
+            .get_setting(NOTION_PENDING_KEY)
+            .await?
+            .filter(|t| !t.is_empty());
+        if token.is_some() {
+            store.set_setting(NOTION_PENDING_KEY, "").await?;
+            store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
+        }
+        anyhow::Ok(token)
+    };
+    let print = |token: String| {
+        println!("{token}");
+        eprintln!(
+            "Paste this token into Notion's Verify dialog, set NOTION_WEBHOOK_TOKEN to it, and restart steward."
+        );
+        Ok(ExitCode::SUCCESS)
+    };
+    if let Some(token) = take().await? {
+        return print(token);
+    }
+    if !listen {
+        bail!(
+            "no Notion verification token has arrived: run `steward notion-token --listen`, then create the subscription in Notion"
+        );
+    }
+    let until = chrono::Utc::now() + chrono::Duration::from_std(window)?;
+    store
+        .set_setting(NOTION_SETUP_UNTIL_KEY, &until.to_rfc3339())
+        .await?;
+    eprintln!(
+        "Setup window open until {}: create the webhook subscription in Notion now (endpoint https://<your host>/notion/webhook).",
+        until.to_rfc3339()
+    );
+    while chrono::Utc::now() < until {
+        if let Some(token) = take().await? {
+            return print(token);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
+    bail!(
+        "no verification token arrived within {}; the setup window is closed",
+        crate::config::duration::format_duration(window)
+    )
+}
+
+/// Documents are extracted in memory-capped child processes of this executable.
+fn extractor() -> crate::files::extractor::Extractor {
+    match std::env::current_exe() {
+        Ok(exe) => crate::files::extractor::Extractor::with_worker(exe),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot find this executable; documents are extracted in-process");
+            Default::default()
+        }
+    }
+}
+
 fn tools() -> anyhow::Result<ToolRegistry> {
     Ok(ToolRegistry::builtin(
         crate::http::client().context("cannot build the HTTP client")?,
+        egress()?,
     ))
+}
+
+/// The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
+fn egress() -> anyhow::Result<crate::http::Egress> {
+    Ok(crate::http::Egress::new(crate::http::EgressPolicy::from_env()?))
 }
 
 fn known(tools: &ToolRegistry, skills: &SkillSet) -> Known {
@@ -328,6 +423,7 @@ async fn run(
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
     let runner = Runner {
+        extractor: Arc::new(extractor()),
         store: store.clone(),
         providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
         tools: Arc::new(tools),
@@ -337,6 +433,7 @@ async fn run(
         skills: Arc::new(skills),
         outputs: Arc::new(crate::run::reply::Outputs::from_env(
             crate::http::client().context("cannot build the HTTP client")?,
+            egress()?,
         )),
     };
     let cancel = CancellationToken::new();
@@ -379,6 +476,7 @@ async fn serve(
     database_url: &str,
     addr: SocketAddr,
     grace: Duration,
+    settings: DispatchSettings,
 ) -> anyhow::Result<ExitCode> {
     let tools = tools()?;
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
@@ -386,6 +484,7 @@ async fn serve(
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
     let runner = Runner {
+        extractor: Arc::new(extractor()),
         store,
         providers: ProviderSet::from_env(http.clone(), MODEL_TIMEOUT),
         tools: Arc::new(tools),
@@ -393,7 +492,7 @@ async fn serve(
         tokens: Arc::new(TokenCounter::new()),
         subagents: Arc::new(config.subagents.clone()),
         skills: Arc::new(skills),
-        outputs: Arc::new(crate::run::reply::Outputs::from_env(http.clone())),
+        outputs: Arc::new(crate::run::reply::Outputs::from_env(http.clone(), egress()?)),
     };
     let mut service = Service::start(
         runner,
@@ -401,7 +500,7 @@ async fn serve(
         Secrets::from_env(&config),
         SlackClient::from_env(http.clone()),
         NotionClient::from_env(http.clone()),
-        DispatchSettings::default(),
+        settings,
     );
     if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_env() {
         tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");

@@ -10,6 +10,27 @@ use serde::de::{self, Deserializer, Visitor};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
+/// Writes a duration the way configs spell it: `20s`, `10m`, `1h30m`, `1500ms`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) || ms == 0 {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 /// Parses `500ms`, `30s`, `10m`, `1h` or `1h30m`; a bare integer means seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();

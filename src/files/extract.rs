@@ -24,6 +24,22 @@ pub enum DocKind {
 }
 
 impl DocKind {
+    /// The kind's name, as the extraction worker takes it.
+    pub fn label(self) -> &'static str {
+        match self {
+            DocKind::Pdf => "PDF",
+            DocKind::Docx => "DOCX",
+            DocKind::Pptx => "PPTX",
+            DocKind::Html => "HTML",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<DocKind> {
+        [DocKind::Pdf, DocKind::Docx, DocKind::Pptx, DocKind::Html]
+            .into_iter()
+            .find(|k| k.label() == label)
+    }
+
     /// The kind of a file from its mime type or name.
     pub fn detect(mime: &str, name: &str) -> Option<DocKind> {
         DocKind::from_mime(mime).or_else(|| DocKind::from_mime(super::mime::from_name(name)))

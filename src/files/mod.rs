@@ -3,6 +3,7 @@
 //! metadata and reads what it needs through the file tools.
 
 pub mod extract;
+pub mod extractor;
 pub mod mime;
 pub mod ranges;
 
@@ -127,6 +128,8 @@ pub struct RunFiles {
     pub max_read_tokens: u64,
     /// Tokens left before compaction; set by the coordinator every turn.
     budget: AtomicU64,
+    /// How documents among these files are extracted (bounds, worker process).
+    extractor: Arc<extractor::Extractor>,
 }
 
 impl RunFiles {
@@ -145,7 +148,18 @@ impl RunFiles {
             entries: Mutex::new(Vec::new()),
             max_read_tokens,
             budget: AtomicU64::new(u64::MAX),
+            extractor: Default::default(),
         }
+    }
+
+    /// Extracts documents with `extractor` instead of the in-process default.
+    pub fn with_extractor(mut self, extractor: Arc<extractor::Extractor>) -> Self {
+        self.extractor = extractor;
+        self
+    }
+
+    pub fn extractor(&self) -> &extractor::Extractor {
+        &self.extractor
     }
 
     /// Reloads the files of a run from the store (after a restart).
@@ -304,7 +318,8 @@ impl RunFiles {
             self.tokens.clone(),
             self.encoding,
             self.max_read_tokens,
-        );
+        )
+        .with_extractor(self.extractor.clone());
         {
             let mut out = child.lock();
             for id in ids {

@@ -97,7 +97,13 @@ pub(crate) async fn download_capped(
         method: what.to_string(),
         message,
     };
-    let mut resp = request.send().await.map_err(|e| err(e.to_string()))?;
+    let mut resp = request
+        .send()
+        .await
+        .map_err(|e| match crate::http::egress::refusal(&e) {
+            Some(refused) => err(refused.to_string()),
+            None => err(e.to_string()),
+        })?;
     if !resp.status().is_success() {
         return Err(ApiError::Api {
             service,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::http::Egress;
 
 const SERVICE: &str = "notion";
 /// The API version steward is written against.
@@ -153,9 +154,14 @@ impl NotionClient {
     }
 
     /// Downloads a file a page links to (Notion-hosted files are signed URLs: no auth
-    /// header), refusing more than `cap` bytes.
-    pub async fn download(&self, url: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
-        let request = self.http.get(url).timeout(Duration::from_secs(120));
+    /// header; `external` files can point anywhere) through the egress checks, refusing
+    /// more than `cap` bytes.
+    pub async fn download(&self, egress: &Egress, url: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
+        let request = egress.get(url).map_err(|e| ApiError::Api {
+            service: SERVICE,
+            method: "file download".into(),
+            message: e.to_string(),
+        })?;
         super::download_capped(SERVICE, "file download", request, cap).await
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::http::Egress;
 
 const SERVICE: &str = "slack";
 /// Retries of a 429 before giving up.
@@ -105,13 +106,36 @@ impl SlackClient {
         }
     }
 
-    /// Downloads a private file URL with the bot token, refusing more than `cap` bytes.
-    pub async fn download(&self, url: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
-        let request = self
-            .http
+    /// Whether `url` is on a host that may see the bot token: Slack's file host over
+    /// https, or the host of the configured API URL (a fake Slack in tests, a proxy).
+    pub fn is_file_host(&self, url: &reqwest::Url) -> bool {
+        let api_host = reqwest::Url::parse(&self.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        let host = url.host_str().map(str::to_ascii_lowercase);
+        (url.scheme() == "https" && host.as_deref() == Some("files.slack.com"))
+            || (host.is_some() && host == api_host)
+    }
+
+    /// Downloads a private file URL with the bot token through the egress checks,
+    /// refusing more than `cap` bytes. The token goes only to [`Self::is_file_host`].
+    pub async fn download(&self, egress: &Egress, url: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
+        let refused = |message: String| ApiError::Api {
+            service: SERVICE,
+            method: "files.download".into(),
+            message,
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| refused(format!("invalid file URL: {e}")))?;
+        if !self.is_file_host(&parsed) {
+            return Err(refused(format!(
+                "refused to send the bot token to {}: not a Slack file host",
+                parsed.host_str().unwrap_or("(no host)")
+            )));
+        }
+        let request = egress
             .get(url)
-            .bearer_auth(&self.token)
-            .timeout(Duration::from_secs(120));
+            .map_err(|e| refused(e.to_string()))?
+            .bearer_auth(&self.token);
         super::download_capped(SERVICE, "files.download", request, cap).await
     }
 

@@ -56,7 +56,7 @@ pub async fn fetch(outputs: &Outputs, trigger: &TriggerEvent, cap: u64) -> (Vec<
         let Some(url) = f["url_private_download"].as_str() else {
             continue;
         };
-        match client.download(url, cap).await {
+        match client.download(&outputs.egress, url, cap).await {
             Ok(content) => {
                 let declared = f["mimetype"]
                     .as_str()
@@ -92,7 +92,7 @@ async fn notion_files(outputs: &Outputs, page: &str, cap: u64) -> (Vec<NewFile>,
         let Some(url) = f["file"]["url"].as_str().or(f["external"]["url"].as_str()) else {
             continue;
         };
-        match client.download(url, cap).await {
+        match client.download(&outputs.egress, url, cap).await {
             Ok(content) => files.push(NewFile {
                 mime: mime::from_name(&name).to_string(),
                 name,

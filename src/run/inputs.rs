@@ -5,7 +5,7 @@
 use base64::Engine;
 
 use crate::config::AgentConfig;
-use crate::files::extract::{self, DocKind};
+use crate::files::extract::DocKind;
 use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
 use crate::provider::Message;
 use crate::provider::types::Image;
@@ -94,7 +94,7 @@ pub async fn opening_message(
         }
         // Documents are extracted first; the extracted file is what gets preloaded.
         let target = match DocKind::detect(&meta.mime, &meta.name) {
-            Some(kind) => match extract::extract(kind, content, extract::DEFAULT_TIMEOUT).await {
+            Some(kind) => match files.extractor().extract(kind, content).await {
                 Ok(extracted) => {
                     let new = NewFile {
                         name: format!("{}.txt", meta.name),

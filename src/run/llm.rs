@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::compaction::{CompactError, Compactor};
 use super::context::{Conversation, fixed_tokens, message_tokens, status_message};
+use super::gateway::Gateway;
 use super::inputs::inline_or_file;
 use super::recorder::Recorder;
 use super::termination::Termination;
@@ -18,11 +18,9 @@ use crate::config::AgentConfig;
 use crate::files::{FileSource, RunFiles};
 use crate::provider::chain::ChatOutcome;
 use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, pricing};
-use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tokens::TokenCounter;
-use crate::tools::subagent::SubagentLauncher;
-use crate::tools::{Effect, ToolCtx, ToolError, ToolOutput, ToolRegistry};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The harness instructions appended to every agent prompt.
 const HARNESS: &str = include_str!("../../prompts/harness.md");
@@ -31,12 +29,8 @@ const HARNESS: &str = include_str!("../../prompts/harness.md");
 pub struct LlmRun<'a> {
     pub agent: &'a AgentConfig,
     pub chain: &'a ModelChain,
-    pub tools: &'a ToolRegistry,
-    /// The same registry, shared with tools that call tools.
-    pub tools_arc: Arc<ToolRegistry>,
-    /// Tool names the model may call (the agent's tools plus the base tools).
-    pub allowed: Vec<String>,
-    pub mock_tools: bool,
+    /// Every tool call goes through it (grant, cap, records, spans).
+    pub gateway: Arc<Gateway>,
     pub recorder: &'a Recorder,
     pub cancel: CancellationToken,
     pub files: Arc<RunFiles>,
@@ -45,8 +39,6 @@ pub struct LlmRun<'a> {
     pub reinject: Vec<Message>,
     /// The system prompt (agent prompt, harness instructions, catalogs); byte-stable.
     pub system: String,
-    pub skills: Option<Arc<RunSkills>>,
-    pub subagents: Option<Arc<dyn SubagentLauncher>>,
     /// Usage and cost of finished subagent runs, not yet added to this run's totals.
     pub child_totals: Arc<std::sync::Mutex<(Usage, f64)>>,
 }
@@ -115,7 +107,7 @@ impl LlmRun<'_> {
     /// other problem ends the run with a termination reason.
     pub async fn run(self, opening: Message) -> Result<LoopOutcome, StoreError> {
         let system = self.system.clone();
-        let defs = self.tools.definitions(&self.allowed);
+        let defs = self.gateway.registry().definitions(self.gateway.allowed());
         let limits = &self.agent.limits;
         let enc = self.files.encoding();
         let window = window_of(self.agent, self.chain);
@@ -168,14 +160,14 @@ impl LlmRun<'_> {
                 return Ok(stop(out, Termination::MaxCost, e));
             }
             let requested = response.tool_calls.len() as u32;
-            if out.tool_calls + requested > limits.max_tool_calls {
-                let e = format!(
-                    "the model asked for {requested} more tool calls after {}, over max_tool_calls ({})",
-                    out.tool_calls, limits.max_tool_calls
-                );
-                return Ok(stop(out, Termination::MaxToolCalls, e));
+            if let Err(e) = self.gateway.reserve(requested) {
+                out.tool_calls = self.gateway.calls();
+                return Ok(stop(
+                    out,
+                    Termination::MaxToolCalls,
+                    format!("the model asked for {e}"),
+                ));
             }
-            out.tool_calls += requested;
             let calls = response.tool_calls.clone();
             let assistant = Message::Assistant {
                 text: response.text,
@@ -184,6 +176,7 @@ impl LlmRun<'_> {
             let t = message_tokens(self.counter, enc, &assistant);
             conv.push(assistant, t);
             let round = self.tool_round(&calls, deadline).await?;
+            out.tool_calls = self.gateway.calls();
             // Subagents' usage counts toward this run's totals and cost cap.
             let (child_usage, child_cost) =
                 std::mem::take(&mut *self.child_totals.lock().unwrap_or_else(|e| e.into_inner()));
@@ -354,20 +347,16 @@ impl LlmRun<'_> {
         deadline: tokio::time::Instant,
     ) -> Result<Step<Vec<Result<ToolOutput, ToolError>>>, StoreError> {
         for call in calls {
-            // Marked so crash recovery knows whether re-running could repeat a side effect.
-            let side_effect = self
-                .tools
-                .get(&call.name)
-                .is_some_and(|t| t.spec().effect == Effect::SideEffecting);
-            self.recorder.event(
-                "tool_call",
-                json!({"call_id": call.id, "name": call.name, "arguments": call.arguments, "side_effect": side_effect}),
-            );
+            self.gateway
+                .record_call(&call.id, &call.name, &call.arguments, None);
         }
         // Durable before any tool can cause a side effect.
-        self.recorder.flush().await?;
+        self.gateway.flush().await?;
         let round = CancellationToken::new();
-        let futures = calls.iter().map(|call| self.tool_call(call, round.clone()));
+        let futures = calls.iter().map(|call| {
+            self.gateway
+                .execute(&call.id, &call.name, &call.arguments, round.child_token())
+        });
         let all = join_all(futures);
         let results = tokio::select! {
             _ = self.cancel.cancelled() => {
@@ -386,62 +375,16 @@ impl LlmRun<'_> {
             Err(ToolError::Fatal(e)) => Some(format!("tool '{}' failed: {e}", call.name)),
             _ => None,
         });
+        // A nested call (a skill script's) may have spent the budget.
+        let termination = if self.gateway.cap_hit() {
+            Termination::MaxToolCalls
+        } else {
+            Termination::ToolError
+        };
         Ok(match fatal {
-            Some(e) => Step::Stop(Termination::ToolError, Some(e)),
+            Some(e) => Step::Stop(termination, Some(e)),
             None => Step::Done(results),
         })
-    }
-
-    /// One tool call with its span and result event.
-    async fn tool_call(&self, call: &ToolCall, round: CancellationToken) -> Result<ToolOutput, ToolError> {
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format!("execute_tool {}", call.name),
-            "gen_ai.operation.name" = "execute_tool",
-            "gen_ai.tool.name" = %call.name,
-            "gen_ai.tool.call.id" = %call.id,
-            run_id = %self.recorder.run_id(),
-            "error.type" = tracing::field::Empty,
-        );
-        async {
-            let ctx = ToolCtx {
-                run_id: self.recorder.run_id().to_string(),
-                agent: self.agent.name.clone(),
-                call_id: call.id.clone(),
-                cancel: round.child_token(),
-                files: self.files.clone(),
-                skills: self.skills.clone(),
-                subagents: self.subagents.clone(),
-                registry: Some(self.tools_arc.clone()),
-                mock: self.mock_tools,
-            };
-            let started = Instant::now();
-            let result = self
-                .tools
-                .invoke(&self.allowed, &call.name, &call.arguments, &ctx, self.mock_tools)
-                .await;
-            let duration_ms = started.elapsed().as_millis() as u64;
-            let event = match &result {
-                Ok(output) => {
-                    let text = output.to_model_text();
-                    json!({
-                        "call_id": call.id, "name": call.name, "ok": true,
-                        "bytes": text.len(), "duration_ms": duration_ms, "content": preview(&text),
-                    })
-                }
-                Err(e) => {
-                    tracing::Span::current().record("error.type", if matches!(e, ToolError::Fatal(_)) { "fatal" } else { "tool_error" });
-                    json!({
-                        "call_id": call.id, "name": call.name, "ok": false, "fatal": matches!(e, ToolError::Fatal(_)),
-                        "bytes": 0, "duration_ms": duration_ms, "error": e.to_string(),
-                    })
-                }
-            };
-            self.recorder.event("tool_result", event);
-            result
-        }
-        .instrument(span)
-        .await
     }
 
     fn timeout_message(&self) -> String {
@@ -450,17 +393,6 @@ impl LlmRun<'_> {
             self.agent.limits.timeout.as_secs_f64()
         )
     }
-}
-
-/// Stored tool output is capped; the full text went to the model.
-const PREVIEW_BYTES: usize = 16 * 1024;
-
-fn preview(text: &str) -> &str {
-    let mut end = text.len().min(PREVIEW_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 fn stop(out: LoopOutcome, termination: Termination, error: String) -> LoopOutcome {

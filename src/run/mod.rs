@@ -7,6 +7,7 @@
 pub mod attachments;
 pub mod compaction;
 pub mod context;
+pub mod gateway;
 pub mod inputs;
 pub mod llm;
 pub mod prompts;
@@ -53,6 +54,8 @@ pub struct Runner {
     pub skills: Arc<SkillSet>,
     /// Where final answers are posted.
     pub outputs: Arc<reply::Outputs>,
+    /// How attached documents are extracted (bounds, worker process).
+    pub extractor: Arc<crate::files::extractor::Extractor>,
 }
 
 /// Where a run sits in a tree of runs.
@@ -221,7 +224,8 @@ impl Runner {
                 self.tokens.clone(),
                 encoding,
                 agent.context.file_threshold_tokens,
-            ),
+            )
+            .with_extractor(self.extractor.clone()),
         });
         let mut attachments = files.list();
         let (fetched, attachment_notes) =
@@ -277,20 +281,19 @@ impl Runner {
             system.push('\n');
         }
 
+        let gateway = gateway::Gateway::new(gateway::GatewayParts {
+            agent: agent.name.clone(),
+            tools: self.tools.clone(),
+            allowed,
+            mock: self.mock_tools,
+            recorder: recorder.clone(),
+            files: files.clone(),
+            skills: (!skills.is_empty()).then(|| skills.clone()),
+            subagents: launcher.clone(),
+            max_tool_calls: agent.limits.max_tool_calls,
+        });
         let result = if let Coordinator::Script { path, source } = &agent.coordinator {
-            let host = crate::script::new_host(
-                &agent.name,
-                self.tools.clone(),
-                allowed,
-                self.mock_tools,
-                recorder.clone(),
-                files.clone(),
-                (!skills.is_empty()).then(|| skills.clone()),
-                launcher,
-                cancel,
-                tokio::time::Instant::now() + agent.limits.timeout,
-                agent.limits.max_tool_calls,
-            );
+            let host = crate::script::new_host(gateway, launcher, cancel, agent.limits.timeout);
             let mut out = crate::script::run(
                 &path.display().to_string(),
                 source,
@@ -331,18 +334,13 @@ impl Runner {
                     let run = llm::LlmRun {
                         agent,
                         chain: &chain,
-                        tools: &self.tools,
-                        tools_arc: self.tools.clone(),
-                        allowed,
-                        mock_tools: self.mock_tools,
+                        gateway,
                         recorder: &recorder,
                         cancel,
                         files: files.clone(),
                         counter: &self.tokens,
                         reinject: required.map(crate::provider::Message::user).into_iter().collect(),
                         system,
-                        skills: (!skills.is_empty()).then(|| skills.clone()),
-                        subagents: launcher,
                         child_totals,
                     };
                     run.run(opening).await?
@@ -383,7 +381,8 @@ impl Runner {
             }
             (_, Termination::Completed) => {}
             (_, t) => {
-                tracing::warn!(termination = t.as_str(), error = result.error.as_deref().unwrap_or_default(), "run ended early");
+                let error = result.error.as_deref().map(|e| recorder.content(e)).unwrap_or_default();
+                tracing::warn!(termination = t.as_str(), error = %error, "run ended early");
                 recorder
                     .event("run_error", json!({"termination": t.as_str(), "error": result.error}))
             }
@@ -392,7 +391,8 @@ impl Runner {
         let finish = RunFinish {
             status,
             termination: result.termination.as_str().to_string(),
-            error: result.error.clone(),
+            // Errors can quote the input (a script that throws the message text).
+            error: result.error.as_deref().map(|e| recorder.content(e)),
             final_text: kept.as_deref().map(|t| recorder.content(t)),
             turns: result.turns,
             tool_calls: result.tool_calls,

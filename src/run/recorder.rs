@@ -20,6 +20,8 @@ const CONTENT_KEYS: &[&str] = &[
     "prompt",
     "preview",
     "error",
+    // Attachment notes name the file.
+    "note",
 ];
 
 /// Writes the event log of one run.

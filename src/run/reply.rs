@@ -22,10 +22,12 @@ pub struct Outputs {
     pub prompt_base_url: Option<String>,
     /// Notion-hosted prompts, cached.
     pub prompts: std::sync::Arc<super::prompts::PromptCache>,
+    /// Checked client for file URLs found in events (Slack files, Notion file links).
+    pub egress: crate::http::Egress,
 }
 
 impl Outputs {
-    pub fn from_env(http: reqwest::Client) -> Outputs {
+    pub fn from_env(http: reqwest::Client, egress: crate::http::Egress) -> Outputs {
         Outputs {
             slack: SlackClient::from_env(http.clone()),
             jira: JiraClient::from_env(http.clone()),
@@ -34,6 +36,7 @@ impl Outputs {
                 .ok()
                 .filter(|v| !v.is_empty()),
             prompts: Default::default(),
+            egress,
         }
     }
 

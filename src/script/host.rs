@@ -5,18 +5,16 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Position};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::files::RunFiles;
 use crate::run::Recorder;
-use crate::skills::RunSkills;
+use crate::run::gateway::Gateway;
+use crate::tools::ToolError;
 use crate::tools::subagent::SubagentLauncher;
-use crate::tools::{Effect, ToolCtx, ToolError, ToolRegistry};
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -34,21 +32,43 @@ pub enum HostStop {
     FatalTool,
 }
 
+/// Default cap on `log()` lines per run.
+pub const MAX_LOG_LINES: u32 = 1_000;
+/// Default cap on `log()` bytes per run.
+pub const MAX_LOG_BYTES: usize = 1024 * 1024;
+
+/// What a run's script may still log; past either cap, one `log truncated` event is
+/// recorded and later lines are dropped.
+#[derive(Debug)]
+pub struct LogBudget {
+    pub lines_left: u32,
+    pub bytes_left: usize,
+    pub truncated: bool,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        LogBudget {
+            lines_left: MAX_LOG_LINES,
+            bytes_left: MAX_LOG_BYTES,
+            truncated: false,
+        }
+    }
+}
+
 /// Everything the script API needs, shared by the registered functions.
 pub struct Host {
     pub rt: tokio::runtime::Handle,
-    pub agent: String,
-    pub tools: Arc<ToolRegistry>,
-    pub allowed: Vec<String>,
-    pub mock: bool,
-    pub recorder: Arc<Recorder>,
-    pub files: Arc<RunFiles>,
-    pub skills: Option<Arc<RunSkills>>,
+    /// Every tool call goes through it (grant, cap, records, spans).
+    pub gateway: Arc<Gateway>,
     pub subagents: Option<Arc<dyn SubagentLauncher>>,
     pub cancel: CancellationToken,
     pub deadline: tokio::time::Instant,
-    pub max_tool_calls: u32,
+    /// The limit the deadline came from, for messages.
+    pub timeout: Duration,
+    /// Numbers the script's calls (`script_1`, ...).
     pub calls: AtomicU32,
+    pub log: Mutex<LogBudget>,
     pub stop: Mutex<Option<(HostStop, String)>>,
     pub replied: Mutex<Option<String>>,
 }
@@ -62,90 +82,60 @@ impl Host {
         ))
     }
 
-    /// Calls a tool like the LLM loop does: cap, events (flushed before the call), span,
-    /// schema validation, result event.
+    fn recorder(&self) -> &Recorder {
+        self.gateway.recorder()
+    }
+
+    /// Calls a tool through the gateway under the run's deadline.
     pub fn call_tool(&self, name: &str, args: Value) -> RhaiResult<Dynamic> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        if n > self.max_tool_calls {
-            return Err(self.stop_with(
-                HostStop::MaxToolCalls,
-                format!("reached max_tool_calls ({})", self.max_tool_calls),
-            ));
-        }
         let call_id = format!("script_{n}");
         let arguments = args.to_string();
-        let side_effect = self
-            .tools
-            .get(name)
-            .is_some_and(|t| t.spec().effect == Effect::SideEffecting);
-        self.recorder.event(
-            "tool_call",
-            json!({"call_id": call_id, "name": name, "arguments": arguments, "side_effect": side_effect}),
-        );
-        let ctx = ToolCtx {
-            run_id: self.recorder.run_id().to_string(),
-            agent: self.agent.clone(),
-            call_id: call_id.clone(),
-            cancel: self.cancel.child_token(),
-            files: self.files.clone(),
-            skills: self.skills.clone(),
-            subagents: self.subagents.clone(),
-            registry: Some(self.tools.clone()),
-            mock: self.mock,
-        };
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format!("execute_tool {name}"),
-            "gen_ai.operation.name" = "execute_tool",
-            "gen_ai.tool.name" = %name,
-            "gen_ai.tool.call.id" = %call_id,
-            run_id = %self.recorder.run_id(),
-        );
-        let started = Instant::now();
-        let result = self.rt.block_on(
-            async {
-                self.recorder
-                    .flush()
-                    .await
-                    .map_err(|e| ToolError::Fatal(e.to_string()))?;
-                match tokio::time::timeout_at(
-                    self.deadline,
-                    self.tools
-                        .invoke(&self.allowed, name, &arguments, &ctx, self.mock),
-                )
-                .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(ToolError::Fatal(
-                        "the run's timeout passed during the tool call".into(),
-                    )),
-                }
+        let call = self
+            .gateway
+            .call(&call_id, name, &arguments, None, self.cancel.child_token());
+        let result = self.rt.block_on(async {
+            match tokio::time::timeout_at(self.deadline, call).await {
+                Ok(r) => r,
+                Err(_) => Err(ToolError::Fatal(
+                    "the run's timeout passed during the tool call".into(),
+                )),
             }
-            .instrument(span),
-        );
-        let duration_ms = started.elapsed().as_millis() as u64;
+        });
         match result {
-            Ok(out) => {
-                let text = out.to_model_text();
-                self.recorder.event(
-                    "tool_result",
-                    json!({"call_id": call_id, "name": name, "ok": true, "bytes": text.len(), "duration_ms": duration_ms,
-                           "content": crate::tokens::floor_char(&text, 16 * 1024)}),
-                );
-                rhai::serde::to_dynamic(out.value)
+            Ok(out) => rhai::serde::to_dynamic(out.value),
+            Err(ToolError::Fatal(e)) if self.gateway.cap_hit() => Err(self.stop_with(
+                HostStop::MaxToolCalls,
+                format!("reached max_tool_calls ({}): {e}", self.gateway.max_tool_calls()),
+            )),
+            Err(ToolError::Fatal(e)) => {
+                Err(self.stop_with(HostStop::FatalTool, format!("tool '{name}' failed: {e}")))
             }
-            Err(e) => {
-                let fatal = matches!(e, ToolError::Fatal(_));
-                self.recorder.event(
-                    "tool_result",
-                    json!({"call_id": call_id, "name": name, "ok": false, "fatal": fatal, "bytes": 0, "duration_ms": duration_ms, "error": e.to_string()}),
-                );
-                if fatal {
-                    return Err(self.stop_with(HostStop::FatalTool, format!("tool '{name}' failed: {e}")));
-                }
-                fail(format!("tool '{name}': {e}"))
-            }
+            Err(e) => fail(format!("tool '{name}': {e}")),
         }
+    }
+
+    /// `log(text)`: to the run's events and the service log, within the run's budget.
+    fn log(&self, text: &str) {
+        let mut budget = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if budget.truncated {
+            return;
+        }
+        if budget.lines_left == 0 || text.len() > budget.bytes_left {
+            budget.truncated = true;
+            drop(budget);
+            tracing::warn!(run = %self.recorder().run_id(), "script log truncated");
+            self.recorder().event(
+                "script_log",
+                json!({"truncated": true, "note": format!("log truncated: a run keeps at most {MAX_LOG_LINES} lines and {MAX_LOG_BYTES} bytes of script log")}),
+            );
+            return;
+        }
+        budget.lines_left -= 1;
+        budget.bytes_left -= text.len();
+        drop(budget);
+        tracing::info!(run = %self.recorder().run_id(), "script: {}", self.recorder().content(text));
+        self.recorder().event("script_log", json!({"text": text}));
     }
 }
 
@@ -186,7 +176,7 @@ pub fn register(engine: &mut Engine, host: Arc<Host>) {
     );
     let h = host.clone();
     engine.register_fn("files", move || -> RhaiResult<Dynamic> {
-        rhai::serde::to_dynamic(h.files.list())
+        rhai::serde::to_dynamic(h.gateway.files().list())
     });
     let h = host.clone();
     engine.register_fn(
@@ -209,10 +199,7 @@ pub fn register(engine: &mut Engine, host: Arc<Host>) {
         *h.replied.lock().unwrap_or_else(|e| e.into_inner()) = Some(text.to_string());
     });
     let h = host.clone();
-    engine.register_fn("log", move |text: &str| {
-        tracing::info!(run = %h.recorder.run_id(), "script: {}", h.recorder.content(text));
-        h.recorder.event("script_log", json!({"text": text}));
-    });
+    engine.register_fn("log", move |text: &str| h.log(text));
     engine.register_fn(
         "regex_find_all",
         |pattern: &str, text: &str| -> RhaiResult<Array> {

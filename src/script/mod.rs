@@ -76,10 +76,7 @@ pub async fn run(
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
     };
     let mut out = LoopOutcome::empty();
-    out.tool_calls = host
-        .calls
-        .load(std::sync::atomic::Ordering::SeqCst)
-        .min(host.max_tool_calls);
+    out.tool_calls = host.gateway.calls();
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match result {
         Err(join) => {
@@ -94,8 +91,8 @@ pub async fn run(
                 (EvalAltResult::ErrorTerminated(v, _), _) if v.to_string() == sandbox::DEADLINE => (
                     Termination::Timeout,
                     format!(
-                        "{path}: the script exceeded its timeout of {}s",
-                        host_timeout(&host)
+                        "{path}: the script exceeded its timeout of {}",
+                        crate::config::duration::format_duration(host.timeout)
                     ),
                 ),
                 (e, _) => (Termination::ScriptError, describe(path, e)),
@@ -105,12 +102,6 @@ pub async fn run(
         }
     }
     out
-}
-
-fn host_timeout(host: &Host) -> u64 {
-    host.deadline
-        .saturating_duration_since(tokio::time::Instant::now())
-        .as_secs()
 }
 
 /// `scripts/x.rhai:12:5: <what went wrong>`, naming the limit when one was hit.
@@ -140,39 +131,27 @@ fn failed(termination: Termination, error: String, host: &Host) -> LoopOutcome {
     let mut out = LoopOutcome::empty();
     out.termination = termination;
     out.error = Some(error);
-    out.tool_calls = host.calls.load(std::sync::atomic::Ordering::SeqCst);
+    out.tool_calls = host.gateway.calls();
     out
 }
 
-/// A host with default counters (used by the runner).
-#[allow(clippy::too_many_arguments)]
+/// A host for one script run: tool calls go through `gateway`; the script stops at
+/// `timeout` from now.
 pub fn new_host(
-    agent: &str,
-    tools: Arc<crate::tools::ToolRegistry>,
-    allowed: Vec<String>,
-    mock: bool,
-    recorder: Arc<crate::run::Recorder>,
-    files: Arc<crate::files::RunFiles>,
-    skills: Option<Arc<crate::skills::RunSkills>>,
+    gateway: Arc<crate::run::gateway::Gateway>,
     subagents: Option<Arc<dyn crate::tools::subagent::SubagentLauncher>>,
     cancel: tokio_util::sync::CancellationToken,
-    deadline: tokio::time::Instant,
-    max_tool_calls: u32,
+    timeout: std::time::Duration,
 ) -> Arc<Host> {
     Arc::new(Host {
         rt: tokio::runtime::Handle::current(),
-        agent: agent.to_string(),
-        tools,
-        allowed,
-        mock,
-        recorder,
-        files,
-        skills,
+        gateway,
         subagents,
         cancel,
-        deadline,
-        max_tool_calls,
+        deadline: tokio::time::Instant::now() + timeout,
+        timeout,
         calls: AtomicU32::new(0),
+        log: Mutex::new(host::LogBudget::default()),
         stop: Mutex::new(None),
         replied: Mutex::new(None),
     })

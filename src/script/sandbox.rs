@@ -24,7 +24,9 @@ impl Default for SandboxLimits {
             max_call_depth: 64,
             max_expr_depth: 64,
             max_string_bytes: 4 * 1024 * 1024,
-            max_array_len: 100_000,
+            // Rhai re-measures a container after every change, so filling one costs
+            // time quadratic in its size: 10,000 keeps a runaway fill under a second.
+            max_array_len: 10_000,
             max_map_len: 10_000,
         }
     }
@@ -46,6 +48,18 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
         .set_max_string_size(limits.max_string_bytes)
         .set_max_array_size(limits.max_array_len)
         .set_max_map_size(limits.max_map_len);
+    // Rhai measures a container when a function changes it, but not when an index
+    // assignment adds a key to a map (`m[k] = v`), so a loop could grow a map without
+    // bound. Every read of a container variable measures it against the same limits.
+    #[allow(deprecated)] // `on_var` is marked volatile, not deprecated.
+    e.on_var(|name, _, ctx| {
+        if let Some(value) = ctx.scope().get(name)
+            && (value.is_map() || value.is_array())
+        {
+            ctx.engine().ensure_data_size_within_limits(value)?;
+        }
+        Ok(None)
+    });
     if let Some(deadline) = deadline {
         e.on_progress(move |ops| {
             // Checking the clock every 4096 operations keeps the overhead negligible.
@@ -107,6 +121,26 @@ mod tests {
                 .unwrap(),
             43
         );
+    }
+
+    #[test]
+    fn runaway_arrays_and_maps_hit_their_size_limits_not_the_deadline() {
+        for src in [
+            "let a = []; loop { a.push(1); }",
+            "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; }",
+            "let a = []; loop { let b = []; for j in 0..100 { b.push(j); } a.push(b); }",
+            r#"let a = []; let s = "x"; for i in 0..21 { s += s; } loop { a.push(s + a.len()); }"#,
+        ] {
+            let e = engine(
+                &SandboxLimits::default(),
+                Some(Instant::now() + std::time::Duration::from_secs(30)),
+            );
+            let err = e.eval::<Dynamic>(src).unwrap_err();
+            assert!(
+                matches!(*err, rhai::EvalAltResult::ErrorDataTooLarge(..)),
+                "{src}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -41,6 +41,79 @@ impl Default for DispatchSettings {
     }
 }
 
+/// Attempts a run gets before a crash during it fails it as `crash_loop`.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// What a person is told when their private message was lost in a restart.
+pub const LOST_INPUT_REPLY: &str = "Sorry, I lost your message during a restart; please send it again.";
+
+/// Ends a queued or running run with `status`; false when it had already ended.
+async fn end_run(
+    store: &dyn crate::store::Store,
+    run_id: &str,
+    status: RunStatus,
+    termination: &str,
+    error: &str,
+) -> Result<bool, StoreError> {
+    let finish = RunFinish {
+        status,
+        termination: termination.into(),
+        error: Some(error.into()),
+        final_text: None,
+        turns: 0,
+        tool_calls: 0,
+        usage: Default::default(),
+        cost_usd: 0.0,
+        skill_loads: Default::default(),
+    };
+    if store.finish_run(run_id, RunStatus::Running, &finish).await? {
+        return Ok(true);
+    }
+    store.finish_run(run_id, RunStatus::Queued, &finish).await
+}
+
+/// A private run whose text did not survive a restart: apologize where the person wrote
+/// and end the run `interrupted`.
+async fn input_lost(
+    runner: &Runner,
+    run_id: &str,
+    agent: &AgentConfig,
+    trigger: &TriggerEvent,
+) -> Result<(), StoreError> {
+    let recorder = crate::run::Recorder::new(runner.store.clone(), run_id.to_string(), true);
+    recorder.event(
+        "input_lost",
+        json!({"reason": "private input is kept in memory only and the process restarted"}),
+    );
+    if let Err(e) = runner
+        .outputs
+        .post(agent, &trigger.origin, LOST_INPUT_REPLY, &recorder)
+        .await
+    {
+        tracing::warn!(run = %run_id, error = %e, "cannot tell the person their message was lost");
+    }
+    recorder.flush().await?;
+    end_run(
+        runner.store.as_ref(),
+        run_id,
+        RunStatus::Interrupted,
+        "interrupted",
+        "the private input of this run was lost in a restart; the person was asked to send it again",
+    )
+    .await?;
+    tracing::warn!(run = %run_id, agent = %agent.name, "private input lost in a restart; run ended with an apology");
+    Ok(())
+}
+
+/// Free text from a private event, as it may be logged.
+fn redacted_if(private: bool, text: &str) -> String {
+    if private {
+        format!("[private: {} chars]", text.chars().count())
+    } else {
+        text.to_string()
+    }
+}
+
 pub struct Dispatcher {
     pub runner: Runner,
     pub config: Arc<Config>,
@@ -100,6 +173,15 @@ impl Dispatcher {
 
     /// Routes events, fires cron slots and reconciles dead runs until shutdown.
     pub async fn run(self: Arc<Self>) {
+        // Nothing routes yet, so a claimed event without a run was orphaned by a crash.
+        match self.runner.store.requeue_orphan_events().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                events = n,
+                "re-queued events claimed before a crash but never routed"
+            ),
+            Err(e) => tracing::error!(error = %e, "re-queueing orphaned events failed"),
+        }
         if let Err(e) = self.reconcile().await {
             tracing::error!(error = %e, "reconciling runs failed");
         }
@@ -139,47 +221,72 @@ impl Dispatcher {
         }
     }
 
-    fn trigger_of(&self, e: &EventRow) -> Option<TriggerEvent> {
+    /// The event's trigger, and whether it is whole: a private event's text lives only
+    /// in this process's memory, so after a restart it comes back without it.
+    fn trigger_of(&self, e: &EventRow) -> Option<(TriggerEvent, bool)> {
         let cached = self
             .private
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&e.id);
-        cached.or_else(|| {
-            serde_json::from_value(e.body.clone())
-                .map_err(|err| tracing::error!(event = %e.id, error = %err, "unreadable event"))
-                .ok()
-        })
+        if let Some(t) = cached {
+            return Some((t, true));
+        }
+        serde_json::from_value(e.body.clone())
+            .map_err(|err| tracing::error!(event = %e.id, error = "unreadable event body", detail = %redacted_if(e.private, &err.to_string())))
+            .ok()
+            .map(|t| (t, !e.private))
     }
 
     /// Starts a run for every matching agent; returns how many.
     async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
-        let Some(trigger) = self.trigger_of(&e) else {
+        let Some((trigger, whole)) = self.trigger_of(&e) else {
+            // Unreadable: record that nothing can run for it rather than retry forever.
+            self.runner.store.route_event(&e.id, &[], &now_text()).await?;
             return Ok(0);
         };
         let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
         if agents.is_empty() {
             tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
         }
-        for agent in &agents {
-            let run_id = uuid::Uuid::now_v7().to_string();
-            self.runner
-                .store
-                .create_run(&NewRun {
-                    id: run_id.clone(),
-                    agent: agent.name.clone(),
-                    parent_id: None,
-                    trigger_summary: trigger_summary(&trigger),
-                    event_id: Some(e.id.clone()),
-                })
-                .await?;
-            self.runner
-                .store
-                .renew_lease(&run_id, &lease_until(self.settings.lease))
-                .await?;
-            self.spawn(run_id, agent.clone(), trigger.clone());
+        let runs: Vec<NewRun> = agents
+            .iter()
+            .map(|agent| NewRun {
+                id: uuid::Uuid::now_v7().to_string(),
+                agent: agent.name.clone(),
+                parent_id: None,
+                trigger_summary: trigger_summary(&trigger),
+                event_id: Some(e.id.clone()),
+            })
+            .collect();
+        // The event leaves the queue in the same transaction that creates its runs, so a
+        // crash between the two loses nothing.
+        if !self
+            .runner
+            .store
+            .route_event(&e.id, &runs, &lease_until(self.settings.lease))
+            .await?
+        {
+            return Ok(0);
+        }
+        for (run, agent) in runs.into_iter().zip(&agents) {
+            self.start(run.id, agent.clone(), trigger.clone(), whole);
         }
         Ok(agents.len())
+    }
+
+    /// Executes a queued run, or ends it `interrupted` with an apology when its private
+    /// input was lost in a restart: never answer from an empty prompt.
+    fn start(&self, run_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent, whole: bool) {
+        if whole {
+            return self.spawn(run_id, agent, trigger);
+        }
+        let runner = self.runner.clone();
+        self.tracker.spawn(async move {
+            if let Err(e) = input_lost(&runner, &run_id, &agent, &trigger).await {
+                tracing::error!(run = %run_id, error = %e, "cannot end a run whose input was lost");
+            }
+        });
     }
 
     /// Executes a queued run on the tracker, renewing its lease until it ends.
@@ -236,19 +343,32 @@ impl Dispatcher {
                         &json!({"reason": "process stopped after a side-effecting tool call; not retried"}),
                     )
                     .await?;
-                let finish = RunFinish {
-                    status: RunStatus::Interrupted,
-                    termination: "interrupted".into(),
-                    error: Some("steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect".into()),
-                    final_text: None,
-                    turns: 0,
-                    tool_calls: 0,
-                    usage: Default::default(),
-                    cost_usd: 0.0,
-                    skill_loads: Default::default(),
-                };
-                if store.finish_run(&r.id, RunStatus::Running, &finish).await? {
+                let error = "steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect";
+                if end_run(
+                    store.as_ref(),
+                    &r.id,
+                    RunStatus::Interrupted,
+                    "interrupted",
+                    error,
+                )
+                .await?
+                {
                     tracing::error!(run = %r.id, agent = %r.agent, "run interrupted by a crash after side effects; reported, not retried");
+                }
+                continue;
+            }
+            // A run that keeps taking the process down (a decompression bomb, say) must
+            // not crash-loop the service: after MAX_ATTEMPTS it is failed for good.
+            if r.status == RunStatus::Running && r.attempt >= MAX_ATTEMPTS {
+                store
+                    .append_event(&r.id, "crash_loop", &json!({"attempts": r.attempt}))
+                    .await?;
+                let error = format!(
+                    "the process stopped during each of this run's {} attempts; it is not retried again",
+                    r.attempt
+                );
+                if end_run(store.as_ref(), &r.id, RunStatus::Failed, "crash_loop", &error).await? {
+                    tracing::error!(run = %r.id, agent = %r.agent, attempts = r.attempt, "run failed as a crash loop");
                 }
                 continue;
             }
@@ -264,14 +384,14 @@ impl Dispatcher {
             }) else {
                 continue;
             };
-            let Some(trigger) = self.trigger_of(&event) else {
+            let Some((trigger, whole)) = self.trigger_of(&event) else {
                 continue;
             };
             store
                 .renew_lease(&r.id, &lease_until(self.settings.lease))
                 .await?;
             tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
-            self.spawn(r.id, agent, trigger);
+            self.start(r.id, agent, trigger, whole);
         }
         Ok(())
     }

@@ -13,8 +13,12 @@ use crate::run::{Origin, TriggerEvent};
 use crate::triggers::auth::{self, AuthError};
 use crate::triggers::{jira, notion, slack};
 
-/// Setting key of the Notion verification token.
-pub const NOTION_TOKEN_KEY: &str = "notion.verification_token";
+/// Setting key of a verification token received during a setup window, waiting for
+/// `steward notion-token --listen` to show it (then cleared). It never signs anything.
+pub const NOTION_PENDING_KEY: &str = "notion.pending_verification_token";
+/// Setting key of the end of the setup window (RFC 3339), opened by
+/// `steward notion-token --listen`.
+pub const NOTION_SETUP_UNTIL_KEY: &str = "notion.setup_until";
 
 /// Errors a webhook answers with.
 #[derive(Debug, thiserror::Error)]
@@ -127,47 +131,58 @@ pub async fn jira_webhook(
         &body,
     )?;
     let value = json_body(&body)?;
-    let (event, key) = jira::parse(&value, header(&headers, "x-atlassian-webhook-identifier"))
-        .map_err(HookError::BadRequest)?;
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
+    let (event, key) = jira::parse(&value, &digest, chrono::Utc::now().timestamp()).map_err(|e| match e {
+        jira::JiraError::Stale { .. } => HookError::Unauthorized(AuthError::StaleEvent(e.to_string())),
+        jira::JiraError::Malformed(m) => HookError::BadRequest(m),
+    })?;
     persist(&state, &event, &key).await
 }
 
-/// `POST /notion/webhook`: the verification handshake, then signed events.
+/// `POST /notion/webhook`. Closed (404) unless the operator enabled Notion: events are
+/// verified only against `NOTION_WEBHOOK_TOKEN`, which the operator sets; nothing a
+/// request carries becomes a signing key. The subscription handshake is accepted only
+/// while `steward notion-token --listen` holds a setup window open, and then only
+/// parked for that command to show.
 pub async fn notion_webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HookError> {
-    let value = json_body(&body)?;
     let store = &state.runner.store;
-    let stored = store
-        .get_setting(NOTION_TOKEN_KEY)
+    let unavailable = |e: crate::store::StoreError| HookError::Unavailable(e.to_string());
+    let window_open = store
+        .get_setting(NOTION_SETUP_UNTIL_KEY)
         .await
-        .map_err(|e| HookError::Unavailable(e.to_string()))?;
-    match notion::parse(&value).map_err(HookError::BadRequest)? {
-        notion::NotionPayload::Verification(token) => {
-            // Once a token is set, changing it takes a signed request.
-            if let Some(current) = &stored {
-                auth::verify_sha256_header(
-                    current,
-                    header(&headers, "x-notion-signature"),
-                    "X-Notion-Signature",
-                    &body,
-                )?;
+        .map_err(unavailable)?
+        .and_then(|v| chrono::DateTime::parse_from_rfc3339(&v).ok())
+        .is_some_and(|until| until > chrono::Utc::now());
+    let Some(secret) = state.secrets.notion.clone() else {
+        if !window_open {
+            return Err(HookError::NotFound);
+        }
+        // During set-up only the handshake is expected.
+        return match notion::parse(&json_body(&body)?).map_err(HookError::BadRequest)? {
+            notion::NotionPayload::Verification(token) => park_notion_token(&state, &token).await,
+            notion::NotionPayload::Event { .. } => {
+                Err(AuthError::NotConfigured("NOTION_WEBHOOK_TOKEN").into())
             }
-            store
-                .set_setting(NOTION_TOKEN_KEY, &token)
-                .await
-                .map_err(|e| HookError::Unavailable(e.to_string()))?;
-            tracing::info!(
-                "notion verification token received and stored (paste it into Notion to finish the subscription)"
+        };
+    };
+    // Parsed once: the handshake is recognised before the signature check (Notion does
+    // not sign it), events only after it.
+    let payload = notion::parse(&json_body(&body)?).map_err(HookError::BadRequest)?;
+    match payload {
+        notion::NotionPayload::Verification(token) if window_open => park_notion_token(&state, &token).await,
+        notion::NotionPayload::Verification(_) => {
+            tracing::warn!(
+                "a Notion verification token arrived outside a setup window and was ignored; run `steward notion-token --listen` to accept a new subscription"
             );
-            Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
+            Err(AuthError::Missing("X-Notion-Signature").into())
         }
         notion::NotionPayload::Event { event, dedupe_key } => {
-            let token = stored.ok_or(AuthError::NotConfigured("notion verification token"))?;
             auth::verify_sha256_header(
-                &token,
+                &secret,
                 header(&headers, "x-notion-signature"),
                 "X-Notion-Signature",
                 &body,
@@ -175,6 +190,17 @@ pub async fn notion_webhook(
             persist(&state, &event, &dedupe_key).await
         }
     }
+}
+
+async fn park_notion_token(state: &AppState, token: &str) -> Result<Response, HookError> {
+    state
+        .runner
+        .store
+        .set_setting(NOTION_PENDING_KEY, token)
+        .await
+        .map_err(|e| HookError::Unavailable(e.to_string()))?;
+    tracing::info!("a Notion verification token arrived; `steward notion-token --listen` shows it");
+    Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
 }
 
 /// `POST /hooks/{name}`: generic webhooks with a bearer token per hook.
@@ -189,19 +215,15 @@ pub async fn generic_hook(
             .iter()
             .any(|t| matches!(t, TriggerSpec::Webhook(w) if w.name == name))
     });
-    if !exists {
-        return Err(HookError::NotFound);
-    }
-    let expected = state
-        .secrets
-        .hooks
-        .get(&name)
-        .ok_or(AuthError::NotConfigured("the hook's token"))?;
+    // Unknown names, hooks without a token and wrong tokens all get the same 401, so
+    // a caller cannot tell which hook names exist.
     let given = header(&headers, "authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(AuthError::Missing("Authorization"))?;
-    if !auth::token_eq(given.trim(), expected) {
-        return Err(AuthError::Mismatch.into());
+        .unwrap_or_default();
+    let expected = state.secrets.hooks.get(&name).filter(|_| exists);
+    match expected {
+        Some(expected) if auth::token_eq(given.trim(), expected) => {}
+        _ => return Err(AuthError::Mismatch.into()),
     }
     let (payload, text) = match serde_json::from_slice::<Value>(&body) {
         Ok(v) => (v, None),

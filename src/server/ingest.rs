@@ -39,11 +39,16 @@ pub enum IngestError {
     ShuttingDown,
 }
 
-/// The row stored for an event; private events keep metadata only.
+/// The row stored for an event. Private events keep routing metadata only (source,
+/// kind, origin ids): no text, no payload (file names and URLs are free text), no
+/// attachments.
 pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
     let mut stored = event.clone();
     if stored.private {
         stored.text = None;
+        stored.payload = serde_json::json!({"private": true});
+        stored.summary = crate::run::trigger_summary(event);
+        stored.attachments.clear();
     }
     EventRow {
         id: uuid::Uuid::now_v7().to_string(),

@@ -33,6 +33,9 @@ pub use ingest::Ingest;
 pub const BODY_LIMIT: usize = 1024 * 1024;
 /// Requests taking longer than this are answered 408.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection must send a whole request head within this long, whether it is new or
+/// idle between keep-alive requests; slower ones are closed.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Secrets that authenticate inbound requests. Never logged.
 #[derive(Clone, Default)]
@@ -40,6 +43,9 @@ pub struct Secrets {
     pub slack_signing: String,
     pub slack_bot_user: Option<String>,
     pub jira: String,
+    /// `NOTION_WEBHOOK_TOKEN`: the subscription's verification token, pasted by the
+    /// operator. Unset means the Notion route is closed.
+    pub notion: Option<String>,
     /// Bearer token per generic hook name.
     pub hooks: BTreeMap<String, String>,
 }
@@ -53,7 +59,8 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// `SLACK_SIGNING_SECRET`, `SLACK_BOT_USER_ID`, `JIRA_WEBHOOK_SECRET`, and
+    /// `SLACK_SIGNING_SECRET`, `SLACK_BOT_USER_ID`, `JIRA_WEBHOOK_SECRET`,
+    /// `NOTION_WEBHOOK_TOKEN`, and
     /// `STEWARD_HOOK_<NAME>_TOKEN` for every webhook trigger (name upper-cased, `-` → `_`).
     pub fn from_env(config: &Config) -> Secrets {
         let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
@@ -71,6 +78,7 @@ impl Secrets {
             slack_signing: var("SLACK_SIGNING_SECRET").unwrap_or_default(),
             slack_bot_user: var("SLACK_BOT_USER_ID"),
             jira: var("JIRA_WEBHOOK_SECRET").unwrap_or_default(),
+            notion: var("NOTION_WEBHOOK_TOKEN"),
             hooks,
         }
     }
@@ -224,13 +232,62 @@ pub async fn serve(addr: SocketAddr, service: Service, grace: Duration) -> std::
             _ = on_signal.cancelled() => {}
         }
     });
-    let result = axum::serve(listener, service.router())
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await;
+    serve_connections(listener, service.router(), stop, HEADER_READ_TIMEOUT, grace).await;
     signals.abort();
     service.stop(grace).await;
     tracing::info!("steward stopped");
-    result
+    Ok(())
+}
+
+/// Accepts HTTP/1.1 connections until `stop`, then lets open connections finish
+/// within `grace`. A request head must arrive whole within `header_timeout`, and an
+/// idle keep-alive connection is closed after the same time (axum's own `serve` sets
+/// no timer, so a client trickling headers could hold a connection open
+/// indefinitely). `serve` uses [`HEADER_READ_TIMEOUT`].
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    stop: CancellationToken,
+    header_timeout: Duration,
+    grace: Duration,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        connections.spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open after the grace period; closing them");
+    }
 }
 
 async fn shutdown_signal() {

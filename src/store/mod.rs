@@ -196,8 +196,21 @@ pub trait Store: Send + Sync {
     /// Inserts events in one transaction; for each, true if new, false if its dedupe
     /// key was seen before (a retry).
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError>;
-    /// Takes up to `limit` queued events for routing (marks them `routed`).
+    /// Takes up to `limit` queued events for routing (marks them `claimed`). A claimed
+    /// event leaves the queue for good only through [`Store::route_event`].
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError>;
+    /// In one transaction: creates `runs` (queued, started by this event, leased until
+    /// `lease_until`) and marks the claimed event `routed`, or `unmatched` when `runs`
+    /// is empty. False (and nothing written) when the event was not claimed.
+    async fn route_event(
+        &self,
+        event_id: &str,
+        runs: &[NewRun],
+        lease_until: &str,
+    ) -> Result<bool, StoreError>;
+    /// Puts claimed events that have no run back in the queue (their router died
+    /// between claiming and routing); returns how many. Call when no router is active.
+    async fn requeue_orphan_events(&self) -> Result<u64, StoreError>;
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
     /// How many events are stored (every status).
     async fn count_events(&self) -> Result<u64, StoreError>;

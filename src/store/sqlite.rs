@@ -297,7 +297,7 @@ impl Store for SqliteStore {
 
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError> {
         let rows = sqlx::query(
-            "UPDATE events SET status = 'routed' WHERE id IN \
+            "UPDATE events SET status = 'claimed' WHERE id IN \
              (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT ?) \
              RETURNING id, source, kind, dedupe_key, received_at, private, body",
         )
@@ -307,6 +307,52 @@ impl Store for SqliteStore {
         let mut events: Vec<EventRow> = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
         events.sort_by(|a, b| (&a.received_at, &a.id).cmp(&(&b.received_at, &b.id)));
         Ok(events)
+    }
+
+    async fn route_event(
+        &self,
+        event_id: &str,
+        runs: &[NewRun],
+        lease_until: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let status = if runs.is_empty() { "unmatched" } else { "routed" };
+        let moved = sqlx::query("UPDATE events SET status = ? WHERE id = ? AND status = 'claimed'")
+            .bind(status)
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let now = now_text();
+        for run in runs {
+            sqlx::query(
+                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until) \
+                 VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
+            )
+            .bind(&run.id)
+            .bind(&run.agent)
+            .bind(&run.parent_id)
+            .bind(&run.trigger_summary)
+            .bind(&now)
+            .bind(event_id)
+            .bind(lease_until)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE events SET status = 'queued' WHERE status = 'claimed' \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id)",
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError> {

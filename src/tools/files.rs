@@ -9,7 +9,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
-use crate::files::extract::{self, DocKind};
+use crate::files::extract::DocKind;
 use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
 use crate::provider::types::Image;
 use crate::tokens::floor_char;
@@ -420,7 +420,9 @@ async fn extract_to_file(files: &RunFiles, meta: &FileMeta, content: Arc<Vec<u8>
     let out = match files.derived(&meta.id) {
         Some(existing) => existing,
         None => {
-            let text = extract::extract(kind, content, extract::DEFAULT_TIMEOUT)
+            let text = files
+                .extractor()
+                .extract(kind, content)
                 .await
                 .map_err(|e| ToolError::Model(format!("cannot extract {}: {e}", meta.id)))?;
             let file = NewFile {

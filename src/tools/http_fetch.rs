@@ -1,7 +1,11 @@
-//! `http_fetch`: GET a URL, following redirects, with a response size cap.
+//! `http_fetch`: GET a URL, following redirects, with a response size cap. Every target
+//! (and every redirect hop) goes through the egress checks: internal addresses are
+//! refused unless the operator allowed them.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+
+use crate::http::egress::{self, Egress};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
@@ -10,21 +14,21 @@ pub const DEFAULT_MAX_BYTES: u64 = 20 * 1024 * 1024;
 
 pub struct HttpFetch {
     spec: ToolSpec,
-    client: reqwest::Client,
+    egress: Egress,
     max_bytes: u64,
 }
 
 impl HttpFetch {
-    pub fn new(client: reqwest::Client) -> Self {
-        HttpFetch::with_cap(client, DEFAULT_MAX_BYTES)
+    pub fn new(egress: Egress) -> Self {
+        HttpFetch::with_cap(egress, DEFAULT_MAX_BYTES)
     }
 
     /// A fetcher refusing responses larger than `max_bytes`.
-    pub fn with_cap(client: reqwest::Client, max_bytes: u64) -> Self {
+    pub fn with_cap(egress: Egress, max_bytes: u64) -> Self {
         HttpFetch {
             spec: ToolSpec {
                 name: "http_fetch".into(),
-                description: "Fetches a URL with HTTP GET (redirects are followed) and returns the status, content type and body text. Non-2xx answers are reported as errors.".into(),
+                description: "Fetches a public URL with HTTP GET (redirects are followed) and returns the status, content type and body text. Non-2xx answers are reported as errors; internal and private addresses are refused.".into(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
@@ -35,26 +39,18 @@ impl HttpFetch {
                 }),
                 effect: Effect::ReadOnly,
             },
-            client,
+            egress,
             max_bytes,
         }
     }
 
     async fn fetch(&self, url: &str) -> ToolResult {
-        let parsed =
-            reqwest::Url::parse(url).map_err(|e| ToolError::Model(format!("invalid URL '{url}': {e}")))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ToolError::Model(format!(
-                "unsupported URL scheme '{}', expected http or https",
-                parsed.scheme()
-            )));
-        }
-        let mut response = self
-            .client
-            .get(parsed)
-            .send()
-            .await
-            .map_err(|e| ToolError::Model(format!("request to {url} failed: {}", error_chain(&e))))?;
+        reqwest::Url::parse(url).map_err(|e| ToolError::Model(format!("invalid URL '{url}': {e}")))?;
+        let request = self
+            .egress
+            .get(url)
+            .map_err(|e| ToolError::Model(e.to_string()))?;
+        let mut response = request.send().await.map_err(|e| fetch_error(url, &e))?;
         let status = response.status();
         let final_url = response.url().to_string();
         let content_type = response
@@ -69,11 +65,7 @@ impl HttpFetch {
             return Err(self.too_large(url));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| ToolError::Model(format!("reading {url} failed: {}", error_chain(&e))))?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(|e| fetch_error(url, &e))? {
             if body.len() as u64 + chunk.len() as u64 > self.max_bytes {
                 return Err(self.too_large(url));
             }
@@ -104,6 +96,15 @@ impl HttpFetch {
             self.max_bytes
         ))
     }
+}
+
+/// A refused target is named as such; anything else keeps the whole error chain.
+fn fetch_error(url: &str, err: &reqwest::Error) -> ToolError {
+    if let Some(refused) = egress::refusal(err) {
+        return ToolError::Model(refused.to_string());
+    }
+    let what = if err.is_timeout() { "timed out" } else { "failed" };
+    ToolError::Model(format!("request to {url} {what}: {}", error_chain(err)))
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {

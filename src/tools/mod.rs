@@ -58,8 +58,9 @@ pub struct ToolCtx {
     pub skills: Option<Arc<RunSkills>>,
     /// Starts subagents, when the run may call any.
     pub subagents: Option<Arc<dyn subagent::SubagentLauncher>>,
-    /// The registry, for tools that call tools (skill scripts).
-    pub registry: Option<Arc<ToolRegistry>>,
+    /// The run's tool gateway, for tools that call tools (skill scripts): nested calls
+    /// get the run's grant, cap and records.
+    pub nested: Option<Arc<dyn NestedTools>>,
     /// Whether mocks are in use, passed on to nested calls.
     pub mock: bool,
 }
@@ -69,6 +70,15 @@ impl ToolCtx {
     pub fn idempotency_key(&self) -> String {
         format!("{}:{}", self.run_id, self.call_id)
     }
+}
+
+/// Calls tools on behalf of a running tool, through the run's gateway.
+#[async_trait]
+pub trait NestedTools: Send + Sync {
+    /// Calls `name` for the tool running under `parent`. Only tools in both the run's
+    /// grant and `grant` (a skill's `allowed-tools`) may be called; the call is recorded
+    /// with its parent call id and counts toward `max_tool_calls`.
+    async fn call_nested(&self, parent: &ToolCtx, grant: &[String], name: &str, args: Value) -> ToolResult;
 }
 
 /// What a tool returns: text or structured JSON (scripts get it as maps and arrays).

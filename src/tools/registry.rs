@@ -24,8 +24,8 @@ impl ToolRegistry {
 
     /// The tools that ship with steward, including the base file tools; integration
     /// tools use clients configured from the environment.
-    pub fn builtin(http: reqwest::Client) -> Self {
-        let mut r = ToolRegistry::core(http.clone());
+    pub fn builtin(http: reqwest::Client, egress: crate::http::Egress) -> Self {
+        let mut r = ToolRegistry::core(egress);
         for tool in super::integrations::integration_tools_with(
             crate::integrations::slack::SlackClient::from_env(http.clone()),
             crate::integrations::github::GithubClient::from_env(http.clone()),
@@ -41,10 +41,11 @@ impl ToolRegistry {
         r
     }
 
-    /// The built-in tools without integrations (callers add their own).
-    pub fn core(http: reqwest::Client) -> Self {
+    /// The built-in tools without integrations (callers add their own); `http_fetch`
+    /// reaches only what `egress` permits.
+    pub fn core(egress: crate::http::Egress) -> Self {
         let mut r = ToolRegistry::new();
-        r.register(Arc::new(super::http_fetch::HttpFetch::new(http)));
+        r.register(Arc::new(super::http_fetch::HttpFetch::new(egress)));
         r.register(Arc::new(super::current_time::CurrentTime::new()));
         for tool in super::files::base_tools()
             .into_iter()
@@ -155,14 +156,14 @@ mod tests {
             )),
             skills: None,
             subagents: None,
-            registry: None,
+            nested: None,
             mock: true,
         }
     }
 
     #[tokio::test]
     async fn refuses_unknown_unlisted_and_malformed_calls() {
-        let reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        let reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
         let allowed = vec!["current_time".to_string()];
         let e = reg
             .invoke(&allowed, "nope", "{}", &ctx(), true)
@@ -196,7 +197,7 @@ mod tests {
 
     #[tokio::test]
     async fn single_tools_can_be_mocked() {
-        let mut reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        let mut reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
         assert!(reg.mock_only(&["nope".into()]).is_err());
         reg.mock_only(&["current_time".into()]).unwrap();
         let allowed = vec!["current_time".to_string()];
@@ -209,7 +210,7 @@ mod tests {
 
     #[test]
     fn definitions_are_sorted_and_filtered() {
-        let reg = ToolRegistry::builtin(crate::http::client().unwrap());
+        let reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
         let defs = reg.definitions(&["http_fetch".into(), "current_time".into()]);
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["current_time", "http_fetch"]);

@@ -1,7 +1,10 @@
 //! `run_skill_script`: run a Rhai script a skill ships (`scripts/*.rhai`) in the same
 //! sandbox as coordinator scripts: reliable arithmetic and data reshaping without a
-//! Python sandbox. The script sees `args` and may call only the tools the skill's
-//! `allowed-tools` grants; its last expression is the result.
+//! Python sandbox. The script sees `args` and may call only tools that both the agent
+//! and the skill's `allowed-tools` grant; each such call goes through the run's tool
+//! gateway (recorded with its parent call id, counted toward `max_tool_calls`, and
+//! marking the run as having side effects when the tool has them). Its last
+//! expression is the result.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,26 +71,32 @@ impl Tool for SkillScript {
         let ctx = ctx.clone();
         let rt = tokio::runtime::Handle::current();
         let label = format!("{skill_name}/{rel}");
+        // A fatal nested failure (the run's tool budget is spent, the store is down)
+        // must end the run, not just this script.
+        let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let fatal_seen = fatal.clone();
         let task = tokio::task::spawn_blocking(move || {
             let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
-            let allowed = skill.allowed_tools.clone();
+            let grant = skill.allowed_tools.clone();
             engine.register_fn(
                 "tool",
                 move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {
-                    if !allowed.iter().any(|t| t == name) {
-                        return Err(runtime_error(format!(
-                            "tool '{name}' is not in this skill's allowed-tools"
-                        )));
-                    }
-                    let registry = ctx
-                        .registry
+                    let nested = ctx
+                        .nested
                         .clone()
-                        .ok_or_else(|| runtime_error("no tool registry".into()))?;
+                        .ok_or_else(|| runtime_error("tools cannot be called here".into()))?;
                     let json_args = rhai::serde::from_dynamic::<Value>(&Dynamic::from_map(a))?;
-                    let out = rt
-                        .block_on(registry.invoke(&allowed, name, &json_args.to_string(), &ctx, ctx.mock))
-                        .map_err(|e| runtime_error(e.to_string()))?;
-                    rhai::serde::to_dynamic(out.value)
+                    match rt.block_on(nested.call_nested(&ctx, &grant, name, json_args)) {
+                        Ok(out) => rhai::serde::to_dynamic(out.value),
+                        Err(ToolError::Fatal(e)) => {
+                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+                            Err(Box::new(EvalAltResult::ErrorTerminated(
+                                Dynamic::from(e),
+                                Position::NONE,
+                            )))
+                        }
+                        Err(e) => Err(runtime_error(e.to_string())),
+                    }
                 },
             );
             let mut scope = Scope::new();
@@ -97,6 +106,9 @@ impl Tool for SkillScript {
         let result = task
             .await
             .map_err(|e| ToolError::Model(format!("{label}: {e}")))?;
+        if let Some(e) = fatal_seen.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(ToolError::Fatal(e));
+        }
         match result {
             Ok(v) => {
                 let value =

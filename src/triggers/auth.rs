@@ -17,6 +17,8 @@ pub enum AuthError {
     Malformed(&'static str),
     #[error("request timestamp outside the five-minute window")]
     Stale,
+    #[error("stale event: {0}")]
+    StaleEvent(String),
     #[error("signature mismatch")]
     Mismatch,
     #[error("no secret configured ({0})")]
@@ -64,7 +66,9 @@ pub fn verify_slack(
         .trim()
         .parse()
         .map_err(|_| AuthError::Malformed("X-Slack-Request-Timestamp"))?;
-    if (now - ts_num).abs() > SLACK_MAX_AGE_SECS {
+    // Checked arithmetic: a timestamp near i64::MIN must not overflow the subtraction.
+    let age = now.checked_sub(ts_num).and_then(i64::checked_abs);
+    if age.is_none_or(|a| a > SLACK_MAX_AGE_SECS) {
         return Err(AuthError::Stale);
     }
     let hex_sig = sig
@@ -121,6 +125,17 @@ mod tests {
             verify_slack(secret, None, Some(sig), body, 0),
             Err(AuthError::Missing("X-Slack-Request-Timestamp"))
         );
+        // Extreme timestamps are stale, not an overflow panic.
+        for (ts, now) in [
+            (i64::MIN.to_string(), 1531420618),
+            ("9223372036854775807".to_string(), -1000),
+            ("-9223372036854775808".to_string(), i64::MAX),
+        ] {
+            assert_eq!(
+                verify_slack(secret, Some(&ts), Some(sig), body, now),
+                Err(AuthError::Stale)
+            );
+        }
         assert_eq!(
             verify_slack("", Some(ts), Some(sig), body, 0),
             Err(AuthError::NotConfigured("SLACK_SIGNING_SECRET"))

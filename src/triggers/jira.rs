@@ -7,12 +7,39 @@ use super::adf::field_text;
 use crate::run::trigger::one_line;
 use crate::run::{Origin, TriggerEvent};
 
-/// Parses a webhook body; `identifier` is `X-Atlassian-Webhook-Identifier` (the dedupe
-/// key; retries carry the same one).
-pub fn parse(body: &Value, identifier: Option<&str>) -> Result<(TriggerEvent, String), String> {
+/// How old a signed Jira body may be. Within the window a replayed body is a duplicate
+/// of the stored event (same dedupe key); past it, it is refused, so events older than
+/// this may be pruned without reopening replays.
+pub const REPLAY_WINDOW_SECS: i64 = 24 * 3600;
+/// How far in the future an event's timestamp may be (clock skew).
+const MAX_SKEW_SECS: i64 = 300;
+
+/// Why a Jira body was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JiraError {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("event timestamp is {age_secs}s old, outside the {REPLAY_WINDOW_SECS}s replay window")]
+    Stale { age_secs: i64 },
+}
+
+/// Parses a signed webhook body. The dedupe key is the SHA-256 of the signed body
+/// (`body_sha256`): Jira's retries resend the same body, and a captured body cannot be
+/// varied without breaking its signature, unlike the unsigned
+/// `X-Atlassian-Webhook-Identifier` header. Bodies whose `timestamp` (ms) is outside the
+/// replay window around `now_secs` are refused.
+pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerEvent, String), JiraError> {
+    let ts_ms = body["timestamp"]
+        .as_i64()
+        .ok_or_else(|| JiraError::Malformed("missing timestamp".into()))?;
+    let age_secs = now_secs.saturating_sub(ts_ms / 1000);
+    if !(-MAX_SKEW_SECS..=REPLAY_WINDOW_SECS).contains(&age_secs) {
+        return Err(JiraError::Stale { age_secs });
+    }
+    let malformed = |m: &str| JiraError::Malformed(m.to_string());
     let webhook_event = body["webhookEvent"]
         .as_str()
-        .ok_or("missing webhookEvent")?
+        .ok_or_else(|| malformed("missing webhookEvent"))?
         .to_string();
     let issue = &body["issue"];
     let key = issue["key"].as_str().unwrap_or_default().to_string();
@@ -45,14 +72,7 @@ pub fn parse(body: &Value, identifier: Option<&str>) -> Result<(TriggerEvent, St
         .flatten()
         .map(|i| json!({"field": i["field"], "from": i["fromString"], "to": i["toString"]}))
         .collect();
-    let dedupe = match identifier {
-        Some(id) => format!("jira:{id}"),
-        // Without the header, the event's own identity is the best key we have.
-        None => format!(
-            "jira:{webhook_event}:{key}:{}:{}",
-            body["timestamp"], body["comment"]["id"]
-        ),
-    };
+    let dedupe = format!("jira:{body_sha256}");
     let event = TriggerEvent {
         source: "jira".into(),
         kind: webhook_event.clone(),
@@ -82,6 +102,7 @@ mod tests {
 
     #[test]
     fn issue_updated_with_changelog_and_adf() {
+        let now = 1_731_000_100;
         let body = json!({
             "timestamp": 1731000000000u64, "webhookEvent": "jira:issue_updated", "issue_event_type_name": "issue_generic",
             "user": {"displayName": "Ana"},
@@ -91,8 +112,18 @@ mod tests {
                 "description": {"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [{"type": "text", "text": "All logins fail."}]}]}}},
             "changelog": {"id": "1", "items": [{"field": "status", "fieldtype": "jira", "fromString": "To Do", "toString": "In Progress"}]}
         });
-        let (e, key) = parse(&body, Some("abc-123")).unwrap();
-        assert_eq!(key, "jira:abc-123");
+        let (e, key) = parse(&body, "ab12", now).unwrap();
+        assert_eq!(key, "jira:ab12");
+        assert_eq!(
+            parse(&body, "ab12", now + REPLAY_WINDOW_SECS).unwrap_err(),
+            JiraError::Stale {
+                age_secs: REPLAY_WINDOW_SECS + 100
+            }
+        );
+        assert!(matches!(
+            parse(&body, "ab12", now - 3600),
+            Err(JiraError::Stale { .. })
+        ));
         assert_eq!(
             e.text.as_deref(),
             Some("OPS-7: Gateway certificate expired\n\nDescription:\nAll logins fail.")

@@ -285,6 +285,7 @@ pub async fn runner(
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
     let runner = Runner {
+        extractor: Default::default(),
         store: Arc::new(store),
         providers,
         tools: Arc::new(tools),

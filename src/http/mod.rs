@@ -1,4 +1,9 @@
-//! The shared outbound HTTP client.
+//! Outbound HTTP: the client for configured services and [`egress::Egress`] for
+//! untrusted URLs.
+
+pub mod egress;
+
+pub use egress::{Egress, EgressError, EgressPolicy};
 
 use std::time::Duration;
 

@@ -1,0 +1,277 @@
+//! Bounded extraction: how much a document may inflate and how much memory its
+//! extraction may use.
+//!
+//! PDF libraries inflate whole streams in memory, and an allocation failure aborts the
+//! process (no `catch_unwind` can stop that), so a 1.5 MB PDF that inflates to 1.5 GB
+//! would take the service down. Two bounds apply: a pre-scan counts the bytes every
+//! Flate stream of a PDF inflates to, as they are produced, and refuses the file past
+//! [`Extractor::max_inflated`]; and, when a worker executable is configured (the
+//! `steward` binary itself), extraction runs in a child process whose address space is
+//! capped with `RLIMIT_AS`, so whatever the pre-scan cannot see still cannot exhaust
+//! the service's memory.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::extract::{self, DocKind, ExtractError};
+
+/// Default cap on the bytes a document's compressed streams may inflate to.
+pub const DEFAULT_MAX_INFLATED: u64 = 256 * 1024 * 1024;
+/// Default cap on extracted text.
+pub const DEFAULT_MAX_OUTPUT: u64 = 32 * 1024 * 1024;
+/// Default address-space limit of an extraction worker.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 2 * 1024 * 1024 * 1024;
+
+/// How documents are extracted.
+#[derive(Debug, Clone)]
+pub struct Extractor {
+    /// Executable run as `<worker> extract-worker <kind>` (stdin: the document, stdout:
+    /// the text). `None` extracts in-process, bounded by the pre-scan only.
+    pub worker: Option<PathBuf>,
+    pub memory_limit: u64,
+    pub max_inflated: u64,
+    pub max_output: u64,
+    pub timeout: Duration,
+}
+
+impl Default for Extractor {
+    fn default() -> Self {
+        Extractor {
+            worker: None,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            max_inflated: DEFAULT_MAX_INFLATED,
+            max_output: DEFAULT_MAX_OUTPUT,
+            timeout: extract::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl Extractor {
+    /// Extraction in child processes of `worker` (normally `std::env::current_exe()`).
+    pub fn with_worker(worker: PathBuf) -> Extractor {
+        Extractor {
+            worker: Some(worker),
+            ..Extractor::default()
+        }
+    }
+
+    /// Extracts `bytes` as `kind` within every bound; a breach fails this file only.
+    pub async fn extract(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
+        let max_inflated = self.max_inflated;
+        let scan_bytes = bytes.clone();
+        let scanned = tokio::task::spawn_blocking(move || check_inflation(kind, &scan_bytes, max_inflated));
+        match tokio::time::timeout(self.timeout, scanned).await {
+            Err(_) => return Err(ExtractError::Timeout(self.timeout)),
+            Ok(Err(join)) => return Err(ExtractError::Crashed(join.to_string())),
+            Ok(Ok(result)) => result?,
+        }
+        let text = match &self.worker {
+            Some(worker) => self.in_child(worker, kind, &bytes).await?,
+            None => extract::extract(kind, bytes, self.timeout).await?,
+        };
+        if text.len() as u64 > self.max_output {
+            return Err(ExtractError::TooLarge {
+                kind: kind.label(),
+                limit: self.max_output,
+            });
+        }
+        Ok(text)
+    }
+
+    async fn in_child(&self, worker: &PathBuf, kind: DocKind, bytes: &[u8]) -> Result<String, ExtractError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let crashed = |m: String| ExtractError::Crashed(m);
+        let mut command = tokio::process::Command::new(worker);
+        command
+            .args(["extract-worker", kind.label()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        limit_memory(&mut command, self.memory_limit);
+        let mut child = command
+            .spawn()
+            .map_err(|e| crashed(format!("cannot start the extraction worker: {e}")))?;
+        let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(crashed("the extraction worker has no pipes".into()));
+        };
+        let input = bytes.to_vec();
+        let cap = self.max_output;
+        let work = async move {
+            let feed = async move {
+                // A worker that dies early closes its stdin; that is reported by its exit.
+                let _ = stdin.write_all(&input).await;
+                drop(stdin);
+            };
+            let mut text = Vec::new();
+            let mut errors = Vec::new();
+            let mut limited = stdout.take(cap + 1);
+            let read = limited.read_to_end(&mut text);
+            let read_err = stderr.read_to_end(&mut errors);
+            let (_, out, _) = tokio::join!(feed, read, read_err);
+            out.map_err(|e| crashed(e.to_string()))?;
+            let status = child.wait().await.map_err(|e| crashed(e.to_string()))?;
+            Ok::<_, ExtractError>((status, text, errors))
+        };
+        let (status, text, errors) = tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| ExtractError::Timeout(self.timeout))??;
+        if text.len() as u64 > cap {
+            return Err(ExtractError::TooLarge {
+                kind: kind.label(),
+                limit: cap,
+            });
+        }
+        let message = String::from_utf8_lossy(&errors).trim().to_string();
+        match status.code() {
+            Some(0) => Ok(String::from_utf8_lossy(&text).into_owned()),
+            Some(2) if !message.is_empty() => Err(ExtractError::Malformed {
+                kind: kind.label(),
+                reason: message,
+            }),
+            _ => Err(ExtractError::Crashed(format!(
+                "the extraction worker stopped ({status}) within its {}-byte memory limit",
+                self.memory_limit
+            ))),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // setrlimit, which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        command.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit as libc::rlim_t,
+                rlim_max: limit as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
+
+/// Refuses a document whose compressed content inflates past `max`. For PDFs, every
+/// Flate stream is inflated into a counter (nothing is kept); DOCX and PPTX parts are
+/// already read with caps by the extractor itself.
+pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
+    if kind != DocKind::Pdf {
+        return Ok(());
+    }
+    let mut total: u64 = 0;
+    let mut at = 0;
+    while let Some(found) = find(&bytes[at..], b"stream") {
+        let mut start = at + found + b"stream".len();
+        at = start;
+        // `endstream` also contains `stream`; only a keyword followed by EOL starts data.
+        match bytes.get(start..start + 2) {
+            Some([b'\r', b'\n']) => start += 2,
+            Some([b'\n', _]) | Some([b'\n']) => start += 1,
+            _ => continue,
+        }
+        let mut decoder = flate2::read::ZlibDecoder::new(&bytes[start..]);
+        let mut sink = [0u8; 64 * 1024];
+        loop {
+            match decoder.read(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    if total > max {
+                        return Err(ExtractError::TooLarge {
+                            kind: "PDF",
+                            limit: max,
+                        });
+                    }
+                }
+            }
+        }
+        at = start + decoder.total_in() as usize;
+    }
+    Ok(())
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `steward extract-worker <kind>`: the child side. Reads the document from stdin,
+/// writes the text to stdout; exits 2 with the reason on stderr when the file is bad.
+pub fn worker_main(kind: &str) -> std::process::ExitCode {
+    let Some(kind) = DocKind::from_label(kind) else {
+        eprintln!("unknown document kind '{kind}'");
+        return std::process::ExitCode::from(2);
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
+        eprintln!("cannot read the document: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    match std::panic::catch_unwind(|| extract::extract_sync(kind, &bytes)) {
+        Ok(Ok(text)) => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+                return std::process::ExitCode::from(3);
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("{e}");
+            std::process::ExitCode::from(2)
+        }
+        Err(_) => std::process::ExitCode::from(3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A PDF-shaped file with one Flate stream inflating to `size` zero bytes.
+    pub fn pdf_bomb(size: usize) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        let chunk = vec![0u8; 1 << 20];
+        let mut left = size;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            z.write_all(&chunk[..n]).unwrap();
+            left -= n;
+        }
+        let data = z.finish().unwrap();
+        let mut pdf = format!(
+            "%PDF-1.4\n1 0 obj\n<< /Length {} /Filter /FlateDecode >>\nstream\n",
+            data.len()
+        )
+        .into_bytes();
+        pdf.extend_from_slice(&data);
+        pdf.extend_from_slice(b"\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n");
+        pdf
+    }
+
+    #[test]
+    fn inflation_is_counted_and_capped() {
+        let bomb = pdf_bomb(64 << 20);
+        assert!(bomb.len() < 200_000, "the bomb is small: {}", bomb.len());
+        assert_eq!(
+            check_inflation(DocKind::Pdf, &bomb, 16 << 20),
+            Err(ExtractError::TooLarge {
+                kind: "PDF",
+                limit: 16 << 20
+            })
+        );
+        assert_eq!(check_inflation(DocKind::Pdf, &bomb, 128 << 20), Ok(()));
+        assert_eq!(check_inflation(DocKind::Pdf, b"%PDF-1.4 no streams", 10), Ok(()));
+    }
+}

@@ -1,0 +1,236 @@
+//! The tool gateway: the one door every tool call of a run goes through, whoever makes
+//! it (the model, a coordinator script, a skill script calling tools). It enforces the
+//! agent's grant and `max_tool_calls`, records the call durably before it can cause a
+//! side effect (so crash recovery knows whether a retry could repeat one), opens the
+//! `execute_tool` span, and records the result.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::recorder::Recorder;
+use crate::files::RunFiles;
+use crate::skills::RunSkills;
+use crate::store::StoreError;
+use crate::tools::subagent::SubagentLauncher;
+use crate::tools::{Effect, NestedTools, ToolCtx, ToolError, ToolRegistry, ToolResult};
+
+/// Stored tool output is capped; the whole text went to the caller.
+const PREVIEW_BYTES: usize = 16 * 1024;
+
+/// What a run's tools may see besides their arguments.
+pub struct GatewayParts {
+    pub agent: String,
+    pub tools: Arc<ToolRegistry>,
+    /// Tool names this run may call.
+    pub allowed: Vec<String>,
+    pub mock: bool,
+    pub recorder: Arc<Recorder>,
+    pub files: Arc<RunFiles>,
+    pub skills: Option<Arc<RunSkills>>,
+    pub subagents: Option<Arc<dyn SubagentLauncher>>,
+    pub max_tool_calls: u32,
+}
+
+/// One run's tool gateway.
+pub struct Gateway {
+    parts: GatewayParts,
+    calls: AtomicU32,
+    cap_hit: AtomicBool,
+    nested: AtomicU32,
+    this: Weak<Gateway>,
+}
+
+impl Gateway {
+    pub fn new(parts: GatewayParts) -> Arc<Gateway> {
+        Arc::new_cyclic(|this| Gateway {
+            parts,
+            calls: AtomicU32::new(0),
+            cap_hit: AtomicBool::new(false),
+            nested: AtomicU32::new(0),
+            this: this.clone(),
+        })
+    }
+
+    pub fn allowed(&self) -> &[String] {
+        &self.parts.allowed
+    }
+
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.parts.tools
+    }
+
+    pub fn files(&self) -> &Arc<RunFiles> {
+        &self.parts.files
+    }
+
+    pub fn recorder(&self) -> &Arc<Recorder> {
+        &self.parts.recorder
+    }
+
+    /// Tool calls made so far (never more than the cap).
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst).min(self.parts.max_tool_calls)
+    }
+
+    pub fn max_tool_calls(&self) -> u32 {
+        self.parts.max_tool_calls
+    }
+
+    /// Whether a call was refused for `max_tool_calls` (the run should end with that
+    /// termination reason).
+    pub fn cap_hit(&self) -> bool {
+        self.cap_hit.load(Ordering::SeqCst)
+    }
+
+    /// Takes `n` calls from the budget, all or none.
+    pub fn reserve(&self, n: u32) -> Result<(), String> {
+        let max = self.parts.max_tool_calls;
+        let taken = self.calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
+            (c + n <= max).then_some(c + n)
+        });
+        taken.map(|_| ()).map_err(|done| {
+            self.cap_hit.store(true, Ordering::SeqCst);
+            format!("{n} more tool call(s) after {done} would pass max_tool_calls ({max})")
+        })
+    }
+
+    fn is_side_effecting(&self, name: &str) -> bool {
+        self.parts
+            .tools
+            .get(name)
+            .is_some_and(|t| t.spec().effect == Effect::SideEffecting)
+    }
+
+    /// Records that a call is about to happen (written at the next flush). Marked so
+    /// crash recovery knows whether re-running could repeat a side effect.
+    pub fn record_call(&self, call_id: &str, name: &str, arguments: &str, parent: Option<&str>) {
+        let mut data = json!({"call_id": call_id, "name": name, "arguments": arguments,
+            "side_effect": self.is_side_effecting(name)});
+        if let Some(p) = parent {
+            data["parent_call_id"] = json!(p);
+        }
+        self.parts.recorder.event("tool_call", data);
+    }
+
+    /// Makes the recorded calls durable: called before any tool can act.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.parts.recorder.flush().await
+    }
+
+    fn ctx(&self, call_id: &str, cancel: CancellationToken) -> ToolCtx {
+        ToolCtx {
+            run_id: self.parts.recorder.run_id().to_string(),
+            agent: self.parts.agent.clone(),
+            call_id: call_id.to_string(),
+            cancel,
+            files: self.parts.files.clone(),
+            skills: self.parts.skills.clone(),
+            subagents: self.parts.subagents.clone(),
+            nested: self.this.upgrade().map(|g| g as Arc<dyn NestedTools>),
+            mock: self.parts.mock,
+        }
+    }
+
+    /// Runs a call already reserved and recorded: grant check, schema validation,
+    /// dispatch, span and result event.
+    pub async fn execute(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format!("execute_tool {name}"),
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = %name,
+            "gen_ai.tool.call.id" = %call_id,
+            run_id = %self.parts.recorder.run_id(),
+            "error.type" = tracing::field::Empty,
+        );
+        async {
+            let ctx = self.ctx(call_id, cancel);
+            let started = Instant::now();
+            let result = self
+                .parts
+                .tools
+                .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock)
+                .await;
+            let duration_ms = started.elapsed().as_millis() as u64;
+            let event = match &result {
+                Ok(output) => {
+                    let text = output.to_model_text();
+                    json!({
+                        "call_id": call_id, "name": name, "ok": true, "bytes": text.len(),
+                        "duration_ms": duration_ms, "content": crate::tokens::floor_char(&text, PREVIEW_BYTES),
+                    })
+                }
+                Err(e) => {
+                    let fatal = matches!(e, ToolError::Fatal(_));
+                    tracing::Span::current().record("error.type", if fatal { "fatal" } else { "tool_error" });
+                    json!({
+                        "call_id": call_id, "name": name, "ok": false, "fatal": fatal,
+                        "bytes": 0, "duration_ms": duration_ms, "error": e.to_string(),
+                    })
+                }
+            };
+            self.parts.recorder.event("tool_result", event);
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// One call end to end: reserve, record, flush, execute. Exceeding the cap is a
+    /// fatal tool error (and sets [`Gateway::cap_hit`]).
+    pub async fn call(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+        parent: Option<&str>,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        self.reserve(1)
+            .map_err(|e| ToolError::Fatal(format!("reached max_tool_calls: {e}")))?;
+        self.record_call(call_id, name, arguments, parent);
+        self.flush()
+            .await
+            .map_err(|e| ToolError::Fatal(format!("cannot record the tool call: {e}")))?;
+        self.execute(call_id, name, arguments, cancel).await
+    }
+}
+
+#[async_trait]
+impl NestedTools for Gateway {
+    async fn call_nested(&self, parent: &ToolCtx, grant: &[String], name: &str, args: Value) -> ToolResult {
+        if !self.parts.allowed.iter().any(|t| t == name) {
+            return Err(ToolError::Model(format!(
+                "tool '{name}' is not granted to agent '{}'",
+                self.parts.agent
+            )));
+        }
+        if !grant.iter().any(|t| t == name) {
+            return Err(ToolError::Model(format!(
+                "tool '{name}' is not in this skill's allowed-tools"
+            )));
+        }
+        let n = self.nested.fetch_add(1, Ordering::SeqCst) + 1;
+        let call_id = format!("{}.{n}", parent.call_id);
+        self.call(
+            &call_id,
+            name,
+            &args.to_string(),
+            Some(&parent.call_id),
+            parent.cancel.child_token(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,483 @@
+//! Regression tests for the hardening issue: each attack that worked against an
+//! earlier steward, replayed against local listeners on 127.0.0.1.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::response::Redirect;
+use axum::routing::get;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use steward::files::RunFiles;
+use steward::files::extract::{DocKind, ExtractError};
+use steward::files::extractor::Extractor;
+use steward::http::{Egress, EgressPolicy};
+use steward::tools::http_fetch::HttpFetch;
+use steward::tools::{Tool, ToolCtx, ToolError};
+
+/// A listener standing in for an internal service; counts the requests that reach it.
+async fn internal_service() -> (String, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = Router::new()
+        .route(
+            "/secret",
+            get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { "internal data" }
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "late"
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("127.0.0.1:{port}"), hits)
+}
+
+/// A "public" site that redirects to `target`.
+async fn redirector(target: String) -> u16 {
+    let app = Router::new().route("/go", get(move || async move { Redirect::temporary(&target) }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+fn ctx() -> ToolCtx {
+    let tokens = Arc::new(steward::tokens::TokenCounter::new());
+    ToolCtx {
+        run_id: "run-sec".into(),
+        agent: "a".into(),
+        call_id: "c".into(),
+        cancel: CancellationToken::new(),
+        files: Arc::new(RunFiles::new(
+            "run-sec",
+            None,
+            tokens,
+            steward::tokens::Encoding::O200k,
+            10_000,
+        )),
+        skills: None,
+        subagents: None,
+        nested: None,
+        mock: false,
+    }
+}
+
+async fn fetch(egress: Egress, url: &str) -> Result<String, ToolError> {
+    HttpFetch::new(egress)
+        .call(&ctx(), json!({"url": url}))
+        .await
+        .map(|o| o.to_model_text())
+}
+
+fn refused(r: Result<String, ToolError>) -> String {
+    match r {
+        Err(ToolError::Model(m)) => m,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn http_fetch_refuses_internal_addresses_in_every_form() {
+    let (addr, hits) = internal_service().await;
+    let port = addr.rsplit(':').next().unwrap();
+    for url in [
+        format!("http://{addr}/secret"),
+        format!("http://localhost:{port}/secret"),
+        format!("http://2130706433:{port}/secret"),
+        format!("http://0x7f000001:{port}/secret"),
+        format!("http://[::ffff:127.0.0.1]:{port}/secret"),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        "http://10.0.0.1/".to_string(),
+    ] {
+        let m = refused(fetch(Egress::default(), &url).await);
+        assert!(m.contains("STEWARD_HTTP_ALLOW"), "{url}: {m}");
+    }
+    let m = refused(fetch(Egress::default(), &format!("http://user:pw@{addr}/secret")).await);
+    assert!(m.contains("user name or password") && !m.contains("pw@"), "{m}");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "a refused request reached the service"
+    );
+
+    // The operator's allowlist opens exactly what it names.
+    let allowed = Egress::new(EgressPolicy::parse("127.0.0.1").unwrap());
+    let page = fetch(allowed.clone(), &format!("http://{addr}/secret"))
+        .await
+        .unwrap();
+    assert!(page.contains("internal data"));
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn redirects_to_internal_addresses_are_refused_hop_by_hop() {
+    let (addr, hits) = internal_service().await;
+    let port = redirector(format!("http://{addr}/secret")).await;
+    // `localhost` stands in for a permitted public host; its redirect goes to an
+    // address that is not permitted.
+    let egress = Egress::new(EgressPolicy::parse("localhost").unwrap());
+    let m = refused(fetch(egress, &format!("http://localhost:{port}/go")).await);
+    assert!(m.contains("refused 127.0.0.1"), "{m}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn fetches_have_an_overall_deadline() {
+    let (addr, _) = internal_service().await;
+    let egress = Egress::with_timeout(
+        EgressPolicy::parse("127.0.0.1").unwrap(),
+        Duration::from_millis(500),
+    );
+    let started = std::time::Instant::now();
+    let m = refused(fetch(egress, &format!("http://{addr}/slow")).await);
+    assert!(m.contains("timed out"), "{m}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn file_urls_from_events_are_checked_and_the_slack_token_stays_home() {
+    let (addr, hits) = internal_service().await;
+    let port = addr.rsplit(':').next().unwrap();
+    let slack = steward::integrations::slack::SlackClient::new(
+        steward::http::client().unwrap(),
+        &format!("http://{addr}/api"),
+        "xoxb-secret",
+    );
+    // The API host is permitted, but a file URL naming another host never gets the token.
+    let egress = Egress::new(EgressPolicy::parse("127.0.0.1,localhost").unwrap());
+    let err = slack
+        .download(&egress, &format!("http://localhost:{port}/secret"), 1000)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a Slack file host"), "{err}");
+    // A Notion `external` file pointing inside the network is refused by default.
+    let notion = steward::integrations::notion::NotionClient::new(
+        steward::http::client().unwrap(),
+        "http://127.0.0.1:9",
+        "secret_x",
+    );
+    let err = notion
+        .download(&Egress::default(), &format!("http://{addr}/secret"), 1000)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("STEWARD_HTTP_ALLOW"), "{err}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+/// A PDF-shaped file with one Flate stream inflating to `size` zero bytes.
+fn pdf_bomb(size: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        z.write_all(&chunk[..n]).unwrap();
+        left -= n;
+    }
+    let data = z.finish().unwrap();
+    let mut pdf = format!(
+        "%PDF-1.4\n1 0 obj\n<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        data.len()
+    )
+    .into_bytes();
+    pdf.extend_from_slice(&data);
+    pdf.extend_from_slice(
+        b"\nendstream\nendobj\n2 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 2 0 R >>\n%%EOF\n",
+    );
+    pdf
+}
+
+#[tokio::test]
+async fn decompression_bombs_fail_the_file_not_the_service() {
+    let bomb = Arc::new(pdf_bomb(512 << 20));
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let worker = std::path::PathBuf::from(env!("CARGO_BIN_EXE_steward"));
+    // The inflate pre-scan refuses it before any parser sees it.
+    let capped = Extractor {
+        max_inflated: 64 << 20,
+        ..Extractor::with_worker(worker.clone())
+    };
+    let err = capped.extract(DocKind::Pdf, bomb.clone()).await.unwrap_err();
+    assert_eq!(
+        err,
+        ExtractError::TooLarge {
+            kind: "PDF",
+            limit: 64 << 20
+        }
+    );
+    // With the pre-scan opened wide, the worker's memory limit still holds: the child
+    // dies, this process does not.
+    let bounded = Extractor {
+        max_inflated: u64::MAX,
+        memory_limit: 256 << 20,
+        ..Extractor::with_worker(worker)
+    };
+    match bounded.extract(DocKind::Pdf, bomb).await {
+        Err(ExtractError::Crashed(m)) => assert!(m.contains("memory limit"), "{m}"),
+        Err(ExtractError::Malformed { .. }) => {}
+        other => panic!("expected the worker to fail, got {other:?}"),
+    }
+    // And a normal document still extracts through the worker.
+    let html = Arc::new(b"<html><body><p>quarterly plan</p></body></html>".to_vec());
+    let text = Extractor::with_worker(env!("CARGO_BIN_EXE_steward").into())
+        .extract(DocKind::Html, html)
+        .await
+        .unwrap();
+    assert!(text.contains("quarterly plan"));
+}
+
+/// Starts `steward serve` on a free port with `root` and extra environment.
+fn serve(
+    root: &std::path::Path,
+    db: &std::path::Path,
+    env: &[(&str, &str)],
+    log: Option<&std::path::Path>,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    // A short lease so runs killed mid-flight are resumed promptly after a restart.
+    cmd.args(["serve", "--addr", &addr, "--lease", "3s"])
+        .env("STEWARD_ROOT", root)
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("RUST_LOG", "info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    match log {
+        Some(path) => {
+            cmd.stderr(std::fs::File::create(path).unwrap())
+                .stdout(std::process::Stdio::null());
+        }
+        None => {
+            cmd.stderr(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null());
+        }
+    }
+    let child = cmd.spawn().unwrap();
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, format!("http://{addr}"))
+}
+
+fn write(root: &std::path::Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_during_a_burst_loses_no_acknowledged_event() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "agents/burst.yaml",
+        "description: Counts.\ntriggers:\n  - webhook: { name: burst }\ncoordinator: script\nscript: scripts/burst.rhai\noutput: { reply: false }\n",
+    );
+    write(root.path(), "scripts/burst.rhai", "log(\"seen\");\n");
+    let db = root.path().join("data/steward.db");
+    let env = [("STEWARD_HOOK_BURST_TOKEN", "burst-token")];
+    let (mut child, base) = serve(root.path(), &db, &env, None);
+    let client = steward::http::client().unwrap();
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut senders = Vec::new();
+    for _ in 0..32 {
+        let (client, base, acked, next) = (client.clone(), base.clone(), acked.clone(), next.clone());
+        senders.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= 3000 {
+                    return;
+                }
+                let sent = client
+                    .post(format!("{base}/hooks/burst"))
+                    .bearer_auth("burst-token")
+                    .header("idempotency-key", i.to_string())
+                    .body(format!("{{\"n\": {i}}}"))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status() == 200 => acked.lock().unwrap().push(i as u32),
+                    Ok(_) => {}
+                    Err(_) => return, // the server is gone
+                }
+            }
+        }));
+    }
+    while acked.lock().unwrap().len() < 1000 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap(); // SIGKILL: no graceful anything
+    child.wait().unwrap();
+    for s in senders {
+        s.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 1000);
+
+    let (mut child, _) = serve(root.path(), &db, &env, None);
+    let pool = sqlx::sqlite::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let mut settled = false;
+    for _ in 0..1800 {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM events WHERE status IN ('queued', 'claimed')) + \
+             (SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running'))",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if open == 0 {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(settled, "events or runs were still pending after the restart");
+    for i in acked {
+        let (status, runs): (String, i64) = sqlx::query_as(
+            "SELECT e.status, (SELECT COUNT(*) FROM runs r WHERE r.event_id = e.id) FROM events e WHERE e.dedupe_key = ?",
+        )
+        .bind(format!("hook:burst:{i}"))
+        .fetch_optional(&pool)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("acknowledged event {i} is not stored"));
+        assert_eq!((status.as_str(), runs), ("routed", 1), "event {i}");
+    }
+}
+
+#[test]
+fn private_text_and_file_names_never_reach_the_database_or_the_log() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "agents/private.yaml",
+        "description: Throws.\ntriggers:\n  - slack_mention: {}\ncoordinator: script\nscript: scripts/throw.rhai\n",
+    );
+    write(
+        root.path(),
+        "scripts/throw.rhai",
+        "log(trigger.text);\nthrow trigger.text;\n",
+    );
+    let db = root.path().join("data/steward.db");
+    let log = root.path().join("steward.log");
+    let secret = "acquisition of Initech closes friday";
+    let file_name = "board-deck-initech-q3.pdf";
+    let env = [
+        ("SLACK_SIGNING_SECRET", "signing-secret"),
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_BOT_USER_ID", "UBOT"),
+        ("SLACK_API_URL", "http://127.0.0.1:9/api"),
+        ("STEWARD_MAX_ATTACHMENT_BYTES", "10"),
+    ];
+    let (mut child, base) = serve(root.path(), &db, &env, Some(&log));
+    let body = json!({"token": "XXYYZZ", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+        "event_id": "EvPRIV1", "event_time": 1515449522,
+        "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": true}],
+        "event": {"type": "app_mention", "channel": "G024BE91L", "user": "U1", "ts": "1515449522.000016",
+                  "text": format!("<@UBOT> {secret}"),
+                  "files": [{"id": "F1", "name": file_name, "mimetype": "application/pdf", "size": 5000,
+                             "url_private_download": format!("https://files.slack.com/files-pri/T1-F1/{file_name}")}]}})
+    .to_string();
+    let ts = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        steward::triggers::auth::sign_hex(b"signing-secret", &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt.block_on(async {
+        steward::http::client()
+            .unwrap()
+            .post(format!("{base}/slack/events"))
+            .header("x-slack-request-timestamp", &ts)
+            .header("x-slack-signature", sig)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200);
+    let pool = rt
+        .block_on(sqlx::sqlite::SqlitePool::connect(&format!(
+            "sqlite://{}",
+            db.display()
+        )))
+        .unwrap();
+    let mut finished = None;
+    for _ in 0..200 {
+        let row: Option<(String, Option<String>)> = rt
+            .block_on(sqlx::query_as("SELECT status, termination FROM runs").fetch_optional(&pool))
+            .unwrap();
+        if let Some((status, termination)) = row
+            && status != "queued"
+            && status != "running"
+        {
+            finished = Some((status, termination));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, termination) = finished.expect("the run never finished");
+    assert_eq!(
+        (status.as_str(), termination.as_deref()),
+        ("failed", Some("script_error"))
+    );
+    let refused: i64 = rt
+        .block_on(
+            sqlx::query_scalar("SELECT COUNT(*) FROM run_events WHERE kind = 'attachment_refused'")
+                .fetch_one(&pool),
+        )
+        .unwrap();
+    assert_eq!(refused, 1, "the refused file is still recorded, by size");
+    rt.block_on(pool.close());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    child.wait().unwrap();
+    for name in [
+        "steward.log",
+        "data/steward.db",
+        "data/steward.db-wal",
+        "data/steward.db-shm",
+    ] {
+        let Ok(bytes) = std::fs::read(root.path().join(name)) else {
+            continue;
+        };
+        for needle in [secret, file_name, "Initech"] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "'{needle}' found in {name}"
+            );
+        }
+    }
+    assert!(
+        std::fs::read_to_string(&log).unwrap().contains("run ended early"),
+        "the log was captured"
+    );
+}
