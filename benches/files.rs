@@ -13,17 +13,19 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use steward::config::{AgentConfig, ModelRef};
+use steward::config::AgentConfig;
 use steward::files::extract::{self, DocKind};
 use steward::files::{FileSource, NewFile, RunFiles};
 use steward::provider::retry::RetryPolicy;
 use steward::provider::{
     ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderSet, ToolCall, Usage,
 };
-use steward::run::{Runner, TriggerEvent};
+use steward::run::Runner;
 use steward::store::SqliteStore;
 use steward::tokens::{Encoding, TokenCounter};
-use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolResult, ToolSpec};
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
 use tokio_util::sync::CancellationToken;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -70,7 +72,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         )
         .await
         .unwrap();
-    let reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
+    let reg = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
     let ctx = ToolCtx {
         run_id: "bench".into(),
         agent: "bench".into(),
@@ -244,7 +246,8 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             prompt_tokens: AtomicU64::new(0),
             calls: AtomicU32::new(0),
         });
-        let mut reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
+        let mut reg =
+            steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
         reg.register(Arc::new(Export(
             ToolSpec {
                 name: "export".into(),

@@ -12,18 +12,19 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use steward::config::{AgentConfig, ModelRef};
-use steward::files::FileMeta;
+use steward::config::AgentConfig;
 use steward::provider::retry::RetryPolicy;
 use steward::provider::{
     ChatRequest, ChatResponse, Provider, ProviderError, ProviderSet, ToolCall, Usage, openai,
 };
-use steward::run::{Runner, TriggerEvent};
+use steward::run::Runner;
 use steward::store::{
     EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, SqliteStore, Store,
-    StoreError,
+    StoreError, StoredFile,
 };
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
 use tokio_util::sync::CancellationToken;
 
 const TURNS: u32 = 40;
@@ -104,13 +105,13 @@ impl Store for NullStore {
     async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
         Ok(Vec::new())
     }
-    async fn put_file(&self, _run_id: &str, _meta: &FileMeta, _content: &[u8]) -> Result<(), StoreError> {
+    async fn put_file(&self, _run_id: &str, _file: &StoredFile) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn update_file(&self, _run_id: &str, _meta: &FileMeta) -> Result<(), StoreError> {
+    async fn update_file(&self, _run_id: &str, _file_id: &str, _meta: &Value) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn run_files(&self, _run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError> {
+    async fn run_files(&self, _run_id: &str) -> Result<Vec<StoredFile>, StoreError> {
         Ok(Vec::new())
     }
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {

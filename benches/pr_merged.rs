@@ -15,12 +15,13 @@ use axum::extract::{Path as UrlPath, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use steward::config::{AgentConfig, Config, Known, ModelRef};
+use steward::config::{AgentConfig, Config, Known};
 use steward::integrations::github::GithubClient;
 use steward::integrations::slack::SlackClient;
-use steward::run::TriggerEvent;
 use steward::tokens::{Encoding, TokenCounter};
 use steward::tools::ToolRegistry;
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -81,13 +82,13 @@ async fn fakes(msgs: Messages) -> (String, String) {
 fn registry(slack: &str, github: &str) -> ToolRegistry {
     let http = steward::http::client().unwrap();
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::integration_tools(
+    for t in steward::integrations::tools::integration_tools(
         Some(SlackClient::new(http.clone(), slack, "xoxb")),
         GithubClient::new(http, github, None),
     ) {
         reg.register(t);
     }
-    for t in steward::tools::integrations::notion_tools(None) {
+    for t in steward::integrations::tools::notion_tools(None) {
         reg.register(t);
     }
     reg

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use tiktoken_rs::CoreBPE;
 
-use crate::config::ModelRef;
+use crate::types::ModelRef;
 
 /// Above this many bytes, text is estimated (bytes / 4) instead of encoded: such text is
 /// far over any file threshold, and encoding megabytes would cost seconds.

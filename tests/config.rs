@@ -30,7 +30,7 @@ fn the_repository_tree_is_valid() {
     let skills = steward::skills::SkillSet::load(root, &[]);
     assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
     let tools =
-        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names();
+        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()).names();
     let known = Known {
         skills: skills.names(),
         tools,

@@ -9,12 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use steward::config::{AgentConfig, ModelRef};
-use steward::files::{FileSource, NewFile, RunFiles};
-use steward::run::{Termination, TriggerEvent};
+use steward::config::AgentConfig;
+use steward::files::{FileMeta, FileSource, NewFile, RunFiles};
+use steward::run::Termination;
 use steward::store::{SqliteStore, Store};
 use steward::tokens::{Encoding, TokenCounter};
 use steward::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -70,7 +72,7 @@ fn agent(tools: &[&str]) -> AgentConfig {
 }
 
 fn registry(extra: Vec<Arc<dyn Tool>>) -> ToolRegistry {
-    let mut r = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
+    let mut r = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
     for t in extra {
         r.register(t);
     }
@@ -168,9 +170,10 @@ async fn a_five_megabyte_result_becomes_a_file_the_model_can_search() {
     // The file and its read state are in the store.
     let files = runner.store.run_files(&out.run_id).await.unwrap();
     assert_eq!(files.len(), 1);
-    assert_eq!(files[0].0.source, FileSource::ToolOutput);
-    assert_eq!(files[0].0.read.lines, vec![[50001, 50001]]);
-    assert_eq!(files[0].1.len() as u64, files[0].0.size_bytes);
+    let meta: FileMeta = serde_json::from_value(files[0].meta.clone()).unwrap();
+    assert_eq!(meta.source, FileSource::ToolOutput);
+    assert_eq!(meta.read.lines, vec![[50001, 50001]]);
+    assert_eq!(files[0].content.len() as u64, meta.size_bytes);
 }
 
 #[tokio::test]

@@ -53,7 +53,7 @@ fn ctx() -> ToolCtx {
 fn registry(slack: Option<SlackClient>, jira: Option<JiraClient>) -> ToolRegistry {
     let http = steward::http::client().unwrap();
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::integration_tools_with(
+    for t in steward::integrations::tools::integration_tools_with(
         slack,
         GithubClient::new(http, "http://127.0.0.1:1", None),
         jira,
@@ -321,7 +321,7 @@ async fn notion_tools_read_pages_blocks_and_databases_and_write_comments() {
     let url = serve(app).await;
     let http = steward::http::client().unwrap();
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::notion_tools(Some(
+    for t in steward::integrations::tools::notion_tools(Some(
         steward::integrations::notion::NotionClient::new(http, &url, "secret_x"),
     )) {
         reg.register(t);
@@ -455,7 +455,7 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     r.outputs = Arc::new(outputs);
     let agent = steward::config::AgentConfig::new(
         "a",
-        steward::config::ModelRef::parse("openai/gpt-4.1").unwrap(),
+        steward::types::ModelRef::parse("openai/gpt-4.1").unwrap(),
         "Help.",
         vec![],
     );
@@ -528,7 +528,7 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
         )),
         ..Default::default()
     });
-    let t = steward::run::TriggerEvent::from_cli(json!({"text": "hi"}));
+    let t = steward::triggers::TriggerEvent::from_cli(json!({"text": "hi"}));
     r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     let system = |i: usize| {
         fake.requests()[i].body["messages"][0]["content"]
@@ -692,13 +692,14 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let http = steward::http::client().unwrap();
     let notion = steward::integrations::notion::NotionClient::new(http.clone(), &url, "secret_x");
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::notion_tools(Some(notion.clone())) {
+    for t in steward::integrations::tools::notion_tools(Some(notion.clone())) {
         reg.register(t);
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let known = steward::config::Known {
-        tools: ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names(),
+        tools: steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default())
+            .names(),
         skills: skills.names(),
     };
     let config = steward::config::Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));

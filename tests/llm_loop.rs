@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use steward::config::{AgentConfig, ModelRef};
-use steward::run::{Termination, TriggerEvent};
+use steward::config::AgentConfig;
+use steward::run::Termination;
 use steward::store::RunStatus;
 use steward::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +73,7 @@ impl Tool for Broken {
 
 fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let mut reg = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
+    let mut reg = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
     reg.register(Arc::new(Sleepy::new(spans.clone())));
     reg.register(Arc::new(Broken(ToolSpec {
         name: "broken".into(),

@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use steward::config::{Config, Known};
 use steward::integrations::github::GithubClient;
 use steward::integrations::slack::SlackClient;
-use steward::run::{Runner, Termination, TriggerEvent};
+use steward::run::{Runner, Termination};
 use steward::store::RunStatus;
 use steward::tools::ToolRegistry;
+use steward::triggers::TriggerEvent;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -112,7 +113,7 @@ async fn setup(messages: Vec<Value>, extra: &[(&str, &str)]) -> Setup {
     let github_url = serve(Router::new().route("/repos/{owner}/{repo}/pulls/{n}", get(pull))).await;
     let http = steward::http::client().unwrap();
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::integration_tools(
+    for t in steward::integrations::tools::integration_tools(
         Some(SlackClient::new(http.clone(), &slack_url, "xoxb-test")),
         GithubClient::new(http, &github_url, Some("ghp_test".into())),
     ) {
@@ -462,14 +463,14 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     let jira =
         steward::integrations::jira::JiraClient::new(http.clone(), &jira_url, "bot@acme.com", "jira-token");
     let mut reg = ToolRegistry::core(Default::default());
-    for t in steward::tools::integrations::integration_tools_with(
+    for t in steward::integrations::tools::integration_tools_with(
         Some(slack.clone()),
         GithubClient::new(http, "http://127.0.0.1:1", None),
         Some(jira.clone()),
     ) {
         reg.register(t);
     }
-    for t in steward::tools::integrations::notion_tools(None) {
+    for t in steward::integrations::tools::notion_tools(None) {
         reg.register(t);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

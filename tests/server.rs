@@ -13,10 +13,11 @@ use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 use steward::config::{Config, Known};
 use steward::integrations::notion::NotionClient;
-use steward::run::{Lineage, Runner, TriggerEvent};
+use steward::run::{Lineage, Runner};
 use steward::server::{DispatchSettings, Secrets, Service};
 use steward::store::{NewRun, RunRow, RunStatus, SqliteStore, Store};
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::TriggerEvent;
 use steward::triggers::auth::sign_hex;
 use support::*;
 use tokio_util::sync::CancellationToken;
@@ -96,7 +97,7 @@ impl Tool for Mark {
 }
 
 fn registry() -> ToolRegistry {
-    let mut r = ToolRegistry::builtin(steward::http::client().unwrap(), Default::default());
+    let mut r = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
     r.register(Arc::new(Mark));
     r
 }

@@ -9,9 +9,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use steward::config::{Config, Known};
 use steward::files::NewFile;
-use steward::run::{Runner, Termination, TriggerEvent};
+use steward::run::{Runner, Termination};
 use steward::skills::{Level, SkillSet};
 use steward::store::RunStatus;
+use steward::triggers::TriggerEvent;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -149,14 +150,14 @@ fn tree(files: &[(&str, &str)]) -> Tree {
 struct ToolRegistryNames;
 impl ToolRegistryNames {
     fn get() -> std::collections::BTreeSet<String> {
-        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()).names()
+        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()).names()
     }
 }
 
 async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
     let (dir, mut runner) = runner(
         providers(Some(fake), None),
-        steward::tools::ToolRegistry::builtin(steward::http::client().unwrap(), Default::default()),
+        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()),
         true,
     )
     .await;

@@ -17,13 +17,14 @@ use crate::files::NewFile;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 use crate::provider::ProviderSet;
+use crate::run::Runner;
 use crate::run::report::RunReport;
-use crate::run::{Runner, TriggerEvent};
 use crate::server::{self, DispatchSettings, Secrets, Service};
 use crate::skills::{Level as SkillLevel, SkillSet};
 use crate::store::{RunStatus, SqliteStore, Store};
 use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
+use crate::triggers::TriggerEvent;
 
 /// Default model request timeout.
 const MODEL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -147,7 +148,7 @@ struct Mocks {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::config::duration::parse_duration(text)
+    crate::types::duration::parse_duration(text)
 }
 
 /// A lease is renewed every third of its length: under a second would hammer the store.
@@ -276,7 +277,7 @@ async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyh
     store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
     bail!(
         "no verification token arrived within {}; the setup window is closed",
-        crate::config::duration::format_duration(window)
+        crate::types::duration::format_duration(window)
     )
 }
 
@@ -292,7 +293,7 @@ fn extractor() -> crate::files::extractor::Extractor {
 }
 
 fn tools() -> anyhow::Result<ToolRegistry> {
-    Ok(ToolRegistry::builtin(
+    Ok(crate::integrations::builtin_tools(
         crate::http::client().context("cannot build the HTTP client")?,
         egress()?,
     ))

@@ -70,7 +70,7 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
             "  {}  {:<15} {}",
             e.at,
             e.kind,
-            crate::run::trigger::one_line(&e.data.to_string(), 140)
+            crate::triggers::event::one_line(&e.data.to_string(), 140)
         );
     }
     if let Some(text) = &r.final_text {

@@ -9,9 +9,9 @@ use super::diagnostic::{Diagnostic, Diagnostics, locate};
 use super::spec::SkillsSpec;
 use super::spec::{AgentSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
 use super::{
-    AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, ModelRef, OutputSettings, Prompt,
-    ToolSelection,
+    AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, OutputSettings, Prompt, ToolSelection,
 };
+use crate::types::ModelRef;
 
 /// One YAML file read from disk.
 struct Source {
@@ -239,7 +239,7 @@ fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: 
 }
 
 fn check_triggers(src: &Source, triggers: &[super::TriggerSpec], diags: &mut Vec<Diagnostic>) {
-    use crate::triggers::cron::{parse_schedule, parse_tz};
+    use super::schedule::{parse_schedule, parse_tz};
     for t in triggers {
         match t {
             super::TriggerSpec::Cron(c) => {
@@ -449,9 +449,9 @@ fn build_agent(
     })
 }
 
-fn sandbox_limits(spec: &super::spec::SandboxSpec) -> crate::script::SandboxLimits {
-    let d = crate::script::SandboxLimits::default();
-    crate::script::SandboxLimits {
+fn sandbox_limits(spec: &super::spec::SandboxSpec) -> crate::sandbox::SandboxLimits {
+    let d = crate::sandbox::SandboxLimits::default();
+    crate::sandbox::SandboxLimits {
         max_operations: spec.max_operations.unwrap_or(d.max_operations),
         max_call_depth: spec.max_call_depth.unwrap_or(d.max_call_depth),
         max_expr_depth: spec.max_expr_depth.unwrap_or(d.max_expr_depth),
@@ -467,16 +467,16 @@ fn check_script(
     path: &str,
     source: &str,
     allowed: &[String],
-    limits: &crate::script::SandboxLimits,
+    limits: &crate::sandbox::SandboxLimits,
     diags: &mut Vec<Diagnostic>,
 ) {
     let file = Path::new(path);
-    if let Err((line, col, msg)) = crate::script::check(source, limits) {
+    if let Err((line, col, msg)) = crate::sandbox::check(source, limits) {
         diags.push(Diagnostic::new(file, line, col, format!("syntax error: {msg}")));
         return;
     }
-    let base: Vec<&str> = crate::tools::files::BASE_TOOLS.to_vec();
-    for (line, col, tool) in crate::script::literal_tools(source) {
+    let base: Vec<&str> = super::BASE_TOOLS.to_vec();
+    for (line, col, tool) in crate::sandbox::literal_tools(source) {
         if !allowed.contains(&tool) && !base.contains(&tool.as_str()) {
             diags.push(Diagnostic::new(
                 file,

@@ -3,8 +3,7 @@
 //! the first, so `steward validate` can print them all.
 
 pub mod diagnostic;
-pub mod duration;
-pub mod model_ref;
+pub mod schedule;
 pub mod spec;
 
 mod build;
@@ -14,9 +13,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::types::ModelRef;
+
 pub use diagnostic::{Diagnostic, Diagnostics};
-pub use model_ref::ModelRef;
 pub use spec::{SkillsSpec, TriggerSpec};
+
+/// Names of the tools every agent gets without listing them (the virtual-file tools).
+pub const BASE_TOOLS: &[&str] = &[
+    "extract_file",
+    "file_read",
+    "file_regex",
+    "load_file",
+    "peek_file",
+];
 
 /// What configs may refer to.
 #[derive(Debug, Clone, Default)]
@@ -171,7 +180,7 @@ pub struct AgentConfig {
     pub limits: Limits,
     pub output: OutputSettings,
     pub post_run_evals: Vec<String>,
-    pub sandbox: crate::script::SandboxLimits,
+    pub sandbox: crate::sandbox::SandboxLimits,
     /// The script's `vars` (JSON object).
     pub vars: serde_json::Value,
 }

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::duration::HumanDuration;
+use crate::types::duration::HumanDuration;
 
 /// One workflow: `agents/<name>.yaml`.
 #[derive(Debug, Clone, Deserialize)]

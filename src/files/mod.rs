@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use ranges::ReadState;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredFile};
 use crate::tokens::{Encoding, TokenCounter};
 
 /// Where a file came from.
@@ -168,10 +168,12 @@ impl RunFiles {
         let files = store.run_files(&self.run_id).await?;
         let mut entries = self.lock();
         entries.clear();
-        for (meta, content) in files {
+        for f in files {
+            let meta = serde_json::from_value(f.meta)
+                .map_err(|e| StoreError::Corrupt(format!("file {} of run {}: {e}", f.id, self.run_id)))?;
             entries.push(Entry {
                 meta,
-                content: Arc::new(content),
+                content: Arc::new(f.content),
             });
         }
         Ok(())
@@ -245,7 +247,12 @@ impl RunFiles {
             meta
         };
         if let Some(store) = &self.store {
-            store.put_file(&self.run_id, &meta, &content).await?;
+            let stored = StoredFile {
+                id: meta.id.clone(),
+                meta: meta_json(&meta)?,
+                content: content.to_vec(),
+            };
+            store.put_file(&self.run_id, &stored).await?;
         }
         Ok(meta)
     }
@@ -300,7 +307,9 @@ impl RunFiles {
             e.meta.clone()
         };
         if let Some(store) = &self.store {
-            store.update_file(&self.run_id, &meta).await?;
+            store
+                .update_file(&self.run_id, &meta.id, &meta_json(&meta)?)
+                .await?;
         }
         Ok(())
     }
@@ -338,4 +347,9 @@ pub fn line_count(text: &str) -> u64 {
     }
     let n = text.bytes().filter(|&b| b == b'\n').count() as u64;
     if text.ends_with('\n') { n } else { n + 1 }
+}
+
+/// File metadata as the store keeps it.
+fn meta_json(meta: &FileMeta) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(meta).map_err(|e| StoreError::Corrupt(e.to_string()))
 }

@@ -2,10 +2,42 @@
 //! run against fake servers on 127.0.0.1.
 
 pub mod adf;
+pub mod adf_text;
 pub mod github;
 pub mod jira;
 pub mod notion;
 pub mod slack;
+pub mod tools;
+
+use crate::tools::ToolRegistry;
+
+/// Largest attachment steward downloads (Slack files, Notion files, Jira attachments).
+pub const DEFAULT_ATTACHMENT_CAP: u64 = 20 * 1024 * 1024;
+
+/// The attachment cap in effect (`STEWARD_MAX_ATTACHMENT_BYTES`, else the default).
+pub fn attachment_cap() -> u64 {
+    std::env::var("STEWARD_MAX_ATTACHMENT_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_ATTACHMENT_CAP)
+}
+
+/// The tools that ship with steward: the core tools plus the integration tools, whose
+/// clients are configured from the environment.
+pub fn builtin_tools(http: reqwest::Client, egress: crate::http::Egress) -> ToolRegistry {
+    let mut r = ToolRegistry::core(egress);
+    for tool in tools::integration_tools_with(
+        slack::SlackClient::from_env(http.clone()),
+        github::GithubClient::from_env(http.clone()),
+        jira::JiraClient::from_env(http.clone()),
+    ) {
+        r.register(tool);
+    }
+    for tool in tools::notion_tools(notion::NotionClient::from_env(http)) {
+        r.register(tool);
+    }
+    r
+}
 
 /// A failed call to an integration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@ use super::Provider;
 use super::error::ProviderError;
 use super::retry::RetryPolicy;
 use super::types::{ChatRequest, ChatResponse, Message, ToolDef};
-use crate::config::ModelRef;
+use crate::types::ModelRef;
 
 /// The models a run may use, in order of preference.
 #[derive(Clone)]

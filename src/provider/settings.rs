@@ -10,7 +10,7 @@ use super::chain::ModelChain;
 use super::error::{ErrorKind, ProviderError};
 use super::openai::{self, OpenAi};
 use super::retry::RetryPolicy;
-use crate::config::ModelRef;
+use crate::types::ModelRef;
 
 /// Where a provider lives and how to authenticate.
 #[derive(Clone, PartialEq, Eq)]

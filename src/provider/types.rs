@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::types::Usage;
+
 /// A tool call requested by the model. `arguments` is kept as the raw JSON text the
 /// model produced, so malformed arguments can be reported back instead of lost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,30 +71,6 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolDef],
     pub max_output_tokens: u32,
-}
-
-/// Token usage of one call, normalized across providers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// All input tokens, including cached ones.
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Input tokens served from the provider's prompt cache.
-    pub cached_input_tokens: u64,
-    /// Input tokens written to the prompt cache (Anthropic bills these higher).
-    pub cache_write_tokens: u64,
-    /// Output tokens spent on hidden reasoning (included in `output_tokens`).
-    pub reasoning_tokens: u64,
-}
-
-impl Usage {
-    pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
-    }
 }
 
 /// The model's answer to one call.

@@ -7,17 +7,6 @@ use super::TriggerEvent;
 use super::reply::Outputs;
 use crate::files::{NewFile, mime};
 
-/// Default attachment cap: 20 MB (`STEWARD_MAX_ATTACHMENT_BYTES` overrides).
-pub const DEFAULT_CAP: u64 = 20 * 1024 * 1024;
-
-/// The cap in effect.
-pub fn cap() -> u64 {
-    std::env::var("STEWARD_MAX_ATTACHMENT_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CAP)
-}
-
 /// Downloads the files a trigger refers to: Slack files shared with the message, and the
 /// files in a Notion page's `files` properties. Returns the files and one note per file
 /// that was refused or failed.

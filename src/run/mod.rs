@@ -14,9 +14,9 @@ pub mod prompts;
 pub mod recorder;
 pub mod reply;
 pub mod report;
+pub mod script;
 pub mod subagents;
 pub mod termination;
-pub mod trigger;
 
 use std::sync::Arc;
 
@@ -26,19 +26,20 @@ use tracing::Instrument;
 
 use std::collections::BTreeMap;
 
-use crate::config::{AgentConfig, Coordinator, ModelRef, ToolSelection};
+use crate::config::BASE_TOOLS;
+use crate::config::{AgentConfig, Coordinator, ToolSelection};
 use crate::files::{FileSource, RunFiles};
 use crate::provider::{ProviderSet, Usage};
 use crate::skills::{RunSkills, SkillSet};
 use crate::store::{NewRun, RunFinish, RunStatus, Store, StoreError};
 use crate::tokens::{Encoding, TokenCounter};
 use crate::tools::ToolRegistry;
-use crate::tools::files::BASE_TOOLS;
 use crate::tools::skills::SKILL_TOOLS;
+use crate::types::ModelRef;
 
+use crate::triggers::{Origin, TriggerEvent};
 pub use recorder::Recorder;
 pub use termination::Termination;
-pub use trigger::{Origin, TriggerEvent};
 
 /// Shared by every run of a process.
 #[derive(Clone)]
@@ -229,7 +230,7 @@ impl Runner {
         });
         let mut attachments = files.list();
         let (fetched, attachment_notes) =
-            attachments::fetch(&self.outputs, trigger, attachments::cap()).await;
+            attachments::fetch(&self.outputs, trigger, crate::integrations::attachment_cap()).await;
         for note in &attachment_notes {
             recorder.event("attachment_refused", json!({"note": note}));
         }
@@ -293,8 +294,8 @@ impl Runner {
             max_tool_calls: agent.limits.max_tool_calls,
         });
         let result = if let Coordinator::Script { path, source } = &agent.coordinator {
-            let host = crate::script::new_host(gateway, launcher, cancel, agent.limits.timeout);
-            let mut out = crate::script::run(
+            let host = script::new_host(gateway, launcher, cancel, agent.limits.timeout);
+            let mut out = script::run(
                 &path.display().to_string(),
                 source,
                 &agent.sandbox,

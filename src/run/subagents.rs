@@ -8,13 +8,13 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::trigger::one_line;
 use super::{Lineage, Runner, TriggerEvent};
-use crate::config::ModelRef;
 use crate::files::RunFiles;
 use crate::provider::Usage;
 use crate::store::RunStatus;
 use crate::tools::subagent::SubagentLauncher;
+use crate::triggers::event::one_line;
+use crate::types::ModelRef;
 
 /// Starts the subagents of one parent run.
 pub struct Launcher {
@@ -65,7 +65,7 @@ impl SubagentLauncher for Launcher {
             text: Some(prompt.to_string()),
             payload: json!({"parent_run": self.parent_id, "files": files}),
             private: self.parent_private,
-            origin: super::trigger::Origin::Subagent {
+            origin: crate::triggers::Origin::Subagent {
                 parent_run: self.parent_id.clone(),
             },
             attachments: Vec::new(),

@@ -15,10 +15,11 @@ use tokio_util::task::TaskTracker;
 use super::ingest::{PrivateCache, event_row};
 use crate::config::{AgentConfig, Config};
 use crate::integrations::notion::NotionClient;
-use crate::run::{Lineage, Origin, Runner, TriggerEvent, trigger_summary};
+use crate::run::{Lineage, Runner, trigger_summary};
 use crate::store::{EventRow, NewRun, RunFinish, RunStatus, StoreError, now_text};
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
+use crate::triggers::{Origin, TriggerEvent};
 
 /// Worker settings.
 #[derive(Debug, Clone)]

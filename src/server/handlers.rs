@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::config::TriggerSpec;
-use crate::run::{Origin, TriggerEvent};
 use crate::triggers::auth::{self, AuthError};
+use crate::triggers::{Origin, TriggerEvent};
 use crate::triggers::{jira, notion, slack};
 
 /// Setting key of a verification token received during a setup window, waiting for

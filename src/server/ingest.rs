@@ -10,8 +10,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::run::TriggerEvent;
 use crate::store::{EventRow, Store, now_text};
+use crate::triggers::TriggerEvent;
 
 /// Largest group commit.
 const MAX_BATCH: usize = 1024;

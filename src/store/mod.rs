@@ -9,8 +9,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::files::FileMeta;
-use crate::provider::Usage;
+use crate::types::Usage;
 
 pub use sqlite::SqliteStore;
 
@@ -79,6 +78,15 @@ pub struct EventRow {
     pub private: bool,
     /// The normalized event (JSON); for private events, metadata only.
     pub body: Value,
+}
+
+/// A virtual file of a run as stored: an id, metadata the store does not interpret,
+/// and the bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFile {
+    pub id: String,
+    pub meta: Value,
+    pub content: Vec<u8>,
 }
 
 /// A run whose lease ran out (its process died).
@@ -186,12 +194,13 @@ pub trait Store: Send + Sync {
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
-    /// Stores a new virtual file of a run.
-    async fn put_file(&self, run_id: &str, meta: &FileMeta, content: &[u8]) -> Result<(), StoreError>;
-    /// Updates a file's metadata (read tracking).
-    async fn update_file(&self, run_id: &str, meta: &FileMeta) -> Result<(), StoreError>;
+    /// Stores a new virtual file of a run. `meta` is opaque to the store (the files
+    /// layer owns its shape).
+    async fn put_file(&self, run_id: &str, file: &StoredFile) -> Result<(), StoreError>;
+    /// Replaces a file's metadata (read tracking).
+    async fn update_file(&self, run_id: &str, file_id: &str, meta: &Value) -> Result<(), StoreError>;
     /// Every file of a run, in id order.
-    async fn run_files(&self, run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError>;
+    async fn run_files(&self, run_id: &str) -> Result<Vec<StoredFile>, StoreError>;
 
     /// Inserts events in one transaction; for each, true if new, false if its dedupe
     /// key was seen before (a retry).

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -12,10 +13,9 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
     EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError,
-    now_text,
+    StoredFile, now_text,
 };
-use crate::files::FileMeta;
-use crate::provider::Usage;
+use crate::types::Usage;
 
 /// Schema migrations, applied in order once each.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -241,39 +241,40 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn put_file(&self, run_id: &str, meta: &FileMeta, content: &[u8]) -> Result<(), StoreError> {
-        let text = serde_json::to_string(meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    async fn put_file(&self, run_id: &str, file: &StoredFile) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO run_files (run_id, file_id, meta, content) VALUES (?, ?, ?, ?)")
             .bind(run_id)
-            .bind(&meta.id)
-            .bind(text)
-            .bind(content)
+            .bind(&file.id)
+            .bind(file.meta.to_string())
+            .bind(&file.content)
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    async fn update_file(&self, run_id: &str, meta: &FileMeta) -> Result<(), StoreError> {
-        let text = serde_json::to_string(meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    async fn update_file(&self, run_id: &str, file_id: &str, meta: &Value) -> Result<(), StoreError> {
         sqlx::query("UPDATE run_files SET meta = ? WHERE run_id = ? AND file_id = ?")
-            .bind(text)
+            .bind(meta.to_string())
             .bind(run_id)
-            .bind(&meta.id)
+            .bind(file_id)
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    async fn run_files(&self, run_id: &str) -> Result<Vec<(FileMeta, Vec<u8>)>, StoreError> {
-        let rows = sqlx::query("SELECT meta, content FROM run_files WHERE run_id = ? ORDER BY CAST(substr(file_id, 3) AS INTEGER)")
+    async fn run_files(&self, run_id: &str) -> Result<Vec<StoredFile>, StoreError> {
+        let rows = sqlx::query("SELECT file_id, meta, content FROM run_files WHERE run_id = ? ORDER BY CAST(substr(file_id, 3) AS INTEGER)")
             .bind(run_id)
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
             .map(|row| {
                 let meta: String = row.try_get("meta")?;
-                let meta = serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                Ok((meta, row.try_get("content")?))
+                Ok(StoredFile {
+                    id: row.try_get("file_id")?,
+                    meta: serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    content: row.try_get("content")?,
+                })
             })
             .collect()
     }

@@ -14,15 +14,6 @@ use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
 use crate::provider::types::Image;
 use crate::tokens::floor_char;
 
-/// Names of the tools every agent gets without listing them.
-pub const BASE_TOOLS: &[&str] = &[
-    "extract_file",
-    "file_read",
-    "file_regex",
-    "load_file",
-    "peek_file",
-];
-
 /// Default and maximum matches `file_regex` returns.
 const DEFAULT_MATCHES: u64 = 20;
 const MAX_MATCHES: u64 = 200;

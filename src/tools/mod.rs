@@ -4,7 +4,6 @@
 pub mod current_time;
 pub mod files;
 pub mod http_fetch;
-pub mod integrations;
 pub mod registry;
 pub mod schema;
 pub mod skill_script;

@@ -22,25 +22,6 @@ impl ToolRegistry {
         ToolRegistry::default()
     }
 
-    /// The tools that ship with steward, including the base file tools; integration
-    /// tools use clients configured from the environment.
-    pub fn builtin(http: reqwest::Client, egress: crate::http::Egress) -> Self {
-        let mut r = ToolRegistry::core(egress);
-        for tool in super::integrations::integration_tools_with(
-            crate::integrations::slack::SlackClient::from_env(http.clone()),
-            crate::integrations::github::GithubClient::from_env(http.clone()),
-            crate::integrations::jira::JiraClient::from_env(http.clone()),
-        ) {
-            r.register(tool);
-        }
-        for tool in
-            super::integrations::notion_tools(crate::integrations::notion::NotionClient::from_env(http))
-        {
-            r.register(tool);
-        }
-        r
-    }
-
     /// The built-in tools without integrations (callers add their own); `http_fetch`
     /// reaches only what `egress` permits.
     pub fn core(egress: crate::http::Egress) -> Self {
@@ -163,7 +144,7 @@ mod tests {
 
     #[tokio::test]
     async fn refuses_unknown_unlisted_and_malformed_calls() {
-        let reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
+        let reg = ToolRegistry::core(Default::default());
         let allowed = vec!["current_time".to_string()];
         let e = reg
             .invoke(&allowed, "nope", "{}", &ctx(), true)
@@ -197,7 +178,7 @@ mod tests {
 
     #[tokio::test]
     async fn single_tools_can_be_mocked() {
-        let mut reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
+        let mut reg = ToolRegistry::core(Default::default());
         assert!(reg.mock_only(&["nope".into()]).is_err());
         reg.mock_only(&["current_time".into()]).unwrap();
         let allowed = vec!["current_time".to_string()];
@@ -210,7 +191,7 @@ mod tests {
 
     #[test]
     fn definitions_are_sorted_and_filtered() {
-        let reg = ToolRegistry::builtin(crate::http::client().unwrap(), Default::default());
+        let reg = ToolRegistry::core(Default::default());
         let defs = reg.definitions(&["http_fetch".into(), "current_time".into()]);
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["current_time", "http_fetch"]);

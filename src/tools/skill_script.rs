@@ -14,7 +14,7 @@ use rhai::{Dynamic, EvalAltResult, Map, Position, Scope};
 use serde_json::{Value, json};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
-use crate::script::sandbox::{self, SandboxLimits};
+use crate::sandbox::{self, SandboxLimits};
 
 /// Wall-clock limit of one skill script.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::adf::field_text;
-use crate::run::trigger::one_line;
-use crate::run::{Origin, TriggerEvent};
+use crate::integrations::adf_text::field_text;
+use crate::triggers::event::one_line;
+use crate::triggers::{Origin, TriggerEvent};
 
 /// How old a signed Jira body may be. Within the window a replayed body is a duplicate
 /// of the stored event (same dedupe key); past it, it is refused, so events older than

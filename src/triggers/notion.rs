@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::run::{Origin, TriggerEvent};
+use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Notion webhook body is.
 #[derive(Debug)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::config::spec::{JiraTrigger, NotionTrigger};
 use crate::config::{AgentConfig, Config, TriggerSpec};
 use crate::integrations::notion::{NotionClient, property_text};
-use crate::run::{Origin, TriggerEvent};
+use crate::triggers::{Origin, TriggerEvent};
 
 use super::notion::normalize_id;
 

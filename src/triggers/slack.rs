@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::run::trigger::one_line;
-use crate::run::{Origin, TriggerEvent};
+use crate::triggers::event::one_line;
+use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Slack payload asks of us.
 #[derive(Debug)]

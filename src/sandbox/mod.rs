@@ -69,6 +69,36 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
     e
 }
 
+/// Compiles a script, returning `(line, column, message)` for a syntax error.
+pub fn check(source: &str, limits: &SandboxLimits) -> Result<(), (usize, usize, String)> {
+    let engine = engine(limits, None);
+    engine.compile(source).map(|_| ()).map_err(|e| {
+        let pos = e.position();
+        (
+            pos.line().unwrap_or(1),
+            pos.position().unwrap_or(1),
+            e.err_type().to_string(),
+        )
+    })
+}
+
+/// Tool names passed as string literals to `tool(...)`, for validation.
+pub fn literal_tools(source: &str) -> Vec<(usize, usize, String)> {
+    let Ok(re) = regex::Regex::new(r#"\btool\(\s*"([^"]+)""#) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        for c in re.captures_iter(code) {
+            if let Some(m) = c.get(1) {
+                out.push((i + 1, m.start() + 1, m.as_str().to_string()));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,6 @@
 //! an LLM (through `subagent`) only where judgment is needed.
 
 pub mod host;
-pub mod sandbox;
 
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
@@ -10,41 +9,12 @@ use std::sync::{Arc, Mutex};
 use rhai::{Dynamic, EvalAltResult, Scope};
 use serde_json::Value;
 
-pub use sandbox::SandboxLimits;
+use crate::sandbox::{self, SandboxLimits};
 
+use crate::run::Termination;
 use crate::run::llm::LoopOutcome;
-use crate::run::{Termination, TriggerEvent};
+use crate::triggers::TriggerEvent;
 use host::{Host, HostStop};
-
-/// Compiles a script, returning `(line, column, message)` for a syntax error.
-pub fn check(source: &str, limits: &SandboxLimits) -> Result<(), (usize, usize, String)> {
-    let engine = sandbox::engine(limits, None);
-    engine.compile(source).map(|_| ()).map_err(|e| {
-        let pos = e.position();
-        (
-            pos.line().unwrap_or(1),
-            pos.position().unwrap_or(1),
-            e.err_type().to_string(),
-        )
-    })
-}
-
-/// Tool names passed as string literals to `tool(...)`, for validation.
-pub fn literal_tools(source: &str) -> Vec<(usize, usize, String)> {
-    let Ok(re) = regex::Regex::new(r#"\btool\(\s*"([^"]+)""#) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (i, line) in source.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or_default();
-        for c in re.captures_iter(code) {
-            if let Some(m) = c.get(1) {
-                out.push((i + 1, m.start() + 1, m.as_str().to_string()));
-            }
-        }
-    }
-    out
-}
 
 /// Runs `source` (from `path`, for messages) on a blocking thread under the sandbox and
 /// the run's deadline, and maps how it ended onto the same termination reasons as LLM runs.
@@ -92,7 +62,7 @@ pub async fn run(
                     Termination::Timeout,
                     format!(
                         "{path}: the script exceeded its timeout of {}",
-                        crate::config::duration::format_duration(host.timeout)
+                        crate::types::duration::format_duration(host.timeout)
                     ),
                 ),
                 (e, _) => (Termination::ScriptError, describe(path, e)),

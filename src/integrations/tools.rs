@@ -6,12 +6,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::integrations::ApiError;
 use crate::integrations::github::{GithubClient, PrRef};
 use crate::integrations::jira::JiraClient;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
+use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
 /// Resolves Slack user and channel ids to names for the model, and the model's
 /// `@name` / `#name` back to ids, with a cache per process.
@@ -568,7 +568,7 @@ impl Tool for Api {
             ApiKind::JiraGet(c) => {
                 let raw = jira(c)?.get_issue(&s("key")).await.map_err(api_err)?;
                 let f = &raw["fields"];
-                let text = crate::triggers::adf::field_text;
+                let text = super::adf_text::field_text;
                 let comments: Vec<Value> = f["comment"]["comments"].as_array().into_iter().flatten()
                     .map(|c| json!({"author": c["author"]["displayName"], "created": c["created"], "body": text(&c["body"])})).collect();
                 let attachments: Vec<Value> = f["attachment"].as_array().into_iter().flatten()
@@ -581,7 +581,7 @@ impl Tool for Api {
             }
             ApiKind::JiraAttachment(c) => {
                 let content = jira(c)?
-                    .attachment(&s("id"), crate::run::attachments::cap())
+                    .attachment(&s("id"), super::attachment_cap())
                     .await
                     .map_err(api_err)?;
                 let name = args["filename"]
