@@ -257,17 +257,11 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             },
             export.clone(),
         )));
-        let runner = Runner {
-            extractor: Default::default(),
-            store: store.clone(),
-            providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
-            tools: Arc::new(reg),
-            mock_tools: false,
-            tokens: tokens.clone(),
-            subagents: Default::default(),
-            skills: Default::default(),
-            outputs: Default::default(),
-        };
+        let runner = Runner::builder(store.clone())
+            .providers(ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()))
+            .tools(reg)
+            .tokens(tokens.clone())
+            .build();
         let mut agent = AgentConfig::new(
             "bench",
             ModelRef::parse("openai/gpt-4.1").unwrap(),

@@ -282,17 +282,10 @@ async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
         parameters: json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
         effect: Effect::ReadOnly,
     })));
-    let runner = Runner {
-        extractor: Default::default(),
-        store,
-        providers: ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()),
-        tools: Arc::new(tools),
-        mock_tools: false,
-        tokens: Arc::new(steward::tokens::TokenCounter::new()),
-        subagents: Default::default(),
-        skills: Default::default(),
-        outputs: Default::default(),
-    };
+    let runner = Runner::builder(store)
+        .providers(ProviderSet::new(RetryPolicy::default()).with("openai", model.clone()))
+        .tools(tools)
+        .build();
     let mut agent = AgentConfig::new(
         "bench",
         ModelRef::parse("openai/bench").unwrap(),

@@ -12,12 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use steward::config::Config;
-use steward::provider::ProviderSet;
-use steward::provider::retry::RetryPolicy;
 use steward::run::Runner;
 use steward::server::{DispatchSettings, Secrets, Service};
 use steward::store::{SqliteStore, Store};
-use steward::tools::ToolRegistry;
 use steward::triggers::auth::sign_hex;
 
 const SECRET: &str = "bench-signing-secret";
@@ -151,17 +148,7 @@ fn main() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ingest.db")).await.unwrap());
-        let runner = Runner {
-            extractor: Default::default(),
-            store: store.clone(),
-            providers: ProviderSet::new(RetryPolicy::default()),
-            tools: Arc::new(ToolRegistry::new()),
-            mock_tools: true,
-            tokens: Default::default(),
-            subagents: Default::default(),
-            skills: Default::default(),
-            outputs: Default::default(),
-        };
+        let runner = Runner::builder(store.clone()).mock_tools(true).build();
         let secrets = Secrets { slack_signing: SECRET.into(), ..Secrets::default() };
         // No agents: the router claims and drops events, so this measures the ack path.
         let service = Service::start(runner, Arc::new(Config::default()), secrets, None, None, DispatchSettings::default());

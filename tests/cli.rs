@@ -287,3 +287,87 @@ fn serve_answers_healthz_and_stops_on_sigterm() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
+    // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/slow.md", "You answer slowly.");
+    write(
+        "agents/slow.yaml",
+        "description: Slow.\nmodel: openai/gpt-4.1\nprompt: prompts/slow.md\ntriggers:\n  - webhook: { name: slow }\noutput: { reply: false }\n",
+    );
+    let db = root.path().join("steward.db");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let base = format!("{}/v1", fake.url);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr, "--grace", "1s"])
+        .env("STEWARD_ROOT", root.path())
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("OPENAI_BASE_URL", &base)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_SLOW_TOKEN", "slow-token")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let client = steward::http::client().unwrap();
+    let mut sent = false;
+    for _ in 0..100 {
+        let r = client
+            .post(format!("http://{addr}/hooks/slow"))
+            .bearer_auth("slow-token")
+            .body("{\"text\": \"take your time\"}")
+            .send()
+            .await;
+        if let Ok(r) = r {
+            assert_eq!(r.status(), 200);
+            sent = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(sent, "steward serve did not start");
+    // The run is waiting on the model.
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(fake.requests().len(), 1);
+    let pid = child.id().to_string();
+    let signalled = std::time::Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let took = signalled.elapsed();
+    assert_eq!(status.code(), Some(0));
+    // Grace (1 s) plus the time to record the interruption; far less than the model's 60 s.
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+
+    let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["agent"], "slow");
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    assert_eq!(runs[0]["termination"], "interrupted", "{runs}");
+}

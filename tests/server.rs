@@ -128,20 +128,15 @@ async fn start_with_slack(
 ) -> Harness {
     let config = Arc::new(tree(dir.path()));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
-    let runner = Runner {
-        extractor: Default::default(),
-        store: store.clone(),
-        providers: providers(Some(&fake), None),
-        tools: Arc::new(registry()),
-        mock_tools: false,
-        tokens: tokens(),
-        subagents: Default::default(),
-        skills: Default::default(),
-        outputs: Arc::new(steward::run::reply::Outputs {
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(&fake), None))
+        .tools(registry())
+        .tokens(tokens())
+        .outputs(steward::run::reply::Outputs {
             slack: slack.clone(),
             ..Default::default()
-        }),
-    };
+        })
+        .build();
     let secrets = Secrets {
         slack_signing: SLACK_SECRET.into(),
         slack_bot_user: Some("UBOT".into()),

@@ -22,7 +22,6 @@ use crate::run::report::RunReport;
 use crate::server::{self, DispatchSettings, Secrets, Service};
 use crate::skills::{Level as SkillLevel, SkillSet};
 use crate::store::{RunStatus, SqliteStore, Store};
-use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
 use crate::triggers::TriggerEvent;
 
@@ -423,20 +422,15 @@ async fn run(
     }
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
-    let runner = Runner {
-        extractor: Arc::new(extractor()),
-        store: store.clone(),
-        providers: ProviderSet::from_env(http, MODEL_TIMEOUT),
-        tools: Arc::new(tools),
-        mock_tools,
-        tokens: Arc::new(TokenCounter::new()),
-        subagents: Arc::new(config.subagents.clone()),
-        skills: Arc::new(skills),
-        outputs: Arc::new(crate::run::reply::Outputs::from_env(
-            crate::http::client().context("cannot build the HTTP client")?,
-            egress()?,
-        )),
-    };
+    let runner = Runner::builder(store.clone())
+        .extractor(extractor())
+        .providers(ProviderSet::from_env(http.clone(), MODEL_TIMEOUT))
+        .tools(tools)
+        .mock_tools(mock_tools)
+        .subagents(config.subagents.clone())
+        .skills(skills)
+        .outputs(crate::run::reply::Outputs::from_env(http, egress()?))
+        .build();
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     let watcher = tokio::spawn(async move {
@@ -484,17 +478,14 @@ async fn serve(
     let config = Arc::new(load_config(root, &tools, &skills)?);
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
-    let runner = Runner {
-        extractor: Arc::new(extractor()),
-        store,
-        providers: ProviderSet::from_env(http.clone(), MODEL_TIMEOUT),
-        tools: Arc::new(tools),
-        mock_tools: false,
-        tokens: Arc::new(TokenCounter::new()),
-        subagents: Arc::new(config.subagents.clone()),
-        skills: Arc::new(skills),
-        outputs: Arc::new(crate::run::reply::Outputs::from_env(http.clone(), egress()?)),
-    };
+    let runner = Runner::builder(store)
+        .extractor(extractor())
+        .providers(ProviderSet::from_env(http.clone(), MODEL_TIMEOUT))
+        .tools(tools)
+        .subagents(config.subagents.clone())
+        .skills(skills)
+        .outputs(crate::run::reply::Outputs::from_env(http.clone(), egress()?))
+        .build();
     let mut service = Service::start(
         runner,
         config.clone(),

@@ -7,7 +7,7 @@ use crate::provider::{ErrorKind, Message, ModelChain, ProviderError, Usage, pric
 use crate::store::StoreError;
 use crate::tokens::{Encoding, TokenCounter};
 
-use super::context::{Conversation, message_tokens};
+use super::conversation::{Conversation, message_tokens};
 
 /// The built-in compaction prompt.
 pub const COMPACTION_PROMPT: &str = include_str!("../../prompts/compaction.md");

@@ -1,112 +1,190 @@
-//! The conversation a coordinator sends to the model, with token counts kept per message
-//! so the total is known every turn without re-tokenizing the conversation.
+//! The run context: everything one run's coordinator works with, built once by
+//! [`prepare`] (records, files, attachments, skills, subagents, system prompt, gateway).
 
-use crate::files::FileMeta;
-use crate::provider::{Message, ToolDef};
-use crate::tokens::{Encoding, TokenCounter};
+use std::sync::{Arc, Mutex};
 
-/// Framing tokens per message (role, separators), as OpenAI documents for chat formats.
-const PER_MESSAGE: u64 = 4;
-/// Rough cost of one image (a 1024×1024 image is ~765–1,600 tokens depending on provider).
-const PER_IMAGE: u64 = 1_000;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-/// Messages after the system prompt, each with its token count.
-pub struct Conversation {
-    messages: Vec<Message>,
-    tokens: Vec<u64>,
-    /// System prompt and tool definitions: counted once, sent every turn.
-    fixed: u64,
-    total: u64,
+use super::gateway::{Gateway, GatewayParts};
+use super::{Lineage, Recorder, RunError, Runner, allowed_tools, attachments, llm, subagents};
+use crate::config::AgentConfig;
+use crate::files::{FileMeta, FileSource, RunFiles};
+use crate::provider::Usage;
+use crate::skills::RunSkills;
+use crate::store::RunStatus;
+use crate::tokens::Encoding;
+use crate::tools::subagent::SubagentLauncher;
+use crate::triggers::TriggerEvent;
+use crate::types::ModelRef;
+
+/// One run, prepared: what the coordinator needs and what `finish` reads back.
+pub struct RunContext<'a> {
+    pub runner: &'a Runner,
+    pub agent: &'a AgentConfig,
+    pub trigger: &'a TriggerEvent,
+    pub run_id: String,
+    /// The parent run, for subagent runs; top-level runs post their answer.
+    pub parent_id: Option<String>,
+    pub recorder: Arc<Recorder>,
+    pub files: Arc<RunFiles>,
+    /// Files the run started with (the parent's subset, then attachments).
+    pub attachments: Vec<FileMeta>,
+    /// Why some attachments were not fetched, told to the model.
+    pub attachment_notes: Vec<String>,
+    pub skills: Arc<RunSkills>,
+    /// The agent's models, or its parent's when it names none.
+    pub models: Vec<ModelRef>,
+    /// Agent prompt, harness instructions, skill and subagent catalogs; byte-stable.
+    pub system: String,
+    /// The only way this run calls tools.
+    pub gateway: Arc<Gateway>,
+    pub subagents: Option<Arc<dyn SubagentLauncher>>,
+    /// Usage and cost of finished subagent runs, not yet added to this run's totals.
+    pub child_totals: Arc<Mutex<(Usage, f64)>>,
+    pub cancel: CancellationToken,
 }
 
-impl Conversation {
-    pub fn new(fixed: u64) -> Self {
-        Conversation {
-            messages: Vec::new(),
-            tokens: Vec::new(),
-            fixed,
-            total: fixed,
-        }
-    }
-
-    /// Appends a message whose tokens were counted by [`message_tokens`].
-    pub fn push(&mut self, message: Message, tokens: u64) {
-        self.total += tokens;
-        self.messages.push(message);
-        self.tokens.push(tokens);
-    }
-
-    pub fn messages(&self) -> &[Message] {
-        &self.messages
-    }
-
-    pub fn token_counts(&self) -> &[u64] {
-        &self.tokens
-    }
-
-    /// Tokens of the next request's input.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    pub fn fixed(&self) -> u64 {
-        self.fixed
-    }
-
-    /// Replaces the messages (after compaction).
-    pub fn replace(&mut self, messages: Vec<(Message, u64)>) {
-        self.messages.clear();
-        self.tokens.clear();
-        self.total = self.fixed;
-        for (m, t) in messages {
-            self.push(m, t);
-        }
+impl RunContext<'_> {
+    /// Takes the subagent totals not yet counted.
+    pub fn take_child_totals(&self) -> (Usage, f64) {
+        std::mem::take(&mut *self.child_totals.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
-/// Tokens of one message.
-pub fn message_tokens(counter: &TokenCounter, enc: Encoding, message: &Message) -> u64 {
-    let count = |t: &str| counter.count(enc, t).tokens;
-    PER_MESSAGE
-        + match message {
-            Message::User { content, images } => count(content) + PER_IMAGE * images.len() as u64,
-            Message::Assistant { text, tool_calls } => {
-                text.as_deref().map_or(0, count)
-                    + tool_calls
-                        .iter()
-                        .map(|c| count(&c.name) + count(&c.arguments) + 3)
-                        .sum::<u64>()
-            }
-            Message::Tool { content, .. } => count(content),
-        }
-}
-
-/// Tokens of the system prompt and tool definitions.
-pub fn fixed_tokens(counter: &TokenCounter, enc: Encoding, system: &str, tools: &[ToolDef]) -> u64 {
-    let defs = serde_json::to_string(tools).unwrap_or_default();
-    PER_MESSAGE + counter.count(enc, system).tokens + counter.count(enc, &defs).tokens
-}
-
-/// The status appended after every tool round: context use and the file list.
-pub fn status_message(used: u64, window: u64, compact_at: f64, files: &[FileMeta]) -> String {
-    let pct = used as f64 * 100.0 / window.max(1) as f64;
-    let mut out = format!(
-        "[steward status] Context: {used} of {window} tokens used ({pct:.1}%); compaction at {:.0}%.",
-        compact_at * 100.0
+/// Marks the run running and builds its context: files (the parent's subset or new),
+/// attachments fetched under the cap, skills, the subagent launcher, the system prompt
+/// and the tool gateway.
+pub async fn prepare<'a>(
+    runner: &'a Runner,
+    agent: &'a AgentConfig,
+    trigger: &'a TriggerEvent,
+    run_id: String,
+    lineage: Lineage,
+    cancel: CancellationToken,
+) -> Result<RunContext<'a>, RunError> {
+    let recorder = Arc::new(Recorder::new(
+        runner.store.clone(),
+        run_id.clone(),
+        trigger.private,
+    ));
+    runner
+        .store
+        .transition(&run_id, RunStatus::Queued, RunStatus::Running)
+        .await?;
+    recorder.event(
+        "run_started",
+        json!({
+            "agent": agent.name, "source": trigger.source, "kind": trigger.kind,
+            "mock_tools": runner.mock_tools, "parent_id": lineage.parent_id, "depth": lineage.depth,
+        }),
     );
-    out.push_str(&file_list(files));
-    out
+    let models = if agent.models.is_empty() {
+        lineage.parent_models.clone()
+    } else {
+        agent.models.clone()
+    };
+    let encoding = models.first().map_or(Encoding::O200k, Encoding::for_model);
+    // Private runs keep their files in memory only: no content reaches the store.
+    let store = (!trigger.private).then(|| runner.store.clone());
+    let files = Arc::new(match &lineage.files {
+        Some((parent, ids)) => parent
+            .subset(ids, &run_id, store)
+            .map_err(|e| RunError::Files(e.to_string()))?,
+        None => RunFiles::new(
+            &run_id,
+            store,
+            runner.tokens.clone(),
+            encoding,
+            agent.context.file_threshold_tokens,
+        )
+        .with_extractor(runner.extractor.clone()),
+    });
+    let mut attachments = files.list();
+    let (fetched, attachment_notes) =
+        attachments::fetch(&runner.outputs, trigger, crate::integrations::attachment_cap()).await;
+    for note in &attachment_notes {
+        recorder.event("attachment_refused", json!({"note": note}));
+    }
+    for a in trigger.attachments.iter().chain(&fetched) {
+        let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
+        recorder.event(
+            "file_added",
+            json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}),
+        );
+        attachments.push(meta);
+    }
+
+    let skills = Arc::new(RunSkills::new(runner.skills.clone(), &agent.skills));
+    let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
+    let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
+    let child_totals = Arc::new(Mutex::new((Usage::default(), 0.0)));
+    let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
+        Arc::new(subagents::Launcher {
+            runner: runner.clone(),
+            parent_id: run_id.clone(),
+            parent_private: trigger.private,
+            parent_allowed: allowed.clone(),
+            parent_models: models.clone(),
+            parent_files: files.clone(),
+            names: agent.subagents.clone(),
+            depth: lineage.depth,
+            max_depth: lineage.max_depth,
+            semaphore: tokio::sync::Semaphore::new(agent.limits.subagent_concurrency.max(1) as usize),
+            totals: child_totals.clone(),
+        }) as Arc<dyn SubagentLauncher>
+    });
+    let system = system_prompt(runner, agent, &skills, can_delegate);
+    let gateway = Gateway::new(GatewayParts {
+        agent: agent.name.clone(),
+        tools: runner.tools.clone(),
+        allowed,
+        mock: runner.mock_tools,
+        recorder: recorder.clone(),
+        files: files.clone(),
+        skills: (!skills.is_empty()).then(|| skills.clone()),
+        subagents: launcher.clone(),
+        max_tool_calls: agent.limits.max_tool_calls,
+    });
+    Ok(RunContext {
+        runner,
+        agent,
+        trigger,
+        run_id,
+        parent_id: lineage.parent_id,
+        recorder,
+        files,
+        attachments,
+        attachment_notes,
+        skills,
+        models,
+        system,
+        gateway,
+        subagents: launcher,
+        child_totals,
+        cancel,
+    })
 }
 
-/// `\nFiles:\n- f_1 ...` or an empty string.
-pub fn file_list(files: &[FileMeta]) -> String {
-    if files.is_empty() {
-        return "\nFiles: none.".into();
+/// The agent's system prompt plus the skill catalog and, when it may delegate, the
+/// subagent catalog.
+fn system_prompt(runner: &Runner, agent: &AgentConfig, skills: &RunSkills, can_delegate: bool) -> String {
+    let mut system = llm::system_prompt(agent);
+    if let Some(catalog) = skills.catalog() {
+        system.push('\n');
+        system.push_str(&catalog);
     }
-    let mut out = String::from("\nFiles:");
-    for f in files {
-        out.push_str("\n- ");
-        out.push_str(&f.describe());
+    if can_delegate {
+        system.push_str("\n## Subagents\n\nHand self-contained tasks to these with the `subagent` tool:\n");
+        for name in &agent.subagents {
+            let description = runner
+                .subagents
+                .get(name)
+                .map(|s| s.description.replace('\n', " "))
+                .unwrap_or_default();
+            system.push_str(&format!("\n- {name}: {description}"));
+        }
+        system.push('\n');
     }
-    out
+    system
 }

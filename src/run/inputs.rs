@@ -12,7 +12,7 @@ use crate::provider::types::Image;
 use crate::store::StoreError;
 use crate::tokens::floor_char;
 
-use super::context::file_list;
+use super::conversation::file_list;
 
 /// Largest image sent as image content (Anthropic's per-image limit is 5 MB of base64).
 pub const MAX_IMAGE_BYTES: u64 = 3_750_000;

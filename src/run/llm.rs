@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{CompactError, Compactor};
-use super::context::{Conversation, fixed_tokens, message_tokens, status_message};
+use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message};
 use super::gateway::Gateway;
 use super::inputs::inline_or_file;
 use super::recorder::Recorder;

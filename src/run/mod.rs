@@ -5,8 +5,11 @@
 //! [`Runner::run`] with different configs.
 
 pub mod attachments;
+pub mod builder;
 pub mod compaction;
 pub mod context;
+pub mod conversation;
+pub mod coordinator;
 pub mod gateway;
 pub mod inputs;
 pub mod llm;
@@ -27,12 +30,12 @@ use tracing::Instrument;
 use std::collections::BTreeMap;
 
 use crate::config::BASE_TOOLS;
-use crate::config::{AgentConfig, Coordinator, ToolSelection};
-use crate::files::{FileSource, RunFiles};
+use crate::config::{AgentConfig, ToolSelection};
+use crate::files::RunFiles;
 use crate::provider::{ProviderSet, Usage};
-use crate::skills::{RunSkills, SkillSet};
+use crate::skills::SkillSet;
 use crate::store::{NewRun, RunFinish, RunStatus, Store, StoreError};
-use crate::tokens::{Encoding, TokenCounter};
+use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
 use crate::tools::skills::SKILL_TOOLS;
 use crate::types::ModelRef;
@@ -57,6 +60,9 @@ pub struct Runner {
     pub outputs: Arc<reply::Outputs>,
     /// How attached documents are extracted (bounds, worker process).
     pub extractor: Arc<crate::files::extractor::Extractor>,
+    /// Fired when the service stops and its grace period is over. Runs started by the
+    /// service take child tokens of it; a run cancelled this way ends `interrupted`.
+    pub interrupt: CancellationToken,
 }
 
 /// Where a run sits in a tree of runs.
@@ -188,6 +194,7 @@ impl Runner {
         Ok(outcome)
     }
 
+    /// prepare → coordinate → finish.
     async fn execute(
         &self,
         agent: &AgentConfig,
@@ -196,196 +203,53 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let recorder = Arc::new(Recorder::new(self.store.clone(), run_id.clone(), trigger.private));
-        self.store
-            .transition(&run_id, RunStatus::Queued, RunStatus::Running)
-            .await?;
-        recorder.event(
-            "run_started",
-            json!({
-                "agent": agent.name, "source": trigger.source, "kind": trigger.kind,
-                "mock_tools": self.mock_tools, "parent_id": lineage.parent_id, "depth": lineage.depth,
-            }),
-        );
-        let models = if agent.models.is_empty() {
-            lineage.parent_models.clone()
-        } else {
-            agent.models.clone()
-        };
-        let encoding = models.first().map_or(Encoding::O200k, Encoding::for_model);
-        // Private runs keep their files in memory only: no content reaches the store.
-        let store = (!trigger.private).then(|| self.store.clone());
-        let files = Arc::new(match &lineage.files {
-            Some((parent, ids)) => parent
-                .subset(ids, &run_id, store)
-                .map_err(|e| RunError::Files(e.to_string()))?,
-            None => RunFiles::new(
-                &run_id,
-                store,
-                self.tokens.clone(),
-                encoding,
-                agent.context.file_threshold_tokens,
-            )
-            .with_extractor(self.extractor.clone()),
-        });
-        let mut attachments = files.list();
-        let (fetched, attachment_notes) =
-            attachments::fetch(&self.outputs, trigger, crate::integrations::attachment_cap()).await;
-        for note in &attachment_notes {
-            recorder.event("attachment_refused", json!({"note": note}));
+        let cx = context::prepare(self, agent, trigger, run_id, lineage, cancel).await?;
+        let mut result = coordinator::for_agent(agent).coordinate(&cx).await?;
+        if result.termination == Termination::Cancelled && self.interrupt.is_cancelled() {
+            result.termination = Termination::Interrupted;
+            result.error = Some("steward stopped before this run finished (the grace period ran out)".into());
         }
-        for a in trigger.attachments.iter().chain(&fetched) {
-            let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
-            recorder.event(
-                "file_added",
-                json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}),
-            );
-            attachments.push(meta);
-        }
+        self.finish(cx, result).await
+    }
 
-        let skills = Arc::new(RunSkills::new(self.skills.clone(), &agent.skills));
-        let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
-        let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
-        let child_totals = Arc::new(std::sync::Mutex::new((Usage::default(), 0.0)));
-        let launcher: Option<Arc<dyn crate::tools::subagent::SubagentLauncher>> = can_delegate.then(|| {
-            Arc::new(subagents::Launcher {
-                runner: self.clone(),
-                parent_id: run_id.clone(),
-                parent_private: trigger.private,
-                parent_allowed: allowed.clone(),
-                parent_models: models.clone(),
-                parent_files: files.clone(),
-                names: agent.subagents.clone(),
-                depth: lineage.depth,
-                max_depth: lineage.max_depth,
-                semaphore: tokio::sync::Semaphore::new(agent.limits.subagent_concurrency.max(1) as usize),
-                totals: child_totals.clone(),
-            }) as Arc<dyn crate::tools::subagent::SubagentLauncher>
-        });
-
-        let mut system = llm::system_prompt(agent);
-        if let Some(catalog) = skills.catalog() {
-            system.push('\n');
-            system.push_str(&catalog);
-        }
-        if can_delegate {
-            system
-                .push_str("\n## Subagents\n\nHand self-contained tasks to these with the `subagent` tool:\n");
-            for name in &agent.subagents {
-                let description = self
-                    .subagents
-                    .get(name)
-                    .map(|s| s.description.replace('\n', " "))
-                    .unwrap_or_default();
-                system.push_str(&format!("\n- {name}: {description}"));
-            }
-            system.push('\n');
-        }
-
-        let gateway = gateway::Gateway::new(gateway::GatewayParts {
-            agent: agent.name.clone(),
-            tools: self.tools.clone(),
-            allowed,
-            mock: self.mock_tools,
-            recorder: recorder.clone(),
-            files: files.clone(),
-            skills: (!skills.is_empty()).then(|| skills.clone()),
-            subagents: launcher.clone(),
-            max_tool_calls: agent.limits.max_tool_calls,
-        });
-        let result = if let Coordinator::Script { path, source } = &agent.coordinator {
-            let host = script::new_host(gateway, launcher, cancel, agent.limits.timeout);
-            let mut out = script::run(
-                &path.display().to_string(),
-                source,
-                &agent.sandbox,
-                host,
-                trigger,
-                &agent.vars,
-            )
-            .await;
-            let (u, c) = std::mem::take(&mut *child_totals.lock().unwrap_or_else(|e| e.into_inner()));
-            out.usage.add(&u);
-            out.cost_usd += c;
-            out
-        } else {
-            match (
-                self.providers.chain(&models),
-                skills.required_message(&agent.skills.required),
-            ) {
-                (Err(e), _) => llm::LoopOutcome {
-                    termination: Termination::ProviderError,
-                    error: Some(e.message),
-                    ..llm::LoopOutcome::empty()
-                },
-                (_, Err(e)) => llm::LoopOutcome {
-                    termination: Termination::ToolError,
-                    error: Some(e),
-                    ..llm::LoopOutcome::empty()
-                },
-                (Ok(chain), Ok(required)) => {
-                    let mut prompt = trigger.to_prompt();
-                    for note in &attachment_notes {
-                        prompt.push_str(&format!(
-                            "
-[steward: {note}]"
-                        ));
-                    }
-                    let opening = inputs::opening_message(&files, agent, prompt, &attachments).await?;
-                    let run = llm::LlmRun {
-                        agent,
-                        chain: &chain,
-                        gateway,
-                        recorder: &recorder,
-                        cancel,
-                        files: files.clone(),
-                        counter: &self.tokens,
-                        reinject: required.map(crate::provider::Message::user).into_iter().collect(),
-                        system,
-                        child_totals,
-                    };
-                    run.run(opening).await?
-                }
-            }
-        };
-
+    /// Posts the answer of a completed top-level run where its trigger came from,
+    /// records how the run ended and writes its totals.
+    async fn finish(
+        &self,
+        cx: context::RunContext<'_>,
+        result: llm::LoopOutcome,
+    ) -> Result<RunOutcome, RunError> {
+        let (agent, recorder) = (cx.agent, &cx.recorder);
         let kept = if agent.output.reply {
             result.final_text.clone()
         } else {
             None
         };
         // Top-level runs post their answer where the trigger came from.
-        if let (Some(text), true, None) = (
-            &kept,
-            result.termination == Termination::Completed,
-            &lineage.parent_id,
-        ) {
-            match self.outputs.post(agent, &trigger.origin, text, &recorder).await {
+        if let (Some(text), true, None) = (&kept, result.termination == Termination::Completed, &cx.parent_id)
+        {
+            match self.outputs.post(agent, &cx.trigger.origin, text, recorder).await {
                 Ok(Some(sent)) => recorder.event(
                     "reply_sent",
                     json!({"ok": true, "ts": sent["ts"], "id": sent["id"]}),
                 ),
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(run = %run_id, error = %e, "cannot post the reply");
+                    tracing::warn!(run = %cx.run_id, error = %e, "cannot post the reply");
                     recorder.event("reply_sent", json!({"ok": false, "error": e.to_string()}));
                 }
             }
         }
         match (&result.final_text, result.termination) {
-            (Some(text), Termination::Completed) => {
-                recorder
-                    .event(
-                        "final_answer",
-                        json!({"text": recorder.content(text), "kept": agent.output.reply, "chars": text.chars().count()}),
-                    )
-            }
+            (Some(text), Termination::Completed) => recorder.event(
+                "final_answer",
+                json!({"text": recorder.content(text), "kept": agent.output.reply, "chars": text.chars().count()}),
+            ),
             (_, Termination::Completed) => {}
             (_, t) => {
                 let error = result.error.as_deref().map(|e| recorder.content(e)).unwrap_or_default();
                 tracing::warn!(termination = t.as_str(), error = %error, "run ended early");
-                recorder
-                    .event("run_error", json!({"termination": t.as_str(), "error": result.error}))
+                recorder.event("run_error", json!({"termination": t.as_str(), "error": result.error}))
             }
         }
         let status = result.termination.status();
@@ -399,7 +263,7 @@ impl Runner {
             tool_calls: result.tool_calls,
             usage: result.usage,
             cost_usd: result.cost_usd,
-            skill_loads: skills.loads(),
+            skill_loads: cx.skills.loads(),
         };
         recorder.event(
             "run_finished",
@@ -407,10 +271,10 @@ impl Runner {
         );
         recorder.flush().await?;
         self.store
-            .finish_run(&run_id, RunStatus::Running, &finish)
+            .finish_run(&cx.run_id, RunStatus::Running, &finish)
             .await?;
         Ok(RunOutcome {
-            run_id,
+            run_id: cx.run_id,
             status,
             termination: result.termination,
             final_text: kept,
@@ -419,7 +283,7 @@ impl Runner {
             cost_usd: result.cost_usd,
             turns: result.turns,
             tool_calls: result.tool_calls,
-            skill_loads: skills.loads(),
+            skill_loads: cx.skills.loads(),
         })
     }
 }

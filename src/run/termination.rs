@@ -21,6 +21,8 @@ pub enum Termination {
     /// A coordinator script failed (syntax, runtime error, or a sandbox limit).
     ScriptError,
     Cancelled,
+    /// The service stopped and the run did not finish within the grace period.
+    Interrupted,
 }
 
 impl Termination {
@@ -35,6 +37,7 @@ impl Termination {
             Termination::ToolError => "tool_error",
             Termination::ScriptError => "script_error",
             Termination::Cancelled => "cancelled",
+            Termination::Interrupted => "interrupted",
         }
     }
 
@@ -43,6 +46,7 @@ impl Termination {
         match self {
             Termination::Completed => RunStatus::Succeeded,
             Termination::Cancelled => RunStatus::Cancelled,
+            Termination::Interrupted => RunStatus::Interrupted,
             _ => RunStatus::Failed,
         }
     }

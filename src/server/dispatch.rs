@@ -306,7 +306,7 @@ impl Dispatcher {
                 };
                 let mut lineage = Lineage::root(&agent);
                 lineage.existing_run = Some(run_id.clone());
-                runner.run_in(&agent, &trigger, lineage, CancellationToken::new()).await
+                runner.run_in(&agent, &trigger, lineage, runner.interrupt.child_token()).await
             };
             let renew = async {
                 loop {

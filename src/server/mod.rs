@@ -37,6 +37,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// idle between keep-alive requests; slower ones are closed.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long interrupted runs get to record their end after the grace period.
+pub const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
+
 /// Secrets that authenticate inbound requests. Never logged.
 #[derive(Clone, Default)]
 pub struct Secrets {
@@ -206,15 +209,27 @@ impl Service {
         app(self.state.clone())
     }
 
-    /// Stops taking new work and waits up to `grace` for running work; runs still going
-    /// then are left to their leases and resumed (or reported) by the next start.
+    /// Stops taking new work and waits up to `grace` for running work. Runs still going
+    /// then are cancelled and end `interrupted` (given [`INTERRUPT_WAIT`] to record
+    /// that); a run that cannot even do that is left to its lease and reconciled by the
+    /// next start.
     pub async fn stop(self, grace: Duration) {
         self.shutdown.cancel();
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_ok() {
+            return;
+        }
+        tracing::warn!(
+            grace_secs = grace.as_secs_f64(),
+            "runs still going after the grace period; interrupting them"
+        );
+        self.state.runner.interrupt.cancel();
+        if tokio::time::timeout(INTERRUPT_WAIT, self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(
-                grace_secs = grace.as_secs(),
-                "runs still going after the grace period; they resume on the next start"
+                "runs did not stop when interrupted; their leases will expire and the next start reconciles them"
             );
         }
     }

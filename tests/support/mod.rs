@@ -284,17 +284,12 @@ pub async fn runner(
 ) -> (tempfile::TempDir, Runner) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
-    let runner = Runner {
-        extractor: Default::default(),
-        store: Arc::new(store),
-        providers,
-        tools: Arc::new(tools),
-        mock_tools,
-        tokens: tokens(),
-        subagents: Default::default(),
-        skills: Default::default(),
-        outputs: Default::default(),
-    };
+    let runner = Runner::builder(Arc::new(store))
+        .providers(providers)
+        .tools(tools)
+        .mock_tools(mock_tools)
+        .tokens(tokens())
+        .build();
     (dir, runner)
 }
 

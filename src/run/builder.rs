@@ -1,0 +1,94 @@
+//! The one way to assemble a [`Runner`]: the CLI, tests and benchmarks name only the
+//! parts they change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Runner;
+use super::reply::Outputs;
+use crate::config::AgentConfig;
+use crate::files::extractor::Extractor;
+use crate::provider::ProviderSet;
+use crate::provider::retry::RetryPolicy;
+use crate::skills::SkillSet;
+use crate::store::Store;
+use crate::tokens::TokenCounter;
+use crate::tools::ToolRegistry;
+
+/// Builds a [`Runner`]. Defaults: no providers, no tools, real (not mocked) tools, a
+/// fresh token counter, no subagents or skills, no reply outputs, the in-process
+/// extractor limits.
+pub struct RunnerBuilder {
+    runner: Runner,
+}
+
+impl Runner {
+    /// Starts a runner whose runs are recorded in `store`.
+    pub fn builder(store: Arc<dyn Store>) -> RunnerBuilder {
+        RunnerBuilder {
+            runner: Runner {
+                store,
+                providers: ProviderSet::new(RetryPolicy::default()),
+                tools: Arc::new(ToolRegistry::new()),
+                mock_tools: false,
+                tokens: Arc::new(TokenCounter::new()),
+                subagents: Arc::default(),
+                skills: Arc::default(),
+                outputs: Arc::default(),
+                extractor: Arc::default(),
+                interrupt: CancellationToken::new(),
+            },
+        }
+    }
+}
+
+impl RunnerBuilder {
+    pub fn providers(mut self, providers: ProviderSet) -> Self {
+        self.runner.providers = providers;
+        self
+    }
+
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.runner.tools = Arc::new(tools);
+        self
+    }
+
+    /// Every tool answers with its mock instead of its real implementation.
+    pub fn mock_tools(mut self, mock: bool) -> Self {
+        self.runner.mock_tools = mock;
+        self
+    }
+
+    /// Shares one token counter (its tables take a while to build).
+    pub fn tokens(mut self, tokens: Arc<TokenCounter>) -> Self {
+        self.runner.tokens = tokens;
+        self
+    }
+
+    pub fn subagents(mut self, subagents: BTreeMap<String, Arc<AgentConfig>>) -> Self {
+        self.runner.subagents = Arc::new(subagents);
+        self
+    }
+
+    pub fn skills(mut self, skills: SkillSet) -> Self {
+        self.runner.skills = Arc::new(skills);
+        self
+    }
+
+    /// Where final answers are posted (Slack, Jira, Notion) and prompts fetched.
+    pub fn outputs(mut self, outputs: Outputs) -> Self {
+        self.runner.outputs = Arc::new(outputs);
+        self
+    }
+
+    pub fn extractor(mut self, extractor: Extractor) -> Self {
+        self.runner.extractor = Arc::new(extractor);
+        self
+    }
+
+    pub fn build(self) -> Runner {
+        self.runner
+    }
+}

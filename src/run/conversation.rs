@@ -1,0 +1,112 @@
+//! The conversation a coordinator sends to the model, with token counts kept per message
+//! so the total is known every turn without re-tokenizing the conversation.
+
+use crate::files::FileMeta;
+use crate::provider::{Message, ToolDef};
+use crate::tokens::{Encoding, TokenCounter};
+
+/// Framing tokens per message (role, separators), as OpenAI documents for chat formats.
+const PER_MESSAGE: u64 = 4;
+/// Rough cost of one image (a 1024×1024 image is ~765–1,600 tokens depending on provider).
+const PER_IMAGE: u64 = 1_000;
+
+/// Messages after the system prompt, each with its token count.
+pub struct Conversation {
+    messages: Vec<Message>,
+    tokens: Vec<u64>,
+    /// System prompt and tool definitions: counted once, sent every turn.
+    fixed: u64,
+    total: u64,
+}
+
+impl Conversation {
+    pub fn new(fixed: u64) -> Self {
+        Conversation {
+            messages: Vec::new(),
+            tokens: Vec::new(),
+            fixed,
+            total: fixed,
+        }
+    }
+
+    /// Appends a message whose tokens were counted by [`message_tokens`].
+    pub fn push(&mut self, message: Message, tokens: u64) {
+        self.total += tokens;
+        self.messages.push(message);
+        self.tokens.push(tokens);
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn token_counts(&self) -> &[u64] {
+        &self.tokens
+    }
+
+    /// Tokens of the next request's input.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn fixed(&self) -> u64 {
+        self.fixed
+    }
+
+    /// Replaces the messages (after compaction).
+    pub fn replace(&mut self, messages: Vec<(Message, u64)>) {
+        self.messages.clear();
+        self.tokens.clear();
+        self.total = self.fixed;
+        for (m, t) in messages {
+            self.push(m, t);
+        }
+    }
+}
+
+/// Tokens of one message.
+pub fn message_tokens(counter: &TokenCounter, enc: Encoding, message: &Message) -> u64 {
+    let count = |t: &str| counter.count(enc, t).tokens;
+    PER_MESSAGE
+        + match message {
+            Message::User { content, images } => count(content) + PER_IMAGE * images.len() as u64,
+            Message::Assistant { text, tool_calls } => {
+                text.as_deref().map_or(0, count)
+                    + tool_calls
+                        .iter()
+                        .map(|c| count(&c.name) + count(&c.arguments) + 3)
+                        .sum::<u64>()
+            }
+            Message::Tool { content, .. } => count(content),
+        }
+}
+
+/// Tokens of the system prompt and tool definitions.
+pub fn fixed_tokens(counter: &TokenCounter, enc: Encoding, system: &str, tools: &[ToolDef]) -> u64 {
+    let defs = serde_json::to_string(tools).unwrap_or_default();
+    PER_MESSAGE + counter.count(enc, system).tokens + counter.count(enc, &defs).tokens
+}
+
+/// The status appended after every tool round: context use and the file list.
+pub fn status_message(used: u64, window: u64, compact_at: f64, files: &[FileMeta]) -> String {
+    let pct = used as f64 * 100.0 / window.max(1) as f64;
+    let mut out = format!(
+        "[steward status] Context: {used} of {window} tokens used ({pct:.1}%); compaction at {:.0}%.",
+        compact_at * 100.0
+    );
+    out.push_str(&file_list(files));
+    out
+}
+
+/// `\nFiles:\n- f_1 ...` or an empty string.
+pub fn file_list(files: &[FileMeta]) -> String {
+    if files.is_empty() {
+        return "\nFiles: none.".into();
+    }
+    let mut out = String::from("\nFiles:");
+    for f in files {
+        out.push_str("\n- ");
+        out.push_str(&f.describe());
+    }
+    out
+}

@@ -1,0 +1,106 @@
+//! Coordinators drive a prepared run to its end: the LLM tool-calling loop, or a Rhai
+//! script that calls the same tools. Both work only through the [`RunContext`] (and
+//! its gateway) and return the same [`LoopOutcome`].
+
+use async_trait::async_trait;
+
+use super::context::RunContext;
+use super::llm::{LlmRun, LoopOutcome};
+use super::{RunError, Termination, inputs, script};
+use crate::config::AgentConfig;
+
+/// Drives one run from its opening to a termination.
+#[async_trait]
+pub trait Coordinator: Send + Sync {
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError>;
+}
+
+/// The coordinator an agent's config asks for.
+pub fn for_agent(agent: &AgentConfig) -> Box<dyn Coordinator> {
+    match &agent.coordinator {
+        crate::config::Coordinator::Script { path, source } => Box::new(ScriptCoordinator {
+            path: path.display().to_string(),
+            source: source.clone(),
+        }),
+        _ => Box::new(LlmCoordinator),
+    }
+}
+
+/// The model decides which tools to call, turn by turn.
+pub struct LlmCoordinator;
+
+#[async_trait]
+impl Coordinator for LlmCoordinator {
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError> {
+        let chain = match cx.runner.providers.chain(&cx.models) {
+            Ok(chain) => chain,
+            Err(e) => {
+                return Ok(LoopOutcome {
+                    termination: Termination::ProviderError,
+                    error: Some(e.message),
+                    ..LoopOutcome::empty()
+                });
+            }
+        };
+        let required = match cx.skills.required_message(&cx.agent.skills.required) {
+            Ok(required) => required,
+            Err(e) => {
+                return Ok(LoopOutcome {
+                    termination: Termination::ToolError,
+                    error: Some(e),
+                    ..LoopOutcome::empty()
+                });
+            }
+        };
+        let mut prompt = cx.trigger.to_prompt();
+        for note in &cx.attachment_notes {
+            prompt.push_str(&format!("\n[steward: {note}]"));
+        }
+        let opening = inputs::opening_message(&cx.files, cx.agent, prompt, &cx.attachments).await?;
+        let run = LlmRun {
+            agent: cx.agent,
+            chain: &chain,
+            gateway: cx.gateway.clone(),
+            recorder: &cx.recorder,
+            cancel: cx.cancel.clone(),
+            files: cx.files.clone(),
+            counter: &cx.runner.tokens,
+            reinject: required.map(crate::provider::Message::user).into_iter().collect(),
+            system: cx.system.clone(),
+            child_totals: cx.child_totals.clone(),
+        };
+        Ok(run.run(opening).await?)
+    }
+}
+
+/// A Rhai script calls tools and asks models (through subagents) where it needs to.
+pub struct ScriptCoordinator {
+    /// For messages.
+    pub path: String,
+    pub source: String,
+}
+
+#[async_trait]
+impl Coordinator for ScriptCoordinator {
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError> {
+        let host = script::new_host(
+            cx.gateway.clone(),
+            cx.subagents.clone(),
+            cx.cancel.clone(),
+            cx.agent.limits.timeout,
+        );
+        let mut out = script::run(
+            &self.path,
+            &self.source,
+            &cx.agent.sandbox,
+            host,
+            cx.trigger,
+            &cx.agent.vars,
+        )
+        .await;
+        let (usage, cost) = cx.take_child_totals();
+        out.usage.add(&usage);
+        out.cost_usd += cost;
+        Ok(out)
+    }
+}
