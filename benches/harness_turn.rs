@@ -102,6 +102,9 @@ impl Store for NullStore {
     async fn list_runs(&self, _limit: u32) -> Result<Vec<RunRow>, StoreError> {
         Ok(Vec::new())
     }
+    async fn run_ids_with_prefix(&self, _prefix: &str, _limit: u32) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
     async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
         Ok(Vec::new())
     }

@@ -59,6 +59,27 @@ fn assert_one_line_failure(o: &Output, needle: &str) {
 }
 
 #[test]
+fn validate_and_serve_refuse_a_root_without_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let missing = dir.path().join("no/such/dir");
+    let o = steward(&missing, &db, &["validate"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no/such/dir: no such directory; pass --root or set STEWARD_ROOT"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = steward(&empty, &db, &["validate"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("empty: no agents (expected YAML files in"), "{}", stderr(&o));
+    let o = steward(&empty, &db, &["serve", "--addr", "127.0.0.1:0"], &[]);
+    assert_one_line_failure(&o, "no agents (expected YAML files in");
+}
+
+#[test]
 fn validate_accepts_the_repository() {
     let dir = tempfile::tempdir().unwrap();
     let o = steward(repo(), &dir.path().join("db"), &["validate"], &[]);
@@ -238,6 +259,15 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
     );
     let o = steward_async(repo(), &db, &["runs", "show", "no-such-run"], &[]).await;
     assert_one_line_failure(&o, "no run with id no-such-run");
+    // Any unique prefix names a run, as git does; a shared one lists the candidates.
+    let o = steward_async(repo(), &db, &["runs", "show", &id[..id.len() - 4]], &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with(&format!("run {id} ")), "{}", stdout(&o));
+    // UUIDv7 ids start with the time: two runs made seconds apart share their first
+    // 4 digits (which change every 49 days).
+    let o = steward_async(repo(), &db, &["runs", "show", &id[..4]], &[]).await;
+    assert_one_line_failure(&o, &format!("run id prefix {} is ambiguous: ", &id[..4]));
+    assert!(stderr(&o).contains(&id), "{}", stderr(&o));
 }
 
 #[test]

@@ -338,6 +338,10 @@ fn validate(root: &Path) -> anyhow::Result<ExitCode> {
         }
     }
     match Config::load(root, &known(&tools, &skills)) {
+        Ok(config) if config.agents.is_empty() => {
+            eprintln!("{}", no_agents(root));
+            return Ok(ExitCode::FAILURE);
+        }
         Ok(config) if problems == 0 => {
             println!(
                 "ok: {} agent{}, {} subagent{}, {} skill{} in {}",
@@ -361,6 +365,22 @@ fn validate(root: &Path) -> anyhow::Result<ExitCode> {
     }
     eprintln!("{problems} problem{} found", plural(problems));
     Ok(ExitCode::FAILURE)
+}
+
+/// Why a root without agents is refused (a typo in `--root` should not look healthy).
+fn no_agents(root: &Path) -> String {
+    if root.is_dir() {
+        format!(
+            "{}: no agents (expected YAML files in {}); pass --root or set STEWARD_ROOT to the folder that holds agents/",
+            root.display(),
+            root.join("agents").display()
+        )
+    } else {
+        format!(
+            "{}: no such directory; pass --root or set STEWARD_ROOT to the folder that holds agents/",
+            root.display()
+        )
+    }
 }
 
 fn plural(n: usize) -> &'static str {
@@ -476,6 +496,9 @@ async fn serve(
     let tools = tools()?;
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
     let config = Arc::new(load_config(root, &tools, &skills)?);
+    if config.agents.is_empty() {
+        bail!("{}", no_agents(root));
+    }
     let store = open_store(database_url).await?;
     let http = crate::http::client().context("cannot build the HTTP client")?;
     let runner = Runner::builder(store)

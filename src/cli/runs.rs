@@ -37,8 +37,24 @@ pub async fn list(store: &dyn Store, limit: u32, json: bool) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// The one run whose id is `id` or starts with it, as git resolves commit prefixes.
+async fn resolve_id(store: &dyn Store, id: &str) -> anyhow::Result<String> {
+    let ids = store.run_ids_with_prefix(id, 6).await?;
+    match ids.as_slice() {
+        [] => anyhow::bail!("no run with id {id}"),
+        [one] => Ok(one.clone()),
+        _ if ids.iter().any(|i| i == id) => Ok(id.to_string()),
+        many => anyhow::bail!(
+            "run id prefix {id} is ambiguous: {}{}",
+            many.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if many.len() > 5 { ", ..." } else { "" }
+        ),
+    }
+}
+
 pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let report = RunReport::load(store, id)
+    let id = resolve_id(store, id).await?;
+    let report = RunReport::load(store, &id)
         .await?
         .with_context(|| format!("no run with id {id}"))?;
     if json {

@@ -192,6 +192,8 @@ pub trait Store: Send + Sync {
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
     /// Most recent first.
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
+    /// Ids of runs that start with `prefix`, at most `limit`, in id order.
+    async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
     /// Stores a new virtual file of a run. `meta` is opaque to the store (the files

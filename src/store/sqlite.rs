@@ -213,6 +213,16 @@ impl Store for SqliteStore {
         row.as_ref().map(run_from_row).transpose()
     }
 
+    async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError> {
+        let ids = sqlx::query_scalar("SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT ?")
+            .bind(prefix.chars().count() as i64)
+            .bind(prefix)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(ids)
+    }
+
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query("SELECT * FROM runs ORDER BY created_at DESC, id DESC LIMIT ?")
             .bind(limit as i64)
