@@ -74,7 +74,11 @@ fn validate_and_serve_refuse_a_root_without_agents() {
     std::fs::create_dir_all(&empty).unwrap();
     let o = steward(&empty, &db, &["validate"], &[]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("empty: no agents (expected YAML files in"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("empty: no agents (expected YAML files in"),
+        "{}",
+        stderr(&o)
+    );
     let o = steward(&empty, &db, &["serve", "--addr", "127.0.0.1:0"], &[]);
     assert_one_line_failure(&o, "no agents (expected YAML files in");
 }

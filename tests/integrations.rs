@@ -542,19 +542,24 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     assert_eq!(out.status, steward::store::RunStatus::Succeeded);
     assert!(system(1).starts_with("You triage support requests from Notion."));
-    // With no copy at all the run cannot start, with a clear error.
+    // With no copy at all the run fails at once, recorded with a clear error (it
+    // must not wait in the queue to be retried forever).
     let mut fresh = (*r.outputs).clone();
     fresh.prompts = Arc::new(steward::run::prompts::PromptCache::default());
     r.outputs = Arc::new(fresh);
-    let err = r
-        .run(&agent, &t, None, CancellationToken::new())
-        .await
-        .unwrap_err();
+    let calls = fake.requests().len();
+    let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.status, steward::store::RunStatus::Failed);
+    assert_eq!(out.termination.as_str(), "prompt_unavailable");
+    let err = out.error.unwrap();
     assert!(
-        err.to_string()
-            .starts_with("cannot load the prompt from Notion page 1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6"),
+        err.starts_with("cannot load the prompt from Notion page 1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6"),
         "{err}"
     );
+    let row = r.store.get_run(&out.run_id).await.unwrap().unwrap();
+    assert_eq!(row.status, steward::store::RunStatus::Failed);
+    assert_eq!(row.termination.as_deref(), Some("prompt_unavailable"));
+    assert_eq!(fake.requests().len(), calls, "no model call without a prompt");
 }
 
 #[tokio::test]

@@ -123,8 +123,6 @@ pub enum RunError {
     Files(String),
     #[error("run {0} is not queued (another worker took it)")]
     NotQueued(String),
-    #[error("{0}")]
-    Prompt(String),
 }
 
 impl Runner {
@@ -151,14 +149,6 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        // Prompts hosted in Notion are fetched (or taken from the cache) first.
-        let resolved = self
-            .outputs
-            .prompts
-            .resolve(agent, self.outputs.notion.as_ref())
-            .await
-            .map_err(RunError::Prompt)?;
-        let agent = resolved.as_ref().unwrap_or(agent);
         let run_id = match &lineage.existing_run {
             Some(id) => id.clone(),
             None => {
@@ -175,6 +165,22 @@ impl Runner {
                 id
             }
         };
+        // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
+        // whose prompt cannot be had fails now rather than waiting in the queue.
+        let resolved = match self
+            .outputs
+            .prompts
+            .resolve(agent, self.outputs.notion.as_ref())
+            .await
+        {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                return self
+                    .end_unstarted(run_id, trigger, Termination::PromptUnavailable, e)
+                    .await;
+            }
+        };
+        let agent = resolved.as_ref().unwrap_or(agent);
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format!("invoke_agent {}", agent.name),
@@ -192,6 +198,53 @@ impl Runner {
             .await?;
         span.record("termination", outcome.termination.as_str());
         Ok(outcome)
+    }
+
+    /// Ends a run that could not start (its prompt could not be loaded).
+    async fn end_unstarted(
+        &self,
+        run_id: String,
+        trigger: &TriggerEvent,
+        termination: Termination,
+        error: String,
+    ) -> Result<RunOutcome, RunError> {
+        tracing::warn!(run = %run_id, termination = termination.as_str(), error = %error, "run could not start");
+        let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private);
+        self.store
+            .transition(&run_id, RunStatus::Queued, RunStatus::Running)
+            .await?;
+        recorder.event(
+            "run_error",
+            json!({"termination": termination.as_str(), "error": recorder.content(&error)}),
+        );
+        recorder.flush().await?;
+        let status = termination.status();
+        let finish = RunFinish {
+            status,
+            termination: termination.as_str().to_string(),
+            error: Some(recorder.content(&error)),
+            final_text: None,
+            turns: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            skill_loads: BTreeMap::new(),
+        };
+        self.store
+            .finish_run(&run_id, RunStatus::Running, &finish)
+            .await?;
+        Ok(RunOutcome {
+            run_id,
+            status,
+            termination,
+            final_text: None,
+            error: Some(error),
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            turns: 0,
+            tool_calls: 0,
+            skill_loads: BTreeMap::new(),
+        })
     }
 
     /// prepare → coordinate → finish.

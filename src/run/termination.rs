@@ -23,6 +23,8 @@ pub enum Termination {
     Cancelled,
     /// The service stopped and the run did not finish within the grace period.
     Interrupted,
+    /// The agent's prompt (hosted in Notion) could not be loaded and no copy was cached.
+    PromptUnavailable,
 }
 
 impl Termination {
@@ -38,6 +40,7 @@ impl Termination {
             Termination::ScriptError => "script_error",
             Termination::Cancelled => "cancelled",
             Termination::Interrupted => "interrupted",
+            Termination::PromptUnavailable => "prompt_unavailable",
         }
     }
 
