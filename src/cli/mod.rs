@@ -340,7 +340,7 @@ fn validate(root: &Path) -> anyhow::Result<ExitCode> {
     match Config::load(root, &known(&tools, &skills)) {
         Ok(config) if config.agents.is_empty() => {
             eprintln!("{}", no_agents(root));
-            return Ok(ExitCode::FAILURE);
+            problems += 1;
         }
         Ok(config) if problems == 0 => {
             println!(

@@ -13,8 +13,6 @@ use super::conversation::{Conversation, message_tokens};
 pub const COMPACTION_PROMPT: &str = include_str!("../../prompts/compaction.md");
 /// Share of the window the verbatim tail may use.
 const TAIL_SHARE: f64 = 0.25;
-/// The first (trigger) message is kept verbatim when it is at most this share.
-const FIRST_SHARE: f64 = 0.25;
 
 /// What compaction produced.
 #[derive(Debug)]
@@ -45,8 +43,10 @@ pub struct Compactor<'a> {
     pub encoding: Encoding,
     pub files: &'a RunFiles,
     pub window: u64,
-    /// Messages re-injected verbatim after the summary (required skills).
-    pub reinject: &'a [Message],
+    /// How many messages at the start of the conversation are pinned: the required
+    /// skills and the original request. They open every compacted conversation
+    /// verbatim, once each, and are never summarized.
+    pub pinned: usize,
 }
 
 /// Renders messages as a readable Markdown transcript.
@@ -113,24 +113,19 @@ impl Compactor<'_> {
             )
             .await?;
 
-        let cut = self.tail_start(messages, counts);
-        let head = &messages[..cut];
+        let pinned = self.pinned.min(messages.len());
+        let cut = self.tail_start(messages, counts, pinned);
+        let head = &messages[pinned..cut];
         let (summary, usage, cost, dropped) = self.summarize(head).await?;
 
         let mut out: Vec<(Message, u64)> = Vec::new();
+        for (m, t) in messages[..pinned].iter().zip(&counts[..pinned]) {
+            out.push((m.clone(), *t));
+        }
         let mut push = |m: Message| {
             let t = message_tokens(self.counter, self.encoding, &m);
             out.push((m, t));
         };
-        if let (Some(first), Some(&t)) = (messages.first(), counts.first())
-            && cut > 0
-            && (t as f64) <= self.window as f64 * FIRST_SHARE
-        {
-            push(first.clone());
-        }
-        for m in self.reinject {
-            push(m.clone());
-        }
         push(Message::user(format!(
             "[steward: the conversation was compacted (compaction {n}). Summary of everything before the last {} messages:]\n\n{}\n\n[The full transcript before this compaction is file {} ({} tokens); search it with file_regex or read parts with file_read to recover details.]",
             messages.len() - cut,
@@ -155,12 +150,13 @@ impl Compactor<'_> {
     }
 
     /// Where the verbatim tail starts: at an assistant message (so tool results stay
-    /// with their calls), using at most [`TAIL_SHARE`] of the window. Never 0.
-    fn tail_start(&self, messages: &[Message], counts: &[u64]) -> usize {
+    /// with their calls), using at most [`TAIL_SHARE`] of the window. Never inside the
+    /// `pinned` messages.
+    fn tail_start(&self, messages: &[Message], counts: &[u64], pinned: usize) -> usize {
         let budget = (self.window as f64 * TAIL_SHARE) as u64;
         let mut used = 0;
         let mut cut = messages.len();
-        for i in (1..messages.len()).rev() {
+        for i in (pinned.max(1)..messages.len()).rev() {
             used += counts[i];
             if used > budget {
                 break;

@@ -35,7 +35,8 @@ pub struct LlmRun<'a> {
     pub cancel: CancellationToken,
     pub files: Arc<RunFiles>,
     pub counter: &'a TokenCounter,
-    /// Messages re-injected after every compaction (required skills).
+    /// Required skills: they open the conversation, before the original request, and
+    /// both stay verbatim through every compaction.
     pub reinject: Vec<Message>,
     /// The system prompt (agent prompt, harness instructions, catalogs); byte-stable.
     pub system: String,
@@ -249,7 +250,8 @@ impl LlmRun<'_> {
             encoding: self.files.encoding(),
             files: &self.files,
             window,
-            reinject: &self.reinject,
+            // The required skills, then the original request: the conversation's start.
+            pinned: self.reinject.len() + 1,
         };
         let n = out.compactions + 1;
         let done = compactor.compact(conv, n).await?;
