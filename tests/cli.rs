@@ -111,11 +111,29 @@ fn validate_prints_every_problem_and_exits_1() {
         "{err}"
     );
     assert!(
-        err.contains("agents/b.yaml:2:1: unknown field 'tool', expected one of"),
+        err.contains("agents/b.yaml:2:1: unknown key 'tool'; did you mean 'tools'?"),
         "{err}"
     );
     assert!(err.contains("agents/c.yaml:"), "{err}");
     assert!(err.contains("3 problems found"), "{err}");
+
+    // Three mistakes in one file are reported in one round, in plain words.
+    std::fs::write(
+        root.join("agents/b.yaml"),
+        "model: openai/gpt-4.1\ntoolz: [current_time]\nlimits: { max_turns: lots }\ndescripton: x\n",
+    )
+    .unwrap();
+    let o = steward(root, &root.join("db"), &["validate"], &[]);
+    let err = stderr(&o);
+    for want in [
+        "agents/b.yaml:2:1: unknown key 'toolz'; did you mean 'tools'?",
+        "agents/b.yaml:3:22: invalid type: string \"lots\", expected a whole number in 'limits'",
+        "agents/b.yaml:4:1: unknown key 'descripton'; did you mean 'description'?",
+    ] {
+        assert!(err.contains(want), "expected `{want}` in: {err}");
+    }
+    assert!(!err.contains("u32") && !err.contains("struct "), "{err}");
+    assert!(err.contains("5 problems found"), "{err}");
 }
 
 #[test]

@@ -154,14 +154,14 @@ fn every_problem_is_reported_with_its_location() {
     let lines: Vec<String> = err.0.iter().map(ToString::to_string).collect();
     let all = lines.join("\n");
     let expect = [
-        "agents/broken.yaml:2:9: ",
-        "agents/duration.yaml:3:20: limits.timeout: invalid duration 'ten minutes'",
-        "agents/nested.yaml:5:3: limits: unknown field 'max_tokens', expected one of 'max_tool_calls', 'max_turns', 'timeout', 'max_cost_usd'",
+        "agents/broken.yaml:2:9: a flow sequence opened here is not closed",
+        "agents/duration.yaml:3:20: invalid duration 'ten minutes', expected a duration like 30s, 10m or 1h in 'limits'",
+        "agents/nested.yaml:5:3: unknown key 'max_tokens' in 'limits'; expected one of: max_tool_calls, max_turns, timeout, max_cost_usd",
         "agents/semantic.yaml:1:1: invalid model name 'gpt-4.1', expected provider/model",
         "agents/semantic.yaml:2:1: cannot read prompt file 'prompts/missing.md'",
         "agents/semantic.yaml:5:5: unknown tool 'send_email', expected one of current_time, http_fetch",
         "agents/semantic.yaml:6:13: unknown subagent 'ghost'",
-        "agents/typo.yaml:4:1: unknown field 'tool', expected one of 'name', 'description', 'triggers'",
+        "agents/typo.yaml:4:1: unknown key 'tool'; did you mean 'tools'?",
     ];
     for e in expect {
         assert!(all.contains(e), "missing `{e}` in:\n{all}");
@@ -206,9 +206,9 @@ fn bad_triggers_and_values_are_rejected() {
         "coordinator: script\nscript: scripts/sneaky.rhai\ntools: [current_time]\n",
     );
     let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
-    assert!(err.contains("agents/a.yaml:4:23: triggers[0].slack_reaction: unknown field 'emoji', expected 'reaction' or 'channels'"), "{err}");
+    assert!(err.contains("agents/a.yaml:4:23: unknown key 'emoji' in 'triggers.slack_reaction'; expected one of: reaction, channels"), "{err}");
     assert!(
-        err.contains("agents/b.yaml:4:5: triggers[0]: unknown variant 'carrier_pigeon'"),
+        err.contains("agents/b.yaml:4:5: unknown kind 'carrier_pigeon' in 'triggers'; expected one of: slack_reaction, slack_mention"),
         "{err}"
     );
     assert!(

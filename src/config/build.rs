@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::diagnostic::{Diagnostic, Diagnostics, locate};
+use super::parse::parse_all;
 use super::spec::SkillsSpec;
 use super::spec::{AgentSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
 use super::{
@@ -36,16 +37,16 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
 
     let mut agent_specs = Vec::new();
     for source in read_yaml_dir(root, "agents", &mut diags) {
-        match serde_yaml::from_str::<AgentSpec>(&source.text) {
+        match parse_all::<AgentSpec>(&source.rel, &source.text) {
             Ok(spec) => agent_specs.push((source, spec)),
-            Err(e) => diags.push(Diagnostic::from_yaml(&source.rel, &e)),
+            Err(found) => diags.extend(found),
         }
     }
     let mut sub_specs = Vec::new();
     for source in read_yaml_dir(root, "subagents", &mut diags) {
-        match serde_yaml::from_str::<SubagentSpec>(&source.text) {
+        match parse_all::<SubagentSpec>(&source.rel, &source.text) {
             Ok(spec) => sub_specs.push((source, spec)),
-            Err(e) => diags.push(Diagnostic::from_yaml(&source.rel, &e)),
+            Err(found) => diags.extend(found),
         }
     }
 

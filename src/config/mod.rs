@@ -3,6 +3,7 @@
 //! the first, so `steward validate` can print them all.
 
 pub mod diagnostic;
+pub mod parse;
 pub mod schedule;
 pub mod spec;
 
