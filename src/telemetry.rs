@@ -5,10 +5,10 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs a stderr subscriber filtered by `RUST_LOG` (default `info` for steward,
-/// `warn` for dependencies). `json` switches to one JSON object per line.
-pub fn init(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,steward=info"));
+/// Installs a stderr subscriber filtered by `RUST_LOG`, else by `default` (such as
+/// `warn,steward=info`). `json` switches to one JSON object per line.
+pub fn init(json: bool, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -168,12 +168,18 @@ fn missing_api_key_fails_the_run_with_a_clear_message() {
     let db = dir.path().join("db");
     let ev = dir.path().join("e.json");
     std::fs::write(&ev, r#"{"text": "summarize https://example.com"}"#).unwrap();
-    let o = steward(
-        repo(),
-        &db,
-        &["run", "page-summarizer", "--event", ev.to_str().unwrap()],
-        &[],
-    );
+    // With the default log level (no RUST_LOG): the error alone, no log lines first.
+    let o = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["run", "page-summarizer", "--event", ev.to_str().unwrap()])
+        .env("STEWARD_ROOT", repo())
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
     assert_one_line_failure(
         &o,
         "cannot use model openai/gpt-4.1-mini: OPENAI_API_KEY is not set",

@@ -167,7 +167,13 @@ pub fn main() -> ExitCode {
         // No runtime and no logging: the worker is small, single-threaded and silent.
         return crate::files::extractor::worker_main(kind);
     }
-    crate::telemetry::init(cli.log_json);
+    // The server logs its work; one-shot commands print their result and one-line
+    // errors, so they log only errors unless RUST_LOG asks for more.
+    let default_log = match cli.command {
+        Command::Serve { .. } => "warn,steward=info",
+        _ => "error",
+    };
+    crate::telemetry::init(cli.log_json, default_log);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -367,6 +373,24 @@ fn validate(root: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
+/// One line about a finished run: id, how it ended, turns, tool calls, tokens, cost, time.
+fn summary_line(o: &crate::run::RunOutcome, took: Duration) -> String {
+    format!(
+        "run {} {} ({}) · {} turn{} · {} tool call{} · {} tokens in, {} out · ${:.4} · {:.1}s",
+        o.run_id,
+        o.status.as_str(),
+        o.termination.as_str(),
+        o.turns,
+        plural(o.turns as usize),
+        o.tool_calls,
+        plural(o.tool_calls as usize),
+        o.usage.input_tokens,
+        o.usage.output_tokens,
+        o.cost_usd,
+        took.as_secs_f64()
+    )
+}
+
 /// Why a root without agents is refused (a typo in `--root` should not look healthy).
 fn no_agents(root: &Path) -> String {
     if root.is_dir() {
@@ -458,9 +482,14 @@ async fn run(
             on_ctrl_c.cancel();
         }
     });
+    let started = std::time::Instant::now();
     let outcome = runner.run(&agent, &trigger, None, cancel).await;
     watcher.abort();
     let outcome = outcome?;
+    // People at a terminal get the run at a glance; pipes and scripts get the answer only.
+    if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{}", summary_line(&outcome, started.elapsed()));
+    }
     if json {
         let report = RunReport::load(store.as_ref(), &outcome.run_id)
             .await?
@@ -525,4 +554,33 @@ async fn serve(
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_line_names_everything_a_person_checks() {
+        let outcome = crate::run::RunOutcome {
+            run_id: "0196d1c2-aaaa".into(),
+            status: RunStatus::Succeeded,
+            termination: crate::run::Termination::Completed,
+            final_text: Some("hi".into()),
+            error: None,
+            usage: crate::types::Usage {
+                input_tokens: 1200,
+                output_tokens: 80,
+                ..Default::default()
+            },
+            cost_usd: 0.0123,
+            turns: 2,
+            tool_calls: 1,
+            skill_loads: Default::default(),
+        };
+        assert_eq!(
+            summary_line(&outcome, Duration::from_millis(2340)),
+            "run 0196d1c2-aaaa succeeded (completed) · 2 turns · 1 tool call · 1200 tokens in, 80 out · $0.0123 · 2.3s"
+        );
+    }
 }
