@@ -240,7 +240,10 @@ pub fn decode_entities(text: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         rest = &rest[amp..];
-        let Some(semi) = rest[..rest.len().min(12)].find(';') else {
+        // Entities are short: look for the ';' within 12 characters (not bytes: the
+        // text after '&' may be any script).
+        let window = rest.char_indices().nth(12).map_or(rest.len(), |(i, _)| i);
+        let Some(semi) = rest[..window].find(';') else {
             out.push('&');
             rest = &rest[1..];
             continue;
@@ -366,6 +369,21 @@ pub fn html_to_text(html: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entities_next_to_any_script_never_split_a_character() {
+        assert_eq!(decode_entities("A&Bの日本語"), "A&Bの日本語");
+        assert_eq!(
+            html_to_text("<p>A&Bの日本語 &amp; 東京&lt;</p>"),
+            "A&Bの日本語 & 東京<\n"
+        );
+        // '&' followed by every mix of 1-4 byte characters, at every offset.
+        let tail = "é日😀aß本";
+        for cut in 0..tail.chars().count() {
+            let text: String = format!("x&{}", tail.chars().skip(cut).collect::<String>());
+            assert_eq!(decode_entities(&text), text);
+        }
+    }
 
     #[test]
     fn html_becomes_readable_text() {

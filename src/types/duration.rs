@@ -31,7 +31,9 @@ pub fn format_duration(d: Duration) -> String {
     out
 }
 
-/// Parses `500ms`, `30s`, `10m`, `1h` or `1h30m`; a bare integer means seconds.
+/// Parses `500ms`, `30s`, `10m`, `1h`, `1h30m` (and humantime's longer spellings such
+/// as `2min` or `1day`); a bare integer means seconds. Values too large to represent
+/// are an error, never an overflow.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
@@ -40,30 +42,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("invalid duration '{text}'"));
-        }
-        let value: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration '{text}'"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(value),
-            "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value * 60),
-            "h" => Duration::from_secs(value * 3600),
-            _ => return Err(format!("invalid duration '{text}': unknown unit '{unit}'")),
-        };
-        total += part;
-    }
-    Ok(total)
+    humantime::parse_duration(text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => format!("duration '{text}' is too large"),
+        // humantime's own wording ("expected number at 0") means little in a config.
+        _ => format!("invalid duration '{text}'"),
+    })
 }
 
 impl<'de> Deserialize<'de> for HumanDuration {
@@ -110,5 +93,12 @@ mod tests {
         assert!(parse_duration("ten minutes").is_err());
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn huge_values_are_errors_not_overflows() {
+        assert!(parse_duration("99999999999999999999h").is_err());
+        assert!(parse_duration("18446744073709551615h").is_err());
+        assert!(parse_duration("5124095576030432h5124095576030432h").is_err());
     }
 }
