@@ -156,7 +156,7 @@ fn every_problem_is_reported_with_its_location() {
     let expect = [
         "agents/broken.yaml:2:9: a flow sequence opened here is not closed",
         "agents/duration.yaml:3:20: invalid duration 'ten minutes', expected a duration like 30s, 10m or 1h in 'limits'",
-        "agents/nested.yaml:5:3: unknown key 'max_tokens' in 'limits'; expected one of: max_tool_calls, max_turns, timeout, max_cost_usd",
+        "agents/nested.yaml:5:3: unknown key 'max_tokens' in 'limits'; expected one of: max_tool_calls, max_turns, timeout, tool_timeout, max_cost_usd",
         "agents/semantic.yaml:1:1: invalid model name 'gpt-4.1', expected provider/model",
         "agents/semantic.yaml:2:1: cannot read prompt file 'prompts/missing.md'",
         "agents/semantic.yaml:5:5: unknown tool 'send_email', expected one of current_time, http_fetch",

@@ -534,6 +534,33 @@ async fn max_cost_ends_the_run() {
 }
 
 #[tokio::test]
+async fn a_tool_past_its_timeout_is_cut_off_and_the_model_told() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "sleepy", "{\"ms\": 5000}")])));
+    fake.push(Reply::ok(openai_text("it was too slow")));
+    let (reg, _) = registry();
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let mut a = agent("openai/gpt-4.1");
+    a.limits.tool_timeout = Duration::from_millis(200);
+    let started = Instant::now();
+    let out = runner
+        .run(&a, &trigger("slow"), None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the tool was not cut off"
+    );
+    let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
+    let result = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(
+        result["content"],
+        "error: tool 'sleepy' did not finish within 200ms (limits.tool_timeout); try a smaller request"
+    );
+}
+
+#[tokio::test]
 async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_tools(&[

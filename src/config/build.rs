@@ -329,6 +329,7 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
         max_tool_calls: spec.max_tool_calls.unwrap_or(d.max_tool_calls),
         max_turns: spec.max_turns.unwrap_or(d.max_turns),
         timeout: spec.timeout.map(|t| t.0).unwrap_or(d.timeout),
+        tool_timeout: spec.tool_timeout.map(|t| t.0).unwrap_or(d.tool_timeout),
         max_cost_usd: spec.max_cost_usd,
         subagent_depth: spec.subagent_depth.unwrap_or(d.subagent_depth),
         subagent_concurrency: spec.subagent_concurrency.unwrap_or(d.subagent_concurrency),
@@ -345,6 +346,9 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
     }
     if limits.timeout.is_zero() {
         diags.push(src.error_at("timeout", None, "timeout must be longer than zero"));
+    }
+    if limits.tool_timeout.is_zero() {
+        diags.push(src.error_at("tool_timeout", None, "tool_timeout must be longer than zero"));
     }
     if limits.max_cost_usd.is_some_and(|c| c.is_nan() || c <= 0.0) {
         diags.push(src.error_at("max_cost_usd", None, "max_cost_usd must be a positive number"));

@@ -101,6 +101,8 @@ pub struct Limits {
     pub max_tool_calls: u32,
     pub max_turns: u32,
     pub timeout: Duration,
+    /// Longest one tool call may take (subagent calls have their own limits).
+    pub tool_timeout: Duration,
     pub max_cost_usd: Option<f64>,
     pub subagent_depth: u32,
     pub subagent_concurrency: u32,
@@ -112,6 +114,7 @@ impl Default for Limits {
             max_tool_calls: 40,
             max_turns: 30,
             timeout: Duration::from_secs(600),
+            tool_timeout: Duration::from_secs(120),
             max_cost_usd: None,
             subagent_depth: 1,
             subagent_concurrency: 4,

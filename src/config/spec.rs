@@ -246,6 +246,8 @@ pub struct LimitsSpec {
     pub max_tool_calls: Option<u32>,
     pub max_turns: Option<u32>,
     pub timeout: Option<HumanDuration>,
+    /// Longest one tool call may take.
+    pub tool_timeout: Option<HumanDuration>,
     pub max_cost_usd: Option<f64>,
     /// How deep subagent calls may nest (1: subagents cannot call subagents).
     pub subagent_depth: Option<u32>,

@@ -145,6 +145,7 @@ pub async fn prepare<'a>(
         skills: (!skills.is_empty()).then(|| skills.clone()),
         subagents: launcher.clone(),
         max_tool_calls: agent.limits.max_tool_calls,
+        tool_timeout: agent.limits.tool_timeout,
     });
     Ok(RunContext {
         runner,

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ use super::recorder::Recorder;
 use crate::files::RunFiles;
 use crate::skills::RunSkills;
 use crate::store::StoreError;
-use crate::tools::subagent::SubagentLauncher;
+use crate::tools::subagent::{SUBAGENT_TOOL, SubagentLauncher};
 use crate::tools::{Effect, NestedTools, ToolCtx, ToolError, ToolRegistry, ToolResult};
 
 /// Stored tool output is capped; the whole text went to the caller.
@@ -35,6 +35,8 @@ pub struct GatewayParts {
     pub skills: Option<Arc<RunSkills>>,
     pub subagents: Option<Arc<dyn SubagentLauncher>>,
     pub max_tool_calls: u32,
+    /// Longest one call may take; `subagent` is bounded by the child run's own limits.
+    pub tool_timeout: Duration,
 }
 
 /// One run's tool gateway.
@@ -158,11 +160,22 @@ impl Gateway {
         async {
             let ctx = self.ctx(call_id, cancel);
             let started = Instant::now();
-            let result = self
+            let invoke = self
                 .parts
                 .tools
-                .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock)
-                .await;
+                .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock);
+            let result = if name == SUBAGENT_TOOL {
+                invoke.await
+            } else {
+                let limit = self.parts.tool_timeout;
+                tokio::time::timeout(limit, invoke).await.unwrap_or_else(|_| {
+                    ctx.cancel.cancel();
+                    Err(ToolError::Model(format!(
+                        "tool '{name}' did not finish within {} (limits.tool_timeout); try a smaller request",
+                        crate::types::duration::format_duration(limit)
+                    )))
+                })
+            };
             let duration_ms = started.elapsed().as_millis() as u64;
             let event = match &result {
                 Ok(output) => {

@@ -9,6 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
+/// The name of the tool that hands a task to a subagent.
+pub const SUBAGENT_TOOL: &str = "subagent";
+
 /// Starts subagent runs on behalf of one parent run.
 #[async_trait]
 pub trait SubagentLauncher: Send + Sync {
@@ -34,7 +37,7 @@ impl SubagentTool {
     pub fn new() -> Self {
         SubagentTool {
             spec: ToolSpec {
-                name: "subagent".into(),
+                name: SUBAGENT_TOOL.into(),
                 description: "Hand a self-contained task to a subagent listed in the system prompt. It starts with a fresh context holding only your prompt and the files you pass; its final answer comes back as this tool's result. Several subagent calls in one turn run concurrently.".into(),
                 parameters: json!({"type": "object", "properties": {
                     "name": {"type": "string"},
