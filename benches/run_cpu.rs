@@ -1,0 +1,165 @@
+//! Per-turn harness CPU, end to end as a user runs it: `steward run` (the release
+//! binary) against an OpenAI-compatible model server on 127.0.0.1 that answers at once,
+//! with a tool that fetches a 4 KB page over HTTP every turn, SQLite on. The CPU time
+//! (user + system) of the steward process is measured for runs of 10, 50 and 110 turns;
+//! the per-turn cost is the slope between them, so start-up and config loading cancel
+//! out. Start-up alone costs ~300 ms of CPU with a spread of ±100 ms, so the slope over
+//! 100 turns (10 → 110) is the figure to trust; 10 → 50 is printed as the issue asks.
+//! Runs of different lengths are interleaved so drift on a shared machine hits all.
+//!
+//! Run with `cargo bench --bench run_cpu`. Prints medians of 9 runs each.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+const PAGE_BYTES: usize = 4096;
+const ROUNDS: usize = 9;
+const TURNS: [usize; 3] = [10, 50, 110];
+
+/// Answers with an `http_fetch` call until the conversation holds as many tool results
+/// as the model name asks for (`turns-10`), then with a final text.
+async fn chat(State(page_url): State<String>, Json(body): Json<Value>) -> Json<Value> {
+    let model = body["model"].as_str().unwrap_or_default().to_string();
+    let want: usize = model.trim_start_matches("turns-").parse().unwrap_or(1);
+    let done = body["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let usage = json!({"prompt_tokens": 1000 + 1100 * done, "completion_tokens": 20});
+    if done + 1 >= want {
+        return Json(json!({
+            "id": "chatcmpl-bench", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "All pages fetched."}}],
+            "usage": usage,
+        }));
+    }
+    let args = json!({ "url": format!("{page_url}?n={done}") }).to_string();
+    Json(json!({
+        "id": "chatcmpl-bench", "object": "chat.completion", "model": model,
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": format!("call_{done}"), "type": "function",
+                 "function": {"name": "http_fetch", "arguments": args}}]}}],
+        "usage": usage,
+    }))
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// CPU time of children this process has waited for, in seconds.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// One `steward run` of `agent`; returns its CPU seconds.
+fn run_once(root: &Path, agent: &str, base: &str, db: &Path) -> f64 {
+    let before = children_cpu();
+    let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["run", agent, "--event", root.join("event.json").to_str().unwrap()])
+        .env("STEWARD_ROOT", root)
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("OPENAI_BASE_URL", base)
+        .env("OPENAI_API_KEY", "sk-bench")
+        .env("STEWARD_HTTP_ALLOW", "127.0.0.1")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "steward run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "All pages fetched.");
+    children_cpu() - before
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let page: String = "steward benchmark page. ".repeat(PAGE_BYTES / 24 + 1)[..PAGE_BYTES].to_string();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/page", get(move || async move { page.clone() }))
+        .with_state(format!("http://{addr}/page"));
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "prompts/bench.md",
+        "Fetch the pages you are asked to.",
+    );
+    write(
+        root.path(),
+        "event.json",
+        r#"{"text": "Fetch the benchmark pages."}"#,
+    );
+    for turns in TURNS {
+        write(
+            root.path(),
+            &format!("agents/bench-{turns}.yaml"),
+            &format!(
+                "description: Benchmark.\nmodel: openai/turns-{turns}\nprompt: prompts/bench.md\ntools: [http_fetch]\nlimits: {{ max_turns: 200, max_tool_calls: 200 }}\ncontext: {{ window_tokens: 1000000 }}\noutput: {{ reply: true }}\n"
+            ),
+        );
+    }
+    let base = format!("http://{addr}/v1");
+    let db = root.path().join("steward.db");
+    // Warm up: first start creates the database and pages the binary in.
+    run_once(root.path(), "bench-10", &base, &db);
+    // RUN_CPU_ROUNDS=1 makes a short run to profile (perf record -g).
+    let rounds: usize = std::env::var("RUN_CPU_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(ROUNDS);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); TURNS.len()];
+    for _ in 0..rounds {
+        for (i, turns) in TURNS.iter().enumerate() {
+            samples[i].push(run_once(root.path(), &format!("bench-{turns}"), &base, &db));
+        }
+    }
+    let mut by_turns = Vec::new();
+    for (turns, s) in TURNS.iter().zip(&samples) {
+        let m = median(s.clone());
+        println!(
+            "turns {turns:>3}: median CPU {:.1} ms (min {:.1}, max {:.1}) over {rounds} runs",
+            m * 1e3,
+            s.iter().cloned().fold(f64::MAX, f64::min) * 1e3,
+            s.iter().cloned().fold(0.0, f64::max) * 1e3,
+        );
+        by_turns.push(m);
+    }
+    println!(
+        "per-turn harness CPU, slope 10 -> 50 turns: {:.3} ms",
+        (by_turns[1] - by_turns[0]) / 40.0 * 1e3
+    );
+    println!(
+        "per-turn harness CPU, slope 10 -> 110 turns: {:.3} ms",
+        (by_turns[2] - by_turns[0]) / 100.0 * 1e3
+    );
+    std::thread::sleep(Duration::from_millis(10));
+}
