@@ -486,6 +486,9 @@ async fn run(
     let outcome = runner.run(&agent, &trigger, None, cancel).await;
     watcher.abort();
     let outcome = outcome?;
+    // The process ends with this run: freeing the tokenizer tables (over 100 MB of small
+    // allocations) would cost more CPU than the run's own turns. The OS reclaims them.
+    std::mem::forget(runner);
     // People at a terminal get the run at a glance; pipes and scripts get the answer only.
     if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{}", summary_line(&outcome, started.elapsed()));

@@ -81,6 +81,12 @@ pub fn message_tokens(counter: &TokenCounter, enc: Encoding, message: &Message) 
         }
 }
 
+/// Tokens of a tool message whose content counts `content_tokens` (as
+/// [`message_tokens`] would count it).
+pub fn tool_message_tokens(content_tokens: u64) -> u64 {
+    PER_MESSAGE + content_tokens
+}
+
 /// Tokens of the system prompt and tool definitions.
 pub fn fixed_tokens(counter: &TokenCounter, enc: Encoding, system: &str, tools: &[ToolDef]) -> u64 {
     let defs = serde_json::to_string(tools).unwrap_or_default();

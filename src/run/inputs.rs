@@ -25,10 +25,22 @@ pub async fn inline_or_file(
     name: &str,
     source: FileSource,
 ) -> Result<String, StoreError> {
+    Ok(inline_or_file_counted(files, agent, text, name, source).await?.0)
+}
+
+/// [`inline_or_file`], also returning the token count of the text when it went inline
+/// whole (the caller need not count it again).
+pub async fn inline_or_file_counted(
+    files: &RunFiles,
+    agent: &AgentConfig,
+    text: String,
+    name: &str,
+    source: FileSource,
+) -> Result<(String, Option<u64>), StoreError> {
     let threshold = agent.context.file_threshold_tokens;
     let count = files.tokens().count(files.encoding(), &text);
     if count.tokens <= threshold {
-        return Ok(text);
+        return Ok((text, Some(count.tokens)));
     }
     let preview_tokens = agent.context.file_preview_tokens;
     let preview = files
@@ -52,15 +64,18 @@ pub async fn inline_or_file(
         .mark_read(&meta.id, ReadKind::Bytes(0, preview.len() as u64))
         .await?;
     let approx = if meta.tokens_estimated { "~" } else { "" };
-    Ok(format!(
-        "{}\n\n[steward: this is {approx}{} tokens, over the {threshold}-token limit, so only its first {preview_tokens} tokens or fewer are shown above. The whole text is file {} ({}, {}, {} bytes, {} lines). Search it with file_regex, or read more with file_read or peek_file.]",
-        preview.trim_end(),
-        meta.size_tokens,
-        meta.id,
-        meta.name,
-        meta.mime,
-        meta.size_bytes,
-        meta.lines
+    Ok((
+        format!(
+            "{}\n\n[steward: this is {approx}{} tokens, over the {threshold}-token limit, so only its first {preview_tokens} tokens or fewer are shown above. The whole text is file {} ({}, {}, {} bytes, {} lines). Search it with file_regex, or read more with file_read or peek_file.]",
+            preview.trim_end(),
+            meta.size_tokens,
+            meta.id,
+            meta.name,
+            meta.mime,
+            meta.size_bytes,
+            meta.lines
+        ),
+        None,
     ))
 }
 

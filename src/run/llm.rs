@@ -9,9 +9,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{CompactError, Compactor};
-use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message};
+use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message, tool_message_tokens};
 use super::gateway::Gateway;
-use super::inputs::inline_or_file;
+use super::inputs::inline_or_file_counted;
 use super::recorder::Recorder;
 use super::termination::Termination;
 use crate::config::AgentConfig;
@@ -189,11 +189,11 @@ impl LlmRun<'_> {
             };
             let mut images = Vec::new();
             for (call, result) in calls.iter().zip(results) {
-                let (content, is_error) = match result {
+                let (content, is_error, counted) = match result {
                     Ok(output) => {
                         images.extend(output.images.iter().cloned());
                         let name = format!("{}-{}", call.name, call.id);
-                        let text = inline_or_file(
+                        let (text, counted) = inline_or_file_counted(
                             &self.files,
                             self.agent,
                             output.to_model_text(),
@@ -201,9 +201,9 @@ impl LlmRun<'_> {
                             FileSource::ToolOutput,
                         )
                         .await?;
-                        (text, false)
+                        (text, false, counted)
                     }
-                    Err(e) => (format!("error: {e}"), true),
+                    Err(e) => (format!("error: {e}"), true, None),
                 };
                 let m = Message::Tool {
                     call_id: call.id.clone(),
@@ -211,7 +211,11 @@ impl LlmRun<'_> {
                     content,
                     is_error,
                 };
-                let t = message_tokens(self.counter, enc, &m);
+                // A whole output was counted by the inline decision: count it once.
+                let t = match counted {
+                    Some(tokens) => tool_message_tokens(tokens),
+                    None => message_tokens(self.counter, enc, &m),
+                };
                 conv.push(m, t);
             }
             if !images.is_empty() {
