@@ -429,3 +429,47 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");
     assert_eq!(runs[0]["termination"], "interrupted", "{runs}");
 }
+
+#[test]
+fn a_dotenv_file_in_the_working_directory_is_read_and_the_environment_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    std::fs::write(
+        dir.path().join(".env"),
+        format!(
+            "# comments and blank lines are fine\n\nSTEWARD_ROOT={}\nDATABASE_URL=sqlite://{}\n",
+            repo().display(),
+            db.display()
+        ),
+    )
+    .unwrap();
+    let validate = |extra: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+        cmd.arg("validate")
+            .current_dir(dir.path())
+            .env_remove("STEWARD_ROOT")
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "error");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    // The root comes from .env.
+    let o = validate(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&repo().display().to_string()),
+        "{}",
+        stdout(&o)
+    );
+    // A variable set in the environment overrides the file.
+    let empty = tempfile::tempdir().unwrap();
+    let o = validate(&[("STEWARD_ROOT", empty.path().to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no agents"), "{}", stderr(&o));
+    // A malformed file is a one-line error, not a silent skip.
+    std::fs::write(dir.path().join(".env"), "STEWARD_ROOT='unclosed\n").unwrap();
+    let o = validate(&[]);
+    assert_one_line_failure(&o, "cannot read .env: ");
+}

@@ -159,9 +159,30 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
     Ok(lease)
 }
 
+/// Loads `path` (a `.env` file) into the environment when it exists. Variables already
+/// set win, so the real environment always overrides the file.
+fn load_dotenv(path: &Path) -> Result<(), String> {
+    if !path.exists() {
+        return Ok(());
+    }
+    dotenvy::from_path(path).map_err(|e| match e {
+        dotenvy::Error::LineParse(line, at) => format!(
+            "cannot read {}: cannot parse '{}' (at character {at})",
+            path.display(),
+            line.trim_end()
+        ),
+        e => format!("cannot read {}: {e}", path.display()),
+    })
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     crate::http::install_crypto_provider();
+    // Before parsing: flags such as --root and --database-url default from it.
+    if let Err(e) = load_dotenv(Path::new(".env")) {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     if let Command::ExtractWorker { kind } = &cli.command {
         // No runtime and no logging: the worker is small, single-threaded and silent.
