@@ -315,6 +315,7 @@ mod tests {
             model: "claude-sonnet-4-5",
             system: "sys",
             messages: &messages,
+            wire: &[],
             tools: &[],
             max_output_tokens: 1024,
         })

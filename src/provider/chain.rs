@@ -7,7 +7,7 @@ use tracing::Instrument;
 use super::Provider;
 use super::error::ProviderError;
 use super::retry::RetryPolicy;
-use super::types::{ChatRequest, ChatResponse, Message, ToolDef};
+use super::types::{ChatRequest, ChatResponse, Message, ToolDef, WireCache};
 use crate::types::ModelRef;
 
 /// The models a run may use, in order of preference.
@@ -42,6 +42,7 @@ impl ModelChain {
         &self,
         system: &str,
         messages: &[Message],
+        wire: &[WireCache],
         tools: &[ToolDef],
         max_output_tokens: u32,
     ) -> Result<ChatOutcome, ProviderError> {
@@ -51,6 +52,7 @@ impl ModelChain {
                 model: &model.model,
                 system,
                 messages,
+                wire,
                 tools,
                 max_output_tokens,
             };

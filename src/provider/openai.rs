@@ -55,7 +55,7 @@ impl Provider for OpenAi {
 #[derive(Serialize)]
 struct WireRequest<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<WireItem<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,6 +80,14 @@ enum WireMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A message as sent: built now, or copied from the conversation's [`WireCache`].
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireItem<'a> {
+    Fresh(WireMessage<'a>),
+    Cached(&'a serde_json::value::RawValue),
 }
 
 #[derive(Serialize)]
@@ -129,46 +137,62 @@ struct WireFunction<'a> {
     parameters: &'a Value,
 }
 
+/// One conversation message in the Chat Completions shape.
+fn wire_message(m: &Message) -> WireMessage<'_> {
+    match m {
+        Message::User { content, images } if images.is_empty() => WireMessage::User {
+            content: UserContent::Text(content),
+        },
+        Message::User { content, images } => {
+            let mut parts = vec![Part::Text { text: content }];
+            parts.extend(images.iter().map(|i| Part::ImageUrl {
+                image_url: ImageUrl {
+                    url: format!("data:{};base64,{}", i.mime, i.data_base64),
+                },
+            }));
+            WireMessage::User {
+                content: UserContent::Parts(parts),
+            }
+        }
+        Message::Assistant { text, tool_calls } => WireMessage::Assistant {
+            content: text.as_deref(),
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| WireToolCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: WireFunctionCall {
+                        name: &c.name,
+                        arguments: &c.arguments,
+                    },
+                })
+                .collect(),
+        },
+        Message::Tool { call_id, content, .. } => WireMessage::Tool {
+            tool_call_id: call_id,
+            content,
+        },
+    }
+}
+
 /// Serializes a request body exactly as sent; public so benchmarks count its cost.
 pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    messages.push(WireMessage::System {
+    messages.push(WireItem::Fresh(WireMessage::System {
         content: request.system,
-    });
-    for m in request.messages {
-        messages.push(match m {
-            Message::User { content, images } if images.is_empty() => WireMessage::User {
-                content: UserContent::Text(content),
-            },
-            Message::User { content, images } => {
-                let mut parts = vec![Part::Text { text: content }];
-                parts.extend(images.iter().map(|i| Part::ImageUrl {
-                    image_url: ImageUrl {
-                        url: format!("data:{};base64,{}", i.mime, i.data_base64),
-                    },
-                }));
-                WireMessage::User {
-                    content: UserContent::Parts(parts),
-                }
-            }
-            Message::Assistant { text, tool_calls } => WireMessage::Assistant {
-                content: text.as_deref(),
-                tool_calls: tool_calls
-                    .iter()
-                    .map(|c| WireToolCall {
-                        id: &c.id,
-                        kind: "function",
-                        function: WireFunctionCall {
-                            name: &c.name,
-                            arguments: &c.arguments,
-                        },
-                    })
-                    .collect(),
-            },
-            Message::Tool { call_id, content, .. } => WireMessage::Tool {
-                tool_call_id: call_id,
-                content,
-            },
+    }));
+    for (i, m) in request.messages.iter().enumerate() {
+        let Some(cache) = request.wire.get(i) else {
+            messages.push(WireItem::Fresh(wire_message(m)));
+            continue;
+        };
+        if cache.openai.get().is_none() {
+            let raw = serde_json::value::to_raw_value(&wire_message(m))?;
+            let _ = cache.openai.set(raw);
+        }
+        messages.push(match cache.openai.get() {
+            Some(raw) => WireItem::Cached(raw),
+            None => WireItem::Fresh(wire_message(m)),
         });
     }
     let tools: Vec<WireTool> = request
@@ -294,6 +318,53 @@ mod tests {
     use crate::provider::types::ToolDef;
 
     #[test]
+    fn cached_encodings_give_the_same_bytes_and_are_reused() {
+        let messages = vec![
+            Message::user("héllo \"quoted\" \u{1F600}"),
+            Message::Assistant {
+                text: Some("calling".into()),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "http_fetch".into(),
+                    arguments: "{\"url\": \"https://example.com\"}".into(),
+                }],
+            },
+            Message::Tool {
+                call_id: "c1".into(),
+                name: "http_fetch".into(),
+                content: "line 1\nline 2".into(),
+                is_error: false,
+            },
+        ];
+        let request = |wire| ChatRequest {
+            model: "gpt-4.1",
+            system: "sys",
+            messages: &messages,
+            wire,
+            tools: &[],
+            max_output_tokens: 100,
+        };
+        let plain = encode_request(&request(&[])).unwrap();
+        let wire: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
+        let first = encode_request(&request(&wire)).unwrap();
+        assert_eq!(first, plain);
+        assert!(
+            wire.iter().all(|w| w.openai.get().is_some()),
+            "every message was cached"
+        );
+        // A second encode copies the cached bytes: poison one to prove it is read.
+        let poisoned: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
+        let _ = poisoned[2].openai.set(
+            serde_json::value::to_raw_value(
+                &serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "cached"}),
+            )
+            .unwrap(),
+        );
+        let again: Value = serde_json::from_slice(&encode_request(&request(&poisoned)).unwrap()).unwrap();
+        assert_eq!(again["messages"][3]["content"], "cached");
+    }
+
+    #[test]
     fn encodes_a_tool_round_trip() {
         let messages = vec![
             Message::user("hi"),
@@ -321,6 +392,7 @@ mod tests {
             model: "gpt-4.1",
             system: "sys",
             messages: &messages,
+            wire: &[],
             tools: &tools,
             max_output_tokens: 100,
         })

@@ -62,6 +62,14 @@ pub struct ToolDef {
     pub parameters: Value,
 }
 
+/// A message's serialized wire form, filled by the adapter the first time it sends the
+/// message. A message never changes once it is in a conversation, so later turns copy
+/// these bytes instead of serializing the whole conversation again.
+#[derive(Debug, Default)]
+pub struct WireCache {
+    pub openai: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
+}
+
 /// One model call.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
@@ -69,6 +77,9 @@ pub struct ChatRequest<'a> {
     pub model: &'a str,
     pub system: &'a str,
     pub messages: &'a [Message],
+    /// One entry per message when the caller keeps encodings between turns (a
+    /// conversation); empty otherwise.
+    pub wire: &'a [WireCache],
     pub tools: &'a [ToolDef],
     pub max_output_tokens: u32,
 }

@@ -199,7 +199,7 @@ impl Compactor<'_> {
             ))];
             match self
                 .chain
-                .chat(COMPACTION_PROMPT, &request, &[], max_output)
+                .chat(COMPACTION_PROMPT, &request, &[], &[], max_output)
                 .await
             {
                 Ok(outcome) => {

@@ -2,7 +2,7 @@
 //! so the total is known every turn without re-tokenizing the conversation.
 
 use crate::files::FileMeta;
-use crate::provider::{Message, ToolDef};
+use crate::provider::{Message, ToolDef, WireCache};
 use crate::tokens::{Encoding, TokenCounter};
 
 /// Framing tokens per message (role, separators), as OpenAI documents for chat formats.
@@ -14,6 +14,8 @@ const PER_IMAGE: u64 = 1_000;
 pub struct Conversation {
     messages: Vec<Message>,
     tokens: Vec<u64>,
+    /// Each message's encoding, kept so a turn serializes only what is new.
+    wire: Vec<WireCache>,
     /// System prompt and tool definitions: counted once, sent every turn.
     fixed: u64,
     total: u64,
@@ -24,6 +26,7 @@ impl Conversation {
         Conversation {
             messages: Vec::new(),
             tokens: Vec::new(),
+            wire: Vec::new(),
             fixed,
             total: fixed,
         }
@@ -34,10 +37,16 @@ impl Conversation {
         self.total += tokens;
         self.messages.push(message);
         self.tokens.push(tokens);
+        self.wire.push(WireCache::default());
     }
 
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// Per-message encodings, parallel to [`Conversation::messages`].
+    pub fn wire(&self) -> &[WireCache] {
+        &self.wire
     }
 
     pub fn token_counts(&self) -> &[u64] {
@@ -57,6 +66,7 @@ impl Conversation {
     pub fn replace(&mut self, messages: Vec<(Message, u64)>) {
         self.messages.clear();
         self.tokens.clear();
+        self.wire.clear();
         self.total = self.fixed;
         for (m, t) in messages {
             self.push(m, t);

@@ -17,7 +17,7 @@ use super::termination::Termination;
 use crate::config::AgentConfig;
 use crate::files::{FileSource, RunFiles};
 use crate::provider::chain::ChatOutcome;
-use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, pricing};
+use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, WireCache, pricing};
 use crate::store::StoreError;
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolError, ToolOutput};
@@ -138,7 +138,7 @@ impl LlmRun<'_> {
             }
             self.files.set_budget(compact_limit.saturating_sub(conv.total()));
             let outcome = match self
-                .model_turn(&system, conv.messages(), &defs, out.turns, deadline)
+                .model_turn(&system, conv.messages(), conv.wire(), &defs, out.turns, deadline)
                 .await?
             {
                 Step::Done(o) => o,
@@ -283,6 +283,7 @@ impl LlmRun<'_> {
         &self,
         system: &str,
         messages: &[Message],
+        wire: &[WireCache],
         defs: &[ToolDef],
         turn: u32,
         deadline: tokio::time::Instant,
@@ -297,7 +298,7 @@ impl LlmRun<'_> {
         let started = Instant::now();
         let call = self
             .chain
-            .chat(system, messages, defs, self.agent.context.max_output_tokens);
+            .chat(system, messages, wire, defs, self.agent.context.max_output_tokens);
         let result = tokio::select! {
             _ = self.cancel.cancelled() => return Ok(Step::Stop(Termination::Cancelled, Some("cancelled".into()))),
             r = tokio::time::timeout_at(deadline, call) => r,
