@@ -19,8 +19,8 @@ use steward::provider::{
 };
 use steward::run::Runner;
 use steward::store::{
-    EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, SqliteStore, Store,
-    StoreError, StoredFile,
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus,
+    RunStore, SettingStore, SqliteStore, Store, StoreError, StoredFile,
 };
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;
@@ -83,46 +83,81 @@ impl Tool for Noop {
 struct NullStore;
 
 #[async_trait]
-impl Store for NullStore {
+impl RunStore for NullStore {
     async fn create_run(&self, _run: &NewRun) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn transition(&self, _id: &str, _from: RunStatus, _to: RunStatus) -> Result<bool, StoreError> {
         Ok(true)
     }
+
     async fn finish_run(&self, _id: &str, _from: RunStatus, _f: &RunFinish) -> Result<bool, StoreError> {
         Ok(true)
     }
+
     async fn append_events(&self, _run_id: &str, _events: &[NewEvent]) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn get_run(&self, _id: &str) -> Result<Option<RunRow>, StoreError> {
         Ok(None)
     }
+
     async fn list_runs(&self, _limit: u32) -> Result<Vec<RunRow>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn run_ids_with_prefix(&self, _prefix: &str, _limit: u32) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn renew_lease(&self, _run_id: &str, _until: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn expired_runs(&self, _now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn has_side_effects(&self, _run_id: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn requeue(&self, _run_id: &str, _from: RunStatus) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}
+
+#[async_trait]
+impl FileStore for NullStore {
     async fn put_file(&self, _run_id: &str, _file: &StoredFile) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn update_file(&self, _run_id: &str, _file_id: &str, _meta: &Value) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn run_files(&self, _run_id: &str) -> Result<Vec<StoredFile>, StoreError> {
         Ok(Vec::new())
     }
+}
+
+#[async_trait]
+impl EventQueue for NullStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         Ok(vec![true; events.len()])
     }
+
     async fn claim_events(&self, _limit: u32) -> Result<Vec<EventRow>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn route_event(
         &self,
         _event_id: &str,
@@ -131,30 +166,26 @@ impl Store for NullStore {
     ) -> Result<bool, StoreError> {
         Ok(true)
     }
+
     async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
+
     async fn get_event(&self, _id: &str) -> Result<Option<EventRow>, StoreError> {
         Ok(None)
     }
+
     async fn count_events(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
-    async fn renew_lease(&self, _run_id: &str, _until: &str) -> Result<(), StoreError> {
-        Ok(())
-    }
-    async fn expired_runs(&self, _now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn has_side_effects(&self, _run_id: &str) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-    async fn requeue(&self, _run_id: &str, _from: RunStatus) -> Result<bool, StoreError> {
-        Ok(false)
-    }
+}
+
+#[async_trait]
+impl SettingStore for NullStore {
     async fn get_setting(&self, _key: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+
     async fn set_setting(&self, _key: &str, _value: &str) -> Result<(), StoreError> {
         Ok(())
     }

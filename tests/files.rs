@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use steward::config::AgentConfig;
 use steward::files::{FileMeta, FileSource, NewFile, RunFiles};
 use steward::run::Termination;
-use steward::store::{SqliteStore, Store};
+use steward::store::{RunStore, SqliteStore, Store};
 use steward::tokens::{Encoding, TokenCounter};
 use steward::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;

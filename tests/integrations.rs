@@ -634,7 +634,7 @@ async fn jira_issue_and_attachments_become_files() {
 
 #[tokio::test]
 async fn a_posted_reply_counts_as_a_side_effect_for_crash_recovery() {
-    use steward::store::{NewRun, SqliteStore, Store};
+    use steward::store::{NewRun, RunStore, SqliteStore};
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
     store

@@ -15,7 +15,7 @@ use steward::config::{Config, Known};
 use steward::integrations::notion::NotionClient;
 use steward::run::{Lineage, Runner};
 use steward::server::{DispatchSettings, Secrets, Service};
-use steward::store::{NewRun, RunRow, RunStatus, SqliteStore, Store};
+use steward::store::{EventQueue, NewRun, RunRow, RunStatus, RunStore, SqliteStore, Store};
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;
 use steward::triggers::auth::sign_hex;

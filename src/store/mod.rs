@@ -168,10 +168,15 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// Run persistence. SQLite is the embedded default; a Postgres implementation shares
-/// this contract.
+/// Run persistence, split by concern. SQLite is the embedded default; a Postgres
+/// implementation shares these contracts (and the same test suite).
+pub trait Store: RunStore + EventQueue + FileStore + SettingStore {}
+
+impl<T: RunStore + EventQueue + FileStore + SettingStore> Store for T {}
+
+/// Runs and their event logs: creation, state transitions, leases, the record.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait RunStore: Send + Sync {
     /// Inserts a run in `queued`.
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError>;
     /// Moves `id` from `from` to `to`; false when the run was not in `from`.
@@ -196,6 +201,19 @@ pub trait Store: Send + Sync {
     async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
+    /// Sets a run's lease (the time after which it is presumed dead).
+    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
+    /// Server runs that are queued or running with a lease that ran out before `now`.
+    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError>;
+    /// Whether the run made a side-effecting tool call.
+    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;
+    /// false when it was no longer in `from`.
+    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError>;
+}
+
+/// Virtual files of runs, stored as opaque metadata plus bytes.
+#[async_trait]
+pub trait FileStore: Send + Sync {
     /// Stores a new virtual file of a run. `meta` is opaque to the store (the files
     /// layer owns its shape).
     async fn put_file(&self, run_id: &str, file: &StoredFile) -> Result<(), StoreError>;
@@ -203,12 +221,16 @@ pub trait Store: Send + Sync {
     async fn update_file(&self, run_id: &str, file_id: &str, meta: &Value) -> Result<(), StoreError>;
     /// Every file of a run, in id order.
     async fn run_files(&self, run_id: &str) -> Result<Vec<StoredFile>, StoreError>;
+}
 
+/// The durable queue of acknowledged trigger events.
+#[async_trait]
+pub trait EventQueue: Send + Sync {
     /// Inserts events in one transaction; for each, true if new, false if its dedupe
     /// key was seen before (a retry).
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError>;
     /// Takes up to `limit` queued events for routing (marks them `claimed`). A claimed
-    /// event leaves the queue for good only through [`Store::route_event`].
+    /// event leaves the queue for good only through [`EventQueue::route_event`].
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError>;
     /// In one transaction: creates `runs` (queued, started by this event, leased until
     /// `lease_until`) and marks the claimed event `routed`, or `unmatched` when `runs`
@@ -225,15 +247,11 @@ pub trait Store: Send + Sync {
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
     /// How many events are stored (every status).
     async fn count_events(&self) -> Result<u64, StoreError>;
-    /// Sets a run's lease (the time after which it is presumed dead).
-    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
-    /// Server runs that are queued or running with a lease that ran out before `now`.
-    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError>;
-    /// Whether the run made a side-effecting tool call.
-    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;
-    /// Puts a dead run back to `queued` for another attempt (its files are dropped);
-    /// false when it was no longer in `from`.
-    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError>;
+}
+
+/// Small key/value settings (cron progress, the Notion setup window).
+#[async_trait]
+pub trait SettingStore: Send + Sync {
     async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
     async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
 }

@@ -12,8 +12,8 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    EventRow, ExpiredRun, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus, Store, StoreError,
-    StoredFile, now_text,
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus,
+    RunStore, SettingStore, StoreError, StoredFile, now_text,
 };
 use crate::types::Usage;
 
@@ -132,7 +132,7 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl RunStore for SqliteStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id) VALUES (?, ?, ?, ?, 'queued', ?, ?)",
@@ -251,6 +251,70 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET lease_until = ? WHERE id = ?")
+            .bind(until)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < ?) ORDER BY created_at",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let status: String = r.try_get("status")?;
+                Ok(ExpiredRun {
+                    id: r.try_get("id")?,
+                    agent: r.try_get("agent")?,
+                    status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(status.clone()))?,
+                    event_id: r.try_get("event_id")?,
+                    attempt: r.try_get::<i64, _>("attempt")?.max(0) as u32,
+                })
+            })
+            .collect()
+    }
+
+    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind IN ('tool_call', 'reply') \
+             AND json_extract(data, '$.side_effect') = 1",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n > 0)
+    }
+
+    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = ? AND status = ?",
+        )
+        .bind(run_id)
+        .bind(from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 1 {
+            sqlx::query("DELETE FROM run_files WHERE run_id = ?")
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl FileStore for SqliteStore {
     async fn put_file(&self, run_id: &str, file: &StoredFile) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO run_files (run_id, file_id, meta, content) VALUES (?, ?, ?, ?)")
             .bind(run_id)
@@ -288,7 +352,10 @@ impl Store for SqliteStore {
             })
             .collect()
     }
+}
 
+#[async_trait]
+impl EventQueue for SqliteStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         // One statement is atomic on its own: batches that fit one chunk skip the
         // BEGIN/COMMIT round trips, which matters on the ack path.
@@ -382,68 +449,10 @@ impl Store for SqliteStore {
             .await?;
         Ok(n.max(0) as u64)
     }
+}
 
-    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET lease_until = ? WHERE id = ?")
-            .bind(until)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
-             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < ?) ORDER BY created_at",
-        )
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let status: String = r.try_get("status")?;
-                Ok(ExpiredRun {
-                    id: r.try_get("id")?,
-                    agent: r.try_get("agent")?,
-                    status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(status.clone()))?,
-                    event_id: r.try_get("event_id")?,
-                    attempt: r.try_get::<i64, _>("attempt")?.max(0) as u32,
-                })
-            })
-            .collect()
-    }
-
-    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM run_events WHERE run_id = ? AND kind IN ('tool_call', 'reply') \
-             AND json_extract(data, '$.side_effect') = 1",
-        )
-        .bind(run_id)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(n > 0)
-    }
-
-    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = ? AND status = ?",
-        )
-        .bind(run_id)
-        .bind(from.as_str())
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 1 {
-            sqlx::query("DELETE FROM run_files WHERE run_id = ?")
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(done.rows_affected() == 1)
-    }
-
+#[async_trait]
+impl SettingStore for SqliteStore {
     async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar("SELECT value FROM settings WHERE key = ?")
             .bind(key)
