@@ -2,8 +2,10 @@
 //! untrusted URLs.
 
 pub mod egress;
+pub mod retry_after;
 
 pub use egress::{Egress, EgressError, EgressPolicy};
+pub use retry_after::{retry_after, retry_after_secs};
 
 use std::time::Duration;
 

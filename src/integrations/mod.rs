@@ -98,11 +98,7 @@ pub(crate) fn failure(
     message: Option<String>,
 ) -> ApiError {
     if rate_limited {
-        let wait = headers
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default_wait);
+        let wait = crate::http::retry_after_secs(headers, default_wait);
         return ApiError::RateLimited {
             service,
             method: what,

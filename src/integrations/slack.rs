@@ -75,11 +75,7 @@ impl SlackClient {
             let request = build().bearer_auth(&self.token).timeout(Duration::from_secs(30));
             let (status, headers, value) = super::send_json(SERVICE, method, request).await?;
             if status.as_u16() == 429 {
-                let wait = headers
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .unwrap_or(1);
+                let wait = crate::http::retry_after_secs(&headers, 1);
                 if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
                     return Err(ApiError::RateLimited {
                         service: SERVICE,

@@ -116,17 +116,7 @@ pub fn classify(status: u16, code: &str, message: &str) -> ErrorKind {
     }
 }
 
-/// Reads `retry-after-ms` (OpenAI) or `Retry-After` in seconds.
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
-    }
-    get("retry-after")
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-}
+pub use crate::http::retry_after;
 
 #[cfg(test)]
 mod tests {
@@ -152,14 +142,5 @@ mod tests {
         assert_eq!(classify(400, "", "bad"), ErrorKind::BadRequest);
         assert_eq!(classify(529, "overloaded_error", ""), ErrorKind::Server);
         assert_eq!(classify(503, "", ""), ErrorKind::Server);
-    }
-
-    #[test]
-    fn reads_retry_after() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
-        h.insert("retry-after-ms", "150".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(150)));
     }
 }
