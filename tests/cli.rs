@@ -8,16 +8,22 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use support::*;
 
-fn steward(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// The binary with no provider settings and quiet logs; callers add the rest.
+fn bare_steward() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
-    cmd.args(args)
-        .env("STEWARD_ROOT", root)
-        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env_remove("OPENAI_API_KEY")
+    cmd.env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
         .env("RUST_LOG", "error");
+    cmd
+}
+
+fn steward(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = bare_steward();
+    cmd.args(args)
+        .env("STEWARD_ROOT", root)
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -169,14 +175,10 @@ fn missing_api_key_fails_the_run_with_a_clear_message() {
     let ev = dir.path().join("e.json");
     std::fs::write(&ev, r#"{"text": "summarize https://example.com"}"#).unwrap();
     // With the default log level (no RUST_LOG): the error alone, no log lines first.
-    let o = Command::new(env!("CARGO_BIN_EXE_steward"))
+    let o = bare_steward()
         .args(["run", "page-summarizer", "--event", ev.to_str().unwrap()])
         .env("STEWARD_ROOT", repo())
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
@@ -301,12 +303,7 @@ async fn run_with_mock_tools_prints_the_answer_and_the_record() {
 #[test]
 fn serve_answers_healthz_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["serve", "--addr", &addr])
         .env("STEWARD_ROOT", repo())
@@ -363,12 +360,7 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
         "description: Slow.\nmodel: openai/gpt-4.1\nprompt: prompts/slow.md\ntriggers:\n  - webhook: { name: slow }\noutput: { reply: false }\n",
     );
     let db = root.path().join("steward.db");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let base = format!("{}/v1", fake.url);
     let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["serve", "--addr", &addr, "--grace", "1s"])
@@ -444,12 +436,11 @@ fn a_dotenv_file_in_the_working_directory_is_read_and_the_environment_wins() {
     )
     .unwrap();
     let validate = |extra: &[(&str, &str)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+        let mut cmd = bare_steward();
         cmd.arg("validate")
             .current_dir(dir.path())
             .env_remove("STEWARD_ROOT")
-            .env_remove("DATABASE_URL")
-            .env("RUST_LOG", "error");
+            .env_remove("DATABASE_URL");
         for (k, v) in extra {
             cmd.env(k, v);
         }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+mod support;
+
 use axum::Router;
 use axum::response::Redirect;
 use axum::routing::get;
@@ -17,6 +19,7 @@ use steward::files::extractor::Extractor;
 use steward::http::{Egress, EgressPolicy};
 use steward::tools::http_fetch::HttpFetch;
 use steward::tools::{Tool, ToolCtx, ToolError};
+use support::free_local_addr;
 
 /// A listener standing in for an internal service; counts the requests that reach it.
 async fn internal_service() -> (String, Arc<AtomicUsize>) {
@@ -245,12 +248,7 @@ fn serve(
     env: &[(&str, &str)],
     log: Option<&std::path::Path>,
 ) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
     // A short lease so runs killed mid-flight are resumed promptly after a restart.
     cmd.args(["serve", "--addr", &addr, "--lease", "3s"])

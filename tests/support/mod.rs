@@ -300,3 +300,13 @@ pub fn tokens() -> Arc<steward::tokens::TokenCounter> {
         .get_or_init(|| Arc::new(steward::tokens::TokenCounter::new()))
         .clone()
 }
+
+/// A free address on 127.0.0.1 for a `steward serve` child to listen on.
+pub fn free_local_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
