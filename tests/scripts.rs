@@ -338,7 +338,7 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
         let limits = if *name == "ops" {
             "sandbox: { max_operations: 100000 }\n"
         } else {
-            "sandbox: { max_array_len: 10000, max_string_bytes: 100000 }\n"
+            "sandbox: { max_array_len: 1000, max_string_bytes: 100000 }\n"
         };
         extra.push((
             format!("agents/{name}.yaml"),
