@@ -72,7 +72,10 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         )
         .await
         .unwrap();
-    let reg = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
+    let reg = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        Default::default(),
+    );
     let ctx = ToolCtx {
         run_id: "bench".into(),
         agent: "bench".into(),
@@ -246,8 +249,10 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             prompt_tokens: AtomicU64::new(0),
             calls: AtomicU32::new(0),
         });
-        let mut reg =
-            steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
+        let mut reg = steward::integrations::builtin_tools(
+            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            Default::default(),
+        );
         reg.register(Arc::new(Export(
             ToolSpec {
                 name: "export".into(),

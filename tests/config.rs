@@ -29,8 +29,11 @@ fn the_repository_tree_is_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
-    let tools =
-        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()).names();
+    let tools = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        Default::default(),
+    )
+    .names();
     let known = Known {
         skills: skills.names(),
         tools,

@@ -72,7 +72,10 @@ fn agent(tools: &[&str]) -> AgentConfig {
 }
 
 fn registry(extra: Vec<Arc<dyn Tool>>) -> ToolRegistry {
-    let mut r = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
+    let mut r = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        Default::default(),
+    );
     for t in extra {
         r.register(t);
     }

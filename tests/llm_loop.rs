@@ -73,7 +73,10 @@ impl Tool for Broken {
 
 fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let mut reg = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
+    let mut reg = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        Default::default(),
+    );
     reg.register(Arc::new(Sleepy::new(spans.clone())));
     reg.register(Arc::new(Broken(ToolSpec {
         name: "broken".into(),

@@ -97,7 +97,10 @@ impl Tool for Mark {
 }
 
 fn registry() -> ToolRegistry {
-    let mut r = steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default());
+    let mut r = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        Default::default(),
+    );
     r.register(Arc::new(Mark));
     r
 }

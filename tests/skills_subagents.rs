@@ -152,14 +152,21 @@ fn tree(files: &[(&str, &str)]) -> Tree {
 struct ToolRegistryNames;
 impl ToolRegistryNames {
     fn get() -> std::collections::BTreeSet<String> {
-        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()).names()
+        steward::integrations::builtin_tools(
+            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            Default::default(),
+        )
+        .names()
     }
 }
 
 async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
     let (dir, mut runner) = runner(
         providers(Some(fake), None),
-        steward::integrations::builtin_tools(steward::http::client().unwrap(), Default::default()),
+        steward::integrations::builtin_tools(
+            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            Default::default(),
+        ),
         true,
     )
     .await;

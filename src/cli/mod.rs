@@ -14,8 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Known};
 use crate::files::NewFile;
-use crate::integrations::notion::NotionClient;
-use crate::integrations::slack::SlackClient;
 use crate::provider::ProviderSet;
 use crate::run::Runner;
 use crate::run::report::RunReport;
@@ -318,11 +316,32 @@ fn extractor() -> crate::files::extractor::Extractor {
     }
 }
 
-fn tools() -> anyhow::Result<ToolRegistry> {
-    Ok(crate::integrations::builtin_tools(
-        crate::http::client().context("cannot build the HTTP client")?,
-        egress()?,
-    ))
+/// What a command talks to the outside with, built once per process: one HTTP client
+/// (one connection pool, one certificate load), the checked client for untrusted URLs,
+/// and the service clients.
+struct Outside {
+    http: reqwest::Client,
+    egress: crate::http::Egress,
+    clients: crate::integrations::Clients,
+}
+
+impl Outside {
+    fn from_env() -> anyhow::Result<Outside> {
+        let http = crate::http::client().context("cannot build the HTTP client")?;
+        Ok(Outside {
+            egress: egress()?,
+            clients: crate::integrations::Clients::from_env(http.clone()),
+            http,
+        })
+    }
+
+    fn tools(&self) -> ToolRegistry {
+        crate::integrations::builtin_tools(&self.clients, self.egress.clone())
+    }
+
+    fn outputs(&self) -> crate::run::reply::Outputs {
+        crate::run::reply::Outputs::new(&self.clients, self.egress.clone())
+    }
 }
 
 /// The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
@@ -355,7 +374,7 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 }
 
 fn validate(root: &Path) -> anyhow::Result<ExitCode> {
-    let tools = tools()?;
+    let tools = Outside::from_env()?.tools();
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
     let mut problems = 0;
     for d in &skills.diagnostics {
@@ -465,7 +484,8 @@ async fn run(
     mocks: Mocks,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut tools = tools()?;
+    let outside = Outside::from_env()?;
+    let mut tools = outside.tools();
     tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
     let mock_tools = mocks.all;
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
@@ -486,15 +506,14 @@ async fn run(
         });
     }
     let store = open_store(database_url).await?;
-    let http = crate::http::client().context("cannot build the HTTP client")?;
     let runner = Runner::builder(store.clone())
         .extractor(extractor())
-        .providers(ProviderSet::from_env(http.clone(), MODEL_TIMEOUT))
+        .providers(ProviderSet::from_env(outside.http.clone(), MODEL_TIMEOUT))
         .tools(tools)
         .mock_tools(mock_tools)
         .subagents(config.subagents.clone())
         .skills(skills)
-        .outputs(crate::run::reply::Outputs::from_env(http, egress()?))
+        .outputs(outside.outputs())
         .build();
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -546,28 +565,29 @@ async fn serve(
     grace: Duration,
     settings: DispatchSettings,
 ) -> anyhow::Result<ExitCode> {
-    let tools = tools()?;
+    let outside = Outside::from_env()?;
+    let tools = outside.tools();
     let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
     }
     let store = open_store(database_url).await?;
-    let http = crate::http::client().context("cannot build the HTTP client")?;
+    let http = outside.http.clone();
     let runner = Runner::builder(store)
         .extractor(extractor())
         .providers(ProviderSet::from_env(http.clone(), MODEL_TIMEOUT))
         .tools(tools)
         .subagents(config.subagents.clone())
         .skills(skills)
-        .outputs(crate::run::reply::Outputs::from_env(http.clone(), egress()?))
+        .outputs(outside.outputs())
         .build();
     let mut service = Service::start(
         runner,
         config.clone(),
         Secrets::from_env(&config),
-        SlackClient::from_env(http.clone()),
-        NotionClient::from_env(http.clone()),
+        outside.clients.slack.clone(),
+        outside.clients.notion.clone(),
         settings,
     );
     if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_env() {

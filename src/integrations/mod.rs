@@ -22,18 +22,42 @@ pub fn attachment_cap() -> u64 {
         .unwrap_or(DEFAULT_ATTACHMENT_CAP)
 }
 
-/// The tools that ship with steward: the core tools plus the integration tools, whose
-/// clients are configured from the environment.
-pub fn builtin_tools(http: reqwest::Client, egress: crate::http::Egress) -> ToolRegistry {
+/// The service clients of one process, built once from the environment and shared by
+/// tools, replies, prompt fetching and the server. A client is `None` when its service
+/// is not configured.
+#[derive(Clone)]
+pub struct Clients {
+    pub slack: Option<slack::SlackClient>,
+    pub jira: Option<jira::JiraClient>,
+    pub notion: Option<notion::NotionClient>,
+    pub github: github::GithubClient,
+}
+
+impl Clients {
+    /// Reads `SLACK_BOT_TOKEN`, `JIRA_*`, `NOTION_TOKEN`, `GITHUB_TOKEN` and their
+    /// `*_API_URL` overrides.
+    pub fn from_env(http: reqwest::Client) -> Clients {
+        Clients {
+            slack: slack::SlackClient::from_env(http.clone()),
+            jira: jira::JiraClient::from_env(http.clone()),
+            notion: notion::NotionClient::from_env(http.clone()),
+            github: github::GithubClient::from_env(http),
+        }
+    }
+}
+
+/// The tools that ship with steward: the core tools plus the integration tools over
+/// `clients`.
+pub fn builtin_tools(clients: &Clients, egress: crate::http::Egress) -> ToolRegistry {
     let mut r = ToolRegistry::core(egress);
     for tool in tools::integration_tools_with(
-        slack::SlackClient::from_env(http.clone()),
-        github::GithubClient::from_env(http.clone()),
-        jira::JiraClient::from_env(http.clone()),
+        clients.slack.clone(),
+        clients.github.clone(),
+        clients.jira.clone(),
     ) {
         r.register(tool);
     }
-    for tool in tools::notion_tools(notion::NotionClient::from_env(http)) {
+    for tool in tools::notion_tools(clients.notion.clone()) {
         r.register(tool);
     }
     r

@@ -27,11 +27,12 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    pub fn from_env(http: reqwest::Client, egress: crate::http::Egress) -> Outputs {
+    /// Replies through `clients`; prompt links use `STEWARD_PROMPT_BASE_URL`.
+    pub fn new(clients: &crate::integrations::Clients, egress: crate::http::Egress) -> Outputs {
         Outputs {
-            slack: SlackClient::from_env(http.clone()),
-            jira: JiraClient::from_env(http.clone()),
-            notion: NotionClient::from_env(http),
+            slack: clients.slack.clone(),
+            jira: clients.jira.clone(),
+            notion: clients.notion.clone(),
             prompt_base_url: std::env::var("STEWARD_PROMPT_BASE_URL")
                 .ok()
                 .filter(|v| !v.is_empty()),
