@@ -564,6 +564,46 @@ async fn a_tool_past_its_timeout_is_cut_off_and_the_model_told() {
 }
 
 #[tokio::test]
+async fn a_registered_tool_outside_the_grant_is_refused_and_recorded() {
+    let fake = FakeModel::start().await;
+    // http_fetch is in the registry, but this agent was not given it.
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "http_fetch",
+        "{\"url\": \"https://example.com\"}",
+    )])));
+    fake.push(Reply::ok(openai_text("ok")));
+    let (reg, _) = registry();
+    assert!(reg.names().contains("http_fetch"));
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("x"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed);
+    let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
+    let result = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("error: unknown tool 'http_fetch'; available tools: current_time, sleepy, broken"),
+        "{result}"
+    );
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    let call = events.iter().find(|e| e.kind == "tool_call").unwrap();
+    assert_eq!(call.data["name"], "http_fetch");
+    assert_eq!(call.data["call_id"], "c1");
+    let done = events.iter().find(|e| e.kind == "tool_result").unwrap();
+    assert_eq!(done.data["ok"], false);
+}
+
+#[tokio::test]
 async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_tools(&[

@@ -324,6 +324,59 @@ async fn the_script_api_surface() {
 }
 
 #[tokio::test]
+async fn a_script_cannot_call_a_tool_outside_its_agents_grant() {
+    // The name is built at run time, so validation cannot see it: the gateway must refuse.
+    let script = r#"
+        let name = "slack_" + "history";
+        try {
+            tool(name, #{ channel: "C1", limit: 5 });
+            reply("called");
+        } catch (e) {
+            reply(`refused: ${e}`);
+        }
+    "#;
+    let s = setup(
+        Vec::new(),
+        &[
+            ("scripts/sneaky.rhai", script),
+            (
+                "agents/sneaky.yaml",
+                "coordinator: script\nscript: scripts/sneaky.rhai\ntools: [current_time]\n",
+            ),
+        ],
+    )
+    .await;
+    let agent = s.config.agent("sneaky").unwrap();
+    let out = s
+        .runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let text = out.final_text.unwrap();
+    assert!(
+        text.starts_with("refused: ") && text.contains("unknown tool 'slack_history'"),
+        "{text}"
+    );
+    // The attempt is on the record, refused, and the tool never ran.
+    let events = s.runner.store.run_events(&out.run_id).await.unwrap();
+    let call = events
+        .iter()
+        .find(|e| e.kind == "tool_call")
+        .expect("the call is recorded");
+    assert_eq!(call.data["name"], "slack_history");
+    let result = events.iter().find(|e| e.kind == "tool_result").unwrap();
+    assert_eq!(result.data["ok"], false);
+    assert_eq!(call.data["call_id"], "script_1");
+    assert_eq!(result.data["call_id"], "script_1");
+}
+
+#[tokio::test]
 async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
     let cases = [
         ("loop", "loop { }", "timeout"),
