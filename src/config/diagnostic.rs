@@ -69,23 +69,10 @@ impl fmt::Display for Diagnostics {
 /// positions; falls back to the start of the file.
 pub fn locate(source: &str, key: &str, value: Option<&str>) -> (usize, usize) {
     let needle = format!("{key}:");
-    let mut key_pos = None;
-    'lines: for (i, line) in source.lines().enumerate() {
-        let mut from = 0;
-        while let Some(off) = line[from..].find(&needle) {
-            let at = from + off;
-            let before = line[..at].chars().next_back();
-            // A key starts a line, follows "- ", or sits in a flow mapping.
-            if before.is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-') {
-                key_pos = Some((i, at + 1));
-                break 'lines;
-            }
-            from = at + needle.len();
-        }
-    }
-    let Some((key_line, key_col)) = key_pos else {
+    let Some((key_line, at)) = find_key(source, key, 0) else {
         return (1, 1);
     };
+    let key_col = at + 1;
     let Some(value) = value else {
         return (key_line + 1, key_col);
     };
@@ -100,6 +87,25 @@ pub fn locate(source: &str, key: &str, value: Option<&str>) -> (usize, usize) {
         }
     }
     (key_line + 1, key_col)
+}
+
+/// The first place at or after line `from_line` (0-based) where `key:` is written as a
+/// key: `(line, byte column)`, both 0-based.
+pub fn find_key(source: &str, key: &str, from_line: usize) -> Option<(usize, usize)> {
+    let needle = format!("{key}:");
+    source.lines().enumerate().skip(from_line).find_map(|(i, line)| {
+        let mut from = 0;
+        while let Some(off) = line[from..].find(&needle) {
+            let at = from + off;
+            let before = line[..at].chars().next_back();
+            // A key starts a line, follows "- ", or sits in a flow mapping.
+            if before.is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-') {
+                return Some((i, at));
+            }
+            from = at + needle.len();
+        }
+        None
+    })
 }
 
 /// Finds `value` as a whole token (not as part of a longer name).

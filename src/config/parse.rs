@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use serde_yaml::Value;
 
-use super::diagnostic::Diagnostic;
+use super::diagnostic::{Diagnostic, find_key};
 
 /// At most this many problems are reported for one file.
 const MAX_PROBLEMS: usize = 32;
@@ -180,20 +180,7 @@ fn locate_path(text: &str, keys: &[&str]) -> (usize, usize) {
     let mut from_line = 0;
     let mut found = (1, 1);
     for key in keys {
-        let needle = format!("{key}:");
-        let hit = text.lines().enumerate().skip(from_line).find_map(|(i, line)| {
-            let mut from = 0;
-            while let Some(off) = line[from..].find(&needle) {
-                let at = from + off;
-                let before = line[..at].chars().next_back();
-                if before.is_none_or(|c| c == ' ' || c == '{' || c == ',' || c == '-') {
-                    return Some((i, at));
-                }
-                from = at + needle.len();
-            }
-            None
-        });
-        if let Some((i, at)) = hit {
+        if let Some((i, at)) = find_key(text, key, from_line) {
             found = (i + 1, at + 1);
             from_line = i;
         }

@@ -1,16 +1,17 @@
 //! The run context: everything one run's coordinator works with, built once by
 //! [`prepare`] (records, files, attachments, skills, subagents, system prompt, gateway).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::gateway::{Gateway, GatewayParts};
-use super::{Lineage, Recorder, RunError, Runner, allowed_tools, attachments, llm, subagents};
+use super::subagents::{self, ChildTotals};
+use super::{Lineage, Recorder, RunError, Runner, allowed_tools, attachments, llm};
 use crate::config::AgentConfig;
 use crate::files::{FileMeta, FileSource, RunFiles};
-use crate::provider::Usage;
+
 use crate::skills::RunSkills;
 use crate::store::RunStatus;
 use crate::tokens::Encoding;
@@ -40,16 +41,8 @@ pub struct RunContext<'a> {
     /// The only way this run calls tools.
     pub gateway: Arc<Gateway>,
     pub subagents: Option<Arc<dyn SubagentLauncher>>,
-    /// Usage and cost of finished subagent runs, not yet added to this run's totals.
-    pub child_totals: Arc<Mutex<(Usage, f64)>>,
+    pub child_totals: Arc<ChildTotals>,
     pub cancel: CancellationToken,
-}
-
-impl RunContext<'_> {
-    /// Takes the subagent totals not yet counted.
-    pub fn take_child_totals(&self) -> (Usage, f64) {
-        std::mem::take(&mut *self.child_totals.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -118,7 +111,7 @@ pub async fn prepare<'a>(
     let skills = Arc::new(RunSkills::new(runner.skills.clone(), &agent.skills));
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
     let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
-    let child_totals = Arc::new(Mutex::new((Usage::default(), 0.0)));
+    let child_totals = Arc::new(ChildTotals::default());
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {
             runner: runner.clone(),

@@ -98,7 +98,7 @@ impl Coordinator for ScriptCoordinator {
             &cx.agent.vars,
         )
         .await;
-        let (usage, cost) = cx.take_child_totals();
+        let (usage, cost) = cx.child_totals.take();
         out.usage.add(&usage);
         out.cost_usd += cost;
         Ok(out)

@@ -17,20 +17,10 @@ use super::conversation::file_list;
 /// Largest image sent as image content (Anthropic's per-image limit is 5 MB of base64).
 pub const MAX_IMAGE_BYTES: u64 = 3_750_000;
 
-/// Text over the agent's `file_threshold_tokens` becomes a file; returns what goes inline.
+/// Text over the agent's `file_threshold_tokens` becomes a file. Returns what goes
+/// inline and, when the text went inline whole, its token count (so the caller need
+/// not count it again).
 pub async fn inline_or_file(
-    files: &RunFiles,
-    agent: &AgentConfig,
-    text: String,
-    name: &str,
-    source: FileSource,
-) -> Result<String, StoreError> {
-    Ok(inline_or_file_counted(files, agent, text, name, source).await?.0)
-}
-
-/// [`inline_or_file`], also returning the token count of the text when it went inline
-/// whole (the caller need not count it again).
-pub async fn inline_or_file_counted(
     files: &RunFiles,
     agent: &AgentConfig,
     text: String,
@@ -88,7 +78,8 @@ pub async fn opening_message(
     trigger_text: String,
     attachments: &[FileMeta],
 ) -> Result<Message, StoreError> {
-    let mut text = inline_or_file(files, agent, trigger_text, "trigger-message", FileSource::Message).await?;
+    let (mut text, _) =
+        inline_or_file(files, agent, trigger_text, "trigger-message", FileSource::Message).await?;
     let mut images = Vec::new();
     let limit = agent.preload_bytes;
     for meta in attachments.iter().filter(|_| limit > 0) {

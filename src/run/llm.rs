@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::compaction::{CompactError, Compactor};
 use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message, tool_message_tokens};
 use super::gateway::Gateway;
-use super::inputs::inline_or_file_counted;
+use super::inputs::inline_or_file;
 use super::recorder::Recorder;
+use super::subagents::ChildTotals;
 use super::termination::Termination;
 use crate::config::AgentConfig;
 use crate::files::{FileSource, RunFiles};
@@ -41,7 +42,7 @@ pub struct LlmRun<'a> {
     /// The system prompt (agent prompt, harness instructions, catalogs); byte-stable.
     pub system: String,
     /// Usage and cost of finished subagent runs, not yet added to this run's totals.
-    pub child_totals: Arc<std::sync::Mutex<(Usage, f64)>>,
+    pub child_totals: Arc<ChildTotals>,
 }
 
 /// What the loop produced.
@@ -179,8 +180,7 @@ impl LlmRun<'_> {
             let round = self.tool_round(&calls, deadline).await?;
             out.tool_calls = self.gateway.calls();
             // Subagents' usage counts toward this run's totals and cost cap.
-            let (child_usage, child_cost) =
-                std::mem::take(&mut *self.child_totals.lock().unwrap_or_else(|e| e.into_inner()));
+            let (child_usage, child_cost) = self.child_totals.take();
             out.usage.add(&child_usage);
             out.cost_usd += child_cost;
             let results = match round {
@@ -193,7 +193,7 @@ impl LlmRun<'_> {
                     Ok(output) => {
                         images.extend(output.images.iter().cloned());
                         let name = format!("{}-{}", call.name, call.id);
-                        let (text, counted) = inline_or_file_counted(
+                        let (text, counted) = inline_or_file(
                             &self.files,
                             self.agent,
                             output.to_model_text(),

@@ -217,34 +217,12 @@ impl Runner {
             "run_error",
             json!({"termination": termination.as_str(), "error": recorder.content(&error)}),
         );
-        recorder.flush().await?;
-        let status = termination.status();
-        let finish = RunFinish {
-            status,
-            termination: termination.as_str().to_string(),
-            error: Some(recorder.content(&error)),
-            final_text: None,
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            skill_loads: BTreeMap::new(),
-        };
-        self.store
-            .finish_run(&run_id, RunStatus::Running, &finish)
-            .await?;
-        Ok(RunOutcome {
-            run_id,
-            status,
+        let result = llm::LoopOutcome {
             termination,
-            final_text: None,
             error: Some(error),
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            turns: 0,
-            tool_calls: 0,
-            skill_loads: BTreeMap::new(),
-        })
+            ..llm::LoopOutcome::empty()
+        };
+        self.close(run_id, &recorder, result, None, BTreeMap::new()).await
     }
 
     /// prepare → coordinate → finish.
@@ -305,6 +283,21 @@ impl Runner {
                 recorder.event("run_error", json!({"termination": t.as_str(), "error": result.error}))
             }
         }
+        let run_id = cx.run_id.clone();
+        self.close(run_id, recorder, result, kept, cx.skills.loads())
+            .await
+    }
+
+    /// Writes how a run ended: the `run_finished` event, then its totals and
+    /// termination on the run row (moving it out of `running`).
+    async fn close(
+        &self,
+        run_id: String,
+        recorder: &Recorder,
+        result: llm::LoopOutcome,
+        kept: Option<String>,
+        skill_loads: BTreeMap<String, u32>,
+    ) -> Result<RunOutcome, RunError> {
         let status = result.termination.status();
         let finish = RunFinish {
             status,
@@ -316,7 +309,7 @@ impl Runner {
             tool_calls: result.tool_calls,
             usage: result.usage,
             cost_usd: result.cost_usd,
-            skill_loads: cx.skills.loads(),
+            skill_loads: skill_loads.clone(),
         };
         recorder.event(
             "run_finished",
@@ -324,10 +317,10 @@ impl Runner {
         );
         recorder.flush().await?;
         self.store
-            .finish_run(&cx.run_id, RunStatus::Running, &finish)
+            .finish_run(&run_id, RunStatus::Running, &finish)
             .await?;
         Ok(RunOutcome {
-            run_id: cx.run_id,
+            run_id,
             status,
             termination: result.termination,
             final_text: kept,
@@ -336,7 +329,7 @@ impl Runner {
             cost_usd: result.cost_usd,
             turns: result.turns,
             tool_calls: result.tool_calls,
-            skill_loads: cx.skills.loads(),
+            skill_loads,
         })
     }
 }

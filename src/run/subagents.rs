@@ -16,6 +16,24 @@ use crate::tools::subagent::SubagentLauncher;
 use crate::triggers::event::one_line;
 use crate::types::ModelRef;
 
+/// Usage and cost of finished subagent runs, not yet added to the parent run's totals
+/// (the parent's coordinator drains it, so children count toward its cost cap).
+#[derive(Debug, Default)]
+pub struct ChildTotals(Mutex<(Usage, f64)>);
+
+impl ChildTotals {
+    pub fn add(&self, usage: &Usage, cost_usd: f64) {
+        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        t.0.add(usage);
+        t.1 += cost_usd;
+    }
+
+    /// Takes what accumulated since the last call.
+    pub fn take(&self) -> (Usage, f64) {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Starts the subagents of one parent run.
 pub struct Launcher {
     pub runner: Runner,
@@ -31,7 +49,7 @@ pub struct Launcher {
     /// Caps concurrent children of this parent.
     pub semaphore: Semaphore,
     /// Children's usage and cost, drained into the parent's totals.
-    pub totals: Arc<Mutex<(Usage, f64)>>,
+    pub totals: Arc<ChildTotals>,
 }
 
 #[async_trait]
@@ -84,11 +102,7 @@ impl SubagentLauncher for Launcher {
             .run_in(&agent, &trigger, lineage, cancel)
             .await
             .map_err(|e| format!("subagent '{name}' could not run: {e}"))?;
-        {
-            let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-            t.0.add(&outcome.usage);
-            t.1 += outcome.cost_usd;
-        }
+        self.totals.add(&outcome.usage, outcome.cost_usd);
         if outcome.status == RunStatus::Succeeded {
             Ok(outcome
                 .final_text
