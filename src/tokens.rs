@@ -110,6 +110,26 @@ fn estimate(text: &str) -> Count {
     }
 }
 
+/// A quick token estimate for budgeting the conversation between provider reports: a
+/// token per four letters, digits or spaces, three per four punctuation marks (JSON is
+/// mostly punctuation tokens), and one per non-ASCII character (CJK text is about a
+/// token per character). One pass over the bytes, no tables; the provider's reported
+/// input size replaces these estimates each turn (see `run::conversation`).
+pub fn quick_estimate(text: &str) -> u64 {
+    let (mut plain, mut punct, mut wide) = (0u64, 0u64, 0u64);
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() || b.is_ascii_whitespace() {
+            plain += 1;
+        } else if b < 0x80 {
+            punct += 1;
+        } else if b & 0xC0 != 0x80 {
+            // The lead byte of a multi-byte character; continuation bytes are skipped.
+            wide += 1;
+        }
+    }
+    plain.div_ceil(4) + (punct * 3).div_ceil(4) + wide
+}
+
 /// The largest char boundary at or below `at`.
 pub fn floor_char(text: &str, at: usize) -> &str {
     let mut end = at.min(text.len());
@@ -141,6 +161,26 @@ mod tests {
             }
         );
         assert_eq!(c.prefix(Encoding::O200k, "short", 100), "short");
+    }
+
+    #[test]
+    fn quick_estimates_stay_near_the_encoder() {
+        let c = TokenCounter::new();
+        for text in [
+            "The quick brown fox jumps over the lazy dog. ".repeat(40),
+            "日本語のテキストです。".repeat(40),
+            "{\"id\": 12345, \"name\": \"value\", \"tags\": [\"a\", \"b\"]}\n".repeat(40),
+        ] {
+            let exact = c.count(Encoding::O200k, &text).tokens as f64;
+            let quick = quick_estimate(&text) as f64;
+            assert!(
+                quick / exact > 0.75 && quick / exact < 1.5,
+                "{quick} vs {exact} for {text:.20}"
+            );
+        }
+        assert_eq!(quick_estimate(""), 0);
+        assert_eq!(quick_estimate("abcde"), 2);
+        assert_eq!(quick_estimate("é"), 1);
     }
 
     #[test]

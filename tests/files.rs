@@ -226,10 +226,13 @@ async fn compaction_keeps_long_runs_inside_a_small_window() {
     let transcript_read = Arc::new(Mutex::new(None::<String>));
     let (calls, read) = (chunk_calls.clone(), transcript_read.clone());
     fake.handler(move |body| {
+        // Report the request's real size, as providers do: the run budgets from it.
+        let size = request_tokens(body);
         let system = body["messages"][0]["content"].as_str().unwrap_or_default();
         if system.starts_with("You are compacting") {
-            return Reply::ok(openai_text(
-                "Summary: the agent is reading chunks one by one; keep going until 15.",
+            return Reply::ok(reported(
+                openai_text("Summary: the agent is reading chunks one by one; keep going until 15."),
+                size,
             ));
         }
         // After a compaction, read the first lines of the transcript file once.
@@ -243,15 +246,18 @@ async fn compaction_keeps_long_runs_inside_a_small_window() {
             if r.is_none() {
                 *r = Some(id.clone());
                 let args = json!({"id": id, "start_line": 1, "end_line": 3}).to_string();
-                return Reply::ok(openai_tools(&[("call_read", "file_read", args.as_str())]));
+                return Reply::ok(reported(
+                    openai_tools(&[("call_read", "file_read", args.as_str())]),
+                    size,
+                ));
             }
         }
         let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
         if n > 15 {
-            return Reply::ok(openai_text("All 15 chunks read."));
+            return Reply::ok(reported(openai_text("All 15 chunks read."), size));
         }
         let id = format!("call_{n}");
-        Reply::ok(openai_tools(&[(id.as_str(), "chunk", "{}")]))
+        Reply::ok(reported(openai_tools(&[(id.as_str(), "chunk", "{}")]), size))
     });
     let (_dir, runner) = runner(
         providers(Some(&fake), None),
@@ -285,15 +291,8 @@ async fn compaction_keeps_long_runs_inside_a_small_window() {
     }
 
     // No request ever exceeded the window.
-    let counter = TokenCounter::new();
     for (i, r) in fake.requests().iter().enumerate() {
-        let mut text = String::new();
-        for m in r.body["messages"].as_array().unwrap() {
-            text.push_str(m["content"].as_str().unwrap_or_default());
-            text.push_str(&m["tool_calls"].to_string());
-        }
-        text.push_str(&r.body["tools"].to_string());
-        let n = counter.count(Encoding::O200k, &text).tokens;
+        let n = request_tokens(&r.body);
         assert!(n < 8_000, "request {i} carries {n} tokens");
     }
 

@@ -302,23 +302,25 @@ async fn the_request_and_required_skills_survive_every_compaction_once() {
     let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let c = calls.clone();
     fake.handler(move |body| {
+        let size = request_tokens(body);
         if body["messages"][0]["content"]
             .as_str()
             .unwrap_or_default()
             .starts_with("You are compacting")
         {
-            return Reply::ok(openai_text("Summary of the work so far."));
+            return Reply::ok(reported(openai_text("Summary of the work so far."), size));
         }
         let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if n >= 10 {
-            return Reply::ok(openai_text("done"));
+            return Reply::ok(reported(openai_text("done"), size));
         }
         // Reading a ~1,500-token skill reference repeatedly fills the window.
-        Reply::ok(openai_tools(&[(
+        let call = openai_tools(&[(
             format!("c{n}").as_str(),
             "load_subskill",
             r#"{"skill": "alpha", "path": "references/big.md"}"#,
-        )]))
+        )]);
+        Reply::ok(reported(call, size))
     });
     let mut files: Vec<(&str, &str)> = SKILLED.to_vec();
     let big = "alpha beta gamma delta ".repeat(375);

@@ -193,7 +193,14 @@ pub fn main() -> ExitCode {
         _ => "error",
     };
     crate::telemetry::init(cli.log_json, default_log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // The server spreads requests and runs over every core. A one-shot command runs one
+    // run: on a single thread its model calls, tool fetches and store writes need no
+    // cross-thread wake-ups, which were most of a turn's CPU (see benches/run_cpu.rs).
+    let mut builder = match cli.command {
+        Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -209,13 +209,24 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         .collect();
     // Output caps are left to the server: `max_tokens` is rejected by reasoning models
     // and `max_completion_tokens` by some compatible servers.
+    // Sized up front: the body of a long run is hundreds of KB, and growing it by
+    // doubling copied it about twice more per turn.
+    let cached: usize = messages
+        .iter()
+        .map(|m| match m {
+            WireItem::Cached(raw) => raw.get().len() + 1,
+            WireItem::Fresh(_) => 256,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(cached + request.system.len() + 4096);
     let body = WireRequest {
         model: request.model,
         messages,
         parallel_tool_calls: (!tools.is_empty()).then_some(true),
         tools,
     };
-    serde_json::to_vec(&body)
+    serde_json::to_writer(&mut out, &body)?;
+    Ok(out)
 }
 
 #[derive(Deserialize)]

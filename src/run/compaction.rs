@@ -123,7 +123,7 @@ impl Compactor<'_> {
             out.push((m.clone(), *t));
         }
         let mut push = |m: Message| {
-            let t = message_tokens(self.counter, self.encoding, &m);
+            let t = message_tokens(&m);
             out.push((m, t));
         };
         push(Message::user(format!(

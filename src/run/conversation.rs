@@ -1,9 +1,14 @@
 //! The conversation a coordinator sends to the model, with token counts kept per message
 //! so the total is known every turn without re-tokenizing the conversation.
+//!
+//! Counts are quick estimates ([`quick_estimate`]) until the provider reports the real
+//! input size of a request; from then on the total is that report plus estimates of the
+//! messages added since. So no turn runs a tokenizer, and the figure the model and the
+//! compaction threshold see is exact up to the newest messages.
 
 use crate::files::FileMeta;
 use crate::provider::{Message, ToolDef, WireCache};
-use crate::tokens::{Encoding, TokenCounter};
+use crate::tokens::quick_estimate;
 
 /// Framing tokens per message (role, separators), as OpenAI documents for chat formats.
 const PER_MESSAGE: u64 = 4;
@@ -18,7 +23,10 @@ pub struct Conversation {
     wire: Vec<WireCache>,
     /// System prompt and tool definitions: counted once, sent every turn.
     fixed: u64,
-    total: u64,
+    /// The provider-reported input tokens of a request and how many messages it held.
+    anchor: Option<(usize, u64)>,
+    /// Sum of the estimates of the messages after the anchor (all of them without one).
+    since_anchor: u64,
 }
 
 impl Conversation {
@@ -28,13 +36,14 @@ impl Conversation {
             tokens: Vec::new(),
             wire: Vec::new(),
             fixed,
-            total: fixed,
+            anchor: None,
+            since_anchor: 0,
         }
     }
 
     /// Appends a message whose tokens were counted by [`message_tokens`].
     pub fn push(&mut self, message: Message, tokens: u64) {
-        self.total += tokens;
+        self.since_anchor += tokens;
         self.messages.push(message);
         self.tokens.push(tokens);
         self.wire.push(WireCache::default());
@@ -55,7 +64,16 @@ impl Conversation {
 
     /// Tokens of the next request's input.
     pub fn total(&self) -> u64 {
-        self.total
+        self.anchor.map_or(self.fixed, |(_, reported)| reported) + self.since_anchor
+    }
+
+    /// Records the provider's count of a request's input, which held every message up
+    /// to now. A zero (a provider that reports nothing) keeps the estimates.
+    pub fn observe_input(&mut self, input_tokens: u64) {
+        if input_tokens > 0 {
+            self.anchor = Some((self.messages.len(), input_tokens));
+            self.since_anchor = 0;
+        }
     }
 
     pub fn fixed(&self) -> u64 {
@@ -67,16 +85,17 @@ impl Conversation {
         self.messages.clear();
         self.tokens.clear();
         self.wire.clear();
-        self.total = self.fixed;
+        self.anchor = None;
+        self.since_anchor = 0;
         for (m, t) in messages {
             self.push(m, t);
         }
     }
 }
 
-/// Tokens of one message.
-pub fn message_tokens(counter: &TokenCounter, enc: Encoding, message: &Message) -> u64 {
-    let count = |t: &str| counter.count(enc, t).tokens;
+/// Estimated tokens of one message.
+pub fn message_tokens(message: &Message) -> u64 {
+    let count = quick_estimate;
     PER_MESSAGE
         + match message {
             Message::User { content, images } => count(content) + PER_IMAGE * images.len() as u64,
@@ -97,10 +116,10 @@ pub fn tool_message_tokens(content_tokens: u64) -> u64 {
     PER_MESSAGE + content_tokens
 }
 
-/// Tokens of the system prompt and tool definitions.
-pub fn fixed_tokens(counter: &TokenCounter, enc: Encoding, system: &str, tools: &[ToolDef]) -> u64 {
+/// Estimated tokens of the system prompt and tool definitions.
+pub fn fixed_tokens(system: &str, tools: &[ToolDef]) -> u64 {
     let defs = serde_json::to_string(tools).unwrap_or_default();
-    PER_MESSAGE + counter.count(enc, system).tokens + counter.count(enc, &defs).tokens
+    PER_MESSAGE + quick_estimate(system) + quick_estimate(&defs)
 }
 
 /// The status appended after every tool round: context use and the file list.

@@ -10,7 +10,7 @@ use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
 use crate::provider::Message;
 use crate::provider::types::Image;
 use crate::store::StoreError;
-use crate::tokens::floor_char;
+use crate::tokens::{floor_char, quick_estimate};
 
 use super::conversation::file_list;
 
@@ -28,6 +28,12 @@ pub async fn inline_or_file(
     source: FileSource,
 ) -> Result<(String, Option<u64>), StoreError> {
     let threshold = agent.context.file_threshold_tokens;
+    // A token is at least one byte, so text of at most `threshold` bytes is under the
+    // threshold without encoding it (most tool outputs: no tokenizer on the turn path).
+    if text.len() as u64 <= threshold {
+        let estimate = quick_estimate(&text);
+        return Ok((text, Some(estimate)));
+    }
     let count = files.tokens().count(files.encoding(), &text);
     if count.tokens <= threshold {
         return Ok((text, Some(count.tokens)));

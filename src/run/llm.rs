@@ -23,6 +23,9 @@ use crate::store::StoreError;
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolError, ToolOutput};
 
+/// How long a model call may run before the events recorded so far are written anyway.
+const FLUSH_WHILE_WAITING: Duration = Duration::from_millis(200);
+
 /// The harness instructions appended to every agent prompt.
 const HARNESS: &str = include_str!("../../prompts/harness.md");
 
@@ -35,6 +38,7 @@ pub struct LlmRun<'a> {
     pub recorder: &'a Recorder,
     pub cancel: CancellationToken,
     pub files: Arc<RunFiles>,
+    /// Exact counts for compaction transcripts and oversized outputs.
     pub counter: &'a TokenCounter,
     /// Required skills: they open the conversation, before the original request, and
     /// both stay verbatim through every compaction.
@@ -111,13 +115,12 @@ impl LlmRun<'_> {
         let system = self.system.clone();
         let defs = self.gateway.registry().definitions(self.gateway.allowed());
         let limits = &self.agent.limits;
-        let enc = self.files.encoding();
         let window = window_of(self.agent, self.chain);
         let compact_limit = (window as f64 * self.agent.context.compact_at) as u64;
         let deadline = tokio::time::Instant::now() + limits.timeout;
-        let mut conv = Conversation::new(fixed_tokens(self.counter, enc, &system, &defs));
+        let mut conv = Conversation::new(fixed_tokens(&system, &defs));
         for m in self.reinject.iter().cloned().chain(std::iter::once(opening)) {
-            let t = message_tokens(self.counter, enc, &m);
+            let t = message_tokens(&m);
             conv.push(m, t);
         }
         let mut out = LoopOutcome::empty();
@@ -147,6 +150,7 @@ impl LlmRun<'_> {
             };
             out.turns += 1;
             let response = outcome.response;
+            conv.observe_input(response.usage.input_tokens);
             let cost = pricing::cost(&outcome.model.provider, &outcome.model.model, &response.usage);
             out.usage.add(&response.usage);
             out.cost_usd += cost;
@@ -175,7 +179,10 @@ impl LlmRun<'_> {
                 text: response.text,
                 tool_calls: response.tool_calls,
             };
-            let t = message_tokens(self.counter, enc, &assistant);
+            let t = match response.usage.output_tokens {
+                0 => message_tokens(&assistant),
+                n => n,
+            };
             conv.push(assistant, t);
             let round = self.tool_round(&calls, deadline).await?;
             out.tool_calls = self.gateway.calls();
@@ -214,7 +221,7 @@ impl LlmRun<'_> {
                 // A whole output was counted by the inline decision: count it once.
                 let t = match counted {
                     Some(tokens) => tool_message_tokens(tokens),
-                    None => message_tokens(self.counter, enc, &m),
+                    None => message_tokens(&m),
                 };
                 conv.push(m, t);
             }
@@ -223,7 +230,7 @@ impl LlmRun<'_> {
                     content: "[steward: images loaded by the tool calls above.]".into(),
                     images,
                 };
-                let t = message_tokens(self.counter, enc, &m);
+                let t = message_tokens(&m);
                 conv.push(m, t);
             }
             // The status goes last; its own size (estimated from its length) is included
@@ -237,7 +244,7 @@ impl LlmRun<'_> {
                 self.agent.context.compact_at,
                 &files,
             ));
-            let t = message_tokens(self.counter, enc, &status);
+            let t = message_tokens(&status);
             conv.push(status, t);
         }
     }
@@ -293,15 +300,26 @@ impl LlmRun<'_> {
             "model_request",
             json!({"turn": turn + 1, "model": model, "messages": messages.len(), "tools": defs.len()}),
         );
-        // Group-commit everything so far before waiting on the model.
-        self.recorder.flush().await?;
         let started = Instant::now();
         let call = self
             .chain
             .chat(system, messages, wire, defs, self.agent.context.max_output_tokens);
-        let result = tokio::select! {
-            _ = self.cancel.cancelled() => return Ok(Step::Stop(Termination::Cancelled, Some("cancelled".into()))),
-            r = tokio::time::timeout_at(deadline, call) => r,
+        let mut call = std::pin::pin!(tokio::time::timeout_at(deadline, call));
+        // Events are group-committed before the tool round (the durability point); a
+        // model that is slow to answer gets them written while it thinks, so the log of
+        // a run in progress lags by at most this long. A fast model costs no extra commit.
+        let lazy_flush = tokio::time::sleep(FLUSH_WHILE_WAITING);
+        let mut lazy_flush = std::pin::pin!(lazy_flush);
+        let mut flushed = false;
+        let result = loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return Ok(Step::Stop(Termination::Cancelled, Some("cancelled".into()))),
+                r = &mut call => break r,
+                _ = &mut lazy_flush, if !flushed => {
+                    flushed = true;
+                    self.recorder.flush().await?;
+                }
+            }
         };
         let elapsed = started.elapsed();
         match result {

@@ -310,3 +310,22 @@ pub fn free_local_addr() -> String {
         .port();
     format!("127.0.0.1:{port}")
 }
+
+/// Tokens of an OpenAI chat request's messages and tools.
+pub fn request_tokens(body: &Value) -> u64 {
+    let mut text = String::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        text.push_str(m["content"].as_str().unwrap_or_default());
+        text.push_str(&m["tool_calls"].to_string());
+    }
+    text.push_str(&body["tools"].to_string());
+    steward::tokens::TokenCounter::new()
+        .count(steward::tokens::Encoding::O200k, &text)
+        .tokens
+}
+
+/// `response` with `prompt_tokens` set to what the request really held.
+pub fn reported(mut response: Value, prompt_tokens: u64) -> Value {
+    response["usage"]["prompt_tokens"] = json!(prompt_tokens);
+    response
+}
