@@ -19,12 +19,12 @@ use steward::provider::{
 };
 use steward::run::Runner;
 use steward::store::{
-    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus,
-    RunStore, SettingStore, SqliteStore, Store, StoreError, StoredFile,
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow, RunStatus, RunStore, SettingStore,
+    SqliteStore, Store, StoreError, StoredEvent, StoredFile,
 };
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;
-use steward::types::ModelRef;
+use steward::types::{ModelRef, Privacy, RunOutcome};
 use tokio_util::sync::CancellationToken;
 
 const TURNS: u32 = 40;
@@ -92,7 +92,13 @@ impl RunStore for NullStore {
         Ok(true)
     }
 
-    async fn finish_run(&self, _id: &str, _from: RunStatus, _f: &RunFinish) -> Result<bool, StoreError> {
+    async fn finish_run(
+        &self,
+        _id: &str,
+        _from: RunStatus,
+        _f: &RunOutcome,
+        _p: Privacy,
+    ) -> Result<bool, StoreError> {
         Ok(true)
     }
 
@@ -112,7 +118,7 @@ impl RunStore for NullStore {
         Ok(Vec::new())
     }
 
-    async fn run_events(&self, _run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+    async fn run_events(&self, _run_id: &str) -> Result<Vec<StoredEvent>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -540,7 +540,7 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     // Notion is down: the last good copy is used.
     up.store(false, Ordering::SeqCst);
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
-    assert_eq!(out.status, steward::store::RunStatus::Succeeded);
+    assert_eq!(out.status(), steward::store::RunStatus::Succeeded);
     assert!(system(1).starts_with("You triage support requests from Notion."));
     // With no copy at all the run fails at once, recorded with a clear error (it
     // must not wait in the queue to be retried forever).
@@ -549,7 +549,7 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     r.outputs = Arc::new(fresh);
     let calls = fake.requests().len();
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
-    assert_eq!(out.status, steward::store::RunStatus::Failed);
+    assert_eq!(out.status(), steward::store::RunStatus::Failed);
     assert_eq!(out.termination.as_str(), "prompt_unavailable");
     let err = out.error.unwrap();
     assert!(
@@ -748,7 +748,7 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
         .await
         .unwrap();
     assert_eq!(
-        out.status,
+        out.status(),
         steward::store::RunStatus::Succeeded,
         "{:?}",
         out.error

@@ -129,7 +129,7 @@ async fn openai_multi_turn_tool_loop() {
         .unwrap();
 
     assert_eq!(out.termination, Termination::Completed);
-    assert_eq!(out.status, RunStatus::Succeeded);
+    assert_eq!(out.status(), RunStatus::Succeeded);
     assert_eq!(out.final_text.as_deref(), Some("It is Tuesday 02:00 in Tokyo."));
     assert_eq!((out.turns, out.tool_calls), (3, 2));
     assert_eq!(out.usage.input_tokens, 3200);
@@ -436,7 +436,7 @@ async fn max_turns_ends_the_run() {
         .await
         .unwrap();
     assert_eq!(out.termination, Termination::MaxTurns);
-    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.status(), RunStatus::Failed);
     assert_eq!(fake.requests().len(), 3);
     let row = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     assert_eq!(row.termination.as_deref(), Some("max_turns"));
@@ -694,7 +694,7 @@ async fn auth_error_fails_the_run_cleanly() {
         .await
         .unwrap();
     assert_eq!(out.termination, Termination::ProviderError);
-    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.status(), RunStatus::Failed);
     let err = out.error.unwrap();
     assert!(
         err.contains("openai authentication: HTTP 401: Incorrect API key"),
@@ -726,7 +726,7 @@ async fn auth_error_fails_the_run_cleanly() {
             )
             .await
             .unwrap()
-            .status,
+            .status(),
         RunStatus::Succeeded
     );
 }
@@ -743,7 +743,7 @@ async fn reply_false_discards_the_final_answer() {
         .run(&a, &trigger("x"), None, CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(out.status, RunStatus::Succeeded);
+    assert_eq!(out.status(), RunStatus::Succeeded);
     assert_eq!(out.final_text, None);
     assert_eq!(
         runner

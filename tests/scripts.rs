@@ -425,7 +425,7 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
         );
         let script = script.unwrap();
         assert_eq!(
-            llm.unwrap().status,
+            llm.unwrap().status(),
             RunStatus::Succeeded,
             "{name}: the concurrent LLM run failed"
         );
@@ -434,7 +434,7 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
             "{name} took {:?}",
             started.elapsed()
         );
-        assert_eq!(script.status, RunStatus::Failed, "{name}");
+        assert_eq!(script.status(), RunStatus::Failed, "{name}");
         let err = script.error.unwrap();
         assert!(err.starts_with(&format!("scripts/{name}.rhai")), "{name}: {err}");
         assert!(err.to_lowercase().contains(expect), "{name}: {err}");
@@ -460,7 +460,7 @@ async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
         )
         .await
         .unwrap();
-    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    assert_eq!(out.status(), RunStatus::Succeeded, "{:?}", out.error);
     let events = s.runner.store.run_events(&out.run_id).await.unwrap();
     let logged: Vec<_> = events.iter().filter(|e| e.kind == "script_log").collect();
     assert_eq!(logged.len(), 1_001);

@@ -425,7 +425,7 @@ fn summary_line(o: &crate::run::RunOutcome, took: Duration) -> String {
     format!(
         "run {} {} ({}) · {} turn{} · {} tool call{} · {} tokens in, {} out · ${:.4} · {:.1}s",
         o.run_id,
-        o.status.as_str(),
+        o.status().as_str(),
         o.termination.as_str(),
         o.turns,
         plural(o.turns as usize),
@@ -547,17 +547,17 @@ async fn run(
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if let Some(text) = &outcome.final_text {
         println!("{text}");
-    } else if outcome.status == RunStatus::Succeeded {
+    } else if outcome.status() == RunStatus::Succeeded {
         println!(
             "(no answer kept: output.reply is false for agent '{}')",
             agent.name
         );
     }
-    if outcome.status != RunStatus::Succeeded {
+    if outcome.status() != RunStatus::Succeeded {
         bail!(
             "run {} {} ({}): {}",
             outcome.run_id,
-            outcome.status.as_str(),
+            outcome.status().as_str(),
             outcome.termination.as_str(),
             outcome.error.as_deref().unwrap_or("no details")
         );
@@ -614,11 +614,7 @@ mod tests {
     #[test]
     fn the_summary_line_names_everything_a_person_checks() {
         let outcome = crate::run::RunOutcome {
-            run_id: "0196d1c2-aaaa".into(),
-            status: RunStatus::Succeeded,
-            termination: crate::run::Termination::Completed,
             final_text: Some("hi".into()),
-            error: None,
             usage: crate::types::Usage {
                 input_tokens: 1200,
                 output_tokens: 80,
@@ -627,7 +623,7 @@ mod tests {
             cost_usd: 0.0123,
             turns: 2,
             tool_calls: 1,
-            skill_loads: Default::default(),
+            ..crate::run::RunOutcome::new("0196d1c2-aaaa")
         };
         assert_eq!(
             summary_line(&outcome, Duration::from_millis(2340)),

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::gateway::{Gateway, GatewayParts};
@@ -11,6 +10,7 @@ use super::subagents::{self, ChildTotals};
 use super::{Lineage, Recorder, RunError, Runner, allowed_tools, attachments, llm};
 use crate::config::AgentConfig;
 use crate::files::{FileMeta, FileSource, RunFiles};
+use crate::run::events::RunEvent;
 
 use crate::skills::RunSkills;
 use crate::store::RunStatus;
@@ -65,13 +65,14 @@ pub async fn prepare<'a>(
         .store
         .transition(&run_id, RunStatus::Queued, RunStatus::Running)
         .await?;
-    recorder.event(
-        "run_started",
-        json!({
-            "agent": agent.name, "source": trigger.source, "kind": trigger.kind,
-            "mock_tools": runner.mock_tools, "parent_id": lineage.parent_id, "depth": lineage.depth,
-        }),
-    );
+    recorder.record(RunEvent::RunStarted {
+        agent: agent.name.clone(),
+        source: trigger.source.clone(),
+        kind: trigger.kind.clone(),
+        mock_tools: runner.mock_tools,
+        parent_id: lineage.parent_id.clone(),
+        depth: lineage.depth,
+    });
     let models = if agent.models.is_empty() {
         lineage.parent_models.clone()
     } else {
@@ -97,14 +98,18 @@ pub async fn prepare<'a>(
     let (fetched, attachment_notes) =
         attachments::fetch(&runner.outputs, trigger, crate::integrations::attachment_cap()).await;
     for note in &attachment_notes {
-        recorder.event("attachment_refused", json!({"note": note}));
+        recorder.record(RunEvent::AttachmentRefused {
+            note: recorder.wrap(note.as_str()),
+        });
     }
     for a in trigger.attachments.iter().chain(&fetched) {
         let meta = files.add(a.clone(), FileSource::Attachment, None).await?;
-        recorder.event(
-            "file_added",
-            json!({"file": meta.id, "name": recorder.content(&meta.name), "mime": meta.mime, "bytes": meta.size_bytes}),
-        );
+        recorder.record(RunEvent::FileAdded {
+            file: meta.id.clone(),
+            name: recorder.wrap(meta.name.as_str()),
+            mime: meta.mime.clone(),
+            bytes: meta.size_bytes,
+        });
         attachments.push(meta);
     }
 

@@ -1,18 +1,19 @@
 //! Coordinators drive a prepared run to its end: the LLM tool-calling loop, or a Rhai
 //! script that calls the same tools. Both work only through the [`RunContext`] (and
-//! its gateway) and return the same [`LoopOutcome`].
+//! its gateway) and return the same [`RunOutcome`].
 
 use async_trait::async_trait;
 
 use super::context::RunContext;
-use super::llm::{LlmRun, LoopOutcome};
+use super::llm::LlmRun;
 use super::{RunError, Termination, inputs, script};
 use crate::config::AgentConfig;
+use crate::types::RunOutcome;
 
 /// Drives one run from its opening to a termination.
 #[async_trait]
 pub trait Coordinator: Send + Sync {
-    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError>;
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError>;
 }
 
 /// The coordinator an agent's config asks for.
@@ -31,25 +32,19 @@ pub struct LlmCoordinator;
 
 #[async_trait]
 impl Coordinator for LlmCoordinator {
-    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError> {
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
         let chain = match cx.runner.providers.chain(&cx.models) {
             Ok(chain) => chain,
             Err(e) => {
-                return Ok(LoopOutcome {
-                    termination: Termination::ProviderError,
-                    error: Some(e.message),
-                    ..LoopOutcome::empty()
-                });
+                let out = RunOutcome::new(cx.run_id.as_str());
+                return Ok(out.stopped(Termination::ProviderError, Some(e.message)));
             }
         };
         let required = match cx.skills.required_message(&cx.agent.skills.required) {
             Ok(required) => required,
             Err(e) => {
-                return Ok(LoopOutcome {
-                    termination: Termination::ToolError,
-                    error: Some(e),
-                    ..LoopOutcome::empty()
-                });
+                let out = RunOutcome::new(cx.run_id.as_str());
+                return Ok(out.stopped(Termination::ToolError, Some(e)));
             }
         };
         let mut prompt = cx.trigger.to_prompt();
@@ -82,7 +77,7 @@ pub struct ScriptCoordinator {
 
 #[async_trait]
 impl Coordinator for ScriptCoordinator {
-    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<LoopOutcome, RunError> {
+    async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
         let host = script::new_host(
             cx.gateway.clone(),
             cx.subagents.clone(),

@@ -9,12 +9,13 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::recorder::Recorder;
 use crate::files::RunFiles;
+use crate::run::events::RunEvent;
 use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tools::subagent::{SUBAGENT_TOOL, SubagentLauncher};
@@ -112,12 +113,14 @@ impl Gateway {
     /// Records that a call is about to happen (written at the next flush). Marked so
     /// crash recovery knows whether re-running could repeat a side effect.
     pub fn record_call(&self, call_id: &str, name: &str, arguments: &str, parent: Option<&str>) {
-        let mut data = json!({"call_id": call_id, "name": name, "arguments": arguments,
-            "side_effect": self.is_side_effecting(name)});
-        if let Some(p) = parent {
-            data["parent_call_id"] = json!(p);
-        }
-        self.parts.recorder.event("tool_call", data);
+        let recorder = &self.parts.recorder;
+        recorder.record(RunEvent::ToolCall {
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            arguments: recorder.wrap(arguments),
+            side_effect: self.is_side_effecting(name),
+            parent_call_id: parent.map(str::to_string),
+        });
     }
 
     /// Makes the recorded calls durable: called before any tool can act.
@@ -177,24 +180,37 @@ impl Gateway {
                 })
             };
             let duration_ms = started.elapsed().as_millis() as u64;
+            let recorder = &self.parts.recorder;
             let event = match &result {
                 Ok(output) => {
                     let text = output.to_model_text();
-                    json!({
-                        "call_id": call_id, "name": name, "ok": true, "bytes": text.len(),
-                        "duration_ms": duration_ms, "content": crate::tokens::floor_char(&text, PREVIEW_BYTES),
-                    })
+                    RunEvent::ToolResult {
+                        call_id: call_id.to_string(),
+                        name: name.to_string(),
+                        ok: true,
+                        fatal: None,
+                        bytes: text.len(),
+                        duration_ms,
+                        content: Some(recorder.wrap(crate::tokens::floor_char(&text, PREVIEW_BYTES))),
+                        error: None,
+                    }
                 }
                 Err(e) => {
                     let fatal = matches!(e, ToolError::Fatal(_));
                     tracing::Span::current().record("error.type", if fatal { "fatal" } else { "tool_error" });
-                    json!({
-                        "call_id": call_id, "name": name, "ok": false, "fatal": fatal,
-                        "bytes": 0, "duration_ms": duration_ms, "error": e.to_string(),
-                    })
+                    RunEvent::ToolResult {
+                        call_id: call_id.to_string(),
+                        name: name.to_string(),
+                        ok: false,
+                        fatal: Some(fatal),
+                        bytes: 0,
+                        duration_ms,
+                        content: None,
+                        error: Some(recorder.wrap(e.to_string())),
+                    }
                 }
             };
-            self.parts.recorder.event("tool_result", event);
+            recorder.record(event);
             result
         }
         .instrument(span)

@@ -5,23 +5,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{CompactError, Compactor};
 use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message, tool_message_tokens};
+use super::events::{CallRecord, RunEvent};
 use super::gateway::Gateway;
 use super::inputs::inline_or_file;
 use super::recorder::Recorder;
 use super::subagents::ChildTotals;
-use super::termination::Termination;
 use crate::config::AgentConfig;
 use crate::files::{FileSource, RunFiles};
 use crate::provider::chain::ChatOutcome;
-use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, Usage, WireCache, pricing};
+use crate::provider::{Message, ModelChain, ProviderError, ToolCall, ToolDef, WireCache, pricing};
 use crate::store::StoreError;
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolError, ToolOutput};
+use crate::types::{RunOutcome, Termination};
 
 /// How long a model call may run before the events recorded so far are written anyway.
 const FLUSH_WHILE_WAITING: Duration = Duration::from_millis(200);
@@ -47,35 +47,6 @@ pub struct LlmRun<'a> {
     pub system: String,
     /// Usage and cost of finished subagent runs, not yet added to this run's totals.
     pub child_totals: Arc<ChildTotals>,
-}
-
-/// What the loop produced.
-#[derive(Debug, Clone)]
-pub struct LoopOutcome {
-    pub termination: Termination,
-    /// The model's last text, before `output.reply` decides whether to keep it.
-    pub final_text: Option<String>,
-    pub error: Option<String>,
-    pub turns: u32,
-    pub tool_calls: u32,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub compactions: u32,
-}
-
-impl LoopOutcome {
-    pub fn empty() -> Self {
-        LoopOutcome {
-            termination: Termination::Completed,
-            final_text: None,
-            error: None,
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            compactions: 0,
-        }
-    }
 }
 
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
@@ -111,7 +82,7 @@ enum Step<T> {
 impl LlmRun<'_> {
     /// Runs the loop from the opening message. Errors are store failures only; every
     /// other problem ends the run with a termination reason.
-    pub async fn run(self, opening: Message) -> Result<LoopOutcome, StoreError> {
+    pub async fn run(self, opening: Message) -> Result<RunOutcome, StoreError> {
         let system = self.system.clone();
         let defs = self.gateway.registry().definitions(self.gateway.allowed());
         let limits = &self.agent.limits;
@@ -123,7 +94,7 @@ impl LlmRun<'_> {
             let t = message_tokens(&m);
             conv.push(m, t);
         }
-        let mut out = LoopOutcome::empty();
+        let mut out = RunOutcome::new(self.recorder.run_id());
         loop {
             if out.turns >= limits.max_turns {
                 return Ok(stop(
@@ -252,7 +223,7 @@ impl LlmRun<'_> {
     async fn compact(
         &self,
         conv: &mut Conversation,
-        out: &mut LoopOutcome,
+        out: &mut RunOutcome,
         window: u64,
     ) -> Result<(), CompactError> {
         let compactor = Compactor {
@@ -269,19 +240,16 @@ impl LlmRun<'_> {
         out.compactions = n;
         out.usage.add(&done.usage);
         out.cost_usd += done.cost_usd;
-        self.recorder.event(
-            "compaction",
-            json!({
-                "n": n,
-                "tokens_before": done.tokens_before,
-                "tokens_after": done.tokens_after,
-                "transcript_file": done.transcript_file,
-                "kept_messages": done.kept_messages,
-                "dropped_outputs": done.dropped_outputs,
-                "usage": done.usage,
-                "cost_usd": done.cost_usd,
-            }),
-        );
+        self.recorder.record(RunEvent::Compaction {
+            n,
+            tokens_before: done.tokens_before,
+            tokens_after: done.tokens_after,
+            transcript_file: done.transcript_file.clone(),
+            kept_messages: done.kept_messages,
+            dropped_outputs: done.dropped_outputs,
+            usage: done.usage,
+            cost_usd: done.cost_usd,
+        });
         conv.replace(done.messages);
         Ok(())
     }
@@ -296,10 +264,12 @@ impl LlmRun<'_> {
         deadline: tokio::time::Instant,
     ) -> Result<Step<ChatOutcome>, StoreError> {
         let model = self.chain.primary().map(ToString::to_string).unwrap_or_default();
-        self.recorder.event(
-            "model_request",
-            json!({"turn": turn + 1, "model": model, "messages": messages.len(), "tools": defs.len()}),
-        );
+        self.recorder.record(RunEvent::ModelRequest {
+            turn: turn + 1,
+            model,
+            messages: messages.len(),
+            tools: defs.len(),
+        });
         let started = Instant::now();
         let call = self
             .chain
@@ -333,36 +303,39 @@ impl LlmRun<'_> {
                     self.record_model_error(failed, Duration::ZERO);
                 }
                 let r = &outcome.response;
-                self.recorder.event(
-                    "model_response",
-                    json!({
-                        "turn": turn + 1,
-                        "model": outcome.model.to_string(),
-                        "response_model": r.model,
-                        "stop_reason": r.stop_reason,
-                        "text": r.text,
-                        "tool_calls": r.tool_calls,
-                        "usage": r.usage,
-                        "cost_usd": pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage),
-                        "duration_ms": elapsed.as_millis() as u64,
-                    }),
-                );
+                let rec = self.recorder;
+                rec.record(RunEvent::ModelResponse {
+                    turn: turn + 1,
+                    model: outcome.model.to_string(),
+                    response_model: r.model.clone(),
+                    stop_reason: r.stop_reason.clone(),
+                    text: rec.privacy().wrap_opt(r.text.as_deref()),
+                    tool_calls: r
+                        .tool_calls
+                        .iter()
+                        .map(|c| CallRecord {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            arguments: rec.wrap(c.arguments.as_str()),
+                        })
+                        .collect(),
+                    usage: r.usage,
+                    cost_usd: pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage),
+                    duration_ms: elapsed.as_millis() as u64,
+                });
                 Ok(Step::Done(outcome))
             }
         }
     }
 
     fn record_model_error(&self, err: &ProviderError, elapsed: Duration) {
-        self.recorder.event(
-            "model_error",
-            json!({
-                "provider": err.provider,
-                "kind": err.kind,
-                "status": err.status,
-                "error": err.message,
-                "duration_ms": elapsed.as_millis() as u64,
-            }),
-        );
+        self.recorder.record(RunEvent::ModelError {
+            provider: err.provider,
+            kind: err.kind,
+            status: err.status,
+            error: self.recorder.wrap(err.message.as_str()),
+            duration_ms: elapsed.as_millis() as u64,
+        });
     }
 
     /// Runs one turn's tool calls concurrently and returns their results in call order.
@@ -420,11 +393,11 @@ impl LlmRun<'_> {
     }
 }
 
-fn stop(out: LoopOutcome, termination: Termination, error: String) -> LoopOutcome {
+fn stop(out: RunOutcome, termination: Termination, error: String) -> RunOutcome {
     finish(out, termination, Some(error))
 }
 
-fn finish(mut out: LoopOutcome, termination: Termination, error: Option<String>) -> LoopOutcome {
+fn finish(mut out: RunOutcome, termination: Termination, error: Option<String>) -> RunOutcome {
     out.termination = termination;
     out.error = error;
     out

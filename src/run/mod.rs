@@ -10,6 +10,7 @@ pub mod compaction;
 pub mod context;
 pub mod conversation;
 pub mod coordinator;
+pub mod events;
 pub mod gateway;
 pub mod inputs;
 pub mod llm;
@@ -19,11 +20,9 @@ pub mod reply;
 pub mod report;
 pub mod script;
 pub mod subagents;
-pub mod termination;
 
 use std::sync::Arc;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -32,17 +31,18 @@ use std::collections::BTreeMap;
 use crate::config::BASE_TOOLS;
 use crate::config::{AgentConfig, ToolSelection};
 use crate::files::RunFiles;
-use crate::provider::{ProviderSet, Usage};
+use crate::provider::ProviderSet;
 use crate::skills::SkillSet;
-use crate::store::{NewRun, RunFinish, RunStatus, Store, StoreError};
+use crate::store::{NewRun, RunStatus, Store, StoreError};
 use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
 use crate::tools::skills::SKILL_TOOLS;
 use crate::types::ModelRef;
 
 use crate::triggers::{Origin, TriggerEvent};
+pub use crate::types::{RunOutcome, Termination};
+pub use events::RunEvent;
 pub use recorder::Recorder;
-pub use termination::Termination;
 
 /// Shared by every run of a process.
 #[derive(Clone)]
@@ -96,22 +96,6 @@ impl Lineage {
             existing_run: None,
         }
     }
-}
-
-/// The result of a finished run.
-#[derive(Debug, Clone)]
-pub struct RunOutcome {
-    pub run_id: String,
-    pub status: RunStatus,
-    pub termination: Termination,
-    /// The final answer, or `None` when discarded per `output.reply`.
-    pub final_text: Option<String>,
-    pub error: Option<String>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub turns: u32,
-    pub tool_calls: u32,
-    pub skill_loads: BTreeMap<String, u32>,
 }
 
 /// A failure of the harness itself (the run could not be recorded).
@@ -213,16 +197,12 @@ impl Runner {
         self.store
             .transition(&run_id, RunStatus::Queued, RunStatus::Running)
             .await?;
-        recorder.event(
-            "run_error",
-            json!({"termination": termination.as_str(), "error": recorder.content(&error)}),
-        );
-        let result = llm::LoopOutcome {
+        recorder.record(RunEvent::RunError {
             termination,
-            error: Some(error),
-            ..llm::LoopOutcome::empty()
-        };
-        self.close(run_id, &recorder, result, None, BTreeMap::new()).await
+            error: Some(recorder.wrap(error.as_str())),
+        });
+        let result = RunOutcome::new(run_id).stopped(termination, Some(error));
+        self.close(&recorder, result).await
     }
 
     /// prepare → coordinate → finish.
@@ -248,89 +228,65 @@ impl Runner {
     async fn finish(
         &self,
         cx: context::RunContext<'_>,
-        result: llm::LoopOutcome,
+        mut result: RunOutcome,
     ) -> Result<RunOutcome, RunError> {
         let (agent, recorder) = (cx.agent, &cx.recorder);
-        let kept = if agent.output.reply {
-            result.final_text.clone()
-        } else {
-            None
-        };
+        let completed = result.termination == Termination::Completed;
         // Top-level runs post their answer where the trigger came from.
-        if let (Some(text), true, None) = (&kept, result.termination == Termination::Completed, &cx.parent_id)
+        if let (Some(text), true, true, None) =
+            (&result.final_text, agent.output.reply, completed, &cx.parent_id)
         {
             match self.outputs.post(agent, &cx.trigger.origin, text, recorder).await {
-                Ok(Some(sent)) => recorder.event(
-                    "reply_sent",
-                    json!({"ok": true, "ts": sent["ts"], "id": sent["id"]}),
-                ),
+                Ok(Some(sent)) => recorder.record(RunEvent::ReplySent {
+                    ok: true,
+                    ts: Some(sent["ts"].clone()),
+                    id: Some(sent["id"].clone()),
+                    error: None,
+                }),
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(run = %cx.run_id, error = %e, "cannot post the reply");
-                    recorder.event("reply_sent", json!({"ok": false, "error": e.to_string()}));
+                    recorder.record(RunEvent::ReplySent {
+                        ok: false,
+                        ts: None,
+                        id: None,
+                        error: Some(recorder.wrap(e.to_string())),
+                    });
                 }
             }
         }
         match (&result.final_text, result.termination) {
-            (Some(text), Termination::Completed) => recorder.event(
-                "final_answer",
-                json!({"text": recorder.content(text), "kept": agent.output.reply, "chars": text.chars().count()}),
-            ),
+            (Some(text), Termination::Completed) => recorder.record(RunEvent::FinalAnswer {
+                text: recorder.wrap(text.as_str()),
+                kept: agent.output.reply,
+                chars: text.chars().count(),
+            }),
             (_, Termination::Completed) => {}
-            (_, t) => {
-                let error = result.error.as_deref().map(|e| recorder.content(e)).unwrap_or_default();
-                tracing::warn!(termination = t.as_str(), error = %error, "run ended early");
-                recorder.event("run_error", json!({"termination": t.as_str(), "error": result.error}))
+            (_, termination) => {
+                let error = recorder.privacy().wrap_opt(result.error.as_deref());
+                tracing::warn!(termination = termination.as_str(), error = ?error, "run ended early");
+                recorder.record(RunEvent::RunError { termination, error });
             }
         }
-        let run_id = cx.run_id.clone();
-        self.close(run_id, recorder, result, kept, cx.skills.loads())
-            .await
+        if !agent.output.reply {
+            result.final_text = None;
+        }
+        result.skill_loads = cx.skills.loads();
+        self.close(recorder, result).await
     }
 
     /// Writes how a run ended: the `run_finished` event, then its totals and
     /// termination on the run row (moving it out of `running`).
-    async fn close(
-        &self,
-        run_id: String,
-        recorder: &Recorder,
-        result: llm::LoopOutcome,
-        kept: Option<String>,
-        skill_loads: BTreeMap<String, u32>,
-    ) -> Result<RunOutcome, RunError> {
-        let status = result.termination.status();
-        let finish = RunFinish {
-            status,
-            termination: result.termination.as_str().to_string(),
-            // Errors can quote the input (a script that throws the message text).
-            error: result.error.as_deref().map(|e| recorder.content(e)),
-            final_text: kept.as_deref().map(|t| recorder.content(t)),
-            turns: result.turns,
-            tool_calls: result.tool_calls,
-            usage: result.usage,
-            cost_usd: result.cost_usd,
-            skill_loads: skill_loads.clone(),
-        };
-        recorder.event(
-            "run_finished",
-            json!({"status": status, "termination": result.termination.as_str()}),
-        );
+    async fn close(&self, recorder: &Recorder, result: RunOutcome) -> Result<RunOutcome, RunError> {
+        recorder.record(RunEvent::RunFinished {
+            status: result.status(),
+            termination: result.termination,
+        });
         recorder.flush().await?;
         self.store
-            .finish_run(&run_id, RunStatus::Running, &finish)
+            .finish_run(&result.run_id, RunStatus::Running, &result, recorder.privacy())
             .await?;
-        Ok(RunOutcome {
-            run_id,
-            status,
-            termination: result.termination,
-            final_text: kept,
-            error: result.error,
-            usage: result.usage,
-            cost_usd: result.cost_usd,
-            turns: result.turns,
-            tool_calls: result.tool_calls,
-            skill_loads,
-        })
+        Ok(result)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Records a run's events, redacting message content for private runs.
+//! Records a run's events; content fields are [`Private`] and so redacted by type for
+//! private runs.
 //!
 //! Events are stamped when they happen and group-committed at [`Recorder::flush`], which
 //! the coordinators call before every wait on the outside world (a model call, a tool
@@ -7,28 +8,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-
+use super::events::RunEvent;
 use crate::store::{NewEvent, Store, StoreError, now_text};
-
-/// Keys whose string values carry message or tool content.
-const CONTENT_KEYS: &[&str] = &[
-    "text",
-    "content",
-    "arguments",
-    "final_text",
-    "prompt",
-    "preview",
-    "error",
-    // Attachment notes name the file.
-    "note",
-];
+use crate::types::{Privacy, Private};
 
 /// Writes the event log of one run.
 pub struct Recorder {
     store: Arc<dyn Store>,
     run_id: String,
-    private: bool,
+    privacy: Privacy,
     pending: Mutex<Vec<NewEvent>>,
 }
 
@@ -37,7 +25,7 @@ impl Recorder {
         Recorder {
             store,
             run_id,
-            private,
+            privacy: Privacy::from_private(private),
             pending: Mutex::new(Vec::new()),
         }
     }
@@ -50,15 +38,22 @@ impl Recorder {
         &self.store
     }
 
-    /// Records one event, written at the next [`Recorder::flush`]; content fields are
-    /// replaced by their length when the run is private.
-    pub fn event(&self, kind: &str, mut data: Value) {
-        if self.private {
-            redact(&mut data);
-        }
+    /// The run's privacy policy: wrap content with it before recording.
+    pub fn privacy(&self) -> Privacy {
+        self.privacy
+    }
+
+    /// `text` under the run's privacy policy.
+    pub fn wrap(&self, text: impl Into<String>) -> Private {
+        self.privacy.wrap(text)
+    }
+
+    /// Records one event, written at the next [`Recorder::flush`].
+    pub fn record(&self, event: RunEvent) {
+        let (kind, data) = event.to_parts();
         let event = NewEvent {
             at: now_text(),
-            kind: kind.to_string(),
+            kind,
             data,
         };
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(event);
@@ -71,48 +66,5 @@ impl Recorder {
             return Ok(());
         }
         self.store.append_events(&self.run_id, &batch).await
-    }
-
-    /// Content as stored for this run: the text itself, or a placeholder when private.
-    pub fn content(&self, text: &str) -> String {
-        if self.private {
-            format!("[private: {} chars]", text.chars().count())
-        } else {
-            text.to_string()
-        }
-    }
-}
-
-/// Replaces content strings anywhere in `value` with a length placeholder.
-pub fn redact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map.iter_mut() {
-                match v {
-                    Value::String(s) if CONTENT_KEYS.contains(&k.as_str()) => {
-                        *v = Value::String(format!("[private: {} chars]", s.chars().count()));
-                    }
-                    other => redact(other),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn redacts_nested_content() {
-        let mut v = json!({"name": "t", "text": "secret", "calls": [{"arguments": "{\"q\":1}", "id": "c"}]});
-        redact(&mut v);
-        assert_eq!(
-            v,
-            json!({"name": "t", "text": "[private: 6 chars]", "calls": [{"arguments": "[private: 7 chars]", "id": "c"}]})
-        );
     }
 }

@@ -10,6 +10,7 @@ use crate::integrations::ApiError;
 use crate::integrations::jira::JiraClient;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
+use crate::run::events::RunEvent;
 
 /// Where replies go; clients are optional (a missing one means no reply there).
 #[derive(Clone, Default)]
@@ -84,10 +85,11 @@ impl Outputs {
             } => json!({"notion": page}),
             _ => return Ok(None),
         };
-        recorder.event(
-            "reply",
-            json!({"destination": destination, "side_effect": true, "text": text}),
-        );
+        recorder.record(RunEvent::Reply {
+            destination,
+            side_effect: true,
+            text: recorder.wrap(text),
+        });
         recorder.flush().await.map_err(|e| ApiError::Transport {
             service: "steward",
             method: "reply".into(),

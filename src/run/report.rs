@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::store::{RunEvent, RunRow, Store, StoreError};
+use crate::store::{RunRow, Store, StoreError, StoredEvent};
 
 /// One tool call with its outcome, joined from the `tool_call` and `tool_result` events.
 #[derive(Debug, Clone, Serialize)]
@@ -23,7 +23,7 @@ pub struct RunReport {
     #[serde(flatten)]
     pub run: RunRow,
     pub tool_calls_detail: Vec<ToolCallReport>,
-    pub events: Vec<RunEvent>,
+    pub events: Vec<StoredEvent>,
 }
 
 impl RunReport {
@@ -41,7 +41,7 @@ impl RunReport {
     }
 }
 
-fn tool_calls(events: &[RunEvent]) -> Vec<ToolCallReport> {
+fn tool_calls(events: &[StoredEvent]) -> Vec<ToolCallReport> {
     let mut calls: Vec<ToolCallReport> = Vec::new();
     for e in events {
         let id = e.data["call_id"].as_str().unwrap_or_default();

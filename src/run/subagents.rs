@@ -103,7 +103,7 @@ impl SubagentLauncher for Launcher {
             .await
             .map_err(|e| format!("subagent '{name}' could not run: {e}"))?;
         self.totals.add(&outcome.usage, outcome.cost_usd);
-        if outcome.status == RunStatus::Succeeded {
+        if outcome.status() == RunStatus::Succeeded {
             Ok(outcome
                 .final_text
                 .unwrap_or_else(|| "(the subagent gave no answer)".into()))

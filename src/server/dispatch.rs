@@ -15,11 +15,14 @@ use tokio_util::task::TaskTracker;
 use super::ingest::{PrivateCache, event_row};
 use crate::config::{AgentConfig, Config};
 use crate::integrations::notion::NotionClient;
+use crate::run::events::RunEvent;
+use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
-use crate::store::{EventRow, NewRun, RunFinish, RunStatus, StoreError, now_text};
+use crate::store::{EventRow, NewRun, RunStatus, StoreError, now_text};
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
 use crate::triggers::{Origin, TriggerEvent};
+use crate::types::{Privacy, RunOutcome, Termination};
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -52,25 +55,21 @@ pub const LOST_INPUT_REPLY: &str = "Sorry, I lost your message during a restart;
 async fn end_run(
     store: &dyn crate::store::Store,
     run_id: &str,
-    status: RunStatus,
-    termination: &str,
+    termination: Termination,
     error: &str,
 ) -> Result<bool, StoreError> {
-    let finish = RunFinish {
-        status,
-        termination: termination.into(),
-        error: Some(error.into()),
-        final_text: None,
-        turns: 0,
-        tool_calls: 0,
-        usage: Default::default(),
-        cost_usd: 0.0,
-        skill_loads: Default::default(),
-    };
-    if store.finish_run(run_id, RunStatus::Running, &finish).await? {
+    let finish = RunOutcome::new(run_id).stopped(termination, Some(error.into()));
+    // The errors written here are steward's own words, never the person's.
+    let recorded = Privacy::Recorded;
+    if store
+        .finish_run(run_id, RunStatus::Running, &finish, recorded)
+        .await?
+    {
         return Ok(true);
     }
-    store.finish_run(run_id, RunStatus::Queued, &finish).await
+    store
+        .finish_run(run_id, RunStatus::Queued, &finish, recorded)
+        .await
 }
 
 /// A private run whose text did not survive a restart: apologize where the person wrote
@@ -82,10 +81,9 @@ async fn input_lost(
     trigger: &TriggerEvent,
 ) -> Result<(), StoreError> {
     let recorder = crate::run::Recorder::new(runner.store.clone(), run_id.to_string(), true);
-    recorder.event(
-        "input_lost",
-        json!({"reason": "private input is kept in memory only and the process restarted"}),
-    );
+    recorder.record(RunEvent::InputLost {
+        reason: "private input is kept in memory only and the process restarted",
+    });
     if let Err(e) = runner
         .outputs
         .post(agent, &trigger.origin, LOST_INPUT_REPLY, &recorder)
@@ -97,22 +95,12 @@ async fn input_lost(
     end_run(
         runner.store.as_ref(),
         run_id,
-        RunStatus::Interrupted,
-        "interrupted",
+        Termination::Interrupted,
         "the private input of this run was lost in a restart; the person was asked to send it again",
     )
     .await?;
     tracing::warn!(run = %run_id, agent = %agent.name, "private input lost in a restart; run ended with an apology");
     Ok(())
-}
-
-/// Free text from a private event, as it may be logged.
-fn redacted_if(private: bool, text: &str) -> String {
-    if private {
-        format!("[private: {} chars]", text.chars().count())
-    } else {
-        text.to_string()
-    }
 }
 
 pub struct Dispatcher {
@@ -234,7 +222,7 @@ impl Dispatcher {
             return Some((t, true));
         }
         serde_json::from_value(e.body.clone())
-            .map_err(|err| tracing::error!(event = %e.id, error = "unreadable event body", detail = %redacted_if(e.private, &err.to_string())))
+            .map_err(|err| tracing::error!(event = %e.id, error = "unreadable event body", detail = %Privacy::from_private(e.private).wrap(err.to_string())))
             .ok()
             .map(|t| (t, !e.private))
     }
@@ -318,7 +306,7 @@ impl Dispatcher {
             };
             tokio::select! {
                 r = work => match r {
-                    Ok(o) => tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status.as_str(), termination = o.termination.as_str(), "run finished"),
+                    Ok(o) => tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status().as_str(), termination = o.termination.as_str(), "run finished"),
                     Err(e) => tracing::warn!(run = %run_id, agent = %agent.name, error = %e, "run did not execute"),
                 },
                 _ = renew => {}
@@ -337,23 +325,10 @@ impl Dispatcher {
                 continue;
             };
             if r.status == RunStatus::Running && store.has_side_effects(&r.id).await? {
-                store
-                    .append_event(
-                        &r.id,
-                        "interrupted",
-                        &json!({"reason": "process stopped after a side-effecting tool call; not retried"}),
-                    )
-                    .await?;
+                let reason = "process stopped after a side-effecting tool call; not retried";
+                append_now(store.as_ref(), &r.id, RunEvent::Interrupted { reason }).await?;
                 let error = "steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect";
-                if end_run(
-                    store.as_ref(),
-                    &r.id,
-                    RunStatus::Interrupted,
-                    "interrupted",
-                    error,
-                )
-                .await?
-                {
+                if end_run(store.as_ref(), &r.id, Termination::Interrupted, error).await? {
                     tracing::error!(run = %r.id, agent = %r.agent, "run interrupted by a crash after side effects; reported, not retried");
                 }
                 continue;
@@ -361,14 +336,13 @@ impl Dispatcher {
             // A run that keeps taking the process down (a decompression bomb, say) must
             // not crash-loop the service: after MAX_ATTEMPTS it is failed for good.
             if r.status == RunStatus::Running && r.attempt >= MAX_ATTEMPTS {
-                store
-                    .append_event(&r.id, "crash_loop", &json!({"attempts": r.attempt}))
-                    .await?;
+                let attempts = r.attempt;
+                append_now(store.as_ref(), &r.id, RunEvent::CrashLoop { attempts }).await?;
                 let error = format!(
                     "the process stopped during each of this run's {} attempts; it is not retried again",
                     r.attempt
                 );
-                if end_run(store.as_ref(), &r.id, RunStatus::Failed, "crash_loop", &error).await? {
+                if end_run(store.as_ref(), &r.id, Termination::CrashLoop, &error).await? {
                     tracing::error!(run = %r.id, agent = %r.agent, attempts = r.attempt, "run failed as a crash loop");
                 }
                 continue;
@@ -377,7 +351,11 @@ impl Dispatcher {
                 if !store.requeue(&r.id, RunStatus::Running).await? {
                     continue;
                 }
-                store.append_event(&r.id, "retried", &json!({"reason": "process stopped before any side effect", "attempt": r.attempt + 1})).await?;
+                let retried = RunEvent::Retried {
+                    reason: "process stopped before any side effect",
+                    attempt: r.attempt + 1,
+                };
+                append_now(store.as_ref(), &r.id, retried).await?;
             }
             let Some(event) = (match &r.event_id {
                 Some(id) => store.get_event(id).await?,

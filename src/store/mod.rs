@@ -6,54 +6,13 @@ pub mod sqlite;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::types::Usage;
+pub use crate::types::RunStatus;
+use crate::types::{Privacy, RunOutcome, Usage};
 
 pub use sqlite::SqliteStore;
-
-/// Where a run is in its life. Changes only by compare-and-set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-    /// The process died mid-run after side effects; reported, not retried.
-    Interrupted,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RunStatus> {
-        Some(match text {
-            "queued" => RunStatus::Queued,
-            "running" => RunStatus::Running,
-            "succeeded" => RunStatus::Succeeded,
-            "failed" => RunStatus::Failed,
-            "cancelled" => RunStatus::Cancelled,
-            "interrupted" => RunStatus::Interrupted,
-            _ => return None,
-        })
-    }
-
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Queued | RunStatus::Running)
-    }
-}
 
 /// A run about to be queued.
 #[derive(Debug, Clone, Default)]
@@ -107,23 +66,6 @@ pub struct NewEvent {
     pub data: Value,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct RunFinish {
-    pub status: RunStatus,
-    /// Named termination reason (`completed`, `max_turns`, ...).
-    pub termination: String,
-    pub error: Option<String>,
-    pub final_text: Option<String>,
-    pub turns: u32,
-    pub tool_calls: u32,
-    /// Token totals, including subagents' usage.
-    pub usage: Usage,
-    pub cost_usd: f64,
-    /// Skill loads by skill (and `skill/path` for sub-files).
-    pub skill_loads: BTreeMap<String, u32>,
-}
-
 /// One row of `runs`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
@@ -147,7 +89,7 @@ pub struct RunRow {
 
 /// One entry of a run's event log.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunEvent {
+pub struct StoredEvent {
     pub seq: i64,
     pub run_id: String,
     pub at: String,
@@ -182,7 +124,13 @@ pub trait RunStore: Send + Sync {
     /// Moves `id` from `from` to `to`; false when the run was not in `from`.
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError>;
     /// Ends a run that is in `from`; false when it was not.
-    async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError>;
+    async fn finish_run(
+        &self,
+        id: &str,
+        from: RunStatus,
+        outcome: &RunOutcome,
+        privacy: Privacy,
+    ) -> Result<bool, StoreError>;
     /// Appends events to the run's log atomically, in order (one group commit).
     async fn append_events(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError>;
     /// Appends one event now.
@@ -200,7 +148,7 @@ pub trait RunStore: Send + Sync {
     /// Ids of runs that start with `prefix`, at most `limit`, in id order.
     async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// In the order they were written.
-    async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError>;
+    async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError>;
     /// Sets a run's lease (the time after which it is presumed dead).
     async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
     /// Server runs that are queued or running with a lease that ran out before `now`.

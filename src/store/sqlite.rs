@@ -12,10 +12,10 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunEvent, RunFinish, RunRow, RunStatus,
-    RunStore, SettingStore, StoreError, StoredFile, now_text,
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow, RunStatus, RunStore, SettingStore,
+    StoreError, StoredEvent, StoredFile, now_text,
 };
-use crate::types::Usage;
+use crate::types::{Privacy, RunOutcome, Usage};
 
 /// Schema migrations, applied in order once each.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -162,16 +162,27 @@ impl RunStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn finish_run(&self, id: &str, from: RunStatus, finish: &RunFinish) -> Result<bool, StoreError> {
+    async fn finish_run(
+        &self,
+        id: &str,
+        from: RunStatus,
+        finish: &RunOutcome,
+        privacy: Privacy,
+    ) -> Result<bool, StoreError> {
+        // Errors can quote the input (a script that throws the message text).
+        let error = privacy.wrap_opt(finish.error.as_deref()).map(|p| p.recorded());
+        let final_text = privacy
+            .wrap_opt(finish.final_text.as_deref())
+            .map(|p| p.recorded());
         let done = sqlx::query(
             "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
              input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, cache_write_tokens = ?, \
              reasoning_tokens = ?, cost_usd = ?, skill_loads = ?, finished_at = ? WHERE id = ? AND status = ?",
         )
-        .bind(finish.status.as_str())
-        .bind(&finish.termination)
-        .bind(&finish.error)
-        .bind(&finish.final_text)
+        .bind(finish.status().as_str())
+        .bind(finish.termination.as_str())
+        .bind(error)
+        .bind(final_text)
         .bind(finish.turns as i64)
         .bind(finish.tool_calls as i64)
         .bind(finish.usage.input_tokens as i64)
@@ -231,7 +242,7 @@ impl RunStore for SqliteStore {
         rows.iter().map(run_from_row).collect()
     }
 
-    async fn run_events(&self, run_id: &str) -> Result<Vec<RunEvent>, StoreError> {
+    async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError> {
         let rows =
             sqlx::query("SELECT seq, run_id, at, kind, data FROM run_events WHERE run_id = ? ORDER BY seq")
                 .bind(run_id)
@@ -240,7 +251,7 @@ impl RunStore for SqliteStore {
         rows.iter()
             .map(|row| {
                 let data: String = row.try_get("data")?;
-                Ok(RunEvent {
+                Ok(StoredEvent {
                     seq: row.try_get("seq")?,
                     run_id: row.try_get("run_id")?,
                     at: row.try_get("at")?,
@@ -522,6 +533,7 @@ fn event_from_row(row: &SqliteRow) -> Result<EventRow, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Termination;
 
     async fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -555,19 +567,24 @@ mod tests {
                 .await
                 .unwrap()
         );
-        let finish = RunFinish {
-            status: RunStatus::Succeeded,
-            termination: "completed".into(),
-            error: None,
+        let finish = RunOutcome {
             final_text: Some("hi".into()),
             turns: 2,
             tool_calls: 1,
-            usage: Usage::default(),
-            cost_usd: 0.0,
             skill_loads: [("slack-formatting".to_string(), 2)].into(),
+            ..RunOutcome::new("r1")
         };
-        assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
-        assert!(!s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
+        let recorded = Privacy::Recorded;
+        assert!(
+            s.finish_run("r1", RunStatus::Running, &finish, recorded)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.finish_run("r1", RunStatus::Running, &finish, recorded)
+                .await
+                .unwrap()
+        );
         let row = s.get_run("r1").await.unwrap().unwrap();
         assert_eq!(row.status, RunStatus::Succeeded);
         assert_eq!(row.final_text.as_deref(), Some("hi"));
@@ -591,18 +608,18 @@ mod tests {
                 cached_input_tokens: 8,
                 ..Usage::default()
             };
-            let finish = RunFinish {
-                status: RunStatus::Failed,
-                termination: "max_turns".into(),
-                error: Some("reached max_turns (1)".into()),
-                final_text: None,
+            let finish = RunOutcome {
                 turns: 1,
-                tool_calls: 0,
                 usage,
                 cost_usd: 0.75,
-                skill_loads: Default::default(),
+                ..RunOutcome::new("r1").stopped(Termination::MaxTurns, Some("reached max_turns (1)".into()))
             };
-            assert!(s.finish_run("r1", RunStatus::Running, &finish).await.unwrap());
+            let private = Privacy::Private;
+            assert!(
+                s.finish_run("r1", RunStatus::Running, &finish, private)
+                    .await
+                    .unwrap()
+            );
             s.append_event("r1", "tool_call", &serde_json::json!({"name": "x"}))
                 .await
                 .unwrap();
@@ -615,6 +632,9 @@ mod tests {
         assert_eq!(row.usage.input_tokens, 20);
         assert_eq!(row.usage.cached_input_tokens, 8);
         assert!((row.cost_usd - 0.75).abs() < 1e-9);
+        assert_eq!(row.termination.as_deref(), Some("max_turns"));
+        // A private run's error is stored as its length only.
+        assert_eq!(row.error.as_deref(), Some("[private: 21 chars]"));
         let events = s.run_events("r1").await.unwrap();
         let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["tool_call", "tool_result"]);

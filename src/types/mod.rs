@@ -1,9 +1,13 @@
-//! Shared value types at the bottom of the layer order: model names, durations and
-//! token usage. They import nothing else from the crate.
+//! Shared value types at the bottom of the layer order: model names, durations, token
+//! usage, how runs end, and private text. They import nothing else from the crate.
 
 pub mod duration;
 pub mod model_ref;
+pub mod outcome;
+pub mod private;
 pub mod usage;
 
 pub use model_ref::ModelRef;
+pub use outcome::{RunOutcome, RunStatus, Termination};
+pub use private::{Privacy, Private};
 pub use usage::Usage;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::run::Recorder;
+use crate::run::events::RunEvent;
 use crate::run::gateway::Gateway;
 use crate::tools::ToolError;
 use crate::tools::subagent::SubagentLauncher;
@@ -82,7 +83,7 @@ impl Host {
         ))
     }
 
-    fn recorder(&self) -> &Recorder {
+    pub(crate) fn recorder(&self) -> &Recorder {
         self.gateway.recorder()
     }
 
@@ -125,17 +126,25 @@ impl Host {
             budget.truncated = true;
             drop(budget);
             tracing::warn!(run = %self.recorder().run_id(), "script log truncated");
-            self.recorder().event(
-                "script_log",
-                json!({"truncated": true, "note": format!("log truncated: a run keeps at most {MAX_LOG_LINES} lines and {MAX_LOG_BYTES} bytes of script log")}),
-            );
+            self.recorder().record(RunEvent::ScriptLog {
+                text: None,
+                truncated: Some(true),
+                note: Some(format!(
+                    "log truncated: a run keeps at most {MAX_LOG_LINES} lines and {MAX_LOG_BYTES} bytes of script log"
+                )),
+            });
             return;
         }
         budget.lines_left -= 1;
         budget.bytes_left -= text.len();
         drop(budget);
-        tracing::info!(run = %self.recorder().run_id(), "script: {}", self.recorder().content(text));
-        self.recorder().event("script_log", json!({"text": text}));
+        let text = self.recorder().wrap(text);
+        tracing::info!(run = %self.recorder().run_id(), "script: {text}");
+        self.recorder().record(RunEvent::ScriptLog {
+            text: Some(text),
+            truncated: None,
+            note: None,
+        });
     }
 }
 

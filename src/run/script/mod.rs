@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::sandbox::{self, SandboxLimits};
 
 use crate::run::Termination;
-use crate::run::llm::LoopOutcome;
 use crate::triggers::TriggerEvent;
+use crate::types::RunOutcome;
 use host::{Host, HostStop};
 
 /// Runs `source` (from `path`, for messages) on a blocking thread under the sandbox and
@@ -25,7 +25,7 @@ pub async fn run(
     host: Arc<Host>,
     trigger: &TriggerEvent,
     vars: &Value,
-) -> LoopOutcome {
+) -> RunOutcome {
     let deadline = host.deadline.into_std();
     let mut engine = sandbox::engine(limits, Some(deadline));
     host::register(&mut engine, host.clone());
@@ -45,7 +45,7 @@ pub async fn run(
         r = task => r,
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
     };
-    let mut out = LoopOutcome::empty();
+    let mut out = RunOutcome::new(host.recorder().run_id());
     out.tool_calls = host.gateway.calls();
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match result {
@@ -97,8 +97,8 @@ fn describe(path: &str, e: &EvalAltResult) -> String {
     }
 }
 
-fn failed(termination: Termination, error: String, host: &Host) -> LoopOutcome {
-    let mut out = LoopOutcome::empty();
+fn failed(termination: Termination, error: String, host: &Host) -> RunOutcome {
+    let mut out = RunOutcome::new(host.recorder().run_id());
     out.termination = termination;
     out.error = Some(error);
     out.tool_calls = host.gateway.calls();

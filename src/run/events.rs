@@ -1,0 +1,211 @@
+//! The events of a run's log, one variant each. Content that may quote a person is a
+//! [`Private`] field, so a private run's log holds only lengths: redaction follows the
+//! type, not a list of key names. Readers (`runs show`, the inspector, evals) see the
+//! serialized form: `kind` is the variant name in snake case, `data` its fields.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::provider::ErrorKind;
+use crate::store::{Store, StoreError};
+use crate::types::{Private, RunStatus, Termination, Usage};
+
+/// One entry of a run's event log.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        agent: String,
+        source: String,
+        kind: String,
+        mock_tools: bool,
+        parent_id: Option<String>,
+        depth: u32,
+    },
+    /// A private run's input was held in memory only and the process restarted.
+    InputLost {
+        reason: &'static str,
+    },
+    AttachmentRefused {
+        note: Private,
+    },
+    FileAdded {
+        file: String,
+        name: Private,
+        mime: String,
+        bytes: u64,
+    },
+    ModelRequest {
+        turn: u32,
+        model: String,
+        messages: usize,
+        tools: usize,
+    },
+    ModelResponse {
+        turn: u32,
+        model: String,
+        response_model: String,
+        stop_reason: String,
+        text: Option<Private>,
+        tool_calls: Vec<CallRecord>,
+        usage: Usage,
+        cost_usd: f64,
+        duration_ms: u64,
+    },
+    ModelError {
+        provider: &'static str,
+        kind: ErrorKind,
+        status: Option<u16>,
+        error: Private,
+        duration_ms: u64,
+    },
+    /// Written (and made durable) before the tool can act.
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: Private,
+        /// Whether re-running after a crash could repeat a side effect.
+        side_effect: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fatal: Option<bool>,
+        bytes: usize,
+        duration_ms: u64,
+        /// The first bytes of the output.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Private>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Private>,
+    },
+    Compaction {
+        n: u32,
+        tokens_before: u64,
+        tokens_after: u64,
+        transcript_file: String,
+        kept_messages: usize,
+        dropped_outputs: usize,
+        usage: Usage,
+        cost_usd: f64,
+    },
+    /// About to post the answer (a side effect, so durable first).
+    Reply {
+        destination: Value,
+        side_effect: bool,
+        text: Private,
+    },
+    ReplySent {
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ts: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Private>,
+    },
+    FinalAnswer {
+        text: Private,
+        kept: bool,
+        chars: usize,
+    },
+    RunError {
+        termination: Termination,
+        error: Option<Private>,
+    },
+    ScriptLog {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<Private>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        truncated: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    RunFinished {
+        status: RunStatus,
+        termination: Termination,
+    },
+    /// Found after a crash: the run had made a side effect, so it is not re-run.
+    Interrupted {
+        reason: &'static str,
+    },
+    /// Found after a crash before any side effect: the run is queued again.
+    Retried {
+        reason: &'static str,
+        attempt: u32,
+    },
+    /// The process died during every attempt of this run.
+    CrashLoop {
+        attempts: u32,
+    },
+}
+
+/// A tool call as the model asked for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: Private,
+}
+
+impl RunEvent {
+    /// The event's kind and data as stored.
+    pub fn to_parts(&self) -> (String, Value) {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut map)) => {
+                let kind = match map.remove("kind") {
+                    Some(Value::String(k)) => k,
+                    _ => String::new(),
+                };
+                (kind, map.remove("data").unwrap_or(Value::Null))
+            }
+            // Every variant serializes to a tagged object; nothing else can come back.
+            _ => (String::new(), Value::Null),
+        }
+    }
+}
+
+/// Appends `event` to a run's log at once, outside a running run (crash recovery).
+pub async fn append_now(store: &dyn Store, run_id: &str, event: RunEvent) -> Result<(), StoreError> {
+    let (kind, data) = event.to_parts();
+    store.append_event(run_id, &kind, &data).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Privacy;
+    use serde_json::json;
+
+    #[test]
+    fn private_fields_are_redacted_by_type() {
+        let p = Privacy::Private;
+        let event = RunEvent::ModelResponse {
+            turn: 1,
+            model: "openai/gpt-4.1".into(),
+            response_model: "gpt-4.1".into(),
+            stop_reason: "tool_calls".into(),
+            text: Some(p.wrap("secret")),
+            tool_calls: vec![CallRecord {
+                id: "c".into(),
+                name: "t".into(),
+                arguments: p.wrap("{\"q\":1}"),
+            }],
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            duration_ms: 3,
+        };
+        let (kind, data) = event.to_parts();
+        assert_eq!(kind, "model_response");
+        assert_eq!(data["text"], "[private: 6 chars]");
+        assert_eq!(
+            data["tool_calls"],
+            json!([{"id": "c", "name": "t", "arguments": "[private: 7 chars]"}])
+        );
+        assert_eq!(data["model"], "openai/gpt-4.1");
+    }
+}
