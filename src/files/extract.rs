@@ -196,35 +196,53 @@ fn pptx(bytes: &[u8]) -> Result<String, ExtractError> {
 }
 
 /// Text of WordprocessingML (`w`) or DrawingML (`a`): `<x:t>` runs, paragraphs as lines,
-/// tabs and breaks kept.
+/// tabs and breaks kept. Parsed with quick-xml; malformed XML keeps the text read so far
+/// and says where the part broke off.
 fn office_text(xml: &str, ns: &str) -> String {
-    let text_tag = format!("{ns}:t");
-    let para_end = format!("/{ns}:p");
+    use quick_xml::events::Event;
+    let name = |local: &str| format!("{ns}:{local}");
+    let (t, p, tab, br) = (name("t"), name("p"), name("tab"), name("br"));
+    let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = String::new();
-    let mut rest = xml;
-    while let Some(lt) = rest.find('<') {
-        let Some(gt) = rest[lt..].find('>') else { break };
-        let tag = &rest[lt + 1..lt + gt];
-        let name = tag
-            .split(|c: char| c.is_whitespace() || c == '/')
-            .next()
-            .unwrap_or_default();
-        let name = if tag.starts_with('/') {
-            tag.split_whitespace().next().unwrap_or_default()
-        } else {
-            name
-        };
-        rest = &rest[lt + gt + 1..];
-        if name == text_tag && !tag.ends_with('/') {
-            let end = rest.find('<').unwrap_or(rest.len());
-            out.push_str(&decode_entities(&rest[..end]));
-            rest = &rest[end..];
-        } else if name == para_end {
-            out.push('\n');
-        } else if name == format!("{ns}:tab") {
-            out.push('\t');
-        } else if name == format!("{ns}:br") {
-            out.push('\n');
+    let mut in_text = false;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) if e.name().into_inner() == t.as_str() => in_text = true,
+            Ok(Event::End(e)) => {
+                let n = e.name();
+                if n.into_inner() == t.as_str() {
+                    in_text = false;
+                } else if n.into_inner() == p.as_str() {
+                    out.push('\n');
+                }
+            }
+            Ok(Event::Empty(e)) => {
+                let n = e.name();
+                if n.into_inner() == tab.as_str() {
+                    out.push('\t');
+                } else if n.into_inner() == br.as_str() || n.into_inner() == p.as_str() {
+                    out.push('\n');
+                }
+            }
+            Ok(Event::Text(text)) if in_text => out.push_str(&text.xml10_content()),
+            Ok(Event::CData(text)) if in_text => out.push_str(&text.xml10_content()),
+            // Entity references arrive as their own events.
+            Ok(Event::GeneralRef(r)) if in_text => {
+                if let Ok(Some(c)) = r.resolve_char_ref() {
+                    out.push(c);
+                } else {
+                    out.push_str(&decode_entities(&format!("&{};", &*r)));
+                }
+            }
+            Ok(Event::Eof) => break,
+            Err(e) => {
+                let at = reader.error_position();
+                out.push_str(&format!(
+                    "\n[steward: the document's XML is malformed at byte {at}: {e}]\n"
+                ));
+                break;
+            }
+            _ => {}
         }
     }
     out
@@ -399,6 +417,9 @@ mod tests {
     fn office_xml_paragraphs_and_runs() {
         let xml = r#"<w:document><w:body><w:p><w:r><w:t>Hello</w:t></w:r><w:r><w:t xml:space="preserve"> world &amp; co</w:t></w:r></w:p><w:p><w:r><w:t>A</w:t><w:tab/><w:t>B</w:t></w:r></w:p></w:body></w:document>"#;
         assert_eq!(office_text(xml, "w"), "Hello world & co\nA\tB\n");
+        // Character references, CDATA and attributes holding '>' are XML, not text.
+        let xml = r#"<a:p><a:r><a:rPr alt="x>y"/><a:t>caf&#233; <![CDATA[<b>]]></a:t></a:r></a:p>"#;
+        assert_eq!(office_text(xml, "a"), "café <b>\n");
     }
 
     #[test]

@@ -1,139 +1,222 @@
 //! Markdown (as models write it) to Atlassian Document Format, for Jira descriptions and
-//! comments: headings, paragraphs, bullet and numbered lists, fenced code blocks, and
-//! bold, italic, inline code and link marks.
+//! comments. Parsed with pulldown-cmark (CommonMark): headings, paragraphs, nested bullet
+//! and numbered lists, block quotes, rules, code blocks, and bold, italic, strike, inline
+//! code and link marks.
 
-use serde_json::{Value, json};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use serde_json::{Map, Value, json};
 
-/// Converts Markdown to an ADF document.
+/// Converts Markdown (CommonMark plus strikethrough) to an ADF document.
 pub fn markdown_to_adf(md: &str) -> Value {
-    let mut content: Vec<Value> = Vec::new();
-    let mut lines = md.lines().peekable();
-    let mut paragraph: Vec<String> = Vec::new();
-    let flush = |paragraph: &mut Vec<String>, content: &mut Vec<Value>| {
-        if !paragraph.is_empty() {
-            content.push(json!({"type": "paragraph", "content": inline(&paragraph.join(" "))}));
-            paragraph.clear();
-        }
+    let mut b = Builder {
+        stack: vec![Node::new(json!({"type": "doc", "version": 1}))],
+        marks: Vec::new(),
     };
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim_start();
-        if let Some(lang) = trimmed.strip_prefix("```") {
-            flush(&mut paragraph, &mut content);
-            let mut code = Vec::new();
-            for l in lines.by_ref() {
-                if l.trim_start().starts_with("```") {
-                    break;
-                }
-                code.push(l);
-            }
-            let mut block =
-                json!({"type": "codeBlock", "content": [{"type": "text", "text": code.join("\n")}]});
-            if !lang.trim().is_empty() {
-                block["attrs"] = json!({"language": lang.trim()});
-            }
-            content.push(block);
-        } else if trimmed.starts_with('#') {
-            flush(&mut paragraph, &mut content);
-            let level = trimmed.chars().take_while(|c| *c == '#').count().min(6);
-            let text = trimmed[level..].trim();
-            content.push(json!({"type": "heading", "attrs": {"level": level}, "content": inline(text)}));
-        } else if let Some((ordered, _)) = list_item(trimmed) {
-            flush(&mut paragraph, &mut content);
-            let mut items = vec![list_item(trimmed).map(|(_, t)| t).unwrap_or_default()];
-            while let Some(next) = lines.peek() {
-                match list_item(next.trim_start()) {
-                    Some((o, t)) if o == ordered => {
-                        items.push(t);
-                        lines.next();
-                    }
-                    _ => break,
-                }
-            }
-            let kind = if ordered { "orderedList" } else { "bulletList" };
-            let items: Vec<Value> = items
-                .iter()
-                .map(
-                    |t| json!({"type": "listItem", "content": [{"type": "paragraph", "content": inline(t)}]}),
-                )
-                .collect();
-            content.push(json!({"type": kind, "content": items}));
-        } else if trimmed.is_empty() {
-            flush(&mut paragraph, &mut content);
-        } else {
-            paragraph.push(trimmed.to_string());
-        }
+    for event in Parser::new_ext(md, Options::ENABLE_STRIKETHROUGH) {
+        b.event(event);
     }
-    flush(&mut paragraph, &mut content);
-    json!({"type": "doc", "version": 1, "content": content})
+    while b.stack.len() > 1 {
+        b.close();
+    }
+    b.stack.pop().map_or_else(
+        || json!({"type": "doc", "version": 1, "content": []}),
+        Node::finish,
+    )
 }
 
-/// `(ordered, text)` for `- x`, `* x` or `1. x`.
-fn list_item(line: &str) -> Option<(bool, String)> {
-    if let Some(t) = line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) {
-        return Some((false, t.to_string()));
-    }
-    let digits = line.chars().take_while(char::is_ascii_digit).count();
-    if digits > 0 && line[digits..].starts_with(". ") {
-        return Some((true, line[digits + 2..].to_string()));
-    }
-    None
+/// An open ADF node and the children collected so far.
+struct Node {
+    node: Value,
+    content: Vec<Value>,
+    /// A paragraph opened for loose inline content (tight list items, quotes).
+    implicit: bool,
 }
 
-/// Inline text with marks.
-fn inline(text: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    let mut plain = String::new();
-    let push_plain = |plain: &mut String, out: &mut Vec<Value>| {
-        if !plain.is_empty() {
-            out.push(json!({"type": "text", "text": plain.clone()}));
-            plain.clear();
+impl Node {
+    fn new(node: Value) -> Node {
+        Node {
+            node,
+            content: Vec::new(),
+            implicit: false,
         }
-    };
-    while !rest.is_empty() {
-        let marked = [("**", "strong"), ("`", "code"), ("_", "em")]
-            .iter()
-            .find_map(|(delim, mark)| {
-                let inner = rest.strip_prefix(delim)?;
-                let end = inner.find(delim)?;
-                (end > 0).then(|| {
-                    (
-                        delim.len() * 2 + end,
-                        json!({"type": "text", "text": &inner[..end], "marks": [{"type": mark}]}),
-                    )
-                })
-            });
-        let link = || -> Option<(usize, Value)> {
-            let inner = rest.strip_prefix('[')?;
-            let close = inner.find("](")?;
-            let url_end = inner[close + 2..].find(')')?;
-            let label = &inner[..close];
-            let href = &inner[close + 2..close + 2 + url_end];
-            Some((
-                close + 2 + url_end + 2,
-                json!({"type": "text", "text": label, "marks": [{"type": "link", "attrs": {"href": href}}]}),
-            ))
+    }
+
+    fn kind(&self) -> &str {
+        self.node["type"].as_str().unwrap_or_default()
+    }
+
+    fn finish(mut self) -> Value {
+        if self.kind() == "codeBlock"
+            && let Some(Value::String(text)) = self.content.last_mut().map(|t| &mut t["text"])
+        {
+            // The parser ends a code block's text with its closing newline.
+            while text.ends_with('\n') {
+                text.pop();
+            }
+        }
+        self.content
+            .retain(|c| c["type"] != "text" || c["text"].as_str().is_some_and(|t| !t.is_empty()));
+        self.node["content"] = Value::Array(self.content);
+        self.node
+    }
+}
+
+struct Builder {
+    stack: Vec<Node>,
+    marks: Vec<Value>,
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start(tag) => self.start(tag),
+            Event::End(end) => self.end(end),
+            Event::Text(text) => self.text(&text, None),
+            Event::Code(code) => self.text(&code, Some(json!({"type": "code"}))),
+            Event::Html(html) | Event::InlineHtml(html) => self.text(&html, None),
+            Event::SoftBreak => self.text(" ", None),
+            Event::HardBreak => self.inline(json!({"type": "hardBreak"})),
+            Event::Rule => self.block(Node::new(json!({"type": "rule"}))),
+            _ => {}
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        let node = match tag {
+            Tag::Paragraph => json!({"type": "paragraph"}),
+            Tag::Heading { level, .. } => json!({"type": "heading", "attrs": {"level": level as u8}}),
+            Tag::BlockQuote(_) => json!({"type": "blockquote"}),
+            Tag::CodeBlock(kind) => match kind {
+                CodeBlockKind::Fenced(lang) if !lang.trim().is_empty() => {
+                    json!({"type": "codeBlock", "attrs": {"language": lang.trim()}})
+                }
+                _ => json!({"type": "codeBlock"}),
+            },
+            Tag::List(Some(_)) => json!({"type": "orderedList"}),
+            Tag::List(None) => json!({"type": "bulletList"}),
+            Tag::Item => json!({"type": "listItem"}),
+            Tag::Emphasis => return self.marks.push(json!({"type": "em"})),
+            Tag::Strong => return self.marks.push(json!({"type": "strong"})),
+            Tag::Strikethrough => return self.marks.push(json!({"type": "strike"})),
+            Tag::Link { dest_url, .. } => {
+                return self
+                    .marks
+                    .push(json!({"type": "link", "attrs": {"href": dest_url.to_string()}}));
+            }
+            _ => return,
         };
-        match marked.or_else(link) {
-            Some((len, node)) => {
-                push_plain(&mut plain, &mut out);
-                out.push(node);
-                rest = &rest[len..];
+        self.close_implicit();
+        self.stack.push(Node::new(node));
+    }
+
+    fn end(&mut self, end: TagEnd) {
+        match end {
+            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough | TagEnd::Link => {
+                self.marks.pop();
             }
-            None => {
-                let c = rest.chars().next().unwrap_or(' ');
-                plain.push(c);
-                rest = &rest[c.len_utf8()..];
+            TagEnd::Paragraph
+            | TagEnd::Heading(_)
+            | TagEnd::BlockQuote(_)
+            | TagEnd::CodeBlock
+            | TagEnd::List(_)
+            | TagEnd::Item => {
+                self.close_implicit();
+                self.close();
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes the innermost node into its parent.
+    fn close(&mut self) {
+        if self.stack.len() > 1
+            && let Some(node) = self.stack.pop()
+        {
+            let value = node.finish();
+            if let Some(parent) = self.stack.last_mut() {
+                parent.content.push(value);
             }
         }
     }
-    push_plain(&mut plain, &mut out);
-    out
+
+    fn close_implicit(&mut self) {
+        if self.stack.last().is_some_and(|n| n.implicit) {
+            self.close();
+        }
+    }
+
+    fn block(&mut self, node: Node) {
+        self.close_implicit();
+        self.stack.push(node);
+        self.close();
+    }
+
+    /// Adds an inline node, opening a paragraph where a block is expected.
+    fn inline(&mut self, node: Value) {
+        let holds_inline = self
+            .stack
+            .last()
+            .is_some_and(|n| matches!(n.kind(), "paragraph" | "heading" | "codeBlock"));
+        if !holds_inline {
+            let mut p = Node::new(json!({"type": "paragraph"}));
+            p.implicit = true;
+            self.stack.push(p);
+        }
+        if let Some(top) = self.stack.last_mut() {
+            top.content.push(node);
+        }
+    }
+
+    fn text(&mut self, text: &str, extra: Option<Value>) {
+        if text.is_empty() {
+            return;
+        }
+        let in_code = self.stack.last().is_some_and(|n| n.kind() == "codeBlock");
+        let mut node = Map::new();
+        node.insert("type".into(), json!("text"));
+        node.insert("text".into(), json!(text));
+        let marks: Vec<Value> = if in_code {
+            Vec::new()
+        } else {
+            self.marks.iter().cloned().chain(extra).collect()
+        };
+        if !marks.is_empty() {
+            node.insert("marks".into(), Value::Array(marks));
+        }
+        // Adjacent plain text (a soft break between lines) merges into one node.
+        if let Some(Value::Object(last)) = self.stack.last_mut().and_then(|n| n.content.last_mut())
+            && last.get("type") == Some(&json!("text"))
+            && last.get("marks") == node.get("marks")
+            && let (Some(Value::String(prev)), Some(Value::String(more))) =
+                (last.get_mut("text"), node.get("text"))
+        {
+            prev.push_str(more);
+            return;
+        }
+        self.inline(Value::Object(node));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_lists_quotes_and_strikethrough() {
+        let doc = markdown_to_adf("> quoted *text*\n\n- a\n  - b ~~old~~\n\n---\nA & B の日本語");
+        let c = doc["content"].as_array().unwrap();
+        assert_eq!(c[0]["type"], "blockquote");
+        assert_eq!(c[0]["content"][0]["type"], "paragraph");
+        assert_eq!(c[1]["type"], "bulletList");
+        let inner = &c[1]["content"][0]["content"][1];
+        assert_eq!(inner["type"], "bulletList");
+        assert_eq!(
+            inner["content"][0]["content"][0]["content"][1],
+            json!({"type": "text", "text": "old", "marks": [{"type": "strike"}]})
+        );
+        assert_eq!(c[2]["type"], "rule");
+        assert_eq!(c[3]["content"][0]["text"], "A & B の日本語");
+    }
 
     #[test]
     fn converts_headings_lists_code_and_links() {
