@@ -108,6 +108,8 @@ pub enum StoreError {
     Folder { path: String, source: std::io::Error },
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    #[error("cannot migrate the database schema: {0}")]
+    Migrate(String),
 }
 
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres

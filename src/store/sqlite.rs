@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migrate, Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -17,13 +19,32 @@ use super::{
 };
 use crate::types::{Privacy, RunOutcome, Usage};
 
-/// Schema migrations, applied in order once each.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("migrations/0001_init.sql")),
-    (2, include_str!("migrations/0002_files.sql")),
-    (3, include_str!("migrations/0003_skill_loads.sql")),
-    (4, include_str!("migrations/0004_events.sql")),
+/// Schema migrations, applied in order once each by sqlx's migrator (recorded in
+/// `_sqlx_migrations` with checksums, so an edited migration is refused). Embedded with
+/// `include_str!` rather than `sqlx::migrate!` to keep sqlx's proc-macro crates out of
+/// the build; the effect is the same.
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("migrations/0001_init.sql")),
+    (2, "files", include_str!("migrations/0002_files.sql")),
+    (3, "skill loads", include_str!("migrations/0003_skill_loads.sql")),
+    (4, "events", include_str!("migrations/0004_events.sql")),
 ];
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                (*description).into(),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
 
 /// A SQLite-backed [`Store`].
 #[derive(Clone)]
@@ -74,28 +95,48 @@ impl SqliteStore {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+        let migrator = migrator();
+        self.adopt_legacy_migrations(&migrator).await?;
+        migrator
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))
+    }
+
+    /// Databases made before the switch to sqlx's migrator recorded their migrations in
+    /// `schema_migrations`: record those as applied in `_sqlx_migrations`, once, so
+    /// nothing runs twice and nothing is lost.
+    async fn adopt_legacy_migrations(&self, migrator: &Migrator) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let legacy: Option<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
         )
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        for (version, sql) in MIGRATIONS {
-            let mut tx = self.pool.begin().await?;
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM schema_migrations WHERE version = ?")
-                    .bind(version)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if done.is_none() {
-                sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)")
-                    .bind(version)
-                    .bind(now_text())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
+        if legacy.is_none() {
+            return Ok(());
         }
+        tx.ensure_migrations_table("_sqlx_migrations")
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations")
+            .fetch_all(&mut *tx)
+            .await?;
+        for m in migrator.iter().filter(|m| applied.contains(&m.version)) {
+            sqlx::query(
+                "INSERT OR IGNORE INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+                 VALUES (?, ?, TRUE, ?, 0)",
+            )
+            .bind(m.version)
+            .bind(m.description.as_ref())
+            .bind(m.checksum.as_ref())
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DROP TABLE schema_migrations")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 }
@@ -640,5 +681,40 @@ mod tests {
         assert_eq!(kinds, ["tool_call", "tool_result"]);
         assert_eq!(events[0].data["name"], "x");
         assert_eq!(s.list_runs(10).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_database_from_before_sqlx_migrations_is_adopted_not_rerun() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let s = SqliteStore::open(&path).await.unwrap();
+            s.create_run(&new_run("r1")).await.unwrap();
+            // Make it look like a database of the earlier layout.
+            sqlx::raw_sql(
+                "DROP TABLE _sqlx_migrations; \
+                 CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
+                 INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
+            )
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        }
+        let s = SqliteStore::open(&path).await.unwrap();
+        assert!(s.get_run("r1").await.unwrap().is_some(), "the data survives");
+        let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&s.pool)
+            .await
+            .unwrap();
+        assert_eq!(versions, [1, 2, 3, 4]);
+        let legacy: Option<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
+                .fetch_optional(&s.pool)
+                .await
+                .unwrap();
+        assert_eq!(legacy, None);
+        // Opening again is a no-op.
+        drop(s);
+        SqliteStore::open(&path).await.unwrap();
     }
 }
