@@ -145,7 +145,7 @@ struct Mocks {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::types::duration::parse_duration(text)
+    crate::types::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// A lease is renewed every third of its length: under a second would hammer the store.

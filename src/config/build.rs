@@ -153,7 +153,7 @@ fn build_models(
     match model {
         Some(m) => match ModelRef::parse(m) {
             Ok(r) => models.push(r),
-            Err(e) => diags.push(src.error_at("model", None, e)),
+            Err(e) => diags.push(src.error_at("model", None, e.to_string())),
         },
         None if required => diags.push(Diagnostic::new(
             &src.rel,
@@ -166,7 +166,7 @@ fn build_models(
     for f in fallbacks {
         match ModelRef::parse(f) {
             Ok(r) => models.push(r),
-            Err(e) => diags.push(src.error_at("fallbacks", Some(f), e)),
+            Err(e) => diags.push(src.error_at("fallbacks", Some(f), e.to_string())),
         }
     }
     models

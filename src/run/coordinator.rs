@@ -44,7 +44,7 @@ impl Coordinator for LlmCoordinator {
             Ok(required) => required,
             Err(e) => {
                 let out = RunOutcome::new(cx.run_id.as_str());
-                return Ok(out.stopped(Termination::ToolError, Some(e)));
+                return Ok(out.stopped(Termination::ToolError, Some(e.to_string())));
             }
         };
         let mut prompt = cx.trigger.to_prompt();

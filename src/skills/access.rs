@@ -67,26 +67,26 @@ impl RunSkills {
     }
 
     /// Skill `name`, if this run may use it.
-    pub fn skill(&self, name: &str) -> Result<&super::Skill, String> {
+    pub fn skill(&self, name: &str) -> Result<&super::Skill, SkillError> {
         self.check(name)
     }
 
-    fn check(&self, name: &str) -> Result<&super::Skill, String> {
+    fn check(&self, name: &str) -> Result<&super::Skill, SkillError> {
         if self.prohibited.contains(name) {
-            return Err(format!("skill '{name}' is prohibited for this agent"));
+            return Err(SkillError::Prohibited(name.to_string()));
         }
         match self.set.get(name) {
             Some(s) if self.available.contains(name) => Ok(s),
-            Some(_) => Err(format!("skill '{name}' is not allowed for this agent")),
-            None => Err(format!(
-                "unknown skill '{name}'; available skills: {}",
-                self.available.iter().cloned().collect::<Vec<_>>().join(", ")
-            )),
+            Some(_) => Err(SkillError::NotAllowed(name.to_string())),
+            None => Err(SkillError::Unknown {
+                name: name.to_string(),
+                available: self.available.iter().cloned().collect::<Vec<_>>().join(", "),
+            }),
         }
     }
 
     /// The body of skill `name` (with the list of its other files), counting the load.
-    pub fn load(&self, name: &str) -> Result<String, String> {
+    pub fn load(&self, name: &str) -> Result<String, SkillError> {
         let skill = self.check(name)?;
         *self
             .loads
@@ -107,7 +107,7 @@ impl RunSkills {
 
     /// A file inside skill `name`'s folder. Paths that are absolute, contain `..` or
     /// resolve (through links) outside the folder are refused.
-    pub fn load_sub(&self, name: &str, path: &str) -> Result<String, String> {
+    pub fn load_sub(&self, name: &str, path: &str) -> Result<String, SkillError> {
         let skill = self.check(name)?;
         let rel = Path::new(path);
         if rel.is_absolute()
@@ -115,30 +115,29 @@ impl RunSkills {
                 .components()
                 .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(format!(
-                "path '{path}' must stay inside the skill folder (no '..' or absolute paths)"
-            ));
+            return Err(SkillError::Outside(path.to_string()));
         }
         let base = skill
             .dir
             .canonicalize()
-            .map_err(|e| format!("skill folder unreadable: {e}"))?;
-        let full = base.join(rel).canonicalize().map_err(|_| {
-            format!(
-                "skill '{name}' has no file '{path}'; files: {}",
-                skill.extra_files().join(", ")
-            )
+            .map_err(|e| SkillError::Unreadable(format!("skill folder unreadable: {e}")))?;
+        let full = base.join(rel).canonicalize().map_err(|_| SkillError::NoFile {
+            name: name.to_string(),
+            path: path.to_string(),
+            files: skill.extra_files().join(", "),
         })?;
         if !full.starts_with(&base) {
-            return Err(format!("path '{path}' must stay inside the skill folder"));
+            return Err(SkillError::Outside(path.to_string()));
         }
         let size = std::fs::metadata(&full).map(|m| m.len()).unwrap_or(0);
         if size > MAX_SUBSKILL_BYTES {
-            return Err(format!(
-                "'{path}' is {size} bytes, over the {MAX_SUBSKILL_BYTES}-byte limit"
-            ));
+            return Err(SkillError::TooLarge {
+                path: path.to_string(),
+                size,
+            });
         }
-        let text = std::fs::read_to_string(&full).map_err(|e| format!("cannot read '{path}': {e}"))?;
+        let text = std::fs::read_to_string(&full)
+            .map_err(|e| SkillError::Unreadable(format!("cannot read '{path}': {e}")))?;
         *self
             .loads
             .lock()
@@ -149,11 +148,11 @@ impl RunSkills {
     }
 
     /// The message injecting required skills, counted as loads.
-    pub fn required_message(&self, required: &[String]) -> Result<Option<String>, String> {
+    pub fn required_message(&self, required: &[String]) -> Result<Option<String>, SkillError> {
         if required.is_empty() {
             return Ok(None);
         }
-        let bodies: Result<Vec<String>, String> = required.iter().map(|n| self.load(n)).collect();
+        let bodies: Result<Vec<String>, SkillError> = required.iter().map(|n| self.load(n)).collect();
         Ok(Some(format!(
             "[steward: required skills for this agent]\n\n{}",
             bodies?.join("\n\n")
@@ -164,4 +163,27 @@ impl RunSkills {
     pub fn loads(&self) -> BTreeMap<String, u32> {
         self.loads.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// Why a skill or one of its files cannot be used; the message goes back to the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillError {
+    #[error("skill '{0}' is prohibited for this agent")]
+    Prohibited(String),
+    #[error("skill '{0}' is not allowed for this agent")]
+    NotAllowed(String),
+    #[error("unknown skill '{name}'; available skills: {available}")]
+    Unknown { name: String, available: String },
+    #[error("path '{0}' must stay inside the skill folder (no '..' or absolute paths)")]
+    Outside(String),
+    #[error("skill '{name}' has no file '{path}'; files: {files}")]
+    NoFile {
+        name: String,
+        path: String,
+        files: String,
+    },
+    #[error("'{path}' is {size} bytes, over the {MAX_SUBSKILL_BYTES}-byte limit")]
+    TooLarge { path: String, size: u64 },
+    #[error("{0}")]
+    Unreadable(String),
 }

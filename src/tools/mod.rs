@@ -125,6 +125,13 @@ pub enum ToolError {
 
 pub type ToolResult = Result<ToolOutput, ToolError>;
 
+impl From<crate::skills::access::SkillError> for ToolError {
+    /// The model named a skill or file it cannot use: it can correct itself.
+    fn from(e: crate::skills::access::SkillError) -> Self {
+        ToolError::Model(e.to_string())
+    }
+}
+
 /// A capability an agent can use. Every tool has a real implementation and a mock used
 /// by evals and `--mock-tools`; arguments arrive already validated against the schema.
 #[async_trait]

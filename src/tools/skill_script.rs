@@ -53,7 +53,7 @@ impl Tool for SkillScript {
             .as_ref()
             .ok_or_else(|| ToolError::Model("no skills are available to this agent".into()))?;
         let skill_name = args["skill"].as_str().unwrap_or_default();
-        let skill = skills.skill(skill_name).map_err(ToolError::Model)?.clone();
+        let skill = skills.skill(skill_name).map_err(ToolError::from)?.clone();
         let script = args["script"].as_str().unwrap_or_default();
         let file = script.trim_start_matches("scripts/").trim_end_matches(".rhai");
         if file.is_empty()

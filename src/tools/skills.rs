@@ -70,7 +70,7 @@ impl Tool for SkillTool {
                 .collect::<Result<Vec<_>, _>>()
                 .map(|b| b.join("\n\n"))
         };
-        text.map(ToolOutput::text).map_err(ToolError::Model)
+        text.map(ToolOutput::text).map_err(ToolError::from)
     }
 
     /// Skills are local files; the mock is the real thing.

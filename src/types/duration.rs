@@ -34,19 +34,30 @@ pub fn format_duration(d: Duration) -> String {
 /// Parses `500ms`, `30s`, `10m`, `1h`, `1h30m` (and humantime's longer spellings such
 /// as `2min` or `1day`); a bare integer means seconds. Values too large to represent
 /// are an error, never an overflow.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(text).map_err(|e| match e {
-        humantime::DurationError::NumberOverflow => format!("duration '{text}' is too large"),
+        humantime::DurationError::NumberOverflow => DurationError::TooLarge(text.to_string()),
         // humantime's own wording ("expected number at 0") means little in a config.
-        _ => format!("invalid duration '{text}'"),
+        _ => DurationError::Invalid(text.to_string()),
     })
+}
+
+/// Why a duration did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("duration '{0}' is too large")]
+    TooLarge(String),
+    #[error("invalid duration '{0}'")]
+    Invalid(String),
 }
 
 impl<'de> Deserialize<'de> for HumanDuration {

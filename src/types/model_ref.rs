@@ -15,28 +15,37 @@ pub struct ModelRef {
 impl ModelRef {
     /// Parses `provider/model`; the model part may itself contain slashes
     /// (`openai/meta-llama/Llama-3.1-8B` for a vLLM server).
-    pub fn parse(text: &str) -> Result<ModelRef, String> {
+    pub fn parse(text: &str) -> Result<ModelRef, ModelRefError> {
         let Some((provider, model)) = text.split_once('/') else {
-            return Err(format!(
-                "invalid model name '{text}', expected provider/model such as openai/gpt-4.1 or anthropic/claude-sonnet-4-5"
-            ));
+            return Err(ModelRefError::NoProvider(text.to_string()));
         };
         if !PROVIDERS.contains(&provider) {
-            return Err(format!(
-                "unknown model provider '{provider}' in '{text}', expected one of {}",
-                PROVIDERS.join(", ")
-            ));
+            return Err(ModelRefError::UnknownProvider {
+                provider: provider.to_string(),
+                text: text.to_string(),
+            });
         }
         if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
-            return Err(format!(
-                "invalid model name '{text}': the model part is empty or has spaces"
-            ));
+            return Err(ModelRefError::BadModel(text.to_string()));
         }
         Ok(ModelRef {
             provider: provider.to_string(),
             model: model.to_string(),
         })
     }
+}
+
+/// Why a model name did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelRefError {
+    #[error(
+        "invalid model name '{0}', expected provider/model such as openai/gpt-4.1 or anthropic/claude-sonnet-4-5"
+    )]
+    NoProvider(String),
+    #[error("unknown model provider '{provider}' in '{text}', expected one of {}", PROVIDERS.join(", "))]
+    UnknownProvider { provider: String, text: String },
+    #[error("invalid model name '{0}': the model part is empty or has spaces")]
+    BadModel(String),
 }
 
 impl fmt::Display for ModelRef {
@@ -61,10 +70,16 @@ mod tests {
 
     #[test]
     fn rejects_bad_names() {
-        assert!(ModelRef::parse("gpt-4.1").unwrap_err().contains("provider/model"));
+        assert!(
+            ModelRef::parse("gpt-4.1")
+                .unwrap_err()
+                .to_string()
+                .contains("provider/model")
+        );
         assert!(
             ModelRef::parse("google/gemini")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown model provider")
         );
         assert!(ModelRef::parse("openai/").is_err());
