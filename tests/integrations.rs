@@ -408,12 +408,14 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     else {
         panic!()
     };
-    let outputs = steward::run::reply::Outputs {
+    let sources = steward::triggers::Sources::new(steward::triggers::source::SourceSettings {
         slack: Some(slack.clone()),
         egress: loopback_egress(),
+        attachment_cap: 1000,
         ..Default::default()
-    };
-    let (got, notes) = steward::run::attachments::fetch(&outputs, &event, 1000).await;
+    });
+    let fetched = sources.attachments(&event).await;
+    let (got, notes) = (fetched.files, fetched.notes);
     assert_eq!(got.len(), 1);
     assert_eq!(
         (
@@ -452,7 +454,14 @@ async fn slack_files_become_virtual_files_within_the_cap() {
         false,
     )
     .await;
-    r.outputs = Arc::new(outputs);
+    // The service's own cap this time (20 MB).
+    r.sources = Arc::new(steward::triggers::Sources::new(
+        steward::triggers::source::SourceSettings {
+            slack: Some(slack.clone()),
+            egress: loopback_egress(),
+            ..Default::default()
+        },
+    ));
     let agent = steward::config::AgentConfig::new(
         "a",
         steward::types::ModelRef::parse("openai/gpt-4.1").unwrap(),
@@ -517,17 +526,19 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
         false,
     )
     .await;
-    r.outputs = Arc::new(steward::run::reply::Outputs {
-        notion: Some(steward::integrations::notion::NotionClient::new(
-            steward::http::client().unwrap(),
-            &url,
-            "secret_x",
-        )),
-        prompts: Arc::new(steward::run::prompts::PromptCache::with_ttl(
-            std::time::Duration::ZERO,
-        )),
-        ..Default::default()
-    });
+    r.sources = Arc::new(steward::triggers::Sources::new(
+        steward::triggers::source::SourceSettings {
+            notion: Some(steward::integrations::notion::NotionClient::new(
+                steward::http::client().unwrap(),
+                &url,
+                "secret_x",
+            )),
+            ..Default::default()
+        },
+    ));
+    r.prompts = Arc::new(steward::run::prompts::PromptCache::with_ttl(
+        std::time::Duration::ZERO,
+    ));
     let t = steward::triggers::TriggerEvent::from_cli(json!({"text": "hi"}));
     r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     let system = |i: usize| {
@@ -544,9 +555,7 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     assert!(system(1).starts_with("You triage support requests from Notion."));
     // With no copy at all the run fails at once, recorded with a clear error (it
     // must not wait in the queue to be retried forever).
-    let mut fresh = (*r.outputs).clone();
-    fresh.prompts = Arc::new(steward::run::prompts::PromptCache::default());
-    r.outputs = Arc::new(fresh);
+    r.prompts = Arc::new(steward::run::prompts::PromptCache::default());
     let calls = fake.requests().len();
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     assert_eq!(out.status(), steward::store::RunStatus::Failed);
@@ -723,11 +732,13 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let (_d, mut r) = runner(providers(Some(&fake), None), reg, false).await;
     r.skills = Arc::new(skills);
     r.subagents = Arc::new(config.subagents.clone());
-    r.outputs = Arc::new(steward::run::reply::Outputs {
-        notion: Some(notion),
-        prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
-        ..Default::default()
-    });
+    r.sources = Arc::new(steward::triggers::Sources::new(
+        steward::triggers::source::SourceSettings {
+            notion: Some(notion),
+            prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
+            ..Default::default()
+        },
+    ));
     // The webhook event as Notion sends it.
     let body = json!({"id": "ev-1", "timestamp": "2024-12-05T23:55:34.285Z", "type": "page.properties_updated",
         "entity": {"id": page_id, "type": "page"},
@@ -738,7 +749,7 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
         panic!()
     };
     let agent = config.agent("doc-review").unwrap();
-    let routed = steward::triggers::router::route(&config, &event, r.outputs.notion.as_ref()).await;
+    let routed = steward::triggers::router::route(&config, &event, r.sources.notion.as_ref()).await;
     assert_eq!(
         routed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
         ["doc-review"]
@@ -792,22 +803,24 @@ async fn files_on_a_notion_page_become_virtual_files() {
         }));
     let url = serve(app).await;
     *base.lock().unwrap() = url.clone();
-    let outputs = steward::run::reply::Outputs {
+    let sources = steward::triggers::Sources::new(steward::triggers::source::SourceSettings {
         notion: Some(steward::integrations::notion::NotionClient::new(
             steward::http::client().unwrap(),
             &url,
             "secret_x",
         )),
         egress: loopback_egress(),
+        attachment_cap: 1000,
         ..Default::default()
-    };
+    });
     let body = json!({"id": "ev-9", "type": "page.properties_updated", "entity": {"id": "p9", "type": "page"}, "data": {"parent": {"id": "db", "type": "database"}}});
     let steward::triggers::notion::NotionPayload::Event { event, .. } =
         steward::triggers::notion::parse(&body).unwrap()
     else {
         panic!()
     };
-    let (files, notes) = steward::run::attachments::fetch(&outputs, &event, 1000).await;
+    let fetched = sources.attachments(&event).await;
+    let (files, notes) = (fetched.files, fetched.notes);
     assert_eq!(files.len(), 1);
     assert_eq!(
         (

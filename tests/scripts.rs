@@ -540,13 +540,14 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     fake.push(Reply::ok(openai_text(" web\n")));
     let (_db, mut runner) = runner(providers(Some(&fake), None), reg, false).await;
     runner.subagents = Arc::new(config.subagents.clone());
-    runner.outputs = Arc::new(steward::run::reply::Outputs {
-        slack: Some(slack),
-        jira: Some(jira),
-        notion: None,
-        prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
-        ..Default::default()
-    });
+    runner.sources = Arc::new(steward::triggers::Sources::new(
+        steward::triggers::source::SourceSettings {
+            slack: Some(slack),
+            jira: Some(jira),
+            prompt_base_url: Some("https://github.com/acme/steward/blob/main".into()),
+            ..Default::default()
+        },
+    ));
 
     // The :jira: reaction, as Slack delivers it.
     let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "type": "event_callback", "event_id": "EvJIRA1", "event_time": 1700000020,

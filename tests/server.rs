@@ -135,10 +135,12 @@ async fn start_with_slack(
         .providers(providers(Some(&fake), None))
         .tools(registry())
         .tokens(tokens())
-        .outputs(steward::run::reply::Outputs {
-            slack: slack.clone(),
-            ..Default::default()
-        })
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: slack.clone(),
+                ..Default::default()
+            },
+        ))
         .build();
     let secrets = Secrets {
         slack_signing: SLACK_SECRET.into(),

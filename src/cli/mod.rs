@@ -346,8 +346,16 @@ impl Outside {
         crate::integrations::builtin_tools(&self.clients, self.egress.clone())
     }
 
-    fn outputs(&self) -> crate::run::reply::Outputs {
-        crate::run::reply::Outputs::new(&self.clients, self.egress.clone())
+    fn sources(&self) -> crate::triggers::Sources {
+        let prompt_base_url = std::env::var("STEWARD_PROMPT_BASE_URL")
+            .ok()
+            .filter(|v| !v.is_empty());
+        crate::triggers::Sources::new(crate::triggers::source::SourceSettings {
+            egress: self.egress.clone(),
+            prompt_base_url,
+            attachment_cap: crate::integrations::attachment_cap(),
+            ..crate::triggers::source::SourceSettings::from_clients(&self.clients)
+        })
     }
 }
 
@@ -520,7 +528,7 @@ async fn run(
         .mock_tools(mock_tools)
         .subagents(config.subagents.clone())
         .skills(skills)
-        .outputs(outside.outputs())
+        .sources(outside.sources())
         .build();
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -587,7 +595,7 @@ async fn serve(
         .tools(tools)
         .subagents(config.subagents.clone())
         .skills(skills)
-        .outputs(outside.outputs())
+        .sources(outside.sources())
         .build();
     let mut service = Service::start(
         runner,

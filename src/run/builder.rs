@@ -7,7 +7,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Runner;
-use super::reply::Outputs;
 use crate::config::AgentConfig;
 use crate::files::extractor::Extractor;
 use crate::provider::ProviderSet;
@@ -16,6 +15,7 @@ use crate::skills::SkillSet;
 use crate::store::Store;
 use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
+use crate::triggers::Sources;
 
 /// Builds a [`Runner`]. Defaults: no providers, no tools, real (not mocked) tools, a
 /// fresh token counter, no subagents or skills, no reply outputs, the in-process
@@ -36,7 +36,8 @@ impl Runner {
                 tokens: Arc::new(TokenCounter::new()),
                 subagents: Arc::default(),
                 skills: Arc::default(),
-                outputs: Arc::default(),
+                sources: Arc::default(),
+                prompts: Arc::default(),
                 extractor: Arc::default(),
                 interrupt: CancellationToken::new(),
             },
@@ -77,9 +78,10 @@ impl RunnerBuilder {
         self
     }
 
-    /// Where final answers are posted (Slack, Jira, Notion) and prompts fetched.
-    pub fn outputs(mut self, outputs: Outputs) -> Self {
-        self.runner.outputs = Arc::new(outputs);
+    /// Where final answers are posted (Slack, Jira, Notion), trigger files fetched
+    /// from, and Notion-hosted prompts read from.
+    pub fn sources(mut self, sources: Sources) -> Self {
+        self.runner.sources = Arc::new(sources);
         self
     }
 

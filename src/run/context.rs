@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gateway::{Gateway, GatewayParts};
 use super::subagents::{self, ChildTotals};
-use super::{Lineage, Recorder, RunError, Runner, allowed_tools, attachments, llm};
+use super::{Lineage, Recorder, RunError, Runner, allowed_tools, llm};
 use crate::config::AgentConfig;
 use crate::files::{FileMeta, FileSource, RunFiles};
 use crate::run::events::RunEvent;
@@ -95,8 +95,8 @@ pub async fn prepare<'a>(
         .with_extractor(runner.extractor.clone()),
     });
     let mut attachments = files.list();
-    let (fetched, attachment_notes) =
-        attachments::fetch(&runner.outputs, trigger, crate::integrations::attachment_cap()).await;
+    let fetched = runner.sources.attachments(trigger).await;
+    let (fetched, attachment_notes) = (fetched.files, fetched.notes);
     for note in &attachment_notes {
         recorder.record(RunEvent::AttachmentRefused {
             note: recorder.wrap(note.as_str()),

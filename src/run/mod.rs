@@ -4,7 +4,6 @@
 //! "Every agent is a subagent": top-level runs and subagent calls go through
 //! [`Runner::run`] with different configs.
 
-pub mod attachments;
 pub mod builder;
 pub mod compaction;
 pub mod context;
@@ -39,7 +38,7 @@ use crate::tools::ToolRegistry;
 use crate::tools::skills::SKILL_TOOLS;
 use crate::types::ModelRef;
 
-use crate::triggers::{Origin, TriggerEvent};
+use crate::triggers::{Origin, Sources, TriggerEvent};
 pub use crate::types::{RunOutcome, Termination};
 pub use events::RunEvent;
 pub use recorder::Recorder;
@@ -56,8 +55,10 @@ pub struct Runner {
     /// Subagent configs by name.
     pub subagents: Arc<BTreeMap<String, Arc<AgentConfig>>>,
     pub skills: Arc<SkillSet>,
-    /// Where final answers are posted.
-    pub outputs: Arc<reply::Outputs>,
+    /// Where final answers are posted and trigger files fetched from.
+    pub sources: Arc<Sources>,
+    /// Prompts hosted in Notion, with their last good copies.
+    pub prompts: Arc<prompts::PromptCache>,
     /// How attached documents are extracted (bounds, worker process).
     pub extractor: Arc<crate::files::extractor::Extractor>,
     /// Fired when the service stops and its grace period is over. Runs started by the
@@ -151,12 +152,7 @@ impl Runner {
         };
         // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
         // whose prompt cannot be had fails now rather than waiting in the queue.
-        let resolved = match self
-            .outputs
-            .prompts
-            .resolve(agent, self.outputs.notion.as_ref())
-            .await
-        {
+        let resolved = match self.prompts.resolve(agent, self.sources.notion.as_ref()).await {
             Ok(resolved) => resolved,
             Err(e) => {
                 return self
@@ -236,7 +232,7 @@ impl Runner {
         if let (Some(text), true, true, None) =
             (&result.final_text, agent.output.reply, completed, &cx.parent_id)
         {
-            match self.outputs.post(agent, &cx.trigger.origin, text, recorder).await {
+            match reply::post(&self.sources, agent, &cx.trigger.origin, text, recorder).await {
                 Ok(Some(sent)) => recorder.record(RunEvent::ReplySent {
                     ok: true,
                     ts: Some(sent["ts"].clone()),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,9 +18,9 @@ use crate::run::events::RunEvent;
 use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
 use crate::store::{EventRow, NewRun, RunStatus, StoreError, now_text};
+use crate::triggers::TriggerEvent;
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
-use crate::triggers::{Origin, TriggerEvent};
 use crate::types::{Privacy, RunOutcome, Termination};
 
 /// Worker settings.
@@ -84,10 +83,14 @@ async fn input_lost(
     recorder.record(RunEvent::InputLost {
         reason: "private input is kept in memory only and the process restarted",
     });
-    if let Err(e) = runner
-        .outputs
-        .post(agent, &trigger.origin, LOST_INPUT_REPLY, &recorder)
-        .await
+    if let Err(e) = crate::run::reply::post(
+        &runner.sources,
+        agent,
+        &trigger.origin,
+        LOST_INPUT_REPLY,
+        &recorder,
+    )
+    .await
     {
         tracing::warn!(run = %run_id, error = %e, "cannot tell the person their message was lost");
     }
@@ -394,23 +397,8 @@ impl Dispatcher {
             };
             let (fire, seen) = job.due(last, now);
             if let Some(slot) = fire {
-                let slot_text = slot.to_rfc3339();
-                let event = TriggerEvent {
-                    source: "cron".into(),
-                    kind: "cron".into(),
-                    summary: format!("cron {} at {slot_text}", job.expr),
-                    text: None,
-                    payload: json!({"schedule": job.expr, "timezone": job.tz.name(), "slot": slot_text, "agent": job.agent}),
-                    private: false,
-                    origin: Origin::Cron {
-                        agent: job.agent.clone(),
-                        trigger: job.index,
-                        schedule: job.expr.clone(),
-                        slot: slot_text.clone(),
-                    },
-                    attachments: Vec::new(),
-                };
-                let row = event_row(&event, &format!("cron:{}:{}:{slot_text}", job.agent, job.index));
+                let event = job.event(slot);
+                let row = event_row(&event, &job.dedupe_key(slot));
                 if store.insert_events(&[row]).await?.first() == Some(&true) {
                     fired += 1;
                     self.notify.notify_one();

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::config::TriggerSpec;
+use crate::triggers::TriggerEvent;
 use crate::triggers::auth::{self, AuthError};
-use crate::triggers::{Origin, TriggerEvent};
-use crate::triggers::{jira, notion, slack};
+use crate::triggers::{jira, notion, slack, webhook};
 
 /// Setting key of a verification token received during a setup window, waiting for
 /// `steward notion-token --listen` to show it (then cleared). It never signs anything.
@@ -225,26 +225,7 @@ pub async fn generic_hook(
         Some(expected) if auth::token_eq(given.trim(), expected) => {}
         _ => return Err(AuthError::Mismatch.into()),
     }
-    let (payload, text) = match serde_json::from_slice::<Value>(&body) {
-        Ok(v) => (v, None),
-        Err(_) => (
-            json!({"body": String::from_utf8_lossy(&body)}),
-            Some(String::from_utf8_lossy(&body).into_owned()),
-        ),
-    };
-    let event = TriggerEvent {
-        source: "webhook".into(),
-        kind: name.clone(),
-        summary: format!("webhook {name} ({} bytes)", body.len()),
-        text,
-        payload,
-        private: false,
-        origin: Origin::Webhook { name: name.clone() },
-        attachments: Vec::new(),
-    };
-    let key = match header(&headers, "idempotency-key") {
-        Some(k) => format!("hook:{name}:{k}"),
-        None => format!("hook:{name}:{}", uuid::Uuid::now_v7()),
-    };
+    let event = webhook::event(&name, &body);
+    let key = webhook::dedupe_key(&name, header(&headers, "idempotency-key"));
     persist(&state, &event, &key).await
 }

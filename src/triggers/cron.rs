@@ -4,9 +4,11 @@
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use super::{Origin, TriggerEvent};
 use crate::config::schedule::{parse_schedule, parse_tz};
 use crate::config::spec::{CronTrigger, MissedPolicy};
 use crate::config::{Config, TriggerSpec};
+use serde_json::json;
 
 /// Slots older than this when noticed count as missed (the service was down).
 pub const GRACE_SECS: i64 = 120;
@@ -24,6 +26,31 @@ pub struct CronJob {
 
 impl CronJob {
     /// Key of this job's last-fired slot in the store.
+    /// The trigger event of the run due at `slot`.
+    pub fn event(&self, slot: DateTime<Utc>) -> TriggerEvent {
+        let slot = slot.to_rfc3339();
+        TriggerEvent {
+            source: "cron".into(),
+            kind: "cron".into(),
+            summary: format!("cron {} at {slot}", self.expr),
+            text: None,
+            payload: json!({"schedule": self.expr, "timezone": self.tz.name(), "slot": slot, "agent": self.agent}),
+            private: false,
+            origin: Origin::Cron {
+                agent: self.agent.clone(),
+                trigger: self.index,
+                schedule: self.expr.clone(),
+                slot,
+            },
+            attachments: Vec::new(),
+        }
+    }
+
+    /// One key per agent, trigger and slot: a slot fires once however many replicas see it.
+    pub fn dedupe_key(&self, slot: DateTime<Utc>) -> String {
+        format!("cron:{}:{}:{}", self.agent, self.index, slot.to_rfc3339())
+    }
+
     pub fn state_key(&self) -> String {
         format!("cron:{}:{}", self.agent, self.index)
     }

@@ -1,0 +1,7 @@
+//! Jira: issue and comment webhooks in ([`inbound`]), comments out ([`JiraSource`]).
+
+mod inbound;
+mod source;
+
+pub use inbound::*;
+pub use source::JiraSource;

@@ -1,0 +1,8 @@
+//! Slack: Events API and Socket Mode payloads in ([`inbound`]), threaded replies and
+//! shared files out ([`SlackSource`]).
+
+mod inbound;
+mod source;
+
+pub use inbound::*;
+pub use source::SlackSource;

@@ -1,0 +1,104 @@
+//! Replies in the thread of the triggering message; files shared with it.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::files::{NewFile, mime};
+use crate::http::Egress;
+use crate::integrations::ApiError;
+use crate::integrations::slack::SlackClient;
+use crate::triggers::source::{Fetched, Reply, Source};
+use crate::triggers::{Origin, TriggerEvent};
+
+pub struct SlackSource {
+    client: Option<SlackClient>,
+    egress: Egress,
+}
+
+impl SlackSource {
+    pub fn new(client: Option<SlackClient>, egress: Egress) -> Self {
+        SlackSource { client, egress }
+    }
+}
+
+/// The thread to reply in: the thread root for a threaded message, else the message
+/// itself (a reaction's target, a mention).
+fn thread(origin: &Origin) -> Option<(&str, Option<&str>)> {
+    match origin {
+        Origin::Slack {
+            channel,
+            ts,
+            thread_ts,
+            ..
+        } => Some((channel, thread_ts.as_deref().or(ts.as_deref()))),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl Source for SlackSource {
+    fn owns(&self, origin: &Origin) -> bool {
+        matches!(origin, Origin::Slack { .. })
+    }
+
+    fn reply_destination(&self, origin: &Origin) -> Option<Value> {
+        thread(origin).map(|(channel, thread_ts)| json!({"slack": channel, "thread_ts": thread_ts}))
+    }
+
+    async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError> {
+        let (channel, thread_ts) = thread(origin).ok_or(ApiError::NotConfigured("a Slack origin"))?;
+        let client = self
+            .client
+            .as_ref()
+            .ok_or(ApiError::NotConfigured("SLACK_BOT_TOKEN"))?;
+        let body = match reply.prompt_link {
+            Some(l) => format!("{}\n\n_<{l}|Prompt>_", reply.text),
+            None => reply.text.to_string(),
+        };
+        let mut msg = json!({"channel": channel, "text": body, "unfurl_links": false,
+            "metadata": {"event_type": "steward_reply", "event_payload": {"idempotency_key": reply.idempotency_key}}});
+        if let Some(t) = thread_ts {
+            msg["thread_ts"] = json!(t);
+        }
+        client.call("chat.postMessage", &msg).await
+    }
+
+    async fn attachments(&self, trigger: &TriggerEvent, cap: u64) -> Fetched {
+        let mut out = Fetched::default();
+        let listed: Vec<Value> = trigger.payload["files"].as_array().cloned().unwrap_or_default();
+        if listed.is_empty() {
+            return out;
+        }
+        let Some(client) = &self.client else {
+            out.notes.push(format!(
+                "{} Slack file(s) were shared but SLACK_BOT_TOKEN is not set, so they were not loaded.",
+                listed.len()
+            ));
+            return out;
+        };
+        for f in listed {
+            let name = f["name"].as_str().unwrap_or("file").to_string();
+            let size = f["size"].as_u64().unwrap_or(0);
+            if size > cap {
+                out.notes.push(format!(
+                    "file {name} ({size} bytes) was not loaded: it is over the {cap}-byte attachment cap."
+                ));
+                continue;
+            }
+            let Some(url) = f["url_private_download"].as_str() else {
+                continue;
+            };
+            match client.download(&self.egress, url, cap).await {
+                Ok(content) => {
+                    let declared = f["mimetype"]
+                        .as_str()
+                        .filter(|m| !m.is_empty() && *m != "application/octet-stream");
+                    let mime = declared.unwrap_or_else(|| mime::from_name(&name)).to_string();
+                    out.files.push(NewFile { name, mime, content });
+                }
+                Err(e) => out.notes.push(format!("file {name} could not be loaded: {e}")),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,143 @@
+//! What steward does toward the place an event came from: replying there and fetching
+//! the files the event refers to. Each source (Slack, Jira, Notion, ...) implements
+//! [`Source`] in its own folder next to its inbound parsing, so a new source touches one
+//! folder; [`Sources`] holds one of each, built once per process.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{Origin, TriggerEvent};
+use crate::files::NewFile;
+use crate::http::Egress;
+use crate::integrations::jira::JiraClient;
+use crate::integrations::notion::NotionClient;
+use crate::integrations::slack::SlackClient;
+use crate::integrations::{ApiError, Clients};
+
+/// A reply about to be posted.
+pub struct Reply<'a> {
+    pub text: &'a str,
+    /// A link to the prompt that drove the run, shown under the answer.
+    pub prompt_link: Option<&'a str>,
+    /// Stable for the run, so a retried post is recognisable.
+    pub idempotency_key: String,
+}
+
+/// Files fetched for a trigger, and one note for each file that could not be.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    pub files: Vec<NewFile>,
+    pub notes: Vec<String>,
+}
+
+/// One event source's outbound side.
+#[async_trait]
+pub trait Source: Send + Sync {
+    /// Whether events with `origin` come from this source.
+    fn owns(&self, origin: &Origin) -> bool;
+
+    /// Where a reply to `origin` goes (recorded before posting), or `None` when the
+    /// origin takes no replies.
+    fn reply_destination(&self, origin: &Origin) -> Option<Value>;
+
+    /// Posts `reply` where `origin` came from; returns the service's answer.
+    async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError>;
+
+    /// The files `trigger` refers to, each at most `cap` bytes.
+    async fn attachments(&self, _trigger: &TriggerEvent, _cap: u64) -> Fetched {
+        Fetched::default()
+    }
+}
+
+/// The sources of one process, with the settings replies share.
+pub struct Sources {
+    sources: Vec<Box<dyn Source>>,
+    /// For prompts hosted in Notion and routing by Notion database.
+    pub notion: Option<NotionClient>,
+    /// Prefix turning a prompt's repository path into a link
+    /// (`STEWARD_PROMPT_BASE_URL`).
+    pub prompt_base_url: Option<String>,
+    /// Largest attachment fetched (`STEWARD_MAX_ATTACHMENT_BYTES`).
+    pub attachment_cap: u64,
+}
+
+/// What [`Sources`] are built from.
+#[derive(Clone)]
+pub struct SourceSettings {
+    pub slack: Option<SlackClient>,
+    pub jira: Option<JiraClient>,
+    pub notion: Option<NotionClient>,
+    /// The checked client file URLs are fetched through.
+    pub egress: Egress,
+    pub prompt_base_url: Option<String>,
+    pub attachment_cap: u64,
+}
+
+impl Default for SourceSettings {
+    /// No service configured: replies go nowhere, attachments are not fetched.
+    fn default() -> Self {
+        SourceSettings {
+            slack: None,
+            jira: None,
+            notion: None,
+            egress: Egress::default(),
+            prompt_base_url: None,
+            attachment_cap: crate::integrations::DEFAULT_ATTACHMENT_CAP,
+        }
+    }
+}
+
+impl SourceSettings {
+    /// The service clients of `clients`, other settings at their defaults.
+    pub fn from_clients(clients: &Clients) -> Self {
+        SourceSettings {
+            slack: clients.slack.clone(),
+            jira: clients.jira.clone(),
+            notion: clients.notion.clone(),
+            ..SourceSettings::default()
+        }
+    }
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Sources::new(SourceSettings::default())
+    }
+}
+
+impl Sources {
+    /// One source of each kind over `settings`' clients.
+    pub fn new(settings: SourceSettings) -> Sources {
+        let SourceSettings {
+            slack,
+            jira,
+            notion,
+            egress,
+            prompt_base_url,
+            attachment_cap,
+        } = settings;
+        Sources {
+            sources: vec![
+                Box::new(super::slack::SlackSource::new(slack, egress.clone())),
+                Box::new(super::jira::JiraSource::new(jira)),
+                Box::new(super::notion::NotionSource::new(notion.clone(), egress)),
+            ],
+            notion,
+            prompt_base_url,
+            attachment_cap,
+        }
+    }
+
+    /// The source `origin` came from, when it is one that takes replies or has files.
+    pub fn for_origin(&self, origin: &Origin) -> Option<&dyn Source> {
+        self.sources.iter().find(|s| s.owns(origin)).map(|s| s.as_ref())
+    }
+
+    /// The files `trigger` refers to.
+    pub async fn attachments(&self, trigger: &TriggerEvent) -> Fetched {
+        match self.for_origin(&trigger.origin) {
+            Some(source) => source.attachments(trigger, self.attachment_cap).await,
+            None => Fetched::default(),
+        }
+    }
+}
