@@ -73,7 +73,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         .await
         .unwrap();
     let reg = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
         Default::default(),
     );
     let ctx = ToolCtx {
@@ -250,7 +250,10 @@ async fn token_efficiency(tokens: Arc<TokenCounter>) {
             calls: AtomicU32::new(0),
         });
         let mut reg = steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &Default::default(),
+            ),
             Default::default(),
         );
         reg.register(Arc::new(Export(

@@ -30,7 +30,7 @@ fn the_repository_tree_is_valid() {
     let skills = steward::skills::SkillSet::load(root, &[]);
     assert!(skills.diagnostics.is_empty(), "{:?}", skills.diagnostics);
     let tools = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
         Default::default(),
     )
     .names();

@@ -73,7 +73,7 @@ fn agent(tools: &[&str]) -> AgentConfig {
 
 fn registry(extra: Vec<Arc<dyn Tool>>) -> ToolRegistry {
     let mut r = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
         Default::default(),
     );
     for t in extra {

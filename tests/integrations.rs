@@ -713,7 +713,10 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let skills = steward::skills::SkillSet::load(root, &[]);
     let known = steward::config::Known {
         tools: steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &Default::default(),
+            ),
             Default::default(),
         )
         .names(),

@@ -74,7 +74,7 @@ impl Tool for Broken {
 fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
     let mut reg = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
         Default::default(),
     );
     reg.register(Arc::new(Sleepy::new(spans.clone())));

@@ -98,7 +98,10 @@ impl Tool for Mark {
 
 fn registry() -> ToolRegistry {
     let mut r = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+        &steward::integrations::Clients::from_settings(
+            steward::http::client().unwrap(),
+            &steward::config::Settings::default(),
+        ),
         Default::default(),
     );
     r.register(Arc::new(Mark));

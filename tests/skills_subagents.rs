@@ -153,7 +153,10 @@ struct ToolRegistryNames;
 impl ToolRegistryNames {
     fn get() -> std::collections::BTreeSet<String> {
         steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &Default::default(),
+            ),
             Default::default(),
         )
         .names()
@@ -164,7 +167,10 @@ async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
     let (dir, mut runner) = runner(
         providers(Some(fake), None),
         steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_env(steward::http::client().unwrap()),
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &Default::default(),
+            ),
             Default::default(),
         ),
         true,

@@ -327,6 +327,8 @@ fn extractor() -> crate::files::extractor::Extractor {
 /// (one connection pool, one certificate load), the checked client for untrusted URLs,
 /// and the service clients.
 struct Outside {
+    /// The environment, read once.
+    settings: crate::config::Settings,
     http: reqwest::Client,
     egress: crate::http::Egress,
     clients: crate::integrations::Clients,
@@ -334,12 +336,24 @@ struct Outside {
 
 impl Outside {
     fn from_env() -> anyhow::Result<Outside> {
+        let settings = crate::config::Settings::from_env()?;
         let http = crate::http::client().context("cannot build the HTTP client")?;
+        // The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
+        let policy = crate::http::EgressPolicy::parse(&settings.http_allow)?;
         Ok(Outside {
-            egress: egress()?,
-            clients: crate::integrations::Clients::from_env(http.clone()),
+            egress: crate::http::Egress::new(policy),
+            clients: crate::integrations::Clients::from_settings(http.clone(), &settings),
             http,
+            settings,
         })
+    }
+
+    fn providers(&self) -> ProviderSet {
+        ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
+    }
+
+    fn skills(&self, root: &Path) -> SkillSet {
+        SkillSet::load(root, &self.settings.skill_dirs)
     }
 
     fn tools(&self) -> ToolRegistry {
@@ -347,21 +361,13 @@ impl Outside {
     }
 
     fn sources(&self) -> crate::triggers::Sources {
-        let prompt_base_url = std::env::var("STEWARD_PROMPT_BASE_URL")
-            .ok()
-            .filter(|v| !v.is_empty());
         crate::triggers::Sources::new(crate::triggers::source::SourceSettings {
             egress: self.egress.clone(),
-            prompt_base_url,
-            attachment_cap: crate::integrations::attachment_cap(),
+            prompt_base_url: self.settings.prompt_base_url.clone(),
+            attachment_cap: self.settings.max_attachment_bytes,
             ..crate::triggers::source::SourceSettings::from_clients(&self.clients)
         })
     }
-}
-
-/// The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
-fn egress() -> anyhow::Result<crate::http::Egress> {
-    Ok(crate::http::Egress::new(crate::http::EgressPolicy::from_env()?))
 }
 
 fn known(tools: &ToolRegistry, skills: &SkillSet) -> Known {
@@ -389,8 +395,9 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 }
 
 fn validate(root: &Path) -> anyhow::Result<ExitCode> {
-    let tools = Outside::from_env()?.tools();
-    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let outside = Outside::from_env()?;
+    let tools = outside.tools();
+    let skills = outside.skills(root);
     let mut problems = 0;
     for d in &skills.diagnostics {
         eprintln!("{d}");
@@ -467,7 +474,8 @@ fn plural(n: usize) -> &'static str {
 }
 
 fn skills_list(root: &Path) -> anyhow::Result<ExitCode> {
-    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let settings = crate::config::Settings::from_env()?;
+    let skills = SkillSet::load(root, &settings.skill_dirs);
     if skills.skills.is_empty() {
         println!("no skills found under prompts/skills/");
     }
@@ -503,7 +511,7 @@ async fn run(
     let mut tools = outside.tools();
     tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
     let mock_tools = mocks.all;
-    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let skills = outside.skills(root);
     let config = load_config(root, &tools, &skills)?;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
     let mut trigger = TriggerEvent::from_cli(read_event(event)?);
@@ -523,7 +531,7 @@ async fn run(
     let store = open_store(database_url).await?;
     let runner = Runner::builder(store.clone())
         .extractor(extractor())
-        .providers(ProviderSet::from_env(outside.http.clone(), MODEL_TIMEOUT))
+        .providers(outside.providers())
         .tools(tools)
         .mock_tools(mock_tools)
         .subagents(config.subagents.clone())
@@ -582,7 +590,7 @@ async fn serve(
 ) -> anyhow::Result<ExitCode> {
     let outside = Outside::from_env()?;
     let tools = outside.tools();
-    let skills = SkillSet::load(root, &SkillSet::dirs_from_env());
+    let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
@@ -591,7 +599,7 @@ async fn serve(
     let http = outside.http.clone();
     let runner = Runner::builder(store)
         .extractor(extractor())
-        .providers(ProviderSet::from_env(http.clone(), MODEL_TIMEOUT))
+        .providers(outside.providers())
         .tools(tools)
         .subagents(config.subagents.clone())
         .skills(skills)
@@ -600,12 +608,12 @@ async fn serve(
     let mut service = Service::start(
         runner,
         config.clone(),
-        Secrets::from_env(&config),
+        Secrets::new(&config, &outside.settings),
         outside.clients.slack.clone(),
         outside.clients.notion.clone(),
         settings,
     );
-    if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_env() {
+    if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_settings(&outside.settings) {
         tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");
         service = service.with_socket_mode(socket, http);
     }

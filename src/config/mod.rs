@@ -5,6 +5,7 @@
 pub mod diagnostic;
 pub mod parse;
 pub mod schedule;
+pub mod settings;
 pub mod spec;
 
 mod build;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use crate::types::ModelRef;
 
 pub use diagnostic::{Diagnostic, Diagnostics};
+pub use settings::Settings;
 pub use spec::{SkillsSpec, TriggerSpec};
 
 /// Names of the tools every agent gets without listing them (the virtual-file tools).

@@ -84,11 +84,6 @@ impl EgressPolicy {
         Ok(policy)
     }
 
-    /// The policy in `STEWARD_HTTP_ALLOW` (unset or empty: nothing internal).
-    pub fn from_env() -> Result<EgressPolicy, EgressError> {
-        EgressPolicy::parse(&std::env::var(ALLOW_VAR).unwrap_or_default())
-    }
-
     fn host_allowed(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         self.hosts.contains(&host)

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::config::Settings;
 
 const SERVICE: &str = "github";
 
@@ -50,13 +51,9 @@ impl GithubClient {
     }
 
     /// From `GITHUB_API_URL` (default `https://api.github.com`) and `GITHUB_TOKEN`.
-    pub fn from_env(http: reqwest::Client) -> Self {
-        let base = std::env::var("GITHUB_API_URL").unwrap_or_else(|_| "https://api.github.com".into());
-        GithubClient::new(
-            http,
-            &base,
-            std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
-        )
+    pub fn from_settings(http: reqwest::Client, s: &Settings) -> Self {
+        let base = s.github_api_url.as_deref().unwrap_or("https://api.github.com");
+        GithubClient::new(http, base, s.github_token.clone())
     }
 
     /// `GET /repos/{owner}/{repo}/pulls/{number}`.

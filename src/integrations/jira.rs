@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ApiError;
+use crate::config::Settings;
 
 const SERVICE: &str = "jira";
 
@@ -14,6 +15,8 @@ pub struct JiraClient {
     base_url: String,
     email: String,
     token: String,
+    /// Largest attachment `jira_get_attachment` downloads.
+    attachment_cap: u64,
 }
 
 impl JiraClient {
@@ -23,17 +26,30 @@ impl JiraClient {
             base_url: base_url.trim_end_matches('/').to_string(),
             email: email.into(),
             token: token.into(),
+            attachment_cap: crate::config::settings::DEFAULT_ATTACHMENT_CAP,
         }
     }
 
-    pub fn from_env(http: reqwest::Client) -> Option<Self> {
-        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-        Some(JiraClient::new(
+    /// Limits attachment downloads to `cap` bytes.
+    pub fn with_attachment_cap(mut self, cap: u64) -> Self {
+        self.attachment_cap = cap;
+        self
+    }
+
+    /// The largest attachment this client downloads.
+    pub fn attachment_cap(&self) -> u64 {
+        self.attachment_cap
+    }
+
+    /// From `JIRA_BASE_URL`, `JIRA_EMAIL` and `JIRA_API_TOKEN`; `None` unless all three are set.
+    pub fn from_settings(http: reqwest::Client, s: &Settings) -> Option<Self> {
+        let client = JiraClient::new(
             http,
-            &var("JIRA_BASE_URL")?,
-            &var("JIRA_EMAIL")?,
-            &var("JIRA_API_TOKEN")?,
-        ))
+            s.jira_base_url.as_deref()?,
+            s.jira_email.as_deref()?,
+            s.jira_api_token.as_deref()?,
+        );
+        Some(client.with_attachment_cap(s.max_attachment_bytes))
     }
 
     /// The browse URL of an issue key.

@@ -11,16 +11,8 @@ pub mod tools;
 
 use crate::tools::ToolRegistry;
 
-/// Largest attachment steward downloads (Slack files, Notion files, Jira attachments).
-pub const DEFAULT_ATTACHMENT_CAP: u64 = 20 * 1024 * 1024;
-
-/// The attachment cap in effect (`STEWARD_MAX_ATTACHMENT_BYTES`, else the default).
-pub fn attachment_cap() -> u64 {
-    std::env::var("STEWARD_MAX_ATTACHMENT_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_ATTACHMENT_CAP)
-}
+use crate::config::Settings;
+pub use crate::config::settings::DEFAULT_ATTACHMENT_CAP;
 
 /// The service clients of one process, built once from the environment and shared by
 /// tools, replies, prompt fetching and the server. A client is `None` when its service
@@ -34,14 +26,14 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Reads `SLACK_BOT_TOKEN`, `JIRA_*`, `NOTION_TOKEN`, `GITHUB_TOKEN` and their
-    /// `*_API_URL` overrides.
-    pub fn from_env(http: reqwest::Client) -> Clients {
+    /// Clients for the services `settings` configure (`SLACK_BOT_TOKEN`, `JIRA_*`,
+    /// `NOTION_TOKEN`, `GITHUB_TOKEN` and their `*_API_URL` overrides).
+    pub fn from_settings(http: reqwest::Client, settings: &Settings) -> Clients {
         Clients {
-            slack: slack::SlackClient::from_env(http.clone()),
-            jira: jira::JiraClient::from_env(http.clone()),
-            notion: notion::NotionClient::from_env(http.clone()),
-            github: github::GithubClient::from_env(http),
+            slack: slack::SlackClient::from_settings(http.clone(), settings),
+            jira: jira::JiraClient::from_settings(http.clone(), settings),
+            notion: notion::NotionClient::from_settings(http.clone(), settings),
+            github: github::GithubClient::from_settings(http, settings),
         }
     }
 }

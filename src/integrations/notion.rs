@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::config::Settings;
 use crate::http::Egress;
 
 const SERVICE: &str = "notion";
@@ -28,10 +29,10 @@ impl NotionClient {
     }
 
     /// From `NOTION_TOKEN` and `NOTION_API_URL` (default `https://api.notion.com`).
-    pub fn from_env(http: reqwest::Client) -> Option<Self> {
-        let token = std::env::var("NOTION_TOKEN").ok().filter(|t| !t.is_empty())?;
-        let base = std::env::var("NOTION_API_URL").unwrap_or_else(|_| "https://api.notion.com".into());
-        Some(NotionClient::new(http, &base, &token))
+    pub fn from_settings(http: reqwest::Client, s: &Settings) -> Option<Self> {
+        let token = s.notion_token.as_deref()?;
+        let base = s.notion_api_url.as_deref().unwrap_or("https://api.notion.com");
+        Some(NotionClient::new(http, base, token))
     }
 
     async fn send(

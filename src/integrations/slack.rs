@@ -6,7 +6,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::config::Settings;
 use crate::http::Egress;
+
+/// Slack's Web API.
+pub const DEFAULT_API_URL: &str = "https://slack.com/api";
 
 const SERVICE: &str = "slack";
 /// Retries of a 429 before giving up.
@@ -41,10 +45,10 @@ impl SlackClient {
     }
 
     /// From `SLACK_BOT_TOKEN` and `SLACK_API_URL` (default `https://slack.com/api`).
-    pub fn from_env(http: reqwest::Client) -> Option<Self> {
-        let token = std::env::var("SLACK_BOT_TOKEN").ok().filter(|t| !t.is_empty())?;
-        let base = std::env::var("SLACK_API_URL").unwrap_or_else(|_| "https://slack.com/api".into());
-        Some(SlackClient::new(http, &base, &token))
+    pub fn from_settings(http: reqwest::Client, s: &Settings) -> Option<Self> {
+        let token = s.slack_bot_token.as_deref()?;
+        let base = s.slack_api_url.as_deref().unwrap_or(DEFAULT_API_URL);
+        Some(SlackClient::new(http, base, token))
     }
 
     /// Calls `method` with a JSON body; returns the response object when `ok: true`.

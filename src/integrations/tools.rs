@@ -581,7 +581,7 @@ impl Tool for Api {
             }
             ApiKind::JiraAttachment(c) => {
                 let content = jira(c)?
-                    .attachment(&s("id"), super::attachment_cap())
+                    .attachment(&s("id"), jira(c)?.attachment_cap())
                     .await
                     .map_err(api_err)?;
                 let name = args["filename"]

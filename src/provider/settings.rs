@@ -10,6 +10,7 @@ use super::chain::ModelChain;
 use super::error::{ErrorKind, ProviderError};
 use super::openai::{self, OpenAi};
 use super::retry::RetryPolicy;
+use crate::config::Settings;
 use crate::types::ModelRef;
 
 /// Where a provider lives and how to authenticate.
@@ -55,10 +56,14 @@ impl ProviderSet {
     /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY` and
     /// `ANTHROPIC_BASE_URL`. A provider is usable with a key, or keyless when its base
     /// URL points somewhere other than the vendor (a local compatible server).
-    pub fn from_env(client: reqwest::Client, timeout: Duration) -> Self {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    pub fn from_settings(settings: &Settings, client: reqwest::Client, timeout: Duration) -> Self {
+        let var = |v: &Option<String>| v.clone();
         let mut set = ProviderSet::new(RetryPolicy::default());
-        let openai = endpoint(var("OPENAI_BASE_URL"), var("OPENAI_API_KEY"), OPENAI_DEFAULT_URL);
+        let openai = endpoint(
+            var(&settings.openai_base_url),
+            var(&settings.openai_api_key),
+            OPENAI_DEFAULT_URL,
+        );
         match openai {
             Some(ep) => set = set.with(openai::NAME, Arc::new(OpenAi::new(client.clone(), ep, timeout))),
             None => {
@@ -67,8 +72,8 @@ impl ProviderSet {
             }
         }
         let anth = endpoint(
-            var("ANTHROPIC_BASE_URL"),
-            var("ANTHROPIC_API_KEY"),
+            var(&settings.anthropic_base_url),
+            var(&settings.anthropic_api_key),
             ANTHROPIC_DEFAULT_URL,
         );
         match anth {

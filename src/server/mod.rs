@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, TriggerSpec};
+use crate::config::{Config, Settings, TriggerSpec};
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 use crate::run::Runner;
@@ -65,35 +65,28 @@ impl Secrets {
     /// `SLACK_SIGNING_SECRET`, `SLACK_BOT_USER_ID`, `JIRA_WEBHOOK_SECRET`,
     /// `NOTION_WEBHOOK_TOKEN`, and
     /// `STEWARD_HOOK_<NAME>_TOKEN` for every webhook trigger (name upper-cased, `-` → `_`).
-    pub fn from_env(config: &Config) -> Secrets {
-        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    pub fn new(config: &Config, settings: &Settings) -> Secrets {
         let mut hooks = BTreeMap::new();
         for agent in config.agents.values() {
             for t in &agent.triggers {
                 if let TriggerSpec::Webhook(w) = t
-                    && let Some(token) = var(&hook_token_var(&w.name))
+                    && let Some(token) = settings.hook_token(&w.name)
                 {
-                    hooks.insert(w.name.clone(), token);
+                    hooks.insert(w.name.clone(), token.to_string());
                 }
             }
         }
         Secrets {
-            slack_signing: var("SLACK_SIGNING_SECRET").unwrap_or_default(),
-            slack_bot_user: var("SLACK_BOT_USER_ID"),
-            jira: var("JIRA_WEBHOOK_SECRET").unwrap_or_default(),
-            notion: var("NOTION_WEBHOOK_TOKEN"),
+            slack_signing: settings.slack_signing_secret.clone().unwrap_or_default(),
+            slack_bot_user: settings.slack_bot_user_id.clone(),
+            jira: settings.jira_webhook_secret.clone().unwrap_or_default(),
+            notion: settings.notion_webhook_token.clone(),
             hooks,
         }
     }
 }
 
-/// The environment variable holding a generic hook's token.
-pub fn hook_token_var(name: &str) -> String {
-    format!(
-        "STEWARD_HOOK_{}_TOKEN",
-        name.to_ascii_uppercase().replace('-', "_")
-    )
-}
+pub use crate::config::settings::hook_token_var;
 
 /// What every handler can reach.
 #[derive(Clone)]

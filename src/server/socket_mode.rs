@@ -30,9 +30,13 @@ impl std::fmt::Debug for SocketModeConfig {
 }
 
 impl SocketModeConfig {
-    pub fn from_env() -> Option<SocketModeConfig> {
-        let app_token = std::env::var("SLACK_APP_TOKEN").ok().filter(|t| !t.is_empty())?;
-        let api_base = std::env::var("SLACK_API_URL").unwrap_or_else(|_| "https://slack.com/api".into());
+    /// Socket Mode is on when `SLACK_APP_TOKEN` is set.
+    pub fn from_settings(settings: &crate::config::Settings) -> Option<SocketModeConfig> {
+        let app_token = settings.slack_app_token.clone()?;
+        let api_base = settings
+            .slack_api_url
+            .clone()
+            .unwrap_or_else(|| crate::integrations::slack::DEFAULT_API_URL.into());
         Some(SocketModeConfig { app_token, api_base })
     }
 }

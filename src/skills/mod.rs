@@ -142,18 +142,6 @@ impl SkillSet {
         set
     }
 
-    /// Extra skill folders from `STEWARD_SKILL_DIRS` (colon-separated, relative to the root).
-    pub fn dirs_from_env() -> Vec<PathBuf> {
-        std::env::var("STEWARD_SKILL_DIRS")
-            .map(|v| {
-                v.split(':')
-                    .filter(|s| !s.is_empty())
-                    .map(PathBuf::from)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     pub fn get(&self, name: &str) -> Option<&Skill> {
         self.skills.get(name)
     }

@@ -1,0 +1,179 @@
+//! Everything steward reads from its environment, read in one place at start
+//! ([`Settings::from_env`], after `.env` is loaded). Components get their part of it;
+//! none reads the environment itself, so tests build a `Settings` value instead of
+//! setting process-wide variables.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Largest attachment steward downloads by default (Slack files, Notion files, Jira
+/// attachments): 20 MiB.
+pub const DEFAULT_ATTACHMENT_CAP: u64 = 20 * 1024 * 1024;
+
+/// Settings from environment variables. Empty values count as unset.
+#[derive(Clone, Default)]
+pub struct Settings {
+    pub openai_api_key: Option<String>,
+    pub openai_base_url: Option<String>,
+    pub anthropic_api_key: Option<String>,
+    pub anthropic_base_url: Option<String>,
+    pub slack_bot_token: Option<String>,
+    /// Socket Mode (`xapp-...`).
+    pub slack_app_token: Option<String>,
+    pub slack_api_url: Option<String>,
+    pub slack_signing_secret: Option<String>,
+    pub slack_bot_user_id: Option<String>,
+    pub jira_base_url: Option<String>,
+    pub jira_email: Option<String>,
+    pub jira_api_token: Option<String>,
+    pub jira_webhook_secret: Option<String>,
+    pub notion_token: Option<String>,
+    pub notion_api_url: Option<String>,
+    pub notion_webhook_token: Option<String>,
+    pub github_token: Option<String>,
+    pub github_api_url: Option<String>,
+    /// `STEWARD_HTTP_ALLOW`: internal hosts and networks outbound fetches may reach.
+    pub http_allow: String,
+    /// `STEWARD_MAX_ATTACHMENT_BYTES`.
+    pub max_attachment_bytes: u64,
+    /// `STEWARD_PROMPT_BASE_URL`: turns a prompt's repository path into a link.
+    pub prompt_base_url: Option<String>,
+    /// `STEWARD_SKILL_DIRS`: extra skill folders, colon-separated, relative to the root.
+    pub skill_dirs: Vec<PathBuf>,
+    /// `STEWARD_HOOK_<NAME>_TOKEN` values by variable name.
+    hook_tokens: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Settings {
+    /// Names which services are configured; never prints a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("openai", &self.openai_api_key.is_some())
+            .field("anthropic", &self.anthropic_api_key.is_some())
+            .field("slack", &self.slack_bot_token.is_some())
+            .field("jira", &self.jira_base_url.is_some())
+            .field("notion", &self.notion_token.is_some())
+            .field("http_allow", &self.http_allow)
+            .field("max_attachment_bytes", &self.max_attachment_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A setting with a value steward cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}='{value}' is not valid: {expected}")]
+pub struct SettingError {
+    pub name: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Settings, SettingError> {
+        Settings::from_vars(std::env::vars())
+    }
+
+    /// Reads settings from `vars` (name, value pairs).
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Settings, SettingError> {
+        let vars: BTreeMap<String, String> = vars.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
+        let get = |name: &str| vars.get(name).cloned();
+        let max_attachment_bytes = match vars.get("STEWARD_MAX_ATTACHMENT_BYTES") {
+            None => DEFAULT_ATTACHMENT_CAP,
+            Some(v) => v.trim().parse().map_err(|_| SettingError {
+                name: "STEWARD_MAX_ATTACHMENT_BYTES",
+                value: v.clone(),
+                expected: "a whole number of bytes",
+            })?,
+        };
+        let skill_dirs = get("STEWARD_SKILL_DIRS")
+            .map(|v| {
+                v.split(':')
+                    .filter(|s| !s.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let hook_tokens = vars
+            .iter()
+            .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(Settings {
+            openai_api_key: get("OPENAI_API_KEY"),
+            openai_base_url: get("OPENAI_BASE_URL"),
+            anthropic_api_key: get("ANTHROPIC_API_KEY"),
+            anthropic_base_url: get("ANTHROPIC_BASE_URL"),
+            slack_bot_token: get("SLACK_BOT_TOKEN"),
+            slack_app_token: get("SLACK_APP_TOKEN"),
+            slack_api_url: get("SLACK_API_URL"),
+            slack_signing_secret: get("SLACK_SIGNING_SECRET"),
+            slack_bot_user_id: get("SLACK_BOT_USER_ID"),
+            jira_base_url: get("JIRA_BASE_URL"),
+            jira_email: get("JIRA_EMAIL"),
+            jira_api_token: get("JIRA_API_TOKEN"),
+            jira_webhook_secret: get("JIRA_WEBHOOK_SECRET"),
+            notion_token: get("NOTION_TOKEN"),
+            notion_api_url: get("NOTION_API_URL"),
+            notion_webhook_token: get("NOTION_WEBHOOK_TOKEN"),
+            github_token: get("GITHUB_TOKEN"),
+            github_api_url: get("GITHUB_API_URL"),
+            http_allow: get("STEWARD_HTTP_ALLOW").unwrap_or_default(),
+            max_attachment_bytes,
+            prompt_base_url: get("STEWARD_PROMPT_BASE_URL"),
+            skill_dirs,
+            hook_tokens,
+        })
+    }
+
+    /// The token of generic hook `name` (`STEWARD_HOOK_<NAME>_TOKEN`).
+    pub fn hook_token(&self, name: &str) -> Option<&str> {
+        self.hook_tokens.get(&hook_token_var(name)).map(String::as_str)
+    }
+}
+
+/// The environment variable holding a generic hook's token (name upper-cased, `-` → `_`).
+pub fn hook_token_var(name: &str) -> String {
+    format!(
+        "STEWARD_HOOK_{}_TOKEN",
+        name.to_ascii_uppercase().replace('-', "_")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn reads_known_variables_and_hook_tokens() {
+        let s = Settings::from_vars(vars(&[
+            ("SLACK_BOT_TOKEN", "xoxb-1"),
+            ("NOTION_TOKEN", " "),
+            ("STEWARD_HOOK_ZAPIER_INTAKE_TOKEN", "t0k"),
+            ("STEWARD_SKILL_DIRS", "a:b"),
+        ]))
+        .unwrap();
+        assert_eq!(s.slack_bot_token.as_deref(), Some("xoxb-1"));
+        assert_eq!(s.notion_token, None, "blank counts as unset");
+        assert_eq!(s.hook_token("zapier-intake"), Some("t0k"));
+        assert_eq!(s.skill_dirs, [PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(s.max_attachment_bytes, DEFAULT_ATTACHMENT_CAP);
+        assert!(!format!("{s:?}").contains("xoxb-1"), "Debug never shows secrets");
+    }
+
+    #[test]
+    fn a_bad_number_is_an_error_not_a_silent_default() {
+        let e = Settings::from_vars(vars(&[("STEWARD_MAX_ATTACHMENT_BYTES", "20MB")])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "STEWARD_MAX_ATTACHMENT_BYTES='20MB' is not valid: a whole number of bytes"
+        );
+    }
+}
