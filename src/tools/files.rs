@@ -6,8 +6,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::args::{parse, schema_of};
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::files::extract::DocKind;
 use crate::files::{FileMeta, FileSource, NewFile, ReadKind, RunFiles, mime};
@@ -36,9 +39,52 @@ pub struct FileTool {
     op: Op,
 }
 
+/// A file id, as every file tool takes it.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FileId {
+    /// file id such as f_1
+    id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// file id such as f_1
+    id: String,
+    #[schemars(range(min = 1))]
+    start_line: Option<u64>,
+    #[schemars(range(min = 1))]
+    end_line: Option<u64>,
+    start_byte: Option<u64>,
+    end_byte: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RegexArgs {
+    /// file id such as f_1
+    id: String,
+    #[schemars(length(min = 1))]
+    pattern: String,
+    #[schemars(range(min = 1, max = 200))]
+    max_matches: Option<u64>,
+    #[schemars(range(max = 10))]
+    context_lines: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PeekArgs {
+    /// file id such as f_1
+    id: String,
+    start: u64,
+    #[schemars(range(min = 1))]
+    stop: u64,
+}
+
 /// All base file tools.
 pub fn base_tools() -> Vec<Arc<dyn Tool>> {
-    let id = json!({"type": "string", "description": "file id such as f_1"});
     let tool = |name: &str, description: &str, parameters: Value, op: Op| -> Arc<dyn Tool> {
         Arc::new(FileTool {
             spec: ToolSpec {
@@ -54,40 +100,31 @@ pub fn base_tools() -> Vec<Arc<dyn Tool>> {
         tool(
             "file_read",
             "Read a text file: the whole file, a line range (1-based, inclusive) or a byte range (0-based, end exclusive). Large reads are refused; read ranges or search with file_regex.",
-            json!({"type": "object", "properties": {
-                "id": id, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1},
-                "start_byte": {"type": "integer", "minimum": 0}, "end_byte": {"type": "integer", "minimum": 0}},
-                "required": ["id"], "additionalProperties": false}),
+            schema_of::<ReadArgs>(),
             Op::Read,
         ),
         tool(
             "file_regex",
             "Search a text file with a regular expression (Rust syntax; (?i) for case-insensitive). Returns matching lines with their line numbers, optionally with context lines.",
-            json!({"type": "object", "properties": {
-                "id": id, "pattern": {"type": "string", "minLength": 1},
-                "max_matches": {"type": "integer", "minimum": 1, "maximum": MAX_MATCHES},
-                "context_lines": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT_LINES}},
-                "required": ["id", "pattern"], "additionalProperties": false}),
+            schema_of::<RegexArgs>(),
             Op::Regex,
         ),
         tool(
             "load_file",
             "Load an entire file into context: text, or an image to look at. Refused when it would not fit in the remaining context; documents (PDF, DOCX, PPTX) need extract_file first.",
-            json!({"type": "object", "properties": {"id": id}, "required": ["id"], "additionalProperties": false}),
+            schema_of::<FileId>(),
             Op::Load,
         ),
         tool(
             "peek_file",
             "Load a section of a text file: bytes from start (inclusive) to stop (exclusive).",
-            json!({"type": "object", "properties": {
-                "id": id, "start": {"type": "integer", "minimum": 0}, "stop": {"type": "integer", "minimum": 1}},
-                "required": ["id", "start", "stop"], "additionalProperties": false}),
+            schema_of::<PeekArgs>(),
             Op::Peek,
         ),
         tool(
             "extract_file",
             "Turn a PDF, DOCX, PPTX or HTML file into plain text stored as a new file; returns the new file's id and size, not the text.",
-            json!({"type": "object", "properties": {"id": id}, "required": ["id"], "additionalProperties": false}),
+            schema_of::<FileId>(),
             Op::Extract,
         ),
     ]
@@ -101,25 +138,23 @@ impl Tool for FileTool {
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let files = &ctx.files;
-        let id = args["id"].as_str().unwrap_or_default();
-        let (meta, content) = files.get(id).map_err(|e| ToolError::Model(e.to_string()))?;
-        let num = |k: &str| args[k].as_u64();
+        let get = |id: &str| files.get(id).map_err(|e| ToolError::Model(e.to_string()));
         match self.op {
-            Op::Read => match (
-                num("start_line"),
-                num("end_line"),
-                num("start_byte"),
-                num("end_byte"),
-            ) {
-                (None, None, None, None) => read_whole(files, &meta, &content).await,
-                (sl, el, None, None) => read_lines(files, &meta, &content, sl.unwrap_or(1), el).await,
-                (None, None, sb, eb) => read_bytes(files, &meta, &content, sb.unwrap_or(0), eb).await,
-                _ => Err(ToolError::Model(
-                    "give either a line range or a byte range, not both".into(),
-                )),
-            },
+            Op::Read => {
+                let a: ReadArgs = parse(args)?;
+                let (meta, content) = get(&a.id)?;
+                match (a.start_line, a.end_line, a.start_byte, a.end_byte) {
+                    (None, None, None, None) => read_whole(files, &meta, &content).await,
+                    (sl, el, None, None) => read_lines(files, &meta, &content, sl.unwrap_or(1), el).await,
+                    (None, None, sb, eb) => read_bytes(files, &meta, &content, sb.unwrap_or(0), eb).await,
+                    _ => Err(ToolError::Model(
+                        "give either a line range or a byte range, not both".into(),
+                    )),
+                }
+            }
             Op::Peek => {
-                let (start, stop) = (num("start").unwrap_or(0), num("stop").unwrap_or(0));
+                let PeekArgs { id, start, stop } = parse(args)?;
+                let (meta, content) = get(&id)?;
                 if stop <= start {
                     return Err(ToolError::Model(format!(
                         "stop ({stop}) must be greater than start ({start})"
@@ -128,20 +163,22 @@ impl Tool for FileTool {
                 read_bytes(files, &meta, &content, start, Some(stop)).await
             }
             Op::Regex => {
-                let max = num("max_matches").unwrap_or(DEFAULT_MATCHES).min(MAX_MATCHES);
-                let context = num("context_lines").unwrap_or(0).min(MAX_CONTEXT_LINES);
-                regex(
-                    files,
-                    &meta,
-                    &content,
-                    args["pattern"].as_str().unwrap_or_default(),
-                    max,
-                    context,
-                )
-                .await
+                let a: RegexArgs = parse(args)?;
+                let (meta, content) = get(&a.id)?;
+                let max = a.max_matches.unwrap_or(DEFAULT_MATCHES).min(MAX_MATCHES);
+                let context = a.context_lines.unwrap_or(0).min(MAX_CONTEXT_LINES);
+                regex(files, &meta, &content, &a.pattern, max, context).await
             }
-            Op::Load => load(files, &meta, &content).await,
-            Op::Extract => extract_to_file(files, &meta, content).await,
+            Op::Load => {
+                let FileId { id } = parse(args)?;
+                let (meta, content) = get(&id)?;
+                load(files, &meta, &content).await
+            }
+            Op::Extract => {
+                let FileId { id } = parse(args)?;
+                let (meta, content) = get(&id)?;
+                extract_to_file(files, &meta, content).await
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! One [`Tool`] trait, one [`ToolRegistry`]: whatever calls a tool (the model, a script,
 //! a subagent) goes through the same schema validation and dispatch.
 
+pub mod args;
 pub mod current_time;
 pub mod files;
 pub mod http_fetch;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rhai::{Dynamic, EvalAltResult, Map, Position, Scope};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::sandbox::{self, SandboxLimits};
@@ -28,13 +30,20 @@ pub fn skill_script_tool() -> Arc<dyn Tool> {
         spec: ToolSpec {
             name: "run_skill_script".into(),
             description: "Run a script shipped by a skill (listed among its files as scripts/<name>.rhai) with JSON arguments; returns the script's result.".into(),
-            parameters: json!({"type": "object", "properties": {
-                "skill": {"type": "string"}, "script": {"type": "string", "minLength": 1},
-                "args": {"type": "object"}},
-                "required": ["skill", "script"], "additionalProperties": false}),
+            parameters: super::args::schema_of::<ScriptArgs>(),
             effect: Effect::ReadOnly,
         },
     })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ScriptArgs {
+    skill: String,
+    #[schemars(length(min = 1))]
+    script: String,
+    /// Input the script reads as `args`.
+    args: Option<serde_json::Map<String, Value>>,
 }
 
 fn runtime_error(msg: String) -> Box<EvalAltResult> {
@@ -52,9 +61,12 @@ impl Tool for SkillScript {
             .skills
             .as_ref()
             .ok_or_else(|| ToolError::Model("no skills are available to this agent".into()))?;
-        let skill_name = args["skill"].as_str().unwrap_or_default();
-        let skill = skills.skill(skill_name).map_err(ToolError::from)?.clone();
-        let script = args["script"].as_str().unwrap_or_default();
+        let ScriptArgs {
+            skill: skill_name,
+            script,
+            args: script_args,
+        } = super::args::parse(args)?;
+        let skill = skills.skill(&skill_name).map_err(ToolError::from)?.clone();
         let file = script.trim_start_matches("scripts/").trim_end_matches(".rhai");
         if file.is_empty()
             || !file
@@ -66,7 +78,7 @@ impl Tool for SkillScript {
         let rel = format!("scripts/{file}.rhai");
         let source = std::fs::read_to_string(skill.dir.join(&rel))
             .map_err(|_| ToolError::Model(format!("skill '{skill_name}' has no script {rel}")))?;
-        let input = rhai::serde::to_dynamic(args.get("args").cloned().unwrap_or(json!({})))
+        let input = rhai::serde::to_dynamic(Value::Object(script_args.unwrap_or_default()))
             .map_err(|e| ToolError::Model(format!("bad args: {e}")))?;
         let ctx = ctx.clone();
         let rt = tokio::runtime::Handle::current();

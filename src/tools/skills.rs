@@ -3,8 +3,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::args::{parse, schema_of};
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
 /// The skill tools, given to agents that have skills available.
@@ -21,9 +24,7 @@ pub fn skill_tools() -> Vec<Arc<dyn Tool>> {
             spec: ToolSpec {
                 name: "load_skills".into(),
                 description: "Load the instructions of one or more skills from the catalog in the system prompt.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 10}},
-                    "required": ["names"], "additionalProperties": false}),
+                parameters: schema_of::<LoadArgs>(),
                 effect: Effect::ReadOnly,
             },
             sub: false,
@@ -32,14 +33,27 @@ pub fn skill_tools() -> Vec<Arc<dyn Tool>> {
             spec: ToolSpec {
                 name: "load_subskill".into(),
                 description: "Load another file of a skill (for example references/x.md or templates/y.md), as listed when the skill was loaded.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "skill": {"type": "string"}, "path": {"type": "string", "minLength": 1}},
-                    "required": ["skill", "path"], "additionalProperties": false}),
+                parameters: schema_of::<SubArgs>(),
                 effect: Effect::ReadOnly,
             },
             sub: true,
         }),
     ]
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LoadArgs {
+    #[schemars(length(min = 1, max = 10))]
+    names: Vec<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SubArgs {
+    skill: String,
+    #[schemars(length(min = 1))]
+    path: String,
 }
 
 #[async_trait]
@@ -53,18 +67,11 @@ impl Tool for SkillTool {
             return Err(ToolError::Model("no skills are available to this agent".into()));
         };
         let text = if self.sub {
-            skills.load_sub(
-                args["skill"].as_str().unwrap_or_default(),
-                args["path"].as_str().unwrap_or_default(),
-            )
+            let a: SubArgs = parse(args)?;
+            skills.load_sub(&a.skill, &a.path)
         } else {
-            let names: Vec<&str> = args["names"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            names
+            let a: LoadArgs = parse(args)?;
+            a.names
                 .iter()
                 .map(|n| skills.load(n))
                 .collect::<Result<Vec<_>, _>>()

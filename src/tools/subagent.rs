@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
@@ -39,11 +41,7 @@ impl SubagentTool {
             spec: ToolSpec {
                 name: SUBAGENT_TOOL.into(),
                 description: "Hand a self-contained task to a subagent listed in the system prompt. It starts with a fresh context holding only your prompt and the files you pass; its final answer comes back as this tool's result. Several subagent calls in one turn run concurrently.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "name": {"type": "string"},
-                    "prompt": {"type": "string", "minLength": 1, "description": "everything the subagent needs to know: it cannot see your conversation"},
-                    "files": {"type": "array", "items": {"type": "string"}, "description": "ids of your files it may read, e.g. [\"f_2\"]"}},
-                    "required": ["name", "prompt"], "additionalProperties": false}),
+                parameters: super::args::schema_of::<DelegateArgs>(),
                 effect: Effect::ReadOnly,
             },
         }
@@ -60,6 +58,17 @@ pub fn subagent_tool() -> Arc<dyn Tool> {
     Arc::new(SubagentTool::new())
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DelegateArgs {
+    name: String,
+    /// everything the subagent needs to know: it cannot see your conversation
+    #[schemars(length(min = 1))]
+    prompt: String,
+    /// ids of your files it may read, e.g. ["f_2"]
+    files: Option<Vec<String>>,
+}
+
 #[async_trait]
 impl Tool for SubagentTool {
     fn spec(&self) -> &ToolSpec {
@@ -70,28 +79,17 @@ impl Tool for SubagentTool {
         let Some(launcher) = &ctx.subagents else {
             return Err(ToolError::Model("this agent cannot call subagents".into()));
         };
-        let name = args["name"].as_str().unwrap_or_default();
+        let DelegateArgs { name, prompt, files } = super::args::parse(args)?;
+        let name = name.as_str();
         if !launcher.available().iter().any(|n| n == name) {
             return Err(ToolError::Model(format!(
                 "unknown subagent '{name}'; available: {}",
                 launcher.available().join(", ")
             )));
         }
-        let files: Vec<String> = args["files"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect();
+        let files = files.unwrap_or_default();
         launcher
-            .launch(
-                name,
-                args["prompt"].as_str().unwrap_or_default(),
-                &files,
-                &ctx.call_id,
-                ctx.cancel.clone(),
-            )
+            .launch(name, &prompt, &files, &ctx.call_id, ctx.cancel.clone())
             .await
             .map(ToolOutput::text)
             .map_err(ToolError::Model)
