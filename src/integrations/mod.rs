@@ -7,6 +7,7 @@ pub mod github;
 pub mod jira;
 pub mod notion;
 pub mod slack;
+pub mod tool_args;
 pub mod tools;
 
 use crate::tools::ToolRegistry;
@@ -165,4 +166,33 @@ pub(crate) async fn download_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_tool_takes_a_closed_object_generated_from_its_args() {
+        let http = crate::http::client().unwrap();
+        let tools = builtin_tools(
+            &Clients::from_settings(http, &Settings::default()),
+            Default::default(),
+        );
+        assert!(tools.names().len() > 20);
+        for name in tools.names() {
+            let schema = &tools.get(&name).unwrap().spec().parameters;
+            assert_eq!(schema["type"], "object", "{name}");
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            let text = schema.to_string();
+            assert!(
+                !text.contains("$ref") && !text.contains("$schema"),
+                "{name}: {text}"
+            );
+            for key in schema["required"].as_array().into_iter().flatten() {
+                let key = key.as_str().unwrap();
+                assert!(schema["properties"].get(key).is_some(), "{name}: {key}");
+            }
+        }
+    }
 }

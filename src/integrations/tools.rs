@@ -6,11 +6,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::tool_args::*;
 use crate::integrations::ApiError;
 use crate::integrations::github::{GithubClient, PrRef};
 use crate::integrations::jira::JiraClient;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
+use crate::tools::args::{parse, schema_of};
 use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
 /// Resolves Slack user and channel ids to names for the model, and the model's
@@ -169,8 +171,7 @@ pub fn integration_tools_with(
             spec(
                 "slack_permalink",
                 "Get the permanent link of a Slack message.",
-                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1}},
-                       "required": ["channel", "ts"], "additionalProperties": false}),
+                schema_of::<SlackMessage>(),
                 Effect::ReadOnly,
             ),
             ApiKind::SlackPermalink(slack.clone()),
@@ -179,7 +180,7 @@ pub fn integration_tools_with(
             spec(
                 "slack_user_info",
                 "Look up a Slack user by id: name, display name, title, time zone.",
-                json!({"type": "object", "properties": {"user": {"type": "string", "minLength": 1}}, "required": ["user"], "additionalProperties": false}),
+                schema_of::<SlackUserArgs>(),
                 Effect::ReadOnly,
             ),
             ApiKind::SlackUser(slack.clone()),
@@ -188,7 +189,7 @@ pub fn integration_tools_with(
             spec(
                 "slack_channel_info",
                 "Look up a Slack channel by id: name, topic, purpose, whether it is private.",
-                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}}, "required": ["channel"], "additionalProperties": false}),
+                schema_of::<SlackChannelArgs>(),
                 Effect::ReadOnly,
             ),
             ApiKind::SlackChannel(slack.clone()),
@@ -198,8 +199,7 @@ pub fn integration_tools_with(
             spec: spec(
                 "slack_read_thread",
                 "Read every message of a Slack thread (conversations.replies), oldest first.",
-                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1}},
-                       "required": ["channel", "ts"], "additionalProperties": false}),
+                schema_of::<SlackMessage>(),
                 Effect::ReadOnly,
             ),
             kind: ApiKind::SlackThread(slack.clone()),
@@ -209,8 +209,7 @@ pub fn integration_tools_with(
             spec: spec(
                 "slack_post_message",
                 "Post a Slack message (mrkdwn) to a channel, or as a thread reply with thread_ts.",
-                json!({"type": "object", "properties": {"channel": {"type": "string", "minLength": 1}, "text": {"type": "string", "minLength": 1},
-                       "thread_ts": {"type": "string"}}, "required": ["channel", "text"], "additionalProperties": false}),
+                schema_of::<SlackPostArgs>(),
                 Effect::SideEffecting,
             ),
             kind: ApiKind::SlackPost(slack.clone()),
@@ -219,7 +218,7 @@ pub fn integration_tools_with(
             spec(
                 "jira_get_issue",
                 "Get a Jira issue: summary, status, type, reporter, assignee, description (as text), comments and attachments (id, filename, size, mime).",
-                json!({"type": "object", "properties": {"key": {"type": "string", "minLength": 1}}, "required": ["key"], "additionalProperties": false}),
+                schema_of::<JiraIssueArgs>(),
                 Effect::ReadOnly,
             ),
             ApiKind::JiraGet(jira.clone()),
@@ -228,8 +227,7 @@ pub fn integration_tools_with(
             spec(
                 "jira_get_attachment",
                 "Download a Jira attachment by id into a virtual file of this run; returns the file id (read it with the file tools).",
-                json!({"type": "object", "properties": {"id": {"type": "string", "minLength": 1}, "filename": {"type": "string"}},
-                       "required": ["id"], "additionalProperties": false}),
+                schema_of::<JiraAttachmentArgs>(),
                 Effect::ReadOnly,
             ),
             ApiKind::JiraAttachment(jira.clone()),
@@ -239,9 +237,7 @@ pub fn integration_tools_with(
             spec: spec(
                 "jira_create_issue",
                 "Create a Jira issue. The description is Markdown (converted to Atlassian Document Format). Returns its key and URL.",
-                json!({"type": "object", "properties": {"project": {"type": "string", "minLength": 1}, "summary": {"type": "string", "minLength": 1, "maxLength": 255},
-                       "description": {"type": "string"}, "issue_type": {"type": "string"}},
-                       "required": ["project", "summary"], "additionalProperties": false}),
+                schema_of::<JiraCreateArgs>(),
                 Effect::SideEffecting,
             ),
             kind: ApiKind::JiraCreate(jira.clone()),
@@ -251,8 +247,7 @@ pub fn integration_tools_with(
             spec: spec(
                 "jira_add_comment",
                 "Add a comment (Markdown, converted to Atlassian Document Format) to a Jira issue.",
-                json!({"type": "object", "properties": {"key": {"type": "string", "minLength": 1}, "body": {"type": "string", "minLength": 1}},
-                       "required": ["key", "body"], "additionalProperties": false}),
+                schema_of::<JiraCommentArgs>(),
                 Effect::SideEffecting,
             ),
             kind: ApiKind::JiraComment(jira.clone()),
@@ -262,8 +257,7 @@ pub fn integration_tools_with(
             spec: spec(
                 "jira_search",
                 "Search Jira with JQL (pages through results with nextPageToken). Returns key, summary, status, assignee, updated.",
-                json!({"type": "object", "properties": {"jql": {"type": "string", "minLength": 1}, "max_results": {"type": "integer", "minimum": 1, "maximum": 500}},
-                       "required": ["jql"], "additionalProperties": false}),
+                schema_of::<JiraSearchArgs>(),
                 Effect::ReadOnly,
             ),
             kind: ApiKind::JiraSearch(jira),
@@ -279,10 +273,7 @@ fn base_integration_tools(slack: Option<SlackClient>, github: GithubClient) -> V
             spec: ToolSpec {
                 name: "slack_channel_history".into(),
                 description: "Read the most recent messages of a Slack channel (newest first), with each message's ts, user, text, thread_ts and reactions.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "channel": {"type": "string", "minLength": 1},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 200}},
-                    "required": ["channel"], "additionalProperties": false}),
+                parameters: schema_of::<SlackHistoryArgs>(),
                 effect: Effect::ReadOnly,
             },
             client: slack.clone(),
@@ -291,10 +282,7 @@ fn base_integration_tools(slack: Option<SlackClient>, github: GithubClient) -> V
             spec: ToolSpec {
                 name: "slack_add_reaction".into(),
                 description: "Add an emoji reaction (name without colons) to a Slack message.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "channel": {"type": "string", "minLength": 1}, "ts": {"type": "string", "minLength": 1},
-                    "name": {"type": "string", "minLength": 1}},
-                    "required": ["channel", "ts", "name"], "additionalProperties": false}),
+                parameters: schema_of::<SlackReactionArgs>(),
                 effect: Effect::SideEffecting,
             },
             client: slack,
@@ -303,10 +291,7 @@ fn base_integration_tools(slack: Option<SlackClient>, github: GithubClient) -> V
             spec: ToolSpec {
                 name: "github_pr_state".into(),
                 description: "Get a GitHub pull request's state: open, closed (not merged) or merged. Pass its URL, or owner, repo and number.".into(),
-                parameters: json!({"type": "object", "properties": {
-                    "url": {"type": "string"}, "owner": {"type": "string"}, "repo": {"type": "string"},
-                    "number": {"type": "integer", "minimum": 1}},
-                    "additionalProperties": false}),
+                parameters: schema_of::<PullRequestArgs>(),
                 effect: Effect::ReadOnly,
             },
             client: github,
@@ -337,8 +322,8 @@ impl Tool for SlackHistory {
         &self.spec
     }
     async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let channel = args["channel"].as_str().unwrap_or_default().to_string();
-        let limit = args["limit"].as_u64().unwrap_or(50).to_string();
+        let a: SlackHistoryArgs = parse(args)?;
+        let (channel, limit) = (a.channel, a.limit.unwrap_or(50).to_string());
         let raw = slack(&self.client)?
             .get("conversations.history", &[("channel", channel), ("limit", limit)])
             .await
@@ -361,7 +346,8 @@ impl Tool for SlackReaction {
         &self.spec
     }
     async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let body = json!({"channel": args["channel"], "timestamp": args["ts"], "name": args["name"]});
+        let a: SlackReactionArgs = parse(args)?;
+        let body = json!({"channel": a.channel, "timestamp": a.ts, "name": a.name});
         match slack(&self.client)?.call("reactions.add", &body).await {
             Ok(_) => Ok(ToolOutput::json(json!({"ok": true}))),
             // Idempotent: a reaction that is already there is success.
@@ -376,21 +362,14 @@ impl Tool for SlackReaction {
     }
 }
 
-fn pr_ref(args: &Value) -> Result<PrRef, ToolError> {
-    if let Some(url) = args["url"].as_str() {
-        return PrRef::from_url(url)
+fn pr_ref(args: Value) -> Result<PrRef, ToolError> {
+    let a: PullRequestArgs = parse(args)?;
+    if let Some(url) = a.url {
+        return PrRef::from_url(&url)
             .ok_or_else(|| ToolError::Model(format!("'{url}' is not a GitHub pull request URL")));
     }
-    match (
-        args["owner"].as_str(),
-        args["repo"].as_str(),
-        args["number"].as_u64(),
-    ) {
-        (Some(o), Some(r), Some(n)) => Ok(PrRef {
-            owner: o.into(),
-            repo: r.into(),
-            number: n,
-        }),
+    match (a.owner, a.repo, a.number) {
+        (Some(owner), Some(repo), Some(number)) => Ok(PrRef { owner, repo, number }),
         _ => Err(ToolError::Model(
             "give a pull request url, or owner, repo and number".into(),
         )),
@@ -415,13 +394,13 @@ impl Tool for GithubPrState {
         &self.spec
     }
     async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let pr = pr_ref(&args)?;
+        let pr = pr_ref(args)?;
         let raw = self.client.pull_request(&pr).await.map_err(api_err)?;
         Ok(ToolOutput::json(pr_out(&pr, &raw)))
     }
     /// Deterministic: even numbers are merged, odd ones open.
     async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let pr = pr_ref(&args)?;
+        let pr = pr_ref(args)?;
         let merged = pr.number % 2 == 0;
         let raw = json!({"state": if merged { "closed" } else { "open" }, "merged": merged, "title": "Mock pull request",
                          "html_url": format!("https://github.com/{}/{}/pull/{}", pr.owner, pr.repo, pr.number),
@@ -439,7 +418,6 @@ fn notion(client: &Option<NotionClient>) -> Result<&NotionClient, ToolError> {
 /// The Notion tools.
 pub fn notion_tools(client: Option<NotionClient>) -> Vec<Arc<dyn Tool>> {
     let dir = Arc::new(Directory::default());
-    let id = json!({"type": "string", "minLength": 1});
     let api =
         |name: &str, description: &str, params: Value, effect: Effect, kind: ApiKind| -> Arc<dyn Tool> {
             Arc::new(Api {
@@ -452,36 +430,35 @@ pub fn notion_tools(client: Option<NotionClient>) -> Vec<Arc<dyn Tool>> {
         api(
             "notion_get_page",
             "Get a Notion page's title, URL and properties (as text).",
-            json!({"type": "object", "properties": {"page_id": id}, "required": ["page_id"], "additionalProperties": false}),
+            schema_of::<NotionPageArgs>(),
             Effect::ReadOnly,
             ApiKind::NotionPage(client.clone()),
         ),
         api(
             "notion_read_page",
             "Read a Notion page's content as Markdown (nested blocks included).",
-            json!({"type": "object", "properties": {"page_id": id}, "required": ["page_id"], "additionalProperties": false}),
+            schema_of::<NotionPageArgs>(),
             Effect::ReadOnly,
             ApiKind::NotionContent(client.clone()),
         ),
         api(
             "notion_query_database",
             "Query a Notion database, optionally with a Notion filter object; returns pages with their properties as text.",
-            json!({"type": "object", "properties": {"database_id": id, "filter": {"type": "object"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 500}},
-                   "required": ["database_id"], "additionalProperties": false}),
+            schema_of::<NotionQueryArgs>(),
             Effect::ReadOnly,
             ApiKind::NotionQuery(client.clone()),
         ),
         api(
             "notion_add_comment",
             "Add a comment to a Notion page.",
-            json!({"type": "object", "properties": {"page_id": id, "text": {"type": "string", "minLength": 1}}, "required": ["page_id", "text"], "additionalProperties": false}),
+            schema_of::<NotionCommentArgs>(),
             Effect::SideEffecting,
             ApiKind::NotionComment(client.clone()),
         ),
         api(
             "notion_update_property",
             "Set properties of a Notion page; `properties` uses Notion's property value JSON, e.g. {\"Reviewers\": {\"people\": [{\"id\": \"...\"}]}}.",
-            json!({"type": "object", "properties": {"page_id": id, "properties": {"type": "object"}}, "required": ["page_id", "properties"], "additionalProperties": false}),
+            schema_of::<NotionUpdateArgs>(),
             Effect::SideEffecting,
             ApiKind::NotionUpdate(client),
         ),
@@ -563,10 +540,10 @@ impl Tool for Api {
     }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
-        let s = |k: &str| args[k].as_str().unwrap_or_default().to_string();
         match &self.kind {
             ApiKind::JiraGet(c) => {
-                let raw = jira(c)?.get_issue(&s("key")).await.map_err(api_err)?;
+                let a: JiraIssueArgs = parse(args)?;
+                let raw = jira(c)?.get_issue(&a.key).await.map_err(api_err)?;
                 let f = &raw["fields"];
                 let text = super::adf_text::field_text;
                 let comments: Vec<Value> = f["comment"]["comments"].as_array().into_iter().flatten()
@@ -580,14 +557,12 @@ impl Tool for Api {
                 ))
             }
             ApiKind::JiraAttachment(c) => {
+                let a: JiraAttachmentArgs = parse(args)?;
                 let content = jira(c)?
-                    .attachment(&s("id"), jira(c)?.attachment_cap())
+                    .attachment(&a.id, jira(c)?.attachment_cap())
                     .await
                     .map_err(api_err)?;
-                let name = args["filename"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("jira-attachment-{}", s("id")));
+                let name = a.filename.unwrap_or_else(|| format!("jira-attachment-{}", a.id));
                 let file = crate::files::NewFile {
                     mime: crate::files::mime::from_name(&name).to_string(),
                     name,
@@ -600,23 +575,29 @@ impl Tool for Api {
                     .map_err(|e| ToolError::Fatal(e.to_string()))?;
                 Ok(ToolOutput::text(format!("Downloaded into {}", meta.describe())))
             }
-            ApiKind::NotionPage(c) => Ok(ToolOutput::json(page_out(
-                &notion(c)?.get_page(&s("page_id")).await.map_err(api_err)?,
-            ))),
-            ApiKind::NotionContent(c) => Ok(ToolOutput::text(
-                notion(c)?
-                    .page_markdown(&s("page_id"), 2_000)
+            ApiKind::NotionPage(c) => {
+                let a: NotionPageArgs = parse(args)?;
+                let page = notion(c)?.get_page(&a.page_id).await.map_err(api_err)?;
+                Ok(ToolOutput::json(page_out(&page)))
+            }
+            ApiKind::NotionContent(c) => {
+                let a: NotionPageArgs = parse(args)?;
+                let text = notion(c)?
+                    .page_markdown(&a.page_id, 2_000)
                     .await
-                    .map_err(api_err)?,
-            )),
+                    .map_err(api_err)?;
+                Ok(ToolOutput::text(text))
+            }
             ApiKind::NotionQuery(c) => {
                 let client = notion(c)?;
-                let want = args["max_results"].as_u64().unwrap_or(100) as usize;
+                let a: NotionQueryArgs = parse(args)?;
+                let want = a.max_results.unwrap_or(100) as usize;
+                let filter = a.filter.map(Value::Object);
                 let mut pages = Vec::new();
                 let mut cursor: Option<String> = None;
                 loop {
                     let page = client
-                        .query_database(&s("database_id"), args.get("filter"), cursor.as_deref())
+                        .query_database(&a.database_id, filter.as_ref(), cursor.as_deref())
                         .await
                         .map_err(api_err)?;
                     pages.extend(page["results"].as_array().into_iter().flatten().map(page_out));
@@ -629,32 +610,33 @@ impl Tool for Api {
                 Ok(ToolOutput::json(json!({"pages": pages, "count": pages.len()})))
             }
             ApiKind::NotionComment(c) => {
+                let a: NotionCommentArgs = parse(args)?;
                 let raw = notion(c)?
-                    .add_comment(&s("page_id"), &s("text"))
+                    .add_comment(&a.page_id, &a.text)
                     .await
                     .map_err(api_err)?;
                 Ok(ToolOutput::json(json!({"ok": true, "id": raw["id"]})))
             }
             ApiKind::NotionUpdate(c) => {
+                let a: NotionUpdateArgs = parse(args)?;
                 let raw = notion(c)?
-                    .update_properties(&s("page_id"), &args["properties"])
+                    .update_properties(&a.page_id, &Value::Object(a.properties))
                     .await
                     .map_err(api_err)?;
                 Ok(ToolOutput::json(page_out(&raw)))
             }
             ApiKind::SlackPermalink(c) => {
+                let SlackMessage { channel, ts } = parse(args)?;
                 let raw = slack(c)?
-                    .get(
-                        "chat.getPermalink",
-                        &[("channel", s("channel")), ("message_ts", s("ts"))],
-                    )
+                    .get("chat.getPermalink", &[("channel", channel), ("message_ts", ts)])
                     .await
                     .map_err(api_err)?;
                 Ok(ToolOutput::json(json!({"permalink": raw["permalink"]})))
             }
             ApiKind::SlackUser(c) => {
+                let SlackUserArgs { user } = parse(args)?;
                 let raw = slack(c)?
-                    .get("users.info", &[("user", s("user"))])
+                    .get("users.info", &[("user", user)])
                     .await
                     .map_err(api_err)?;
                 let u = &raw["user"];
@@ -664,8 +646,9 @@ impl Tool for Api {
                 ))
             }
             ApiKind::SlackChannel(c) => {
+                let SlackChannelArgs { channel } = parse(args)?;
                 let raw = slack(c)?
-                    .get("conversations.info", &[("channel", s("channel"))])
+                    .get("conversations.info", &[("channel", channel)])
                     .await
                     .map_err(api_err)?;
                 let ch = &raw["channel"];
@@ -675,15 +658,12 @@ impl Tool for Api {
                 ))
             }
             ApiKind::SlackThread(c) => {
+                let SlackMessage { channel, ts } = parse(args)?;
                 let client = slack(c)?;
                 let raw = client
                     .get(
                         "conversations.replies",
-                        &[
-                            ("channel", s("channel")),
-                            ("ts", s("ts")),
-                            ("limit", "200".into()),
-                        ],
+                        &[("channel", channel), ("ts", ts), ("limit", "200".into())],
                     )
                     .await
                     .map_err(api_err)?;
@@ -692,10 +672,11 @@ impl Tool for Api {
                 ))
             }
             ApiKind::SlackPost(c) => {
-                let mut body = json!({"channel": s("channel"), "text": self.dir.unresolve(&s("text")), "unfurl_links": false,
+                let a: SlackPostArgs = parse(args)?;
+                let mut body = json!({"channel": a.channel, "text": self.dir.unresolve(&a.text), "unfurl_links": false,
                     // Lets anyone trace a message back to the run and call that posted it.
                     "metadata": {"event_type": "steward_post", "event_payload": {"idempotency_key": ctx.idempotency_key()}}});
-                if let Some(t) = args["thread_ts"].as_str() {
+                if let Some(t) = a.thread_ts {
                     body["thread_ts"] = json!(t);
                 }
                 let raw = slack(c)?.call("chat.postMessage", &body).await.map_err(api_err)?;
@@ -705,29 +686,30 @@ impl Tool for Api {
             }
             ApiKind::JiraCreate(c) => {
                 let client = jira(c)?;
-                let issue_type = args["issue_type"].as_str().unwrap_or("Task");
+                let a: JiraCreateArgs = parse(args)?;
+                let issue_type = a.issue_type.as_deref().unwrap_or("Task");
+                let description = a.description.unwrap_or_default();
                 let raw = client
-                    .create_issue(&s("project"), issue_type, &s("summary"), &s("description"))
+                    .create_issue(&a.project, issue_type, &a.summary, &description)
                     .await
                     .map_err(api_err)?;
                 let key = raw["key"].as_str().unwrap_or_default().to_string();
                 Ok(ToolOutput::json(issue_out(client.browse_url(&key), &raw)))
             }
             ApiKind::JiraComment(c) => {
-                let raw = jira(c)?
-                    .add_comment(&s("key"), &s("body"))
-                    .await
-                    .map_err(api_err)?;
+                let a: JiraCommentArgs = parse(args)?;
+                let raw = jira(c)?.add_comment(&a.key, &a.body).await.map_err(api_err)?;
                 Ok(ToolOutput::json(json!({"ok": true, "id": raw["id"]})))
             }
             ApiKind::JiraSearch(c) => {
                 let client = jira(c)?;
-                let want = args["max_results"].as_u64().unwrap_or(50) as usize;
+                let a: JiraSearchArgs = parse(args)?;
+                let want = a.max_results.unwrap_or(50) as usize;
                 let mut issues = Vec::new();
                 let mut token: Option<String> = None;
                 loop {
                     let page = client
-                        .search_page(&s("jql"), 100.min(want as u32), token.as_deref())
+                        .search_page(&a.jql, 100.min(want as u32), token.as_deref())
                         .await
                         .map_err(api_err)?;
                     for i in page["issues"].as_array().into_iter().flatten() {

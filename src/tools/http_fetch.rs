@@ -3,7 +3,9 @@
 //! refused unless the operator allowed them.
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::http::egress::{self, Egress};
 
@@ -29,14 +31,7 @@ impl HttpFetch {
             spec: ToolSpec {
                 name: "http_fetch".into(),
                 description: "Fetches a public URL with HTTP GET (redirects are followed) and returns the status, content type and body text. Non-2xx answers are reported as errors; internal and private addresses are refused.".into(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "url": {"type": "string", "description": "http:// or https:// URL", "minLength": 1}
-                    },
-                    "required": ["url"],
-                    "additionalProperties": false
-                }),
+                parameters: super::args::schema_of::<FetchArgs>(),
                 effect: Effect::ReadOnly,
             },
             egress,
@@ -118,8 +113,16 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-fn url_arg(args: &Value) -> &str {
-    args["url"].as_str().unwrap_or_default()
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FetchArgs {
+    /// http:// or https:// URL
+    #[schemars(length(min = 1))]
+    url: String,
+}
+
+fn url_arg(args: Value) -> Result<String, ToolError> {
+    super::args::parse::<FetchArgs>(args).map(|a| a.url)
 }
 
 #[async_trait]
@@ -129,14 +132,15 @@ impl Tool for HttpFetch {
     }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let url = url_arg(args)?;
         tokio::select! {
-            r = self.fetch(url_arg(&args)) => r,
+            r = self.fetch(&url) => r,
             _ = ctx.cancel.cancelled() => Err(ToolError::Model("cancelled".into())),
         }
     }
 
     async fn mock(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        let url = url_arg(&args);
+        let url = url_arg(args)?;
         Ok(ToolOutput::text(format!(
             "HTTP 200 OK\nurl: {url}\ncontent-type: text/html; charset=utf-8\n\n<html><head><title>Example page</title></head><body><h1>Example page</h1><p>Mock content served for {url}.</p></body></html>"
         )))
