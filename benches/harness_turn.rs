@@ -122,11 +122,15 @@ impl RunStore for NullStore {
         Ok(Vec::new())
     }
 
-    async fn renew_lease(&self, _run_id: &str, _until: &str) -> Result<(), StoreError> {
+    async fn renew_lease(
+        &self,
+        _run_id: &str,
+        _until: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), StoreError> {
         Ok(())
     }
 
-    async fn expired_runs(&self, _now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+    async fn expired_runs(&self, _now: chrono::DateTime<chrono::Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
         Ok(Vec::new())
     }
 
@@ -168,7 +172,7 @@ impl EventQueue for NullStore {
         &self,
         _event_id: &str,
         _runs: &[steward::store::NewRun],
-        _lease_until: &str,
+        _lease_until: chrono::DateTime<chrono::Utc>,
     ) -> Result<bool, StoreError> {
         Ok(true)
     }

@@ -666,7 +666,7 @@ async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
     let run_id = uuid::Uuid::now_v7().to_string();
     // A live lease while this service runs, so its own reconcile leaves the run
     // alone; `route_event` writes run and lease in one transaction.
-    let live = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let live = chrono::Utc::now() + chrono::Duration::hours(1);
     let mut routed = false;
     for attempt in 0..20 {
         let row = steward::server::ingest::event_row(&trigger, &format!("test:{with_side_effect}:{attempt}"));
@@ -681,7 +681,7 @@ async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
             event_id: Some(event_id),
         };
         if store
-            .route_event(&run.event_id.clone().unwrap(), &[run], &live)
+            .route_event(&run.event_id.clone().unwrap(), &[run], live)
             .await
             .unwrap()
         {
@@ -712,10 +712,7 @@ async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
     );
     h.stop().await;
     // The process is gone: its lease runs out.
-    store
-        .renew_lease(&run_id, &chrono::Utc::now().to_rfc3339())
-        .await
-        .unwrap();
+    store.renew_lease(&run_id, chrono::Utc::now()).await.unwrap();
     run_id
 }
 
@@ -1035,7 +1032,7 @@ async fn a_run_that_keeps_crashing_the_process_is_failed_as_a_crash_loop() {
             trigger_summary: "bomb".into(),
             event_id: Some(event_id.clone()),
         };
-        let past = "2000-01-01T00:00:00.000Z";
+        let past = chrono::DateTime::UNIX_EPOCH;
         assert!(store.route_event(&event_id, &[run], past).await.unwrap());
         // Three attempts, each killed mid-run (the process aborted on the file).
         for attempt in 1..=3 {

@@ -30,7 +30,7 @@ pub async fn list(store: &dyn Store, limit: u32, json: bool) -> anyhow::Result<E
             r.termination.as_deref().unwrap_or("-"),
             r.usage.input_tokens + r.usage.output_tokens,
             format!("${:.4}", r.cost_usd),
-            r.created_at,
+            crate::store::timestamp(r.created_at),
             r.trigger_summary
         );
     }
@@ -84,7 +84,7 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     for e in &report.events {
         println!(
             "  {}  {:<15} {}",
-            e.at,
+            crate::store::timestamp(e.at),
             e.kind,
             crate::triggers::event::one_line(&e.data.to_string(), 140)
         );

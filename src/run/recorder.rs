@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::events::RunEvent;
-use crate::store::{NewEvent, Store, StoreError, now_text};
+use crate::store::{NewEvent, Store, StoreError};
 use crate::types::{Privacy, Private};
 
 /// Writes the event log of one run.
@@ -52,7 +52,7 @@ impl Recorder {
     pub fn record(&self, event: RunEvent) {
         let (kind, data) = event.to_parts();
         let event = NewEvent {
-            at: now_text(),
+            at: chrono::Utc::now(),
             kind,
             data,
         };

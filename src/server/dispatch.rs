@@ -17,7 +17,7 @@ use crate::integrations::notion::NotionClient;
 use crate::run::events::RunEvent;
 use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
-use crate::store::{EventRow, NewRun, RunStatus, StoreError, now_text};
+use crate::store::{EventRow, NewRun, RunStatus, StoreError};
 use crate::triggers::TriggerEvent;
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
@@ -120,10 +120,8 @@ pub struct Dispatcher {
     cron: Vec<CronJob>,
 }
 
-fn lease_until(lease: Duration) -> String {
-    let until =
-        Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60));
-    until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+fn lease_until(lease: Duration) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60))
 }
 
 impl Dispatcher {
@@ -234,7 +232,7 @@ impl Dispatcher {
     async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
         let Some((trigger, whole)) = self.trigger_of(&e) else {
             // Unreadable: record that nothing can run for it rather than retry forever.
-            self.runner.store.route_event(&e.id, &[], &now_text()).await?;
+            self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
             return Ok(0);
         };
         let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
@@ -256,7 +254,7 @@ impl Dispatcher {
         if !self
             .runner
             .store
-            .route_event(&e.id, &runs, &lease_until(self.settings.lease))
+            .route_event(&e.id, &runs, lease_until(self.settings.lease))
             .await?
         {
             return Ok(0);
@@ -302,7 +300,7 @@ impl Dispatcher {
             let renew = async {
                 loop {
                     tokio::time::sleep(lease / 3).await;
-                    if let Err(e) = store.renew_lease(&run_id, &lease_until(lease)).await {
+                    if let Err(e) = store.renew_lease(&run_id, lease_until(lease)).await {
                         tracing::warn!(run = %run_id, error = %e, "cannot renew the run's lease");
                     }
                 }
@@ -322,7 +320,7 @@ impl Dispatcher {
     /// `interrupted` and reported, never silently re-run.
     pub async fn reconcile(&self) -> Result<(), StoreError> {
         let store = &self.runner.store;
-        for r in store.expired_runs(&now_text()).await? {
+        for r in store.expired_runs(Utc::now()).await? {
             let Some(agent) = self.config.agents.get(&r.agent).cloned() else {
                 tracing::warn!(run = %r.id, agent = %r.agent, "expired run of an agent that no longer exists");
                 continue;
@@ -369,9 +367,7 @@ impl Dispatcher {
             let Some((trigger, whole)) = self.trigger_of(&event) else {
                 continue;
             };
-            store
-                .renew_lease(&r.id, &lease_until(self.settings.lease))
-                .await?;
+            store.renew_lease(&r.id, lease_until(self.settings.lease)).await?;
             tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
             self.start(r.id, agent, trigger, whole);
         }

@@ -10,7 +10,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::store::{EventRow, Store, now_text};
+use crate::store::{EventRow, Store};
 use crate::triggers::TriggerEvent;
 
 /// Largest group commit.
@@ -55,7 +55,7 @@ pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
         source: event.source.clone(),
         kind: event.kind.clone(),
         dedupe_key: dedupe_key.to_string(),
-        received_at: now_text(),
+        received_at: chrono::Utc::now(),
         private: event.private,
         body: serde_json::to_value(&stored).unwrap_or_default(),
     }

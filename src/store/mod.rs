@@ -10,6 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use crate::types::RunStatus;
+use chrono::{DateTime, Utc};
+
 use crate::types::{Privacy, RunOutcome, Usage};
 
 pub use sqlite::SqliteStore;
@@ -33,7 +35,7 @@ pub struct EventRow {
     pub kind: String,
     /// Unique per logical event: a retry with the same key is a duplicate.
     pub dedupe_key: String,
-    pub received_at: String,
+    pub received_at: DateTime<Utc>,
     pub private: bool,
     /// The normalized event (JSON); for private events, metadata only.
     pub body: Value,
@@ -61,7 +63,7 @@ pub struct ExpiredRun {
 /// An event waiting to be appended; `at` is when it happened, not when it was written.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
-    pub at: String,
+    pub at: DateTime<Utc>,
     pub kind: String,
     pub data: Value,
 }
@@ -76,9 +78,9 @@ pub struct RunRow {
     pub status: RunStatus,
     pub termination: Option<String>,
     pub error: Option<String>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
     pub usage: Usage,
     pub cost_usd: f64,
     pub turns: u32,
@@ -92,7 +94,7 @@ pub struct RunRow {
 pub struct StoredEvent {
     pub seq: i64,
     pub run_id: String,
-    pub at: String,
+    pub at: DateTime<Utc>,
     pub kind: String,
     pub data: Value,
 }
@@ -138,7 +140,7 @@ pub trait RunStore: Send + Sync {
     /// Appends one event now.
     async fn append_event(&self, run_id: &str, kind: &str, data: &Value) -> Result<(), StoreError> {
         let event = NewEvent {
-            at: now_text(),
+            at: Utc::now(),
             kind: kind.to_string(),
             data: data.clone(),
         };
@@ -152,9 +154,9 @@ pub trait RunStore: Send + Sync {
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError>;
     /// Sets a run's lease (the time after which it is presumed dead).
-    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError>;
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
     /// Server runs that are queued or running with a lease that ran out before `now`.
-    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError>;
+    async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError>;
     /// Whether the run made a side-effecting tool call.
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;
     /// false when it was no longer in `from`.
@@ -189,7 +191,7 @@ pub trait EventQueue: Send + Sync {
         &self,
         event_id: &str,
         runs: &[NewRun],
-        lease_until: &str,
+        lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
     /// Puts claimed events that have no run back in the queue (their router died
     /// between claiming and routing); returns how many. Call when no router is active.
@@ -206,7 +208,15 @@ pub trait SettingStore: Send + Sync {
     async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
 }
 
-/// Now, as stored: RFC 3339 UTC with milliseconds (sorts lexicographically).
-pub fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+/// A time as SQLite stores it: RFC 3339 UTC with milliseconds, which sorts and compares
+/// correctly as text.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Reads a stored [`timestamp`].
+pub fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("bad timestamp '{text}': {e}")))
 }

@@ -15,8 +15,10 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
     EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow, RunStatus, RunStore, SettingStore,
-    StoreError, StoredEvent, StoredFile, now_text,
+    StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
 };
+use chrono::{DateTime, Utc};
+
 use crate::types::{Privacy, RunOutcome, Usage};
 
 /// Schema migrations, applied in order once each by sqlx's migrator (recorded in
@@ -141,6 +143,11 @@ impl SqliteStore {
     }
 }
 
+/// A nullable timestamp column.
+fn optional_timestamp(text: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
+    text.as_deref().map(parse_timestamp).transpose()
+}
+
 fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
     let status: String = row.try_get("status")?;
     let count = |name: &str| -> Result<u64, StoreError> { Ok(row.try_get::<i64, _>(name)?.max(0) as u64) };
@@ -153,9 +160,9 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
             .ok_or_else(|| StoreError::Corrupt(format!("unknown status '{status}'")))?,
         termination: row.try_get("termination")?,
         error: row.try_get("error")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
+        created_at: parse_timestamp(&row.try_get::<String, _>("created_at")?)?,
+        started_at: optional_timestamp(row.try_get("started_at")?)?,
+        finished_at: optional_timestamp(row.try_get("finished_at")?)?,
         usage: Usage {
             input_tokens: count("input_tokens")?,
             output_tokens: count("output_tokens")?,
@@ -182,7 +189,7 @@ impl RunStore for SqliteStore {
         .bind(&run.agent)
         .bind(&run.parent_id)
         .bind(&run.trigger_summary)
-        .bind(now_text())
+        .bind(timestamp(Utc::now()))
         .bind(&run.event_id)
         .execute(&self.pool)
         .await?;
@@ -190,7 +197,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError> {
-        let started = (to == RunStatus::Running).then(now_text);
+        let started = (to == RunStatus::Running).then(|| timestamp(Utc::now()));
         let done = sqlx::query(
             "UPDATE runs SET status = ?, started_at = COALESCE(?, started_at) WHERE id = ? AND status = ?",
         )
@@ -233,7 +240,7 @@ impl RunStore for SqliteStore {
         .bind(finish.usage.reasoning_tokens as i64)
         .bind(finish.cost_usd)
         .bind(serde_json::to_string(&finish.skill_loads).map_err(|e| StoreError::Corrupt(e.to_string()))?)
-        .bind(now_text())
+        .bind(timestamp(Utc::now()))
         .bind(id)
         .bind(from.as_str())
         .execute(&self.pool)
@@ -248,7 +255,7 @@ impl RunStore for SqliteStore {
             let mut query = QueryBuilder::<Sqlite>::new("INSERT INTO run_events (run_id, at, kind, data) ");
             query.push_values(chunk, |mut row, e| {
                 row.push_bind(run_id.to_string())
-                    .push_bind(e.at.clone())
+                    .push_bind(timestamp(e.at))
                     .push_bind(e.kind.clone())
                     .push_bind(e.data.to_string());
             });
@@ -295,7 +302,7 @@ impl RunStore for SqliteStore {
                 Ok(StoredEvent {
                     seq: row.try_get("seq")?,
                     run_id: row.try_get("run_id")?,
-                    at: row.try_get("at")?,
+                    at: parse_timestamp(&row.try_get::<String, _>("at")?)?,
                     kind: row.try_get("kind")?,
                     data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 })
@@ -303,16 +310,17 @@ impl RunStore for SqliteStore {
             .collect()
     }
 
-    async fn renew_lease(&self, run_id: &str, until: &str) -> Result<(), StoreError> {
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
         sqlx::query("UPDATE runs SET lease_until = ? WHERE id = ?")
-            .bind(until)
+            .bind(timestamp(until))
             .bind(run_id)
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    async fn expired_runs(&self, now: &str) -> Result<Vec<ExpiredRun>, StoreError> {
+    async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
+        let now = timestamp(now);
         let rows = sqlx::query(
             "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
              AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < ?) ORDER BY created_at",
@@ -443,7 +451,7 @@ impl EventQueue for SqliteStore {
         &self,
         event_id: &str,
         runs: &[NewRun],
-        lease_until: &str,
+        lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let status = if runs.is_empty() { "unmatched" } else { "routed" };
@@ -455,7 +463,7 @@ impl EventQueue for SqliteStore {
         if moved.rows_affected() != 1 {
             return Ok(false);
         }
-        let now = now_text();
+        let now = timestamp(Utc::now());
         for run in runs {
             sqlx::query(
                 "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until) \
@@ -467,7 +475,7 @@ impl EventQueue for SqliteStore {
             .bind(&run.trigger_summary)
             .bind(&now)
             .bind(event_id)
-            .bind(lease_until)
+            .bind(timestamp(lease_until))
             .execute(&mut *tx)
             .await?;
         }
@@ -539,7 +547,7 @@ where
             .push_bind(e.source.clone())
             .push_bind(e.kind.clone())
             .push_bind(e.dedupe_key.clone())
-            .push_bind(e.received_at.clone())
+            .push_bind(timestamp(e.received_at))
             .push_bind("queued")
             .push_bind(e.private)
             .push_bind(e.body.to_string());
@@ -565,7 +573,7 @@ fn event_from_row(row: &SqliteRow) -> Result<EventRow, StoreError> {
         source: row.try_get("source")?,
         kind: row.try_get("kind")?,
         dedupe_key: row.try_get("dedupe_key")?,
-        received_at: row.try_get("received_at")?,
+        received_at: parse_timestamp(&row.try_get::<String, _>("received_at")?)?,
         private: row.try_get("private")?,
         body: serde_json::from_str(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?,
     })
