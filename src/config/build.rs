@@ -245,10 +245,10 @@ fn check_triggers(src: &Source, triggers: &[super::TriggerSpec], diags: &mut Vec
         match t {
             super::TriggerSpec::Cron(c) => {
                 if let Err(e) = parse_schedule(&c.schedule) {
-                    diags.push(src.error_at("schedule", Some(&c.schedule), e));
+                    diags.push(src.error_at("schedule", Some(&c.schedule), e.to_string()));
                 }
                 if let Err(e) = parse_tz(c.timezone.as_deref()) {
-                    diags.push(src.error_at("timezone", c.timezone.as_deref(), e));
+                    diags.push(src.error_at("timezone", c.timezone.as_deref(), e.to_string()));
                 }
             }
             super::TriggerSpec::Webhook(w) if !valid_hook_name(&w.name) => {

@@ -7,27 +7,39 @@ use chrono_tz::Tz;
 
 /// Parses a crontab expression: 5 fields (minute hour day month weekday), or 6 with
 /// seconds first.
-pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
-    let fields = expr.split_whitespace().count();
+pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, ScheduleError> {
+    let invalid = |reason: String| ScheduleError::Expression {
+        expr: expr.to_string(),
+        reason,
+    };
     let parts: Vec<&str> = expr.split_whitespace().collect();
-    let normalized = match fields {
+    let normalized = match parts.len() {
         5 => format!(
             "0 {} {}",
             parts[..4].join(" "),
-            weekdays(parts[4]).map_err(|e| format!("invalid cron expression '{expr}': {e}"))?
+            weekdays(parts[4]).map_err(invalid)?
         ),
         6 => format!(
             "{} {}",
             parts[..5].join(" "),
-            weekdays(parts[5]).map_err(|e| format!("invalid cron expression '{expr}': {e}"))?
+            weekdays(parts[5]).map_err(invalid)?
         ),
         n => {
-            return Err(format!(
-                "invalid cron expression '{expr}': expected 5 fields (minute hour day month weekday), found {n}"
-            ));
+            return Err(invalid(format!(
+                "expected 5 fields (minute hour day month weekday), found {n}"
+            )));
         }
     };
-    cron::Schedule::from_str(&normalized).map_err(|e| format!("invalid cron expression '{expr}': {e}"))
+    cron::Schedule::from_str(&normalized).map_err(|e| invalid(e.to_string()))
+}
+
+/// A schedule or time zone a config cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("invalid cron expression '{expr}': {reason}")]
+    Expression { expr: String, reason: String },
+    #[error("unknown time zone '{0}', expected an IANA name such as America/Los_Angeles")]
+    TimeZone(String),
 }
 
 /// Crontab numbers weekdays 0-7 with 0 and 7 for Sunday; the `cron` crate numbers them
@@ -72,12 +84,10 @@ fn num(s: &str) -> Result<u32, String> {
     }
 }
 
-pub fn parse_tz(name: Option<&str>) -> Result<Tz, String> {
+pub fn parse_tz(name: Option<&str>) -> Result<Tz, ScheduleError> {
     match name {
         None => Ok(Tz::UTC),
-        Some(n) => n.parse().map_err(|_| {
-            format!("unknown time zone '{n}', expected an IANA name such as America/Los_Angeles")
-        }),
+        Some(n) => n.parse().map_err(|_| ScheduleError::TimeZone(n.to_string())),
     }
 }
 
@@ -92,6 +102,7 @@ mod tests {
         assert!(
             parse_schedule("0 9 * *")
                 .unwrap_err()
+                .to_string()
                 .contains("expected 5 fields")
         );
         assert!(parse_schedule("0 25 * * *").is_err());

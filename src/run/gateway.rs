@@ -40,6 +40,15 @@ pub struct GatewayParts {
     pub tool_timeout: Duration,
 }
 
+/// A call refused because the run's `max_tool_calls` budget would be exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{requested} more tool call(s) after {done} would pass max_tool_calls ({max})")]
+pub struct CapExceeded {
+    pub requested: u32,
+    pub done: u32,
+    pub max: u32,
+}
+
 /// One run's tool gateway.
 pub struct Gateway {
     parts: GatewayParts,
@@ -92,14 +101,18 @@ impl Gateway {
     }
 
     /// Takes `n` calls from the budget, all or none.
-    pub fn reserve(&self, n: u32) -> Result<(), String> {
+    pub fn reserve(&self, n: u32) -> Result<(), CapExceeded> {
         let max = self.parts.max_tool_calls;
         let taken = self.calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
             (c + n <= max).then_some(c + n)
         });
         taken.map(|_| ()).map_err(|done| {
             self.cap_hit.store(true, Ordering::SeqCst);
-            format!("{n} more tool call(s) after {done} would pass max_tool_calls ({max})")
+            CapExceeded {
+                requested: n,
+                done,
+                max,
+            }
         })
     }
 

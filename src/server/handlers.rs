@@ -87,7 +87,9 @@ pub async fn slack_events(
 
 /// Shared by the Events API endpoint and Socket Mode.
 pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
-    match slack::parse(value, state.secrets.slack_bot_user.as_deref()).map_err(HookError::BadRequest)? {
+    match slack::parse(value, state.secrets.slack_bot_user.as_deref())
+        .map_err(|e| HookError::BadRequest(e.to_string()))?
+    {
         slack::SlackPayload::Challenge(c) => {
             Ok((StatusCode::OK, Json(json!({"challenge": c}))).into_response())
         }
@@ -162,7 +164,7 @@ pub async fn notion_webhook(
             return Err(HookError::NotFound);
         }
         // During set-up only the handshake is expected.
-        return match notion::parse(&json_body(&body)?).map_err(HookError::BadRequest)? {
+        return match notion::parse(&json_body(&body)?).map_err(|e| HookError::BadRequest(e.to_string()))? {
             notion::NotionPayload::Verification(token) => park_notion_token(&state, &token).await,
             notion::NotionPayload::Event { .. } => {
                 Err(AuthError::NotConfigured("NOTION_WEBHOOK_TOKEN").into())
@@ -171,7 +173,7 @@ pub async fn notion_webhook(
     };
     // Parsed once: the handshake is recognised before the signature check (Notion does
     // not sign it), events only after it.
-    let payload = notion::parse(&json_body(&body)?).map_err(HookError::BadRequest)?;
+    let payload = notion::parse(&json_body(&body)?).map_err(|e| HookError::BadRequest(e.to_string()))?;
     match payload {
         notion::NotionPayload::Verification(token) if window_open => park_notion_token(&state, &token).await,
         notion::NotionPayload::Verification(_) => {

@@ -149,3 +149,14 @@ mod tests {
         assert_eq!(one_line("ab\ncd", 4), "ab");
     }
 }
+
+/// An inbound payload that cannot be understood (answered 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PayloadError(pub String);
+
+impl From<&str> for PayloadError {
+    fn from(reason: &str) -> Self {
+        PayloadError(reason.to_string())
+    }
+}

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::triggers::event::PayloadError;
 use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Notion webhook body is.
@@ -22,7 +23,7 @@ pub fn normalize_id(id: &str) -> String {
     id.replace('-', "").to_ascii_lowercase()
 }
 
-pub fn parse(body: &Value) -> Result<NotionPayload, String> {
+pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
     if let Some(token) = body["verification_token"].as_str() {
         return Ok(NotionPayload::Verification(token.to_string()));
     }

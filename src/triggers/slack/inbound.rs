@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::triggers::event::one_line;
+use crate::triggers::event::{PayloadError, one_line};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Slack payload asks of us.
@@ -31,13 +31,13 @@ fn s(v: &Value) -> Option<String> {
 
 /// Parses an Events API body. `bot_user` is the bot's user id, when known, so its own
 /// messages are ignored (the payload's `authorizations` also name it).
-pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, String> {
+pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, PayloadError> {
     match body["type"].as_str() {
         Some("url_verification") => {
             return body["challenge"]
                 .as_str()
                 .map(|c| SlackPayload::Challenge(c.to_string()))
-                .ok_or_else(|| "url_verification without a challenge".into());
+                .ok_or_else(|| PayloadError::from("url_verification without a challenge"));
         }
         Some("event_callback") => {}
         other => return Ok(SlackPayload::Ignored(format!("payload type {other:?}"))),
@@ -107,7 +107,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Strin
         }
         other => return Ok(SlackPayload::Ignored(format!("event type {other}"))),
     };
-    let channel = channel.ok_or_else(|| format!("{kind} event without a channel"))?;
+    let channel = channel.ok_or_else(|| PayloadError(format!("{kind} event without a channel")))?;
     // Private channels and DMs: ids starting with G or D, or a non-public channel_type.
     let private = channel.starts_with('G')
         || channel.starts_with('D')
