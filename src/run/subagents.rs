@@ -12,7 +12,7 @@ use super::{Lineage, Runner, TriggerEvent};
 use crate::files::RunFiles;
 use crate::provider::Usage;
 use crate::store::RunStatus;
-use crate::tools::subagent::SubagentLauncher;
+use crate::tools::subagent::{SubagentError, SubagentLauncher};
 use crate::triggers::event::one_line;
 use crate::types::ModelRef;
 
@@ -65,17 +65,27 @@ impl SubagentLauncher for Launcher {
         files: &[String],
         _call_id: &str,
         cancel: CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, SubagentError> {
         let agent = self
             .runner
             .subagents
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("subagent '{name}' is not configured"))?;
+            .ok_or_else(|| SubagentError::Unknown(name.to_string()))?;
         for id in files {
-            self.parent_files.get(id).map_err(|e| e.to_string())?;
+            self.parent_files
+                .get(id)
+                .map_err(|e| SubagentError::Files(e.to_string()))?;
         }
-        let _permit = self.semaphore.acquire().await.map_err(|e| e.to_string())?;
+        let not_run = |reason: String| SubagentError::NotRun {
+            name: name.to_string(),
+            reason,
+        };
+        let _permit = self
+            .semaphore
+            .acquire()
+            .await
+            .map_err(|e| not_run(e.to_string()))?;
         let trigger = TriggerEvent {
             source: "subagent".into(),
             kind: name.to_string(),
@@ -101,19 +111,19 @@ impl SubagentLauncher for Launcher {
             .runner
             .run_in(&agent, &trigger, lineage, cancel)
             .await
-            .map_err(|e| format!("subagent '{name}' could not run: {e}"))?;
+            .map_err(|e| not_run(e.to_string()))?;
         self.totals.add(&outcome.usage, outcome.cost_usd);
         if outcome.status() == RunStatus::Succeeded {
             Ok(outcome
                 .final_text
                 .unwrap_or_else(|| "(the subagent gave no answer)".into()))
         } else {
-            Err(format!(
-                "subagent '{name}' (run {}) ended with {}: {}",
-                outcome.run_id,
-                outcome.termination.as_str(),
-                outcome.error.as_deref().unwrap_or("no details")
-            ))
+            Err(SubagentError::Failed {
+                name: name.to_string(),
+                run_id: outcome.run_id,
+                termination: outcome.termination.as_str(),
+                error: outcome.error.unwrap_or_else(|| "no details".into()),
+            })
         }
     }
 }

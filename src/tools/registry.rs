@@ -45,9 +45,9 @@ impl ToolRegistry {
     }
 
     /// Makes `names` always use their mocks; unknown names are returned as an error.
-    pub fn mock_only(&mut self, names: &[String]) -> Result<(), String> {
+    pub fn mock_only(&mut self, names: &[String]) -> Result<(), UnknownTool> {
         if let Some(unknown) = names.iter().find(|n| !self.tools.contains_key(*n)) {
-            return Err(format!("cannot mock unknown tool '{unknown}'"));
+            return Err(UnknownTool(unknown.clone()));
         }
         self.mocked.extend(names.iter().cloned());
         Ok(())
@@ -197,3 +197,8 @@ mod tests {
         assert_eq!(names, ["current_time", "http_fetch"]);
     }
 }
+
+/// A tool name no registered tool has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot mock unknown tool '{0}'")]
+pub struct UnknownTool(pub String);

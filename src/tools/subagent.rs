@@ -28,7 +28,26 @@ pub trait SubagentLauncher: Send + Sync {
         files: &[String],
         call_id: &str,
         cancel: CancellationToken,
-    ) -> Result<String, String>;
+    ) -> Result<String, SubagentError>;
+}
+
+/// Why a subagent gave no answer. It goes back to the parent model as an error result:
+/// a failed child does not fail its parent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubagentError {
+    #[error("subagent '{0}' is not configured")]
+    Unknown(String),
+    #[error("{0}")]
+    Files(String),
+    #[error("subagent '{name}' could not run: {reason}")]
+    NotRun { name: String, reason: String },
+    #[error("subagent '{name}' (run {run_id}) ended with {termination}: {error}")]
+    Failed {
+        name: String,
+        run_id: String,
+        termination: &'static str,
+        error: String,
+    },
 }
 
 pub struct SubagentTool {
@@ -92,7 +111,7 @@ impl Tool for SubagentTool {
             .launch(name, &prompt, &files, &ctx.call_id, ctx.cancel.clone())
             .await
             .map(ToolOutput::text)
-            .map_err(ToolError::Model)
+            .map_err(|e| ToolError::Model(e.to_string()))
     }
 
     /// A subagent is a run like any other: in mock mode its own tools are mocked.

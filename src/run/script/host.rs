@@ -199,7 +199,7 @@ pub fn register(engine: &mut Engine, host: Arc<Host>) {
                 h.rt.block_on(launcher.launch(name, prompt, &ids, "script", h.cancel.child_token()));
             match result {
                 Ok(text) => Ok(Dynamic::from(text)),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         },
     );
