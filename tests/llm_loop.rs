@@ -787,3 +787,73 @@ async fn private_runs_keep_no_message_content() {
         assert!(!everything.contains(secret), "'{secret}' leaked into the store");
     }
 }
+
+/// Looks in the store for its own `tool_call` event while it runs.
+struct Witness {
+    spec: ToolSpec,
+    store: Arc<std::sync::OnceLock<Arc<dyn steward::store::Store>>>,
+    saw: Arc<Mutex<Vec<(String, bool)>>>,
+}
+
+#[async_trait]
+impl Tool for Witness {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, ctx: &ToolCtx, _args: Value) -> ToolResult {
+        let events = self.store.get().unwrap().run_events(&ctx.run_id).await.unwrap();
+        let recorded = events
+            .iter()
+            .any(|e| e.kind == "tool_call" && e.data["call_id"] == ctx.call_id.as_str());
+        self.saw.lock().unwrap().push((self.spec.name.clone(), recorded));
+        Ok(ToolOutput::text("done"))
+    }
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
+#[tokio::test]
+async fn a_side_effecting_call_is_on_disk_before_the_tool_acts() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "look", "{}")])));
+    fake.push(Reply::ok(openai_tools(&[("c2", "act", "{}")])));
+    fake.push(Reply::ok(openai_text("done")));
+    let store = Arc::new(std::sync::OnceLock::new());
+    let saw = Arc::new(Mutex::new(Vec::new()));
+    let (mut reg, _) = registry();
+    for (name, effect) in [("look", Effect::ReadOnly), ("act", Effect::SideEffecting)] {
+        reg.register(Arc::new(Witness {
+            spec: ToolSpec {
+                name: name.into(),
+                description: "Checks the log.".into(),
+                parameters: json!({"type": "object"}),
+                effect,
+            },
+            store: store.clone(),
+            saw: saw.clone(),
+        }));
+    }
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let _ = store.set(runner.store.clone());
+    let a = AgentConfig::new(
+        "helper",
+        ModelRef::parse("openai/gpt-4.1").unwrap(),
+        "You check things.",
+        vec!["look".into(), "act".into()],
+    );
+    let out = runner
+        .run(&a, &trigger("go"), None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let saw = saw.lock().unwrap().clone();
+    // A side-effecting call is durable before it runs; a read-only round need not be.
+    assert!(saw.contains(&("act".to_string(), true)), "{saw:?}");
+    assert_eq!(saw.len(), 2);
+    // Every event is written by the end of the run.
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    let calls = events.iter().filter(|e| e.kind == "tool_call").count();
+    let results = events.iter().filter(|e| e.kind == "tool_result").count();
+    assert_eq!((calls, results), (2, 2));
+}

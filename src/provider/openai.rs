@@ -218,7 +218,9 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
             WireItem::Fresh(_) => 256,
         })
         .sum();
-    let mut out = Vec::with_capacity(cached + request.system.len() + 4096);
+    // A power of two, so consecutive turns ask the allocator for the same size: a body
+    // that grows a little every turn would otherwise get fresh zeroed pages each time.
+    let mut out = Vec::with_capacity((cached + request.system.len() + 4096).next_power_of_two());
     let body = WireRequest {
         model: request.model,
         messages,

@@ -116,7 +116,8 @@ impl Gateway {
         })
     }
 
-    fn is_side_effecting(&self, name: &str) -> bool {
+    /// Whether `name` is a registered side-effecting tool.
+    pub fn is_side_effecting(&self, name: &str) -> bool {
         self.parts
             .tools
             .get(name)

@@ -348,8 +348,13 @@ impl LlmRun<'_> {
             self.gateway
                 .record_call(&call.id, &call.name, &call.arguments, None);
         }
-        // Durable before any tool can cause a side effect.
-        self.gateway.flush().await?;
+        // Durable before any tool can cause a side effect. A round of read-only calls
+        // changes nothing a crash could repeat, so its events may wait for the next
+        // commit (at most `Recorder::MAX_LAG` later, or the end of the run).
+        let acts = calls.iter().any(|c| self.gateway.is_side_effecting(&c.name));
+        if acts || self.recorder.lagging() {
+            self.gateway.flush().await?;
+        }
         let round = CancellationToken::new();
         let futures = calls.iter().map(|call| {
             self.gateway

@@ -2,15 +2,20 @@
 //! private runs.
 //!
 //! Events are stamped when they happen and group-committed at [`Recorder::flush`], which
-//! the coordinators call before every wait on the outside world (a model call, a tool
-//! round) and before the run finishes. So the log is durable before any side effect
-//! and costs one database round trip per flush instead of one per event.
+//! the coordinators call before anything that could cause a side effect (a tool round
+//! with a side-effecting tool, a reply), while a model is slow to answer, when events
+//! have waited [`Recorder::MAX_LAG`], and before the run finishes. So the log is durable
+//! before any side effect and costs one database round trip per flush, not per event.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::events::RunEvent;
 use crate::store::{NewEvent, Store, StoreError};
 use crate::types::{Privacy, Private};
+
+/// Events held back at most before a commit.
+const MAX_PENDING: usize = 256;
 
 /// Writes the event log of one run.
 pub struct Recorder {
@@ -18,6 +23,8 @@ pub struct Recorder {
     run_id: String,
     privacy: Privacy,
     pending: Mutex<Vec<NewEvent>>,
+    /// When events were last written.
+    flushed: Mutex<Instant>,
 }
 
 impl Recorder {
@@ -27,6 +34,7 @@ impl Recorder {
             run_id,
             privacy: Privacy::from_private(private),
             pending: Mutex::new(Vec::new()),
+            flushed: Mutex::new(Instant::now()),
         }
     }
 
@@ -59,12 +67,26 @@ impl Recorder {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(event);
     }
 
+    /// How long recorded events may wait for a commit that is not needed for safety:
+    /// the log of a run in progress is at most this stale.
+    pub const MAX_LAG: Duration = Duration::from_secs(1);
+
+    /// Whether the events waiting to be written are older than [`Recorder::MAX_LAG`]
+    /// allows, or too many to keep waiting.
+    pub fn lagging(&self) -> bool {
+        let waiting = self.pending.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let since = self.flushed.lock().unwrap_or_else(|e| e.into_inner()).elapsed();
+        since >= Self::MAX_LAG || waiting >= MAX_PENDING
+    }
+
     /// Writes every recorded event in one group commit.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         if batch.is_empty() {
             return Ok(());
         }
-        self.store.append_events(&self.run_id, &batch).await
+        self.store.append_events(&self.run_id, &batch).await?;
+        *self.flushed.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        Ok(())
     }
 }
