@@ -3,8 +3,9 @@
 //! with a tool that fetches a 4 KB page over HTTP every turn, SQLite on. The CPU time
 //! (user + system) of the steward process is measured for runs of 10, 50 and 110 turns;
 //! the per-turn cost is the slope between them, so start-up and config loading cancel
-//! out. Start-up alone costs ~300 ms of CPU with a spread of ±100 ms, so the slope over
-//! 100 turns (10 → 110) is the figure to trust; 10 → 50 is printed as the issue asks.
+//! out (start-up is ~25 ms of CPU, most of it loading the system's root certificates).
+//! 10 → 50 is the figure the re-layering issue names; 10 → 110 also shows how the cost
+//! grows with the conversation (each request carries the whole history).
 //! Runs of different lengths are interleaved so drift on a shared machine hits all.
 //!
 //! Run with `cargo bench --bench run_cpu`. Prints medians of 21 runs each.
