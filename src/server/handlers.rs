@@ -1,4 +1,5 @@
-//! Inbound webhooks: authenticate, normalize, persist, then acknowledge.
+//! Inbound webhooks as HTTP glue: each source's `receive` (in `triggers/`) authenticates
+//! and parses the request; these handlers persist what it returns, then acknowledge.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -10,7 +11,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use crate::config::TriggerSpec;
 use crate::triggers::TriggerEvent;
-use crate::triggers::auth::{self, AuthError};
+use crate::triggers::auth::AuthError;
+use crate::triggers::source::{Inbound, InboundError};
 use crate::triggers::{jira, notion, slack, webhook};
 
 /// Setting key of a verification token received during a setup window, waiting for
@@ -48,12 +50,14 @@ impl IntoResponse for HookError {
     }
 }
 
-fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn json_body(body: &[u8]) -> Result<Value, HookError> {
-    serde_json::from_slice(body).map_err(|e| HookError::BadRequest(format!("body is not JSON: {e}")))
+impl From<InboundError> for HookError {
+    fn from(e: InboundError) -> Self {
+        match e {
+            InboundError::Unauthorized(e) => HookError::Unauthorized(e),
+            InboundError::BadRequest(m) => HookError::BadRequest(m),
+            InboundError::NotFound => HookError::NotFound,
+        }
+    }
 }
 
 async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Result<Response, HookError> {
@@ -68,33 +72,12 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
     Ok((StatusCode::OK, Json(json!({"ok": true, "duplicate": !new}))).into_response())
 }
 
-/// `POST /slack/events`.
-pub async fn slack_events(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, HookError> {
-    auth::verify_slack(
-        &state.secrets.slack_signing,
-        header(&headers, "x-slack-request-timestamp"),
-        header(&headers, "x-slack-signature"),
-        &body,
-        chrono::Utc::now().timestamp(),
-    )?;
-    let value = json_body(&body)?;
-    handle_slack_payload(&state, &value).await
-}
-
-/// Shared by the Events API endpoint and Socket Mode.
-pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
-    match slack::parse(value, state.secrets.slack_bot_user.as_deref())
-        .map_err(|e| HookError::BadRequest(e.to_string()))?
-    {
-        slack::SlackPayload::Challenge(c) => {
-            Ok((StatusCode::OK, Json(json!({"challenge": c}))).into_response())
-        }
-        slack::SlackPayload::Event { event, dedupe_key } => persist(state, &event, &dedupe_key).await,
-        slack::SlackPayload::ChannelCreated { channel, .. } => {
+/// Does what an authenticated request asks.
+async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> {
+    match inbound {
+        Inbound::Answer(body) => Ok((StatusCode::OK, Json(body)).into_response()),
+        Inbound::Event { event, dedupe_key } => persist(state, &event, &dedupe_key).await,
+        Inbound::JoinChannel(channel) => {
             match state.slack.clone() {
                 Some(client) => {
                     state.tasks.spawn(async move {
@@ -110,11 +93,27 @@ pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Res
             }
             Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
         }
-        slack::SlackPayload::Ignored(why) => {
-            tracing::debug!(%why, "slack event ignored");
-            Ok((StatusCode::OK, Json(json!({"ok": true, "ignored": why}))).into_response())
-        }
+        Inbound::VerificationToken(token) => park_notion_token(state, &token).await,
     }
+}
+
+/// `POST /slack/events`.
+pub async fn slack_events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HookError> {
+    let secrets = &state.secrets;
+    let bot = secrets.slack_bot_user.as_deref();
+    let now = chrono::Utc::now().timestamp();
+    let inbound = slack::receive(&secrets.slack_signing, bot, &headers, &body, now)?;
+    act(&state, inbound).await
+}
+
+/// A Slack payload whose sender Socket Mode already authenticated.
+pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
+    let inbound = slack::receive_payload(value, state.secrets.slack_bot_user.as_deref())?;
+    act(state, inbound).await
 }
 
 /// `POST /jira/webhook`.
@@ -123,75 +122,28 @@ pub async fn jira_webhook(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HookError> {
-    if state.secrets.jira.is_empty() {
-        return Err(AuthError::NotConfigured("JIRA_WEBHOOK_SECRET").into());
-    }
-    auth::verify_sha256_header(
-        &state.secrets.jira,
-        header(&headers, "x-hub-signature"),
-        "X-Hub-Signature",
-        &body,
-    )?;
-    let value = json_body(&body)?;
-    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
-    let (event, key) = jira::parse(&value, &digest, chrono::Utc::now().timestamp()).map_err(|e| match e {
-        jira::JiraError::Stale { .. } => HookError::Unauthorized(AuthError::StaleEvent(e.to_string())),
-        jira::JiraError::Malformed(m) => HookError::BadRequest(m),
-    })?;
-    persist(&state, &event, &key).await
+    let now = chrono::Utc::now().timestamp();
+    let inbound = jira::receive(&state.secrets.jira, &headers, &body, now)?;
+    act(&state, inbound).await
 }
 
-/// `POST /notion/webhook`. Closed (404) unless the operator enabled Notion: events are
-/// verified only against `NOTION_WEBHOOK_TOKEN`, which the operator sets; nothing a
-/// request carries becomes a signing key. The subscription handshake is accepted only
-/// while `steward notion-token --listen` holds a setup window open, and then only
-/// parked for that command to show.
+/// `POST /notion/webhook`: closed unless the operator enabled Notion or holds a setup
+/// window open (see `triggers::notion::receive`).
 pub async fn notion_webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HookError> {
-    let store = &state.runner.store;
-    let unavailable = |e: crate::store::StoreError| HookError::Unavailable(e.to_string());
-    let window_open = store
+    let window_open = state
+        .runner
+        .store
         .get_setting(NOTION_SETUP_UNTIL_KEY)
         .await
-        .map_err(unavailable)?
+        .map_err(|e| HookError::Unavailable(e.to_string()))?
         .and_then(|v| chrono::DateTime::parse_from_rfc3339(&v).ok())
         .is_some_and(|until| until > chrono::Utc::now());
-    let Some(secret) = state.secrets.notion.clone() else {
-        if !window_open {
-            return Err(HookError::NotFound);
-        }
-        // During set-up only the handshake is expected.
-        return match notion::parse(&json_body(&body)?).map_err(|e| HookError::BadRequest(e.to_string()))? {
-            notion::NotionPayload::Verification(token) => park_notion_token(&state, &token).await,
-            notion::NotionPayload::Event { .. } => {
-                Err(AuthError::NotConfigured("NOTION_WEBHOOK_TOKEN").into())
-            }
-        };
-    };
-    // Parsed once: the handshake is recognised before the signature check (Notion does
-    // not sign it), events only after it.
-    let payload = notion::parse(&json_body(&body)?).map_err(|e| HookError::BadRequest(e.to_string()))?;
-    match payload {
-        notion::NotionPayload::Verification(token) if window_open => park_notion_token(&state, &token).await,
-        notion::NotionPayload::Verification(_) => {
-            tracing::warn!(
-                "a Notion verification token arrived outside a setup window and was ignored; run `steward notion-token --listen` to accept a new subscription"
-            );
-            Err(AuthError::Missing("X-Notion-Signature").into())
-        }
-        notion::NotionPayload::Event { event, dedupe_key } => {
-            auth::verify_sha256_header(
-                &secret,
-                header(&headers, "x-notion-signature"),
-                "X-Notion-Signature",
-                &body,
-            )?;
-            persist(&state, &event, &dedupe_key).await
-        }
-    }
+    let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body)?;
+    act(&state, inbound).await
 }
 
 async fn park_notion_token(state: &AppState, token: &str) -> Result<Response, HookError> {
@@ -217,17 +169,7 @@ pub async fn generic_hook(
             .iter()
             .any(|t| matches!(t, TriggerSpec::Webhook(w) if w.name == name))
     });
-    // Unknown names, hooks without a token and wrong tokens all get the same 401, so
-    // a caller cannot tell which hook names exist.
-    let given = header(&headers, "authorization")
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
     let expected = state.secrets.hooks.get(&name).filter(|_| exists);
-    match expected {
-        Some(expected) if auth::token_eq(given.trim(), expected) => {}
-        _ => return Err(AuthError::Mismatch.into()),
-    }
-    let event = webhook::event(&name, &body);
-    let key = webhook::dedupe_key(&name, header(&headers, "idempotency-key"));
-    persist(&state, &event, &key).await
+    let inbound = webhook::receive(&name, expected.map(String::as_str), &headers, &body)?;
+    act(&state, inbound).await
 }

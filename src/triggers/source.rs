@@ -1,11 +1,16 @@
-//! What steward does toward the place an event came from: replying there and fetching
-//! the files the event refers to. Each source (Slack, Jira, Notion, ...) implements
-//! [`Source`] in its own folder next to its inbound parsing, so a new source touches one
-//! folder; [`Sources`] holds one of each, built once per process.
+//! A source's two sides. Inbound: each source folder has a `receive` function that
+//! authenticates and parses a request to its endpoint into an [`Inbound`], so the
+//! server's handlers are only HTTP glue. Outbound: [`Source`] replies where an event came
+//! from and fetches the files it refers to; [`Sources`] holds one of each, built once per
+//! process.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use reqwest::header::HeaderMap;
+
+use super::auth::AuthError;
+use super::event::PayloadError;
 use super::{Origin, TriggerEvent};
 use crate::files::NewFile;
 use crate::http::Egress;
@@ -13,6 +18,54 @@ use crate::integrations::jira::JiraClient;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 use crate::integrations::{ApiError, Clients};
+
+/// What an authenticated inbound request asks the server to do.
+#[derive(Debug)]
+pub enum Inbound {
+    /// Answer 200 with this JSON and store nothing (a URL-verification challenge, an
+    /// event no agent can want).
+    Answer(Value),
+    /// Store the event, deduplicated by `dedupe_key`, then acknowledge.
+    Event {
+        event: Box<TriggerEvent>,
+        dedupe_key: String,
+    },
+    /// Join a newly created public Slack channel, then acknowledge.
+    JoinChannel(String),
+    /// A Notion subscription's verification token, received during a setup window: kept
+    /// for `steward notion-token --listen` to show, never used to sign anything.
+    VerificationToken(String),
+}
+
+/// Why an inbound request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InboundError {
+    /// 401.
+    #[error("unauthorized: {0}")]
+    Unauthorized(#[from] AuthError),
+    /// 400.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// 404: the endpoint is closed.
+    #[error("not found")]
+    NotFound,
+}
+
+impl From<PayloadError> for InboundError {
+    fn from(e: PayloadError) -> Self {
+        InboundError::BadRequest(e.to_string())
+    }
+}
+
+/// A request header as text.
+pub fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A request body that must be JSON.
+pub fn json_body(body: &[u8]) -> Result<Value, InboundError> {
+    serde_json::from_slice(body).map_err(|e| InboundError::BadRequest(format!("body is not JSON: {e}")))
+}
 
 /// A reply about to be posted.
 pub struct Reply<'a> {

@@ -3,6 +3,10 @@
 
 use serde_json::{Value, json};
 
+use reqwest::header::HeaderMap;
+
+use super::auth::{self, AuthError};
+use super::source::{Inbound, InboundError, header};
 use super::{Origin, TriggerEvent};
 
 /// The trigger event of a call to hook `name` with `body`.
@@ -35,6 +39,28 @@ pub fn dedupe_key(name: &str, idempotency_key: Option<&str>) -> String {
         Some(k) => format!("hook:{name}:{k}"),
         None => format!("hook:{name}:{}", uuid::Uuid::now_v7()),
     }
+}
+
+/// Authenticates a call to hook `name` against its bearer token (`expected`; `None` for
+/// a hook that does not exist or has no token: the same refusal, so callers cannot tell
+/// which hook names exist) and makes its event.
+pub fn receive(
+    name: &str,
+    expected: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, InboundError> {
+    let given = header(headers, "authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    match expected {
+        Some(expected) if auth::token_eq(given.trim(), expected) => {}
+        _ => return Err(AuthError::Mismatch.into()),
+    }
+    Ok(Inbound::Event {
+        event: Box::new(event(name, body)),
+        dedupe_key: dedupe_key(name, header(headers, "idempotency-key")),
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,11 @@
 use serde_json::{Value, json};
 
 use crate::integrations::adf_text::field_text;
+use reqwest::header::HeaderMap;
+
+use crate::triggers::auth::{self, AuthError};
 use crate::triggers::event::one_line;
+use crate::triggers::source::{Inbound, InboundError, header, json_body};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// How old a signed Jira body may be. Within the window a replayed body is a duplicate
@@ -94,6 +98,30 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         attachments: Vec::new(),
     };
     Ok((event, dedupe))
+}
+
+/// Authenticates a request to `/jira/webhook` (`X-Hub-Signature` over the body, replay
+/// window) and parses it.
+pub fn receive(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Result<Inbound, InboundError> {
+    if secret.is_empty() {
+        return Err(AuthError::NotConfigured("JIRA_WEBHOOK_SECRET").into());
+    }
+    auth::verify_sha256_header(
+        secret,
+        header(headers, "x-hub-signature"),
+        "X-Hub-Signature",
+        body,
+    )?;
+    let value = json_body(body)?;
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+    let (event, dedupe_key) = parse(&value, &digest, now).map_err(|e| match e {
+        JiraError::Stale { .. } => InboundError::Unauthorized(AuthError::StaleEvent(e.to_string())),
+        JiraError::Malformed(m) => InboundError::BadRequest(m),
+    })?;
+    Ok(Inbound::Event {
+        event: Box::new(event),
+        dedupe_key,
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,11 @@
 
 use serde_json::{Value, json};
 
+use reqwest::header::HeaderMap;
+
+use crate::triggers::auth::{self, AuthError};
 use crate::triggers::event::PayloadError;
+use crate::triggers::source::{Inbound, InboundError, header, json_body};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Notion webhook body is.
@@ -57,6 +61,49 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
         event: Box::new(event),
         dedupe_key: format!("notion:{id}"),
     })
+}
+
+/// Authenticates and parses a request to `/notion/webhook`. Closed (`NotFound`) unless
+/// the operator set `secret` (`NOTION_WEBHOOK_TOKEN`) or holds a setup window open:
+/// nothing a request carries becomes a signing key. The subscription handshake (which
+/// Notion does not sign) is accepted only inside a setup window; events only with a
+/// valid `X-Notion-Signature`.
+pub fn receive(
+    secret: Option<&str>,
+    setup_window_open: bool,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, InboundError> {
+    let Some(secret) = secret else {
+        if !setup_window_open {
+            return Err(InboundError::NotFound);
+        }
+        // During set-up only the handshake is expected.
+        return match parse(&json_body(body)?)? {
+            NotionPayload::Verification(token) => Ok(Inbound::VerificationToken(token)),
+            NotionPayload::Event { .. } => Err(AuthError::NotConfigured("NOTION_WEBHOOK_TOKEN").into()),
+        };
+    };
+    // Parsed once: the handshake is recognised before the signature check, events only
+    // after it.
+    match parse(&json_body(body)?)? {
+        NotionPayload::Verification(token) if setup_window_open => Ok(Inbound::VerificationToken(token)),
+        NotionPayload::Verification(_) => {
+            tracing::warn!(
+                "a Notion verification token arrived outside a setup window and was ignored; run `steward notion-token --listen` to accept a new subscription"
+            );
+            Err(AuthError::Missing("X-Notion-Signature").into())
+        }
+        NotionPayload::Event { event, dedupe_key } => {
+            auth::verify_sha256_header(
+                secret,
+                header(headers, "x-notion-signature"),
+                "X-Notion-Signature",
+                body,
+            )?;
+            Ok(Inbound::Event { event, dedupe_key })
+        }
+    }
 }
 
 #[cfg(test)]

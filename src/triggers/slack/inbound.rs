@@ -2,7 +2,11 @@
 
 use serde_json::{Value, json};
 
+use reqwest::header::HeaderMap;
+
+use crate::triggers::auth;
 use crate::triggers::event::{PayloadError, one_line};
+use crate::triggers::source::{Inbound, InboundError, header, json_body};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Slack payload asks of us.
@@ -149,6 +153,38 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
     Ok(SlackPayload::Event {
         event: Box::new(event),
         dedupe_key,
+    })
+}
+
+/// Authenticates a request to `/slack/events` (signing secret, five-minute replay
+/// window) and parses it.
+pub fn receive(
+    signing_secret: &str,
+    bot_user: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<Inbound, InboundError> {
+    auth::verify_slack(
+        signing_secret,
+        header(headers, "x-slack-request-timestamp"),
+        header(headers, "x-slack-signature"),
+        body,
+        now,
+    )?;
+    receive_payload(&json_body(body)?, bot_user)
+}
+
+/// Parses a payload whose sender is already authenticated (Socket Mode).
+pub fn receive_payload(value: &Value, bot_user: Option<&str>) -> Result<Inbound, InboundError> {
+    Ok(match parse(value, bot_user)? {
+        SlackPayload::Challenge(c) => Inbound::Answer(serde_json::json!({"challenge": c})),
+        SlackPayload::Event { event, dedupe_key } => Inbound::Event { event, dedupe_key },
+        SlackPayload::ChannelCreated { channel, .. } => Inbound::JoinChannel(channel),
+        SlackPayload::Ignored(why) => {
+            tracing::debug!(%why, "slack event ignored");
+            Inbound::Answer(serde_json::json!({"ok": true, "ignored": why}))
+        }
     })
 }
 
