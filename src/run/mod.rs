@@ -152,7 +152,7 @@ impl Runner {
         };
         // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
         // whose prompt cannot be had fails now rather than waiting in the queue.
-        let resolved = match self.prompts.resolve(agent, self.sources.notion.as_ref()).await {
+        let resolved = match self.prompts.resolve(agent, &self.sources).await {
             Ok(resolved) => resolved,
             Err(e) => {
                 return self

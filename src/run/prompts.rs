@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::AgentConfig;
-use crate::integrations::notion::NotionClient;
+use crate::triggers::Sources;
 
 /// How long a fetched prompt is used before it is fetched again.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -38,14 +38,12 @@ impl PromptCache {
     pub async fn resolve(
         &self,
         agent: &AgentConfig,
-        notion: Option<&NotionClient>,
+        sources: &Sources,
     ) -> Result<Option<AgentConfig>, String> {
-        let Some(page) = agent
-            .prompt
-            .as_ref()
-            .and_then(|p| p.path.strip_prefix("notion:"))
-            .map(str::trim)
-        else {
+        let Some(reference) = agent.prompt.as_ref().map(|p| p.path.as_str()) else {
+            return Ok(None);
+        };
+        let Some(page) = reference.strip_prefix("notion:").map(str::trim) else {
             return Ok(None);
         };
         let fresh = {
@@ -58,9 +56,9 @@ impl PromptCache {
         let text = match fresh {
             Some(t) => t,
             None => {
-                let fetched = match notion {
-                    Some(client) => client.page_markdown(page, 2_000).await.map_err(|e| e.to_string()),
-                    None => Err("NOTION_TOKEN is not set".to_string()),
+                let fetched = match sources.fetch_prompt(reference).await {
+                    Some(result) => result.map_err(|e| e.to_string()),
+                    None => Err("no source hosts it".to_string()),
                 };
                 let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
                 match fetched {

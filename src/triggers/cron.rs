@@ -108,6 +108,15 @@ pub fn jobs(config: &Config) -> Vec<CronJob> {
     out
 }
 
+/// Whether cron `rule` (trigger `index` of `agent`) is the one that fired `event`;
+/// `None` when `rule` is not a cron rule.
+pub fn matches(rule: &TriggerSpec, agent: &str, index: usize, event: &TriggerEvent) -> Option<bool> {
+    let TriggerSpec::Cron(_) = rule else {
+        return None;
+    };
+    Some(matches!(&event.origin, Origin::Cron { agent: a, trigger, .. } if a == agent && *trigger == index))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,6 +100,12 @@ pub trait Source: Send + Sync {
     async fn attachments(&self, _trigger: &TriggerEvent, _cap: u64) -> Fetched {
         Fetched::default()
     }
+
+    /// The text of a prompt hosted in this source (`prompt: notion:<page-id>` in an
+    /// agent), or `None` when `reference` does not name one of this source's prompts.
+    async fn fetch_prompt(&self, _reference: &str) -> Option<Result<String, ApiError>> {
+        None
+    }
 }
 
 /// The sources of one process, with the settings replies share.
@@ -184,6 +190,17 @@ impl Sources {
     /// The source `origin` came from, when it is one that takes replies or has files.
     pub fn for_origin(&self, origin: &Origin) -> Option<&dyn Source> {
         self.sources.iter().find(|s| s.owns(origin)).map(|s| s.as_ref())
+    }
+
+    /// The text of the hosted prompt `reference` names (`notion:<page-id>`), from the
+    /// source that hosts it; `None` when no source does.
+    pub async fn fetch_prompt(&self, reference: &str) -> Option<Result<String, ApiError>> {
+        for source in &self.sources {
+            if let Some(text) = source.fetch_prompt(reference).await {
+                return Some(text);
+            }
+        }
+        None
     }
 
     /// The files `trigger` refers to.

@@ -8,6 +8,7 @@ use reqwest::header::HeaderMap;
 use super::auth::{self, AuthError};
 use super::source::{Inbound, InboundError, header};
 use super::{Origin, TriggerEvent};
+use crate::config::TriggerSpec;
 
 /// The trigger event of a call to hook `name` with `body`.
 pub fn event(name: &str, body: &[u8]) -> TriggerEvent {
@@ -61,6 +62,14 @@ pub fn receive(
         event: Box::new(event(name, body)),
         dedupe_key: dedupe_key(name, header(headers, "idempotency-key")),
     })
+}
+
+/// Whether webhook `rule` matches `event`; `None` when `rule` is not a webhook rule.
+pub fn matches(rule: &TriggerSpec, event: &TriggerEvent) -> Option<bool> {
+    let TriggerSpec::Webhook(w) = rule else {
+        return None;
+    };
+    Some(matches!(&event.origin, Origin::Webhook { name } if name == &w.name))
 }
 
 #[cfg(test)]

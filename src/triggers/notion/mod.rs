@@ -2,6 +2,7 @@
 //! ([`NotionSource`]).
 
 mod inbound;
+pub mod route;
 mod source;
 
 pub use inbound::*;

@@ -54,6 +54,15 @@ impl Source for NotionSource {
         client.add_comment(page, &body).await
     }
 
+    /// `notion:<page-id>`: the page as Markdown (nested blocks included).
+    async fn fetch_prompt(&self, reference: &str) -> Option<Result<String, ApiError>> {
+        let page = reference.strip_prefix("notion:")?.trim();
+        Some(match &self.client {
+            Some(client) => client.page_markdown(page, 2_000).await,
+            None => Err(ApiError::NotConfigured("NOTION_TOKEN")),
+        })
+    }
+
     /// Files attached to the page through `files` properties (comments have none).
     async fn attachments(&self, trigger: &TriggerEvent, cap: u64) -> Fetched {
         let mut out = Fetched::default();

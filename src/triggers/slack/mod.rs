@@ -2,6 +2,7 @@
 //! shared files out ([`SlackSource`]).
 
 mod inbound;
+pub mod route;
 mod source;
 
 pub use inbound::*;
