@@ -1,21 +1,125 @@
 //! Logging and tracing setup. Spans are created throughout the code (run, model call,
-//! tool call); this installs the subscriber that prints them.
+//! tool call); this installs the subscriber that prints them and, when an OTLP endpoint
+//! is configured, exports them over OTLP/HTTP (protobuf) from the SDK's batch thread.
+//!
+//! Log lines are filtered by `RUST_LOG` (else a per-command default); exported spans by
+//! their own filter (steward's spans at `info` and above), so a quiet terminal does not
+//! mean an empty trace.
 
 use std::io::IsTerminal;
+use std::time::Duration;
 
-use tracing_subscriber::EnvFilter;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
-/// Installs a stderr subscriber filtered by `RUST_LOG`, else by `default` (such as
-/// `warn,steward=info`). `json` switches to one JSON object per line.
-pub fn init(json: bool, default: &str) {
+/// Where and how spans are exported (from the standard `OTEL_*` variables).
+#[derive(Debug, Clone)]
+pub struct OtlpConfig {
+    /// The full traces URL (`.../v1/traces`).
+    pub traces_url: String,
+    pub headers: Vec<(String, String)>,
+    pub service_name: String,
+    pub sampler: TraceSampler,
+}
+
+/// `OTEL_TRACES_SAMPLER` (and its `_ARG` ratio).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TraceSampler {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+    ParentBasedAlwaysOn,
+    ParentBasedAlwaysOff,
+    ParentBasedRatio(f64),
+}
+
+impl TraceSampler {
+    fn sdk(self) -> Sampler {
+        match self {
+            TraceSampler::AlwaysOn => Sampler::AlwaysOn,
+            TraceSampler::AlwaysOff => Sampler::AlwaysOff,
+            TraceSampler::Ratio(r) => Sampler::TraceIdRatioBased(r),
+            TraceSampler::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+            TraceSampler::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+            TraceSampler::ParentBasedRatio(r) => {
+                Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(r)))
+            }
+        }
+    }
+}
+
+/// The exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the OTLP trace exporter: {0}")]
+pub struct TelemetryError(String);
+
+/// Keeps the exporter alive; [`Telemetry::shutdown`] flushes what is still queued.
+#[must_use = "call shutdown() before exiting so queued spans are sent"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Sends the spans still queued (bounded wait) and stops the exporter.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(5))
+        {
+            eprintln!("warning: could not flush traces: {e}");
+        }
+    }
+}
+
+/// Installs the subscriber: stderr logs filtered by `RUST_LOG`, else by `default` (such
+/// as `warn,steward=info`), one JSON object per line with `json`; and, with `otlp`, a
+/// layer exporting steward's spans.
+pub fn init(json: bool, default: &str, otlp: Option<OtlpConfig>) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    let _ = if json {
-        builder.json().try_init()
+    let fmt = if json {
+        fmt.json().boxed()
     } else {
-        builder.compact().try_init()
+        fmt.compact().boxed()
     };
+    let (provider, otel) = match otlp {
+        None => (None, None),
+        Some(config) => {
+            let provider = provider(config)?;
+            let tracer = provider.tracer("steward");
+            let spans = Targets::new().with_target("steward", LevelFilter::INFO);
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(spans);
+            (Some(provider), Some(layer))
+        }
+    };
+    let _ = tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel)
+        .try_init();
+    Ok(Telemetry { provider })
+}
+
+fn provider(config: OtlpConfig) -> Result<SdkTracerProvider, TelemetryError> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(config.traces_url)
+        .with_headers(config.headers.into_iter().collect())
+        .with_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| TelemetryError(e.to_string()))?;
+    let resource = Resource::builder().with_service_name(config.service_name).build();
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_sampler(config.sampler.sdk())
+        .with_resource(resource)
+        .build())
 }

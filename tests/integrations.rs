@@ -19,16 +19,10 @@ use steward::integrations::jira::JiraClient;
 use steward::integrations::slack::SlackClient;
 use steward::tokens::Encoding;
 use steward::tools::{ToolCtx, ToolError, ToolRegistry};
+use support::serve;
 use tokio_util::sync::CancellationToken;
 
 type Q = Query<std::collections::HashMap<String, String>>;
-
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
 
 fn ctx() -> ToolCtx {
     ToolCtx {

@@ -81,13 +81,6 @@ async fn pull(UrlPath((owner, repo, n)): UrlPath<(String, String, u64)>) -> Json
     )
 }
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
 fn msg(ts: &str, text: &str, reactions: Value) -> Value {
     json!({"type": "message", "user": "U123ABC456", "text": text, "ts": ts, "reactions": reactions})
 }

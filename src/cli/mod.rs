@@ -1,5 +1,6 @@
 //! The `steward` command line. Errors surface as one line and exit code 1.
 
+mod otlp;
 mod runs;
 
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Known};
+use crate::config::{Config, Known, Settings};
 use crate::files::NewFile;
 use crate::provider::ProviderSet;
 use crate::run::Runner;
@@ -144,6 +145,13 @@ struct Mocks {
     only: Vec<String>,
 }
 
+/// How `steward run` runs and reports.
+struct RunOptions {
+    mocks: Mocks,
+    /// Print the whole run record as JSON instead of the answer.
+    json: bool,
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     crate::types::duration::parse_duration(text).map_err(|e| e.to_string())
 }
@@ -192,7 +200,28 @@ pub fn main() -> ExitCode {
         Command::Serve { .. } => "warn,steward=info",
         _ => "error",
     };
-    crate::telemetry::init(cli.log_json, default_log);
+    // The environment is read here, once; everything below gets its part of it.
+    let env = match Settings::from_env() {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let otlp = match otlp::config(&env) {
+        Ok(otlp) => otlp,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let telemetry = match crate::telemetry::init(cli.log_json, default_log, otlp) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // The server spreads requests and runs over every core. A one-shot command runs one
     // run: on a single thread its model calls, tool fetches and store writes need no
     // cross-thread wake-ups, which were most of a turn's CPU (see benches/run_cpu.rs).
@@ -207,23 +236,25 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let code = match runtime.block_on(dispatch(cli, env)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    code
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(cli: Cli, env: Settings) -> anyhow::Result<ExitCode> {
     let root = match &cli.root {
         Some(r) => r.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     match cli.command {
         Command::ExtractWorker { kind } => Ok(crate::files::extractor::worker_main(&kind)),
-        Command::Validate => validate(&root),
+        Command::Validate => validate(&root, &env),
         Command::Run {
             agent,
             event,
@@ -236,18 +267,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 all: mock_tools,
                 only: mock,
             };
-            run(&root, &cli.database_url, &agent, &event, &files, mocks, json).await
+            let opts = RunOptions { mocks, json };
+            run(&root, &cli.database_url, &agent, &event, &files, opts, &env).await
         }
         Command::Serve { addr, grace, lease } => {
             let settings = DispatchSettings {
                 lease,
                 ..DispatchSettings::default()
             };
-            serve(&root, &cli.database_url, addr, grace, settings).await
+            serve(&root, &cli.database_url, addr, grace, settings, &env).await
         }
         Command::Skills {
             command: SkillsCommand::List,
-        } => skills_list(&root),
+        } => skills_list(&root, &env),
         Command::NotionToken { listen, window } => {
             let store = open_store(&cli.database_url).await?;
             notion_token(store.as_ref(), listen, window).await
@@ -335,8 +367,7 @@ struct Outside {
 }
 
 impl Outside {
-    fn from_env() -> anyhow::Result<Outside> {
-        let settings = crate::config::Settings::from_env()?;
+    fn new(settings: Settings) -> anyhow::Result<Outside> {
         let http = crate::http::client().context("cannot build the HTTP client")?;
         // The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
         let policy = crate::http::EgressPolicy::parse(&settings.http_allow)?;
@@ -394,8 +425,8 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
-fn validate(root: &Path) -> anyhow::Result<ExitCode> {
-    let outside = Outside::from_env()?;
+fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
+    let outside = Outside::new(env.clone())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
     let mut problems = 0;
@@ -473,9 +504,8 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn skills_list(root: &Path) -> anyhow::Result<ExitCode> {
-    let settings = crate::config::Settings::from_env()?;
-    let skills = SkillSet::load(root, &settings.skill_dirs);
+fn skills_list(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
+    let skills = SkillSet::load(root, &env.skill_dirs);
     if skills.skills.is_empty() {
         println!("no skills found under prompts/skills/");
     }
@@ -504,10 +534,11 @@ async fn run(
     agent: &str,
     event: &str,
     attach: &[PathBuf],
-    mocks: Mocks,
-    json: bool,
+    opts: RunOptions,
+    env: &Settings,
 ) -> anyhow::Result<ExitCode> {
-    let outside = Outside::from_env()?;
+    let RunOptions { mocks, json } = opts;
+    let outside = Outside::new(env.clone())?;
     let mut tools = outside.tools();
     tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
     let mock_tools = mocks.all;
@@ -587,8 +618,9 @@ async fn serve(
     addr: SocketAddr,
     grace: Duration,
     settings: DispatchSettings,
+    env: &Settings,
 ) -> anyhow::Result<ExitCode> {
-    let outside = Outside::from_env()?;
+    let outside = Outside::new(env.clone())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);

@@ -42,6 +42,17 @@ pub struct Settings {
     pub skill_dirs: Vec<PathBuf>,
     /// `STEWARD_HOOK_<NAME>_TOKEN` values by variable name.
     hook_tokens: BTreeMap<String, String>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the collector's base URL (`/v1/traces` is added).
+    pub otel_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the full traces URL, used as is.
+    pub otel_traces_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`.
+    pub otel_headers: Option<String>,
+    pub otel_service_name: Option<String>,
+    pub otel_sampler: Option<String>,
+    pub otel_sampler_arg: Option<String>,
+    /// `OTEL_SDK_DISABLED=true` turns export off whatever else is set.
+    pub otel_disabled: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -123,6 +134,14 @@ impl Settings {
             prompt_base_url: get("STEWARD_PROMPT_BASE_URL"),
             skill_dirs,
             hook_tokens,
+            otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            otel_traces_endpoint: get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            otel_headers: get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                .or_else(|| get("OTEL_EXPORTER_OTLP_HEADERS")),
+            otel_service_name: get("OTEL_SERVICE_NAME"),
+            otel_sampler: get("OTEL_TRACES_SAMPLER"),
+            otel_sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),
+            otel_disabled: get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         })
     }
 

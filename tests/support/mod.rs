@@ -329,3 +329,11 @@ pub fn reported(mut response: Value, prompt_tokens: u64) -> Value {
     response["usage"]["prompt_tokens"] = json!(prompt_tokens);
     response
 }
+
+/// Serves `app` on 127.0.0.1 (a fake Slack, Jira, Notion or collector); returns its URL.
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}

@@ -1,0 +1,166 @@
+//! The OTLP trace exporter's settings from the standard `OTEL_*` variables.
+
+use crate::config::Settings;
+use crate::telemetry::{OtlpConfig, TraceSampler};
+
+/// The exporter to start, or `None` when no endpoint is set or `OTEL_SDK_DISABLED=true`
+/// (then nothing is exported and nothing costs anything). A malformed value is an
+/// error naming its variable.
+pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
+    if s.otel_disabled {
+        return Ok(None);
+    }
+    let traces_url = match (&s.otel_traces_endpoint, &s.otel_endpoint) {
+        (Some(url), _) => url.trim().to_string(),
+        (None, Some(base)) => format!("{}/v1/traces", base.trim().trim_end_matches('/')),
+        (None, None) => return Ok(None),
+    };
+    if !(traces_url.starts_with("http://") || traces_url.starts_with("https://")) {
+        return Err(format!(
+            "OTEL_EXPORTER_OTLP_ENDPOINT '{traces_url}' is not an http:// or https:// URL"
+        ));
+    }
+    Ok(Some(OtlpConfig {
+        traces_url,
+        headers: headers(s.otel_headers.as_deref().unwrap_or_default())?,
+        service_name: s.otel_service_name.clone().unwrap_or_else(|| "steward".into()),
+        sampler: sampler(s.otel_sampler.as_deref(), s.otel_sampler_arg.as_deref())?,
+    }))
+}
+
+/// `key=value,key2=value2`, values percent-decoded, as the OTLP exporter spec defines.
+fn headers(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((k, v)) = entry.split_once('=') else {
+            return Err(format!(
+                "OTEL_EXPORTER_OTLP_HEADERS: '{entry}' is not key=value (entries are separated by commas)"
+            ));
+        };
+        let key = k.trim();
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "OTEL_EXPORTER_OTLP_HEADERS: '{key}' is not a header name"
+            ));
+        }
+        out.push((key.to_string(), percent_decode(v.trim())?));
+    }
+    Ok(out)
+}
+
+fn percent_decode(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("OTEL_EXPORTER_OTLP_HEADERS: bad percent-escape in '{text}'"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "OTEL_EXPORTER_OTLP_HEADERS: a value is not UTF-8".to_string())
+}
+
+fn sampler(name: Option<&str>, arg: Option<&str>) -> Result<TraceSampler, String> {
+    let ratio = || -> Result<f64, String> {
+        match arg {
+            None => Ok(1.0),
+            Some(a) => a
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| format!("OTEL_TRACES_SAMPLER_ARG '{a}' is not a ratio between 0 and 1")),
+        }
+    };
+    Ok(match name.map(str::trim) {
+        None | Some("parentbased_always_on") => TraceSampler::ParentBasedAlwaysOn,
+        Some("always_on") => TraceSampler::AlwaysOn,
+        Some("always_off") => TraceSampler::AlwaysOff,
+        Some("traceidratio") => TraceSampler::Ratio(ratio()?),
+        Some("parentbased_always_off") => TraceSampler::ParentBasedAlwaysOff,
+        Some("parentbased_traceidratio") => TraceSampler::ParentBasedRatio(ratio()?),
+        Some(other) => {
+            return Err(format!(
+                "OTEL_TRACES_SAMPLER '{other}' is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        Settings::from_vars(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()))).unwrap()
+    }
+
+    #[test]
+    fn endpoints_headers_and_samplers() {
+        assert!(
+            config(&settings(&[])).unwrap().is_none(),
+            "no endpoint, no exporter"
+        );
+        let c = config(&settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "Authorization=Basic%20abc, x-team=ops",
+            ),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.traces_url, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(
+            c.headers,
+            [
+                ("Authorization".into(), "Basic abc".into()),
+                ("x-team".into(), "ops".into())
+            ]
+        );
+        assert_eq!(c.sampler, TraceSampler::ParentBasedRatio(0.25));
+        assert_eq!(c.service_name, "steward");
+        let disabled = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ]);
+        assert!(config(&disabled).unwrap().is_none());
+    }
+
+    #[test]
+    fn malformed_values_name_their_variable() {
+        let bad = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
+        ]);
+        assert_eq!(
+            config(&bad).unwrap_err(),
+            "OTEL_EXPORTER_OTLP_HEADERS: 'novalue' is not key=value (entries are separated by commas)"
+        );
+        let bad = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"),
+            ("OTEL_TRACES_SAMPLER", "sometimes"),
+        ]);
+        assert!(
+            config(&bad)
+                .unwrap_err()
+                .starts_with("OTEL_TRACES_SAMPLER 'sometimes'")
+        );
+        let bad = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")]);
+        assert!(
+            config(&bad)
+                .unwrap_err()
+                .contains("not an http:// or https:// URL")
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! Traces over OTLP/HTTP: `steward run` with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at a
+//! receiver on 127.0.0.1 that decodes `ExportTraceServiceRequest` as a collector would.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use support::*;
+
+type Received = Arc<Mutex<Vec<(HashMap<String, String>, Span)>>>;
+
+/// Collects every span with its resource attributes; checks the auth header it was given.
+async fn collect(
+    State((spans, headers_seen)): State<(Received, Arc<Mutex<Vec<String>>>)>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> &'static str {
+    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        headers_seen.lock().unwrap().push(v.to_string());
+    }
+    let request = ExportTraceServiceRequest::decode(body).expect("a valid OTLP protobuf body");
+    let mut out = spans.lock().unwrap();
+    for rs in request.resource_spans {
+        let resource: HashMap<String, String> = rs
+            .resource
+            .iter()
+            .flat_map(|r| r.attributes.iter())
+            .map(|kv| {
+                (
+                    kv.key.clone(),
+                    text(kv.value.as_ref().and_then(|v| v.value.as_ref())),
+                )
+            })
+            .collect();
+        for ss in rs.scope_spans {
+            for span in ss.spans {
+                out.push((resource.clone(), span));
+            }
+        }
+    }
+    ""
+}
+
+fn text(v: Option<&AnyValue>) -> String {
+    match v {
+        Some(AnyValue::StringValue(s)) => s.clone(),
+        Some(AnyValue::IntValue(i)) => i.to_string(),
+        Some(AnyValue::BoolValue(b)) => b.to_string(),
+        Some(AnyValue::DoubleValue(d)) => d.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn attr(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .map(|kv| text(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+}
+
+#[tokio::test]
+async fn a_run_exports_genai_spans_in_one_trace() {
+    let spans: Received = Arc::default();
+    let auth: Arc<Mutex<Vec<String>>> = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(collect))
+        .with_state((spans.clone(), auth.clone()));
+    let collector = serve(app).await;
+
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "call_1",
+        "http_fetch",
+        "{\"url\": \"https://example.com/post\"}",
+    )])));
+    fake.push(Reply::ok(openai_text("A short summary.")));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let ev = dir.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "summarize https://example.com/post"}"#).unwrap();
+    let base = format!("{}/v1", fake.url);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args([
+                "run",
+                "page-summarizer",
+                "--event",
+                ev.to_str().unwrap(),
+                "--mock-tools",
+            ])
+            .env("STEWARD_ROOT", &repo)
+            .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+            .env("OPENAI_BASE_URL", base)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("RUST_LOG", "error")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+            .env(
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "Authorization=Bearer%20collector-token",
+            )
+            .env("OTEL_SERVICE_NAME", "steward-test")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "A short summary.");
+
+    // Flushed before the process exited.
+    let spans = spans.lock().unwrap().clone();
+    let by_name =
+        |name: &str| -> Vec<&Span> { spans.iter().map(|(_, s)| s).filter(|s| s.name == name).collect() };
+    let agent = by_name("invoke_agent page-summarizer");
+    assert_eq!(
+        agent.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
+    );
+    let agent = agent[0];
+    let chats = by_name("chat gpt-4.1-mini");
+    assert_eq!(chats.len(), 2);
+    let tools = by_name("execute_tool http_fetch");
+    assert_eq!(tools.len(), 1);
+
+    // One trace; model and tool spans are children of the run's span.
+    for s in chats.iter().chain(&tools) {
+        assert_eq!(s.trace_id, agent.trace_id);
+        assert_eq!(s.parent_span_id, agent.span_id, "{} under the run", s.name);
+    }
+    assert_eq!(
+        attr(agent, "gen_ai.operation.name").as_deref(),
+        Some("invoke_agent")
+    );
+    assert_eq!(
+        attr(agent, "gen_ai.agent.name").as_deref(),
+        Some("page-summarizer")
+    );
+    assert_eq!(attr(chats[0], "gen_ai.provider.name").as_deref(), Some("openai"));
+    assert_eq!(
+        attr(chats[0], "gen_ai.request.model").as_deref(),
+        Some("gpt-4.1-mini")
+    );
+    assert_eq!(attr(tools[0], "gen_ai.tool.name").as_deref(), Some("http_fetch"));
+    assert_eq!(attr(tools[0], "gen_ai.tool.call.id").as_deref(), Some("call_1"));
+    // The resource names the service; the exporter sent the configured header.
+    assert_eq!(
+        spans[0].0.get("service.name").map(String::as_str),
+        Some("steward-test")
+    );
+    assert!(auth.lock().unwrap().iter().all(|h| h == "Bearer collector-token"));
+    assert!(!auth.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_malformed_otlp_setting_stops_start_up_with_its_name() {
+    let output = tokio::task::spawn_blocking(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["runs", "list"])
+            .env("DATABASE_URL", "sqlite::memory:")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+            .env("OTEL_EXPORTER_OTLP_HEADERS", "no-equals-sign")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "error: OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-sign' is not key=value (entries are separated by commas)"
+    );
+}
