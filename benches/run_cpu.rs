@@ -8,7 +8,8 @@
 //! grows with the conversation (each request carries the whole history).
 //! Runs of different lengths are interleaved so drift on a shared machine hits all.
 //!
-//! Run with `cargo bench --bench run_cpu`. Prints medians of 21 runs each.
+//! Run with `cargo bench --bench run_cpu`. Prints medians of 21 runs each. With
+//! `RUN_CPU_OTLP=1` every run also exports its traces to a receiver on the bench server.
 
 use std::path::Path;
 use std::process::Command;
@@ -69,7 +70,15 @@ fn children_cpu() -> f64 {
 /// One `steward run` of `agent`; returns its CPU seconds.
 fn run_once(root: &Path, agent: &str, base: &str, db: &Path) -> f64 {
     let before = children_cpu();
-    let out = Command::new(env!("CARGO_BIN_EXE_steward"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+    // RUN_CPU_OTLP=1 exports traces to the receiver on the bench server, to measure
+    // the exporter's overhead.
+    if std::env::var("RUN_CPU_OTLP").is_ok_and(|v| v == "1") {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", base.trim_end_matches("/v1"));
+    } else {
+        cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+    }
+    let out = cmd
         .args(["run", agent, "--event", root.join("event.json").to_str().unwrap()])
         .env("STEWARD_ROOT", root)
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
@@ -105,6 +114,7 @@ fn main() {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/page", get(move || async move { page.clone() }))
+        .route("/v1/traces", post(|| async { "" }))
         .with_state(format!("http://{addr}/page"));
     rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
 
