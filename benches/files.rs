@@ -204,6 +204,7 @@ impl Provider for CountingModel {
             _ => vec![],
         };
         Ok(ChatResponse {
+            id: String::new(),
             text: tool_calls.is_empty().then(|| "3 failed jobs.".to_string()),
             tool_calls,
             usage: Usage::default(),

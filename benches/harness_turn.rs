@@ -47,6 +47,7 @@ impl Provider for InstantModel {
         self.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(ChatResponse {
+            id: String::new(),
             text: None,
             tool_calls: vec![ToolCall {
                 id: format!("call_{n}"),

@@ -159,6 +159,31 @@ async fn a_run_exports_genai_spans_in_one_trace() {
     );
     assert_eq!(attr(tools[0], "gen_ai.tool.name").as_deref(), Some("http_fetch"));
     assert_eq!(attr(tools[0], "gen_ai.tool.call.id").as_deref(), Some("call_1"));
+    assert_eq!(attr(tools[0], "gen_ai.tool.type").as_deref(), Some("function"));
+    assert!(attr(tools[0], "steward.tool.result_bytes").is_some_and(|b| b.parse::<u64>().unwrap() > 0));
+    // The run's span carries its identity, trigger and totals.
+    let run_id = attr(agent, "gen_ai.conversation.id").unwrap();
+    assert_eq!(attr(agent, "gen_ai.agent.id"), Some(run_id.clone()));
+    assert_eq!(run_id.len(), 36, "a run id: {run_id}");
+    assert_eq!(attr(agent, "steward.trigger.source").as_deref(), Some("cli"));
+    assert_eq!(attr(agent, "steward.coordinator").as_deref(), Some("llm"));
+    assert_eq!(attr(agent, "termination").as_deref(), Some("completed"));
+    assert_eq!(attr(agent, "steward.turns").as_deref(), Some("2"));
+    assert_eq!(attr(agent, "steward.tool_calls").as_deref(), Some("1"));
+    // 1,000 prompt tokens for the tool-calling turn, 1,200 for the answer (the fake's usage).
+    assert_eq!(attr(agent, "gen_ai.usage.input_tokens").as_deref(), Some("2200"));
+    // Each model call: the response's id and finish reason, usage, not a fallback.
+    let first = chats
+        .iter()
+        .find(|c| attr(c, "gen_ai.response.finish_reasons").as_deref() == Some("tool_calls"));
+    let first = first.expect("the tool-calling turn");
+    assert_eq!(
+        attr(first, "gen_ai.response.id").as_deref(),
+        Some("chatcmpl-abc123")
+    );
+    assert_eq!(attr(first, "gen_ai.usage.input_tokens").as_deref(), Some("1000"));
+    assert_eq!(attr(first, "steward.fallback").as_deref(), Some("false"));
+    assert_eq!(attr(first, "steward.retries").as_deref(), Some("0"));
     // The resource names the service; the exporter sent the configured header.
     assert_eq!(
         spans[0].0.get("service.name").map(String::as_str),

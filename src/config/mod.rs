@@ -79,6 +79,16 @@ pub enum Coordinator {
     },
 }
 
+impl Coordinator {
+    /// `llm` or `script`, as configs name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Coordinator::Llm => "llm",
+            Coordinator::Script { .. } => "script",
+        }
+    }
+}
+
 /// Which tools a run may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolSelection {

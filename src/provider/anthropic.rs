@@ -205,6 +205,8 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
 #[derive(Deserialize)]
 struct WireResponse {
     #[serde(default)]
+    id: String,
+    #[serde(default)]
     model: String,
     #[serde(default)]
     content: Vec<ResponseBlock>,
@@ -259,6 +261,7 @@ fn decode_response(response: WireResponse) -> ChatResponse {
     let cache_read = u.cache_read_input_tokens.unwrap_or(0);
     let cache_write = u.cache_creation_input_tokens.unwrap_or(0);
     ChatResponse {
+        id: response.id,
         text: (!text.is_empty()).then_some(text),
         tool_calls,
         usage: Usage {

@@ -47,7 +47,7 @@ impl ModelChain {
         max_output_tokens: u32,
     ) -> Result<ChatOutcome, ProviderError> {
         let mut failed = Vec::new();
-        for (model, provider) in &self.entries {
+        for (index, (model, provider)) in self.entries.iter().enumerate() {
             let request = ChatRequest {
                 model: &model.model,
                 system,
@@ -62,25 +62,42 @@ impl ModelChain {
                 "gen_ai.operation.name" = "chat",
                 "gen_ai.provider.name" = provider.name(),
                 "gen_ai.request.model" = %model.model,
+                "gen_ai.request.max_tokens" = max_output_tokens,
                 "gen_ai.response.model" = tracing::field::Empty,
+                "gen_ai.response.id" = tracing::field::Empty,
+                "gen_ai.response.finish_reasons" = tracing::field::Empty,
                 "gen_ai.usage.input_tokens" = tracing::field::Empty,
                 "gen_ai.usage.output_tokens" = tracing::field::Empty,
                 "gen_ai.usage.cache_read.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.cache_creation.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.reasoning.output_tokens" = tracing::field::Empty,
+                "steward.cost_usd" = tracing::field::Empty,
+                "steward.retries" = tracing::field::Empty,
+                // The chain's first model is the primary; later ones are fallbacks.
+                "steward.fallback" = index > 0,
                 "error.type" = tracing::field::Empty,
             );
+            let failed_before = failed.len();
             match self
                 .call_with_retries(provider.as_ref(), &request, &mut failed)
                 .instrument(span.clone())
                 .await
             {
                 Ok(response) => {
+                    let u = &response.usage;
                     span.record("gen_ai.response.model", response.model.as_str());
-                    span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-                    span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                    span.record("gen_ai.response.id", response.id.as_str());
+                    span.record("gen_ai.response.finish_reasons", response.stop_reason.as_str());
+                    span.record("gen_ai.usage.input_tokens", u.input_tokens);
+                    span.record("gen_ai.usage.output_tokens", u.output_tokens);
+                    span.record("gen_ai.usage.cache_read.input_tokens", u.cached_input_tokens);
+                    span.record("gen_ai.usage.cache_creation.input_tokens", u.cache_write_tokens);
+                    span.record("gen_ai.usage.reasoning.output_tokens", u.reasoning_tokens);
                     span.record(
-                        "gen_ai.usage.cache_read.input_tokens",
-                        response.usage.cached_input_tokens,
+                        "steward.cost_usd",
+                        super::pricing::cost(&model.provider, &model.model, u),
                     );
+                    span.record("steward.retries", (failed.len() - failed_before) as u64);
                     return Ok(ChatOutcome {
                         response,
                         model: model.clone(),
@@ -89,6 +106,7 @@ impl ModelChain {
                 }
                 Err(err) => {
                     span.record("error.type", err.kind.as_str());
+                    span.record("steward.retries", (failed.len() - failed_before) as u64);
                     let fallback = err.kind.allows_fallback();
                     failed.push(err);
                     if !fallback {

@@ -234,6 +234,8 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
 #[derive(Deserialize)]
 struct WireResponse {
     #[serde(default)]
+    id: String,
+    #[serde(default)]
     model: String,
     choices: Vec<WireChoice>,
     #[serde(default)]
@@ -302,6 +304,7 @@ fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError
     };
     let usage = response.usage.unwrap_or_default();
     Ok(ChatResponse {
+        id: response.id,
         text: choice.message.content.filter(|t| !t.is_empty()),
         tool_calls: choice
             .message

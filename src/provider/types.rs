@@ -94,4 +94,6 @@ pub struct ChatResponse {
     pub stop_reason: String,
     /// The model that answered, as reported by the server.
     pub model: String,
+    /// The provider's id of this response (`chatcmpl-...`, `msg_...`), when it sent one.
+    pub id: String,
 }

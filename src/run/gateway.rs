@@ -171,7 +171,10 @@ impl Gateway {
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = %name,
             "gen_ai.tool.call.id" = %call_id,
+            "gen_ai.tool.type" = "function",
             run_id = %self.parts.recorder.run_id(),
+            "steward.tool.side_effect" = self.is_side_effecting(name),
+            "steward.tool.result_bytes" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
         );
         async {
@@ -198,6 +201,7 @@ impl Gateway {
             let event = match &result {
                 Ok(output) => {
                     let text = output.to_model_text();
+                    tracing::Span::current().record("steward.tool.result_bytes", text.len() as u64);
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),
                         name: name.to_string(),

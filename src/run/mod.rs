@@ -167,16 +167,31 @@ impl Runner {
             "gen_ai.operation.name" = "invoke_agent",
             "gen_ai.agent.name" = %agent.name,
             "gen_ai.prompt.name" = agent.prompt.as_ref().map(|p| p.path.as_str()).unwrap_or_default(),
+            "gen_ai.agent.id" = %run_id,
+            "gen_ai.conversation.id" = %run_id,
             run_id = %run_id,
             parent_run_id = lineage.parent_id.as_deref().unwrap_or_default(),
             depth = lineage.depth,
+            "steward.trigger.source" = %trigger.source,
+            "steward.trigger.kind" = %trigger.kind,
+            "steward.coordinator" = agent.coordinator.kind(),
             termination = tracing::field::Empty,
+            "gen_ai.usage.input_tokens" = tracing::field::Empty,
+            "gen_ai.usage.output_tokens" = tracing::field::Empty,
+            "steward.turns" = tracing::field::Empty,
+            "steward.tool_calls" = tracing::field::Empty,
+            "steward.cost_usd" = tracing::field::Empty,
         );
         let outcome = self
             .execute(agent, trigger, run_id, lineage, cancel)
             .instrument(span.clone())
             .await?;
         span.record("termination", outcome.termination.as_str());
+        span.record("gen_ai.usage.input_tokens", outcome.usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", outcome.usage.output_tokens);
+        span.record("steward.turns", outcome.turns);
+        span.record("steward.tool_calls", outcome.tool_calls);
+        span.record("steward.cost_usd", outcome.cost_usd);
         Ok(outcome)
     }
 
