@@ -9,7 +9,8 @@
 //! Runs of different lengths are interleaved so drift on a shared machine hits all.
 //!
 //! Run with `cargo bench --bench run_cpu`. Prints medians of 21 runs each. With
-//! `RUN_CPU_OTLP=1` every run also exports its traces to a receiver on the bench server.
+//! `RUN_CPU_OTLP=1` every run also exports its traces to a receiver on the bench server;
+//! `RUN_CPU_OTLP=compare` interleaves runs with and without export and prints both.
 
 use std::path::Path;
 use std::process::Command;
@@ -68,12 +69,11 @@ fn children_cpu() -> f64 {
 }
 
 /// One `steward run` of `agent`; returns its CPU seconds.
-fn run_once(root: &Path, agent: &str, base: &str, db: &Path) -> f64 {
+fn run_once(root: &Path, agent: &str, base: &str, db: &Path, otlp: bool) -> f64 {
     let before = children_cpu();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
-    // RUN_CPU_OTLP=1 exports traces to the receiver on the bench server, to measure
-    // the exporter's overhead.
-    if std::env::var("RUN_CPU_OTLP").is_ok_and(|v| v == "1") {
+    // With `otlp`, traces go to the receiver on the bench server.
+    if otlp {
         cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", base.trim_end_matches("/v1"));
     } else {
         cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
@@ -141,20 +141,41 @@ fn main() {
     let base = format!("http://{addr}/v1");
     let db = root.path().join("steward.db");
     // Warm up: first start creates the database and pages the binary in.
-    run_once(root.path(), "bench-10", &base, &db);
+    run_once(root.path(), "bench-10", &base, &db, false);
     // RUN_CPU_ROUNDS=1 makes a short run to profile (perf record -g).
     let rounds: usize = std::env::var("RUN_CPU_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(ROUNDS);
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); TURNS.len()];
+    // RUN_CPU_OTLP=1 exports every run's traces; =compare interleaves runs with and
+    // without export and prints both, so drift on a shared machine hits both alike.
+    let mode = std::env::var("RUN_CPU_OTLP").unwrap_or_default();
+    let configs: &[bool] = match mode.as_str() {
+        "1" => &[true],
+        "compare" => &[false, true],
+        _ => &[false],
+    };
+    let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); TURNS.len()]; configs.len()];
     for _ in 0..rounds {
         for (i, turns) in TURNS.iter().enumerate() {
-            samples[i].push(run_once(root.path(), &format!("bench-{turns}"), &base, &db));
+            for (c, &otlp) in configs.iter().enumerate() {
+                samples[c][i].push(run_once(root.path(), &format!("bench-{turns}"), &base, &db, otlp));
+            }
         }
     }
+    for (c, &otlp) in configs.iter().enumerate() {
+        if configs.len() > 1 {
+            println!("OTLP export {}:", if otlp { "on" } else { "off" });
+        }
+        report(&samples[c], rounds);
+    }
+    std::thread::sleep(Duration::from_millis(10));
+}
+
+/// Prints the medians per run length and the per-turn slopes.
+fn report(samples: &[Vec<f64>], rounds: usize) {
     let mut by_turns = Vec::new();
-    for (turns, s) in TURNS.iter().zip(&samples) {
+    for (turns, s) in TURNS.iter().zip(samples) {
         let m = median(s.clone());
         println!(
             "turns {turns:>3}: median CPU {:.1} ms (min {:.1}, max {:.1}) over {rounds} runs",
@@ -172,5 +193,4 @@ fn main() {
         "per-turn harness CPU, slope 10 -> 110 turns: {:.3} ms",
         (by_turns[2] - by_turns[0]) / 100.0 * 1e3
     );
-    std::thread::sleep(Duration::from_millis(10));
 }
