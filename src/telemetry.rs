@@ -123,3 +123,45 @@ fn provider(config: OtlpConfig) -> Result<SdkTracerProvider, TelemetryError> {
         .with_resource(resource)
         .build())
 }
+
+/// The W3C `traceparent` of `span` (`00-<trace id>-<span id>-<flags>`), or `None` when no
+/// trace is being exported.
+pub fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// Makes `span` a child of the remote span `traceparent` names (one received before a
+/// queue or a restart). A malformed value is ignored: the span starts its own trace.
+pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let parts: Vec<&str> = traceparent.trim().split('-').collect();
+    let [version, trace, parent, flags] = parts.as_slice() else {
+        return;
+    };
+    if *version != "00" {
+        return;
+    }
+    let (Ok(trace), Ok(parent), Ok(flags)) = (
+        TraceId::from_hex(trace),
+        SpanId::from_hex(parent),
+        u8::from_str_radix(flags, 16),
+    ) else {
+        return;
+    };
+    let remote = SpanContext::new(trace, parent, TraceFlags::new(flags), true, TraceState::default());
+    if remote.is_valid() {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+    }
+}

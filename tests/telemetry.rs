@@ -212,3 +212,94 @@ async fn a_malformed_otlp_setting_stops_start_up_with_its_name() {
         "error: OTEL_EXPORTER_OTLP_HEADERS: 'no-equals-sign' is not key=value (entries are separated by commas)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
+    let spans: Received = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(collect))
+        .with_state((spans.clone(), Arc::default()));
+    let collector = serve(app).await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("noted")));
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/intake.md", "You note requests.");
+    write(
+        "agents/intake.yaml",
+        "description: Intake.\nmodel: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
+    );
+    let addr = free_local_addr();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", root.path())
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.path().join("s.db").display()),
+        )
+        .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let client = steward::http::client().unwrap();
+    let mut sent = false;
+    for _ in 0..100 {
+        let r = client
+            .post(format!("http://{addr}/hooks/intake"))
+            .bearer_auth("intake-token")
+            .body("{\"text\": \"new laptop for Ana\"}")
+            .send()
+            .await;
+        if let Ok(r) = r {
+            assert_eq!(r.status(), 200);
+            sent = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(sent, "steward serve did not start");
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // Let the run finish, then stop the service: its spans are flushed on the way out.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    let spans = spans.lock().unwrap().clone();
+    let find = |name: &str| spans.iter().map(|(_, s)| s).find(|s| s.name == name).cloned();
+    let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+    let ingest = find("ingest webhook").unwrap_or_else(|| panic!("no ingest span in {names:?}"));
+    let run = find("invoke_agent intake").unwrap_or_else(|| panic!("no run span in {names:?}"));
+    assert_eq!(
+        run.trace_id, ingest.trace_id,
+        "one trace from the webhook to the run"
+    );
+    assert_eq!(
+        run.parent_span_id, ingest.span_id,
+        "the run continues the ingest span"
+    );
+    assert_eq!(attr(&ingest, "steward.dedupe_hit").as_deref(), Some("false"));
+    let chat = find("chat gpt-4.1").expect("the model call");
+    assert_eq!(chat.trace_id, ingest.trace_id);
+}

@@ -182,6 +182,12 @@ impl Runner {
             "steward.tool_calls" = tracing::field::Empty,
             "steward.cost_usd" = tracing::field::Empty,
         );
+        // A top-level run continues the trace of the request that brought its event.
+        if lineage.parent_id.is_none()
+            && let Some(traceparent) = &trigger.traceparent
+        {
+            crate::telemetry::continue_trace(&span, traceparent);
+        }
         let outcome = self
             .execute(agent, trigger, run_id, lineage, cancel)
             .instrument(span.clone())

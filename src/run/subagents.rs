@@ -97,6 +97,7 @@ impl SubagentLauncher for Launcher {
                 parent_run: self.parent_id.clone(),
             },
             attachments: Vec::new(),
+            traceparent: None,
         };
         let lineage = Lineage {
             parent_id: Some(self.parent_id.clone()),

@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::AppState;
 use crate::config::TriggerSpec;
@@ -66,6 +67,7 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
         .submit(event, dedupe_key)
         .await
         .map_err(|e| HookError::Unavailable(e.to_string()))?;
+    tracing::Span::current().record("steward.dedupe_hit", !new);
     if !new {
         tracing::info!(dedupe_key, "duplicate event acknowledged, nothing started");
     }
@@ -76,7 +78,21 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
 async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> {
     match inbound {
         Inbound::Answer(body) => Ok((StatusCode::OK, Json(body)).into_response()),
-        Inbound::Event { event, dedupe_key } => persist(state, &event, &dedupe_key).await,
+        Inbound::Event {
+            mut event,
+            dedupe_key,
+        } => {
+            let span = tracing::info_span!(
+                "ingest",
+                otel.name = %format!("ingest {}", event.source),
+                "steward.trigger.source" = %event.source,
+                "steward.trigger.kind" = %event.kind,
+                "steward.dedupe_hit" = tracing::field::Empty,
+            );
+            // Stored with the event: the run continues this trace after the queue.
+            event.traceparent = crate::telemetry::traceparent(&span);
+            persist(state, &event, &dedupe_key).instrument(span).await
+        }
         Inbound::JoinChannel(channel) => {
             match state.slack.clone() {
                 Some(client) => {

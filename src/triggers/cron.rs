@@ -43,6 +43,7 @@ impl CronJob {
                 slot,
             },
             attachments: Vec::new(),
+            traceparent: None,
         }
     }
 

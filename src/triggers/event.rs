@@ -70,6 +70,10 @@ pub struct TriggerEvent {
     /// Files that came with the event (Slack files, Jira attachments, `--file`).
     #[serde(skip)]
     pub attachments: Vec<NewFile>,
+    /// The W3C `traceparent` of the span that received the event, stored with it so the
+    /// run continues the same trace across the queue and across a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl TriggerEvent {
@@ -97,6 +101,7 @@ impl TriggerEvent {
             private: false,
             origin: Origin::Cli,
             attachments: Vec::new(),
+            traceparent: None,
         }
     }
 

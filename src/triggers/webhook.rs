@@ -30,6 +30,7 @@ pub fn event(name: &str, body: &[u8]) -> TriggerEvent {
             name: name.to_string(),
         },
         attachments: Vec::new(),
+        traceparent: None,
     }
 }
 

@@ -96,6 +96,7 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
             changed_fields,
         },
         attachments: Vec::new(),
+        traceparent: None,
     };
     Ok((event, dedupe))
 }

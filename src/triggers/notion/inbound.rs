@@ -56,6 +56,7 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
             database_id,
         },
         attachments: Vec::new(),
+        traceparent: None,
     };
     Ok(NotionPayload::Event {
         event: Box::new(event),

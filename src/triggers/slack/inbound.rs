@@ -149,6 +149,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             reaction,
         },
         attachments: Vec::new(),
+        traceparent: None,
     };
     Ok(SlackPayload::Event {
         event: Box::new(event),
