@@ -95,8 +95,14 @@ pub fn init(json: bool, default: &str, otlp: Option<OtlpConfig>) -> Result<Telem
             let provider = provider(config)?;
             let tracer = provider.tracer("steward");
             let spans = Targets::new().with_target("steward", LevelFilter::INFO);
+            // No per-poll busy/idle timing, source locations or thread names: they cost
+            // on every poll of a run's futures and say nothing a trace reader needs.
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
+                .with_tracked_inactivity(false)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
                 .with_filter(spans);
             (Some(provider), Some(layer))
         }
