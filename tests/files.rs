@@ -267,6 +267,7 @@ async fn compaction_keeps_long_runs_inside_a_small_window() {
     .await;
     let mut a = agent(&["chunk"]);
     a.context.window_tokens = Some(8_000);
+    let (spans, guard) = capture_spans();
     let out = runner
         .run(
             &a,
@@ -286,6 +287,18 @@ async fn compaction_keeps_long_runs_inside_a_small_window() {
         .map(|e| &e.data)
         .collect();
     assert!(compactions.len() >= 2, "only {} compactions", compactions.len());
+    // Each compaction is a span with its sizes, for traces.
+    drop(guard);
+    let spans = spans.lock().unwrap().clone();
+    let compaction_spans: Vec<_> = spans.iter().filter(|(name, _)| name == "compaction").collect();
+    assert_eq!(compaction_spans.len(), compactions.len());
+    for (_, f) in &compaction_spans {
+        let n = |k: &str| f[k].parse::<u64>().unwrap();
+        assert!(
+            n("steward.compaction.tokens_after") < n("steward.compaction.tokens_before"),
+            "{f:?}"
+        );
+    }
     for c in &compactions {
         assert!(c["tokens_after"].as_u64().unwrap() < c["tokens_before"].as_u64().unwrap());
     }

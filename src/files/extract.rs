@@ -72,6 +72,18 @@ pub enum ExtractError {
     Crashed(String),
 }
 
+impl ExtractError {
+    /// A short name for the failure (`malformed`, `too_large`, `timeout`, `crashed`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExtractError::Malformed { .. } => "malformed",
+            ExtractError::TooLarge { .. } => "too_large",
+            ExtractError::Timeout(_) => "timeout",
+            ExtractError::Crashed(_) => "crashed",
+        }
+    }
+}
+
 /// Extracts text off the async workers with a deadline. A crashing extractor (some PDF
 /// parsers panic on malformed input) becomes an error, never a crashed service. On
 /// timeout the blocking thread is left to finish on its own; its result is dropped.

@@ -14,6 +14,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use super::extract::{self, DocKind, ExtractError};
 
@@ -59,6 +60,23 @@ impl Extractor {
 
     /// Extracts `bytes` as `kind` within every bound; a breach fails this file only.
     pub async fn extract(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
+        let span = tracing::info_span!(
+            "extract_file",
+            otel.name = %format!("extract_file {}", kind.label()),
+            "steward.file.kind" = kind.label(),
+            "steward.file.bytes" = bytes.len() as u64,
+            "steward.file.text_bytes" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+        );
+        let result = self.extract_bounded(kind, bytes).instrument(span.clone()).await;
+        match &result {
+            Ok(text) => span.record("steward.file.text_bytes", text.len() as u64),
+            Err(e) => span.record("error.type", e.kind()),
+        };
+        result
+    }
+
+    async fn extract_bounded(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
         let max_inflated = self.max_inflated;
         let scan_bytes = bytes.clone();
         let scanned = tokio::task::spawn_blocking(move || check_inflation(kind, &scan_bytes, max_inflated));

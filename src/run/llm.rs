@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
@@ -236,7 +237,17 @@ impl LlmRun<'_> {
             pinned: self.reinject.len() + 1,
         };
         let n = out.compactions + 1;
-        let done = compactor.compact(conv, n).await?;
+        let span = tracing::info_span!(
+            "compaction",
+            otel.name = "compaction",
+            "steward.compaction.n" = n,
+            "steward.compaction.tokens_before" = conv.total(),
+            "steward.compaction.tokens_after" = tracing::field::Empty,
+            "steward.compaction.dropped_outputs" = tracing::field::Empty,
+        );
+        let done = compactor.compact(conv, n).instrument(span.clone()).await?;
+        span.record("steward.compaction.tokens_after", done.tokens_after);
+        span.record("steward.compaction.dropped_outputs", done.dropped_outputs as u64);
         out.compactions = n;
         out.usage.add(&done.usage);
         out.cost_usd += done.cost_usd;

@@ -337,3 +337,71 @@ pub async fn serve(app: axum::Router) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url
 }
+
+/// Spans closed while a [`SpanCapture`] is installed: name and recorded fields.
+pub type CapturedSpans =
+    std::sync::Arc<std::sync::Mutex<Vec<(String, std::collections::BTreeMap<String, String>)>>>;
+
+#[derive(Default, Clone)]
+struct FieldMap(std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldMap {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_string(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+}
+
+/// A tracing layer that keeps every closed span with its fields, for tests.
+pub struct SpanCapture(pub CapturedSpans);
+
+impl<S> tracing_subscriber::Layer<S> for SpanCapture
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = FieldMap::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<FieldMap>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if let Some(span) = ctx.span(&id) {
+            let fields = span.extensions().get::<FieldMap>().cloned().unwrap_or_default();
+            self.0.lock().unwrap().push((span.name().to_string(), fields.0));
+        }
+    }
+}
+
+/// Captures this thread's spans until the guard is dropped.
+pub fn capture_spans() -> (CapturedSpans, tracing::subscriber::DefaultGuard) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = CapturedSpans::default();
+    let subscriber = tracing_subscriber::registry().with(SpanCapture(spans.clone()));
+    (spans, tracing::subscriber::set_default(subscriber))
+}
