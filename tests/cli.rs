@@ -372,23 +372,8 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let client = steward::http::client().unwrap();
-    let mut sent = false;
-    for _ in 0..100 {
-        let r = client
-            .post(format!("http://{addr}/hooks/slow"))
-            .bearer_auth("slow-token")
-            .body("{\"text\": \"take your time\"}")
-            .send()
-            .await;
-        if let Ok(r) = r {
-            assert_eq!(r.status(), 200);
-            sent = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(sent, "steward serve did not start");
+    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
+    assert_eq!(status, 200);
     // The run is waiting on the model.
     for _ in 0..200 {
         if !fake.requests().is_empty() {

@@ -248,23 +248,14 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let client = steward::http::client().unwrap();
-    let mut sent = false;
-    for _ in 0..100 {
-        let r = client
-            .post(format!("http://{addr}/hooks/intake"))
-            .bearer_auth("intake-token")
-            .body("{\"text\": \"new laptop for Ana\"}")
-            .send()
-            .await;
-        if let Ok(r) = r {
-            assert_eq!(r.status(), 200);
-            sent = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(sent, "steward serve did not start");
+    let status = post_hook_when_up(
+        &addr,
+        "intake",
+        "intake-token",
+        "{\"text\": \"new laptop for Ana\"}",
+    )
+    .await;
+    assert_eq!(status, 200);
     for _ in 0..200 {
         if !fake.requests().is_empty() {
             break;

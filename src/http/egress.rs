@@ -15,8 +15,6 @@ use std::time::Duration;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most redirects followed.
 pub const MAX_REDIRECTS: usize = 5;
-/// The environment variable holding the operator's allowlist.
-pub const ALLOW_VAR: &str = "STEWARD_HTTP_ALLOW";
 
 /// Why a URL was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

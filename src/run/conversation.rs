@@ -23,10 +23,10 @@ pub struct Conversation {
     wire: Vec<WireCache>,
     /// System prompt and tool definitions: counted once, sent every turn.
     fixed: u64,
-    /// The provider-reported input tokens of a request and how many messages it held.
-    anchor: Option<(usize, u64)>,
-    /// Sum of the estimates of the messages after the anchor (all of them without one).
-    since_anchor: u64,
+    /// The provider-reported input tokens of the last request.
+    reported: Option<u64>,
+    /// Sum of the estimates of the messages added since that report (all of them without one).
+    since_report: u64,
 }
 
 impl Conversation {
@@ -36,14 +36,14 @@ impl Conversation {
             tokens: Vec::new(),
             wire: Vec::new(),
             fixed,
-            anchor: None,
-            since_anchor: 0,
+            reported: None,
+            since_report: 0,
         }
     }
 
     /// Appends a message whose tokens were counted by [`message_tokens`].
     pub fn push(&mut self, message: Message, tokens: u64) {
-        self.since_anchor += tokens;
+        self.since_report += tokens;
         self.messages.push(message);
         self.tokens.push(tokens);
         self.wire.push(WireCache::default());
@@ -64,15 +64,15 @@ impl Conversation {
 
     /// Tokens of the next request's input.
     pub fn total(&self) -> u64 {
-        self.anchor.map_or(self.fixed, |(_, reported)| reported) + self.since_anchor
+        self.reported.unwrap_or(self.fixed) + self.since_report
     }
 
     /// Records the provider's count of a request's input, which held every message up
     /// to now. A zero (a provider that reports nothing) keeps the estimates.
     pub fn observe_input(&mut self, input_tokens: u64) {
         if input_tokens > 0 {
-            self.anchor = Some((self.messages.len(), input_tokens));
-            self.since_anchor = 0;
+            self.reported = Some(input_tokens);
+            self.since_report = 0;
         }
     }
 
@@ -85,8 +85,8 @@ impl Conversation {
         self.messages.clear();
         self.tokens.clear();
         self.wire.clear();
-        self.anchor = None;
-        self.since_anchor = 0;
+        self.reported = None;
+        self.since_report = 0;
         for (m, t) in messages {
             self.push(m, t);
         }

@@ -200,7 +200,7 @@ impl Gateway {
             let recorder = &self.parts.recorder;
             let event = match &result {
                 Ok(output) => {
-                    let text = output.to_model_text();
+                    let text = output.model_text();
                     tracing::Span::current().record("steward.tool.result_bytes", text.len() as u64);
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),

@@ -218,10 +218,10 @@ impl RunStore for SqliteStore {
         privacy: Privacy,
     ) -> Result<bool, StoreError> {
         // Errors can quote the input (a script that throws the message text).
-        let error = privacy.wrap_opt(finish.error.as_deref()).map(|p| p.recorded());
+        let error = privacy.wrap_opt(finish.error.as_deref()).map(|p| p.to_string());
         let final_text = privacy
             .wrap_opt(finish.final_text.as_deref())
-            .map(|p| p.recorded());
+            .map(|p| p.to_string());
         let done = sqlx::query(
             "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
              input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, cache_write_tokens = ?, \

@@ -106,9 +106,16 @@ impl ToolOutput {
 
     /// The text the model sees: strings verbatim, anything else as pretty JSON.
     pub fn to_model_text(&self) -> String {
+        self.model_text().into_owned()
+    }
+
+    /// [`ToolOutput::to_model_text`] without copying a string output.
+    pub fn model_text(&self) -> std::borrow::Cow<'_, str> {
         match &self.value {
-            Value::String(s) => s.clone(),
-            other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+            Value::String(s) => std::borrow::Cow::Borrowed(s),
+            other => serde_json::to_string_pretty(other)
+                .unwrap_or_else(|_| other.to_string())
+                .into(),
         }
     }
 }

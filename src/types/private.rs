@@ -55,13 +55,6 @@ enum Inner {
     Hidden(usize),
 }
 
-impl Private {
-    /// The text as it may be recorded: itself, or the placeholder.
-    pub fn recorded(&self) -> String {
-        self.to_string()
-    }
-}
-
 impl fmt::Display for Private {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
@@ -102,6 +95,6 @@ mod tests {
         let shown = Privacy::Recorded.wrap("hello");
         assert_eq!(serde_json::to_string(&shown).unwrap(), "\"hello\"");
         assert_eq!(format!("{shown}"), "hello");
-        assert_eq!(Privacy::Private.wrap("日本語").recorded(), "[private: 3 chars]");
+        assert_eq!(Privacy::Private.wrap("日本語").to_string(), "[private: 3 chars]");
     }
 }

@@ -405,3 +405,22 @@ pub fn capture_spans() -> (CapturedSpans, tracing::subscriber::DefaultGuard) {
     let subscriber = tracing_subscriber::registry().with(SpanCapture(spans.clone()));
     (spans, tracing::subscriber::set_default(subscriber))
 }
+
+/// Posts `body` to a generic hook of a `steward serve` that may still be starting,
+/// retrying until it listens (about 5 s); returns the HTTP status.
+pub async fn post_hook_when_up(addr: &str, hook: &str, token: &str, body: &str) -> u16 {
+    let client = steward::http::client().unwrap();
+    for _ in 0..100 {
+        let sent = client
+            .post(format!("http://{addr}/hooks/{hook}"))
+            .bearer_auth(token)
+            .body(body.to_string())
+            .send()
+            .await;
+        if let Ok(r) = sent {
+            return r.status().as_u16();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("steward serve did not start");
+}
