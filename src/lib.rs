@@ -7,6 +7,7 @@ pub mod config;
 pub mod files;
 pub mod http;
 pub mod integrations;
+pub mod metrics;
 pub mod provider;
 pub mod run;
 pub mod sandbox;

@@ -355,6 +355,7 @@ async fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
         parent_id: None,
         trigger_summary: "t".into(),
         event_id: None,
+        ..Default::default()
     })
     .await
     .unwrap();

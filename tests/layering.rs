@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. Modules on one layer may not import each other.
 const LAYERS: &[&[&str]] = &[
-    &["types", "http", "sandbox", "telemetry"],
+    &["types", "http", "sandbox", "telemetry", "metrics"],
     &["config"],
     &["tokens"],
     &["provider"],

@@ -151,6 +151,7 @@ async fn start_with_slack(
         jira: JIRA_SECRET.into(),
         notion: Some(NOTION_TOKEN.into()),
         hooks: [("zapier-intake".to_string(), HOOK_TOKEN.to_string())].into(),
+        ..Secrets::default()
     };
     let settings = DispatchSettings {
         lease,
@@ -679,6 +680,7 @@ async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
             parent_id: None,
             trigger_summary: "slow".into(),
             event_id: Some(event_id),
+            ..Default::default()
         };
         if store
             .route_event(&run.event_id.clone().unwrap(), &[run], live)
@@ -1031,6 +1033,7 @@ async fn a_run_that_keeps_crashing_the_process_is_failed_as_a_crash_loop() {
             parent_id: None,
             trigger_summary: "bomb".into(),
             event_id: Some(event_id.clone()),
+            ..Default::default()
         };
         let past = chrono::DateTime::UNIX_EPOCH;
         assert!(store.route_event(&event_id, &[run], past).await.unwrap());

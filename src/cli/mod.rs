@@ -395,6 +395,8 @@ impl Outside {
         crate::triggers::Sources::new(crate::triggers::source::SourceSettings {
             egress: self.egress.clone(),
             prompt_base_url: self.settings.prompt_base_url.clone(),
+            public_url: self.settings.public_url.clone(),
+            log_channel: self.settings.log_channel.clone(),
             attachment_cap: self.settings.max_attachment_bytes,
             ..crate::triggers::source::SourceSettings::from_clients(&self.clients)
         })
@@ -637,10 +639,12 @@ async fn serve(
         .skills(skills)
         .sources(outside.sources())
         .build();
+    let mut secrets = Secrets::new(&config, &outside.settings);
+    secrets.admin.open = inspector_open(&secrets.admin, addr);
     let mut service = Service::start(
         runner,
         config.clone(),
-        Secrets::new(&config, &outside.settings),
+        secrets,
         outside.clients.slack.clone(),
         outside.clients.notion.clone(),
         settings,
@@ -653,6 +657,24 @@ async fn serve(
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the run inspector may answer without authentication: only when none is
+/// configured and steward listens on loopback (so only this machine can connect).
+fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) -> bool {
+    if admin.configured() {
+        return false;
+    }
+    if addr.ip().is_loopback() {
+        tracing::info!("run inspector open at /runs (loopback only; set STEWARD_ADMIN_TOKEN to listen elsewhere)");
+        true
+    } else {
+        tracing::warn!(
+            %addr,
+            "the run inspector is closed: set STEWARD_ADMIN_TOKEN or STEWARD_TRUSTED_USER_HEADER to use it on a non-loopback address"
+        );
+        false
+    }
 }
 
 #[cfg(test)]

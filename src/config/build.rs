@@ -431,6 +431,10 @@ fn build_agent(
     let output = OutputSettings {
         reply: spec.output.reply.unwrap_or(d.reply),
         prompt_link: spec.output.prompt_link.unwrap_or(d.prompt_link),
+        status_reactions: spec
+            .output
+            .status_reactions
+            .unwrap_or(matches!(coordinator, Coordinator::Llm)),
     };
 
     (diags.len() == before).then(|| AgentConfig {
@@ -536,6 +540,7 @@ fn build_subagent(
         output: OutputSettings {
             reply: true,
             prompt_link: false,
+            status_reactions: false,
         },
         post_run_evals: Vec::new(),
         sandbox: Default::default(),

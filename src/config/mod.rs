@@ -164,6 +164,10 @@ pub struct OutputSettings {
     /// agent acts only through tools and its final text is discarded.
     pub reply: bool,
     pub prompt_link: bool,
+    /// Mark the triggering Slack message while the run works (`:eyes:`) and how it
+    /// ended (`:white_check_mark:` or `:x:`). Default: on for LLM agents, off for script
+    /// coordinators (code workflows that add their own reactions).
+    pub status_reactions: bool,
 }
 
 impl Default for OutputSettings {
@@ -171,6 +175,7 @@ impl Default for OutputSettings {
         OutputSettings {
             reply: true,
             prompt_link: true,
+            status_reactions: true,
         }
     }
 }

@@ -53,6 +53,20 @@ pub struct Settings {
     pub otel_sampler_arg: Option<String>,
     /// `OTEL_SDK_DISABLED=true` turns export off whatever else is set.
     pub otel_disabled: bool,
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: spans carry prompts,
+    /// tool arguments and results, and answers (never for private runs).
+    pub otel_capture_content: bool,
+    /// `STEWARD_METRICS_TOKEN`: bearer token `/metrics` requires (open when unset).
+    pub metrics_token: Option<String>,
+    /// `STEWARD_ADMIN_TOKEN`: bearer token (or login) for the run inspector.
+    pub admin_token: Option<String>,
+    /// `STEWARD_TRUSTED_USER_HEADER`: a header set by an authenticating proxy
+    /// (`X-Forwarded-User`) that names the person; its presence admits the request.
+    pub trusted_user_header: Option<String>,
+    /// `STEWARD_LOG_CHANNEL`: a Slack channel that gets one line per finished run.
+    pub log_channel: Option<String>,
+    /// `STEWARD_PUBLIC_URL`: where the inspector is reachable, for links from Slack.
+    pub public_url: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -141,7 +155,13 @@ impl Settings {
             otel_service_name: get("OTEL_SERVICE_NAME"),
             otel_sampler: get("OTEL_TRACES_SAMPLER"),
             otel_sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),
-            otel_disabled: get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            otel_disabled: is_true(get("OTEL_SDK_DISABLED")),
+            otel_capture_content: is_true(get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")),
+            metrics_token: get("STEWARD_METRICS_TOKEN"),
+            admin_token: get("STEWARD_ADMIN_TOKEN"),
+            trusted_user_header: get("STEWARD_TRUSTED_USER_HEADER"),
+            log_channel: get("STEWARD_LOG_CHANNEL"),
+            public_url: get("STEWARD_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string()),
         })
     }
 
@@ -149,6 +169,10 @@ impl Settings {
     pub fn hook_token(&self, name: &str) -> Option<&str> {
         self.hook_tokens.get(&hook_token_var(name)).map(String::as_str)
     }
+}
+
+fn is_true(value: Option<String>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// The environment variable holding a generic hook's token (name upper-cased, `-` → `_`).

@@ -260,6 +260,7 @@ pub struct LimitsSpec {
 pub struct OutputSpec {
     pub reply: Option<bool>,
     pub prompt_link: Option<bool>,
+    pub status_reactions: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -78,11 +78,18 @@ impl ModelChain {
                 "error.type" = tracing::field::Empty,
             );
             let failed_before = failed.len();
-            match self
+            let result = self
                 .call_with_retries(provider.as_ref(), &request, &mut failed)
                 .instrument(span.clone())
                 .await
-            {
+                .map_err(|mut e| {
+                    e.model = model.model.clone();
+                    e
+                });
+            for e in &mut failed[failed_before..] {
+                e.model = model.model.clone();
+            }
+            match result {
                 Ok(response) => {
                     let u = &response.usage;
                     span.record("gen_ai.response.model", response.model.as_str());

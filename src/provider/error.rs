@@ -25,6 +25,21 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The kind as a label value (`rate_limit`, `context_length`, ...), as serialized.
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimit => "rate_limit",
+            ErrorKind::ContextLength => "context_length",
+            ErrorKind::Auth => "auth",
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::Server => "server",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Connection => "connection",
+            ErrorKind::Decode => "decode",
+            ErrorKind::NotConfigured => "not_configured",
+        }
+    }
+
     /// Whether retrying the same request may succeed.
     pub fn is_retryable(self) -> bool {
         matches!(
@@ -63,6 +78,8 @@ pub struct ProviderError {
     pub message: String,
     /// The server's `Retry-After`, when it sent one.
     pub retry_after: Option<Duration>,
+    /// The model that failed, set by the chain (empty until then).
+    pub model: String,
 }
 
 impl ProviderError {
@@ -73,6 +90,7 @@ impl ProviderError {
             status: None,
             message: message.into(),
             retry_after: None,
+            model: String::new(),
         }
     }
 

@@ -39,6 +39,7 @@ impl Runner {
                 sources: Arc::default(),
                 prompts: Arc::default(),
                 extractor: Arc::default(),
+                metrics: Arc::default(),
                 interrupt: CancellationToken::new(),
             },
         }
@@ -87,6 +88,12 @@ impl RunnerBuilder {
 
     pub fn extractor(mut self, extractor: Extractor) -> Self {
         self.runner.extractor = Arc::new(extractor);
+        self
+    }
+
+    /// Counts runs into `metrics` (shared with the server's `/metrics`).
+    pub fn metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.runner.metrics = metrics;
         self
     }
 

@@ -20,6 +20,8 @@ pub struct Compacted {
     pub messages: Vec<(Message, u64)>,
     pub usage: Usage,
     pub cost_usd: f64,
+    /// The model that wrote the summary (`provider/model`).
+    pub model: String,
     pub transcript_file: String,
     pub tokens_before: u64,
     pub tokens_after: u64,
@@ -116,7 +118,7 @@ impl Compactor<'_> {
         let pinned = self.pinned.min(messages.len());
         let cut = self.tail_start(messages, counts, pinned);
         let head = &messages[pinned..cut];
-        let (summary, usage, cost, dropped) = self.summarize(head).await?;
+        let (summary, usage, cost, dropped, model) = self.summarize(head).await?;
 
         let mut out: Vec<(Message, u64)> = Vec::new();
         for (m, t) in messages[..pinned].iter().zip(&counts[..pinned]) {
@@ -140,6 +142,7 @@ impl Compactor<'_> {
         Ok(Compacted {
             messages: out,
             usage,
+            model,
             cost_usd: cost,
             transcript_file: file.id,
             tokens_before,
@@ -170,7 +173,10 @@ impl Compactor<'_> {
 
     /// Summarizes `head`, leaving out the oldest tool outputs until the request fits
     /// the window (and more when the provider still says it is too long).
-    async fn summarize(&self, head: &[Message]) -> Result<(String, Usage, f64, usize), CompactError> {
+    async fn summarize(
+        &self,
+        head: &[Message],
+    ) -> Result<(String, Usage, f64, usize, String), CompactError> {
         let max_output = (self.window / 8).clamp(256, 4096) as u32;
         let fixed = self.counter.count(self.encoding, COMPACTION_PROMPT).tokens + 64;
         // 5% margin for framing and estimation error.
@@ -206,7 +212,7 @@ impl Compactor<'_> {
                     let r = outcome.response;
                     usage.add(&r.usage);
                     cost += pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage);
-                    return Ok((r.text.unwrap_or_default(), usage, cost, dropped));
+                    return Ok((r.text.unwrap_or_default(), usage, cost, dropped, outcome.model.to_string()));
                 }
                 Err(e) if e.kind == ErrorKind::ContextLength => target /= 2,
                 Err(e) => return Err(CompactError::Provider(e)),

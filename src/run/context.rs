@@ -56,11 +56,10 @@ pub async fn prepare<'a>(
     lineage: Lineage,
     cancel: CancellationToken,
 ) -> Result<RunContext<'a>, RunError> {
-    let recorder = Arc::new(Recorder::new(
-        runner.store.clone(),
-        run_id.clone(),
-        trigger.private,
-    ));
+    let recorder = Arc::new(
+        Recorder::new(runner.store.clone(), run_id.clone(), trigger.private)
+            .metered(super::metering::Meter::new(runner.metrics.clone(), &agent.name)),
+    );
     runner
         .store
         .transition(&run_id, RunStatus::Queued, RunStatus::Running)

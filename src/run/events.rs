@@ -54,6 +54,8 @@ pub enum RunEvent {
     },
     ModelError {
         provider: &'static str,
+        /// The model of the chain that failed last.
+        model: String,
         kind: ErrorKind,
         status: Option<u16>,
         error: Private,
@@ -92,6 +94,8 @@ pub enum RunEvent {
         dropped_outputs: usize,
         usage: Usage,
         cost_usd: f64,
+        /// The model that wrote the summary.
+        model: String,
     },
     /// About to post the answer (a side effect, so durable first).
     Reply {

@@ -260,6 +260,7 @@ impl LlmRun<'_> {
             dropped_outputs: done.dropped_outputs,
             usage: done.usage,
             cost_usd: done.cost_usd,
+            model: done.model.clone(),
         });
         conv.replace(done.messages);
         Ok(())
@@ -342,6 +343,7 @@ impl LlmRun<'_> {
     fn record_model_error(&self, err: &ProviderError, elapsed: Duration) {
         self.recorder.record(RunEvent::ModelError {
             provider: err.provider,
+            model: err.model.clone(),
             kind: err.kind,
             status: err.status,
             error: self.recorder.wrap(err.message.as_str()),

@@ -13,11 +13,13 @@ pub mod events;
 pub mod gateway;
 pub mod inputs;
 pub mod llm;
+pub mod metering;
 pub mod prompts;
 pub mod recorder;
 pub mod reply;
 pub mod report;
 pub mod script;
+pub mod status;
 pub mod subagents;
 
 use std::sync::Arc;
@@ -38,6 +40,7 @@ use crate::tools::ToolRegistry;
 use crate::tools::skills::SKILL_TOOLS;
 use crate::types::ModelRef;
 
+use crate::triggers::source::Progress;
 use crate::triggers::{Origin, Sources, TriggerEvent};
 pub use crate::types::{RunOutcome, Termination};
 pub use events::RunEvent;
@@ -61,6 +64,8 @@ pub struct Runner {
     pub prompts: Arc<prompts::PromptCache>,
     /// How attached documents are extracted (bounds, worker process).
     pub extractor: Arc<crate::files::extractor::Extractor>,
+    /// The process's Prometheus metrics; every run's events are counted here.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Fired when the service stops and its grace period is over. Runs started by the
     /// service take child tokens of it; a run cancelled this way ends `interrupted`.
     pub interrupt: CancellationToken,
@@ -145,6 +150,10 @@ impl Runner {
                         parent_id: lineage.parent_id.clone(),
                         trigger_summary: trigger_summary(trigger),
                         event_id: None,
+                        source: trigger.source.clone(),
+                        kind: trigger.kind.clone(),
+                        actor: trigger.actor(),
+                        private: trigger.private,
                     })
                     .await?;
                 id
@@ -156,7 +165,7 @@ impl Runner {
             Ok(resolved) => resolved,
             Err(e) => {
                 return self
-                    .end_unstarted(run_id, trigger, Termination::PromptUnavailable, e)
+                    .end_unstarted(run_id, agent, trigger, Termination::PromptUnavailable, e)
                     .await;
             }
         };
@@ -188,10 +197,18 @@ impl Runner {
         {
             crate::telemetry::continue_trace(&span, traceparent);
         }
+        let top_level = lineage.parent_id.is_none();
+        if top_level {
+            status::show(&self.sources, agent, trigger, Progress::Working).await;
+        }
         let outcome = self
             .execute(agent, trigger, run_id, lineage, cancel)
             .instrument(span.clone())
             .await?;
+        if top_level {
+            status::show(&self.sources, agent, trigger, status::progress_of(&outcome)).await;
+            status::log(&self.sources, agent, trigger, &outcome).await;
+        }
         span.record("termination", outcome.termination.as_str());
         span.record("gen_ai.usage.input_tokens", outcome.usage.input_tokens);
         span.record("gen_ai.usage.output_tokens", outcome.usage.output_tokens);
@@ -205,12 +222,14 @@ impl Runner {
     async fn end_unstarted(
         &self,
         run_id: String,
+        agent: &AgentConfig,
         trigger: &TriggerEvent,
         termination: Termination,
         error: String,
     ) -> Result<RunOutcome, RunError> {
         tracing::warn!(run = %run_id, termination = termination.as_str(), error = %error, "run could not start");
-        let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private);
+        let recorder = Recorder::new(self.store.clone(), run_id.clone(), trigger.private)
+            .metered(metering::Meter::new(self.metrics.clone(), &agent.name));
         self.store
             .transition(&run_id, RunStatus::Queued, RunStatus::Running)
             .await?;
@@ -289,6 +308,9 @@ impl Runner {
             result.final_text = None;
         }
         result.skill_loads = cx.skills.loads();
+        for (skill, n) in &result.skill_loads {
+            self.metrics.skill_loaded(&agent.name, skill, u64::from(*n));
+        }
         self.close(recorder, result).await
     }
 

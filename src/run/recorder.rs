@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::events::RunEvent;
+use super::metering::Meter;
 use crate::store::{NewEvent, Store, StoreError};
 use crate::types::{Privacy, Private};
 
@@ -25,6 +26,8 @@ pub struct Recorder {
     pending: Mutex<Vec<NewEvent>>,
     /// When events were last written.
     flushed: Mutex<Instant>,
+    /// Counts the events into the process's metrics.
+    meter: Option<Meter>,
 }
 
 impl Recorder {
@@ -35,7 +38,14 @@ impl Recorder {
             privacy: Privacy::from_private(private),
             pending: Mutex::new(Vec::new()),
             flushed: Mutex::new(Instant::now()),
+            meter: None,
         }
+    }
+
+    /// Also counts every recorded event with `meter`.
+    pub fn metered(mut self, meter: Meter) -> Self {
+        self.meter = Some(meter);
+        self
     }
 
     pub fn run_id(&self) -> &str {
@@ -58,6 +68,9 @@ impl Recorder {
 
     /// Records one event, written at the next [`Recorder::flush`].
     pub fn record(&self, event: RunEvent) {
+        if let Some(meter) = &self.meter {
+            meter.observe(&event);
+        }
         let (kind, data) = event.to_parts();
         let event = NewEvent {
             at: chrono::Utc::now(),

@@ -12,19 +12,43 @@ use crate::run::events::RunEvent;
 use crate::triggers::Sources;
 use crate::triggers::source::Reply;
 
-/// The link to the prompt (or script) that drove `agent`: its `url`, else its repository
-/// path under `base` (`STEWARD_PROMPT_BASE_URL`).
-pub fn prompt_link(agent: &AgentConfig, base: Option<&str>) -> Option<String> {
-    let path = match (&agent.prompt, &agent.coordinator) {
-        (Some(p), _) if p.url.is_some() => return p.url.clone(),
-        (_, Coordinator::Script { path, .. }) => path.display().to_string(),
-        (Some(p), _) => p.path.clone(),
-        (None, _) => return None,
-    };
-    Some(match base {
-        Some(base) => format!("{}/{path}", base.trim_end_matches('/')),
-        None => path,
-    })
+/// The repository path of the prompt (or script) that drives `agent`.
+pub fn prompt_path(agent: &AgentConfig) -> Option<String> {
+    match (&agent.coordinator, &agent.prompt) {
+        (Coordinator::Script { path, .. }, _) => Some(path.display().to_string()),
+        (_, Some(p)) => Some(p.path.clone()),
+        _ => None,
+    }
+}
+
+/// Where the run inspector shows the prompt at repository path `path`
+/// (`prompts/helpdesk.md` → `/prompts/helpdesk.md`, `scripts/x.rhai` →
+/// `/prompts/scripts/x.rhai`).
+pub fn inspector_prompt_path(path: &str) -> String {
+    match path.strip_prefix("prompts/") {
+        Some(rest) => format!("/prompts/{rest}"),
+        None => format!("/prompts/{path}"),
+    }
+}
+
+/// The link to the prompt (or script) that drove `agent`: its `url`; else its
+/// repository path under `base` (`STEWARD_PROMPT_BASE_URL`); else its page in the run
+/// inspector at `public` (`STEWARD_PUBLIC_URL`). `None` when none of them is known: a
+/// bare relative path is not a link anyone can click.
+pub fn prompt_link(agent: &AgentConfig, base: Option<&str>, public: Option<&str>) -> Option<String> {
+    if let Some(url) = agent.prompt.as_ref().and_then(|p| p.url.clone()) {
+        return Some(url);
+    }
+    let path = prompt_path(agent)?;
+    match (base, public) {
+        (Some(base), _) => Some(format!("{}/{path}", base.trim_end_matches('/'))),
+        (None, Some(public)) => Some(format!(
+            "{}{}",
+            public.trim_end_matches('/'),
+            inspector_prompt_path(&path)
+        )),
+        (None, None) => None,
+    }
 }
 
 /// Posts `text` to the trigger's place. Returns `Ok(None)` when the origin has no
@@ -56,7 +80,13 @@ pub async fn post(
     let link = agent
         .output
         .prompt_link
-        .then(|| prompt_link(agent, sources.prompt_base_url.as_deref()))
+        .then(|| {
+            prompt_link(
+                agent,
+                sources.prompt_base_url.as_deref(),
+                sources.public_url.as_deref(),
+            )
+        })
         .flatten();
     let reply = Reply {
         text,

@@ -238,6 +238,9 @@ impl Dispatcher {
         let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
         if agents.is_empty() {
             tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
+            self.runner
+                .metrics
+                .trigger(&e.source, &e.kind, crate::metrics::TriggerOutcome::NoAgent);
         }
         let runs: Vec<NewRun> = agents
             .iter()
@@ -247,6 +250,10 @@ impl Dispatcher {
                 parent_id: None,
                 trigger_summary: trigger_summary(&trigger),
                 event_id: Some(e.id.clone()),
+                source: trigger.source.clone(),
+                kind: trigger.kind.clone(),
+                actor: trigger.actor(),
+                private: trigger.private,
             })
             .collect();
         // The event leaves the queue in the same transaction that creates its runs, so a
@@ -321,6 +328,7 @@ impl Dispatcher {
     pub async fn reconcile(&self) -> Result<(), StoreError> {
         let store = &self.runner.store;
         for r in store.expired_runs(Utc::now()).await? {
+            self.runner.metrics.lease_reclaimed();
             let Some(agent) = self.config.agents.get(&r.agent).cloned() else {
                 tracing::warn!(run = %r.id, agent = %r.agent, "expired run of an agent that no longer exists");
                 continue;
@@ -357,6 +365,7 @@ impl Dispatcher {
                     attempt: r.attempt + 1,
                 };
                 append_now(store.as_ref(), &r.id, retried).await?;
+                self.runner.metrics.run_retried();
             }
             let Some(event) = (match &r.event_id {
                 Some(id) => store.get_event(id).await?,

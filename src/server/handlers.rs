@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::AppState;
 use crate::config::TriggerSpec;
+use crate::metrics::TriggerOutcome;
 use crate::triggers::TriggerEvent;
 use crate::triggers::auth::AuthError;
 use crate::triggers::source::{Inbound, InboundError};
@@ -68,6 +69,8 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
         .await
         .map_err(|e| HookError::Unavailable(e.to_string()))?;
     tracing::Span::current().record("steward.dedupe_hit", !new);
+    let outcome = if new { TriggerOutcome::Accepted } else { TriggerOutcome::Duplicate };
+    state.runner.metrics.trigger(&event.source, &event.kind, outcome);
     if !new {
         tracing::info!(dedupe_key, "duplicate event acknowledged, nothing started");
     }

@@ -1,9 +1,12 @@
 //! The HTTP server: `fn app(state) -> Router` so tests drive it without a socket, the
 //! background service (event writer, router, workers, cron) and graceful shutdown.
 
+pub mod access;
 pub mod dispatch;
 pub mod handlers;
 pub mod ingest;
+pub mod inspector;
+pub mod scrape;
 pub mod socket_mode;
 
 use std::collections::BTreeMap;
@@ -51,12 +54,15 @@ pub struct Secrets {
     pub notion: Option<String>,
     /// Bearer token per generic hook name.
     pub hooks: BTreeMap<String, String>,
+    /// Who may read the run inspector and `/metrics`.
+    pub admin: access::AdminAccess,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("hooks", &self.hooks.keys().collect::<Vec<_>>())
+            .field("admin", &self.admin)
             .finish_non_exhaustive()
     }
 }
@@ -82,6 +88,12 @@ impl Secrets {
             jira: settings.jira_webhook_secret.clone().unwrap_or_default(),
             notion: settings.notion_webhook_token.clone(),
             hooks,
+            admin: access::AdminAccess {
+                token: settings.admin_token.clone(),
+                trusted_user_header: settings.trusted_user_header.as_ref().map(|h| h.to_ascii_lowercase()),
+                metrics_token: settings.metrics_token.clone(),
+                open: false,
+            },
         }
     }
 }
@@ -98,16 +110,26 @@ pub struct AppState {
     pub slack: Option<SlackClient>,
     /// Background work started by handlers (joining channels).
     pub tasks: TaskTracker,
+    /// Display names for the inspector.
+    pub people: Arc<inspector::people::People>,
 }
 
 /// The router with every route steward serves.
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
+    let triggers = Router::new()
         .route("/slack/events", post(handlers::slack_events))
         .route("/jira/webhook", post(handlers::jira_webhook))
         .route("/notion/webhook", post(handlers::notion_webhook))
         .route("/hooks/{name}", post(handlers::generic_hook))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            scrape::count_refusals,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(scrape::metrics))
+        .merge(triggers)
+        .merge(inspector::routes(state.clone()))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -176,6 +198,7 @@ impl Service {
             config,
             secrets: Arc::new(secrets),
             ingest,
+            people: Arc::new(inspector::people::People::new(slack.clone())),
             slack,
             tasks: tracker.clone(),
         };

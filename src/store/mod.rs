@@ -25,6 +25,14 @@ pub struct NewRun {
     pub trigger_summary: String,
     /// The stored event that started it (server runs).
     pub event_id: Option<String>,
+    /// The trigger's source (`slack`, `jira`, ...) and event type.
+    pub source: String,
+    pub kind: String,
+    /// Who triggered it, as the source names them (a Slack user id, a Jira display
+    /// name), when known.
+    pub actor: Option<String>,
+    /// From a private channel: the inspector shows metadata only.
+    pub private: bool,
 }
 
 /// An authenticated inbound event, as persisted before it is acknowledged.
@@ -87,6 +95,25 @@ pub struct RunRow {
     pub tool_calls: u32,
     pub final_text: Option<String>,
     pub skill_loads: BTreeMap<String, u32>,
+    pub source: String,
+    pub kind: String,
+    pub actor: Option<String>,
+    pub private: bool,
+}
+
+/// Which runs to list; every set field must match.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub agent: Option<String>,
+    pub status: Option<RunStatus>,
+    pub source: Option<String>,
+    /// Created at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Created before.
+    pub until: Option<DateTime<Utc>>,
+    /// Case-insensitive substring of the trigger summary or the final answer.
+    pub text: Option<String>,
+    pub limit: u32,
 }
 
 /// One entry of a run's event log.
@@ -149,6 +176,10 @@ pub trait RunStore: Send + Sync {
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
     /// Most recent first.
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
+    /// Runs matching `filter`, most recent first, at most `filter.limit`.
+    async fn query_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError>;
+    /// Direct subagent runs of `parent_id`, oldest first.
+    async fn child_runs(&self, parent_id: &str) -> Result<Vec<RunRow>, StoreError>;
     /// Ids of runs that start with `prefix`, at most `limit`, in id order.
     async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// In the order they were written.
@@ -199,6 +230,8 @@ pub trait EventQueue: Send + Sync {
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
     /// How many events are stored (every status).
     async fn count_events(&self) -> Result<u64, StoreError>;
+    /// Work waiting: events not yet routed, and runs queued but not started.
+    async fn queue_depth(&self) -> Result<(u64, u64), StoreError>;
 }
 
 /// Small key/value settings (cron progress, the Notion setup window).

@@ -14,7 +14,8 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow, RunStatus, RunStore, SettingStore,
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
+    SettingStore,
     StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
 };
 use chrono::{DateTime, Utc};
@@ -30,6 +31,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "files", include_str!("migrations/0002_files.sql")),
     (3, "skill loads", include_str!("migrations/0003_skill_loads.sql")),
     (4, "events", include_str!("migrations/0004_events.sql")),
+    (5, "run trigger", include_str!("migrations/0005_run_trigger.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -176,6 +178,10 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
         final_text: row.try_get("final_text")?,
         skill_loads: serde_json::from_str(&row.try_get::<String, _>("skill_loads")?)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        source: row.try_get("source")?,
+        kind: row.try_get("trigger_kind")?,
+        actor: row.try_get("actor")?,
+        private: row.try_get("private")?,
     })
 }
 
@@ -183,7 +189,8 @@ fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
 impl RunStore for SqliteStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id) VALUES (?, ?, ?, ?, 'queued', ?, ?)",
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private) \
+             VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
         )
         .bind(&run.id)
         .bind(&run.agent)
@@ -191,6 +198,10 @@ impl RunStore for SqliteStore {
         .bind(&run.trigger_summary)
         .bind(timestamp(Utc::now()))
         .bind(&run.event_id)
+        .bind(&run.source)
+        .bind(&run.kind)
+        .bind(&run.actor)
+        .bind(run.private)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -285,6 +296,50 @@ impl RunStore for SqliteStore {
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query("SELECT * FROM runs ORDER BY created_at DESC, id DESC LIMIT ?")
             .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn query_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new("SELECT * FROM runs WHERE 1 = 1");
+        if let Some(agent) = &filter.agent {
+            q.push(" AND agent = ").push_bind(agent.clone());
+        }
+        if let Some(status) = filter.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(source) = &filter.source {
+            q.push(" AND source = ").push_bind(source.clone());
+        }
+        if let Some(since) = filter.since {
+            q.push(" AND created_at >= ").push_bind(timestamp(since));
+        }
+        if let Some(until) = filter.until {
+            q.push(" AND created_at < ").push_bind(timestamp(until));
+        }
+        if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+            // LIKE is case-insensitive for ASCII in SQLite; wildcards in the text are
+            // escaped so they match literally.
+            let pattern = format!(
+                "%{}%",
+                text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+            );
+            q.push(" AND (trigger_summary LIKE ")
+                .push_bind(pattern.clone())
+                .push(" ESCAPE '\\' OR COALESCE(final_text, '') LIKE ")
+                .push_bind(pattern)
+                .push(" ESCAPE '\\')");
+        }
+        q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(filter.limit));
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn child_runs(&self, parent_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM runs WHERE parent_id = ? ORDER BY created_at, id")
+            .bind(parent_id)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(run_from_row).collect()
@@ -466,8 +521,8 @@ impl EventQueue for SqliteStore {
         let now = timestamp(Utc::now());
         for run in runs {
             sqlx::query(
-                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until) \
-                 VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
+                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
+                 source, trigger_kind, actor, private) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(&run.id)
             .bind(&run.agent)
@@ -476,6 +531,10 @@ impl EventQueue for SqliteStore {
             .bind(&now)
             .bind(event_id)
             .bind(timestamp(lease_until))
+            .bind(&run.source)
+            .bind(&run.kind)
+            .bind(&run.actor)
+            .bind(run.private)
             .execute(&mut *tx)
             .await?;
         }
@@ -501,6 +560,16 @@ impl EventQueue for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(event_from_row).transpose()
+    }
+
+    async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
+        let (events, runs): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM events WHERE status IN ('queued', 'claimed')), \
+                    (SELECT COUNT(*) FROM runs WHERE status = 'queued')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((events.max(0) as u64, runs.max(0) as u64))
     }
 
     async fn count_events(&self) -> Result<u64, StoreError> {
@@ -598,7 +667,7 @@ mod tests {
             agent: "a".into(),
             parent_id: None,
             trigger_summary: "t".into(),
-            event_id: None,
+            ..NewRun::default()
         }
     }
 

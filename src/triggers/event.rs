@@ -105,6 +105,22 @@ impl TriggerEvent {
         }
     }
 
+    /// Who triggered the event, as the source names them: a Slack user id (the
+    /// inspector turns it into a display name), a Jira display name, a Notion user id,
+    /// the hook name, `schedule` or `cli`.
+    pub fn actor(&self) -> Option<String> {
+        let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        match &self.origin {
+            Origin::Slack { user, .. } => user.clone(),
+            Origin::Jira { .. } => text(&self.payload["user"]["displayName"]),
+            Origin::Notion { .. } => text(&self.payload["authors"][0]["id"]),
+            Origin::Webhook { name } => Some(format!("webhook {name}")),
+            Origin::Cron { .. } => Some("schedule".into()),
+            Origin::Cli => Some("cli".into()),
+            Origin::Subagent { .. } => None,
+        }
+    }
+
     /// The first user message of an LLM run.
     pub fn to_prompt(&self) -> String {
         let mut out = format!("Trigger: {} {}\n", self.source, self.kind);

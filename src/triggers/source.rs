@@ -76,6 +76,17 @@ pub struct Reply<'a> {
     pub idempotency_key: String,
 }
 
+/// A run's progress as shown on its triggering message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The run started (`:eyes:` on Slack).
+    Working,
+    /// It completed (`:white_check_mark:`).
+    Done,
+    /// It ended any other way (`:x:`).
+    Failed,
+}
+
 /// Files fetched for a trigger, and one note for each file that could not be.
 #[derive(Debug, Default)]
 pub struct Fetched {
@@ -95,6 +106,12 @@ pub trait Source: Send + Sync {
 
     /// Posts `reply` where `origin` came from; returns the service's answer.
     async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError>;
+
+    /// Shows a run's progress on the message that triggered it; `Ok(false)` when this
+    /// source has no such marks (only Slack does).
+    async fn show_progress(&self, _origin: &Origin, _progress: Progress) -> Result<bool, ApiError> {
+        Ok(false)
+    }
 
     /// The files `trigger` refers to, each at most `cap` bytes.
     async fn attachments(&self, _trigger: &TriggerEvent, _cap: u64) -> Fetched {
@@ -116,8 +133,14 @@ pub struct Sources {
     /// Prefix turning a prompt's repository path into a link
     /// (`STEWARD_PROMPT_BASE_URL`).
     pub prompt_base_url: Option<String>,
+    /// Where steward's run inspector is reachable (`STEWARD_PUBLIC_URL`): prompt links
+    /// point at its `/prompts` pages when there is no `prompt_base_url`.
+    pub public_url: Option<String>,
     /// Largest attachment fetched (`STEWARD_MAX_ATTACHMENT_BYTES`).
     pub attachment_cap: u64,
+    /// The Slack channel that gets one line per finished run (`STEWARD_LOG_CHANNEL`),
+    /// with the client to post it.
+    pub log: Option<(SlackClient, String)>,
 }
 
 /// What [`Sources`] are built from.
@@ -129,7 +152,9 @@ pub struct SourceSettings {
     /// The checked client file URLs are fetched through.
     pub egress: Egress,
     pub prompt_base_url: Option<String>,
+    pub public_url: Option<String>,
     pub attachment_cap: u64,
+    pub log_channel: Option<String>,
 }
 
 impl Default for SourceSettings {
@@ -141,6 +166,8 @@ impl Default for SourceSettings {
             notion: None,
             egress: Egress::default(),
             prompt_base_url: None,
+            public_url: None,
+            log_channel: None,
             attachment_cap: crate::integrations::DEFAULT_ATTACHMENT_CAP,
         }
     }
@@ -173,8 +200,18 @@ impl Sources {
             notion,
             egress,
             prompt_base_url,
+            public_url,
             attachment_cap,
+            log_channel,
         } = settings;
+        let log = match (&slack, log_channel) {
+            (Some(client), Some(channel)) => Some((client.clone(), channel)),
+            (None, Some(channel)) => {
+                tracing::warn!(%channel, "STEWARD_LOG_CHANNEL is set but SLACK_BOT_TOKEN is not; run lines will not be posted");
+                None
+            }
+            _ => None,
+        };
         Sources {
             sources: vec![
                 Box::new(super::slack::SlackSource::new(slack, egress.clone())),
@@ -183,7 +220,9 @@ impl Sources {
             ],
             notion,
             prompt_base_url,
+            public_url,
             attachment_cap,
+            log,
         }
     }
 

@@ -7,7 +7,7 @@ use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
 use crate::integrations::slack::SlackClient;
-use crate::triggers::source::{Fetched, Reply, Source};
+use crate::triggers::source::{Fetched, Progress, Reply, Source};
 use crate::triggers::{Origin, TriggerEvent};
 
 pub struct SlackSource {
@@ -61,6 +61,44 @@ impl Source for SlackSource {
             msg["thread_ts"] = json!(t);
         }
         client.call("chat.postMessage", &msg).await
+    }
+
+    /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.
+    async fn show_progress(&self, origin: &Origin, progress: Progress) -> Result<bool, ApiError> {
+        let Origin::Slack {
+            channel, ts: Some(ts), ..
+        } = origin
+        else {
+            return Ok(false);
+        };
+        let client = self
+            .client
+            .as_ref()
+            .ok_or(ApiError::NotConfigured("SLACK_BOT_TOKEN"))?;
+        let react = |method: &'static str, name: &'static str| {
+            let body = json!({"channel": channel, "timestamp": ts, "name": name});
+            async move {
+                match client.call(method, &body).await {
+                    Ok(_) => Ok(()),
+                    // Someone (or a retry) already did it: the mark is as wanted.
+                    Err(ApiError::Api { message, .. })
+                        if message == "already_reacted" || message == "no_reaction" =>
+                    {
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match progress {
+            Progress::Working => react("reactions.add", "eyes").await?,
+            Progress::Done | Progress::Failed => {
+                react("reactions.remove", "eyes").await?;
+                let mark = if progress == Progress::Done { "white_check_mark" } else { "x" };
+                react("reactions.add", mark).await?;
+            }
+        }
+        Ok(true)
     }
 
     async fn attachments(&self, trigger: &TriggerEvent, cap: u64) -> Fetched {

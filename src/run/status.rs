@@ -1,0 +1,93 @@
+//! A run's status where people look: reactions on the triggering Slack message while
+//! it works and when it ends (`output.status_reactions`), and one line per finished
+//! top-level run in the log channel (`STEWARD_LOG_CHANNEL`), never for private runs.
+//! Both are best effort: a failure is logged and never fails the run.
+
+use crate::config::AgentConfig;
+use crate::triggers::source::Progress;
+use crate::triggers::{Sources, TriggerEvent};
+use crate::types::{RunOutcome, Termination};
+
+/// Shows `progress` on the triggering message, when the agent wants status reactions.
+pub async fn show(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, progress: Progress) {
+    if !agent.output.status_reactions {
+        return;
+    }
+    let Some(source) = sources.for_origin(&trigger.origin) else {
+        return;
+    };
+    if let Err(e) = source.show_progress(&trigger.origin, progress).await {
+        tracing::warn!(error = %e, ?progress, "cannot show the run's status on the triggering message");
+    }
+}
+
+/// How a run ended, as the status reactions show it.
+pub fn progress_of(outcome: &RunOutcome) -> Progress {
+    if outcome.termination == Termination::Completed {
+        Progress::Done
+    } else {
+        Progress::Failed
+    }
+}
+
+/// The log channel's line for a finished run.
+pub fn log_line(agent: &str, trigger: &TriggerEvent, outcome: &RunOutcome, public_url: Option<&str>) -> String {
+    let tokens = outcome.usage.input_tokens + outcome.usage.output_tokens;
+    let mut line = format!(
+        "*{agent}* · {} {} · {} ({}) · {} turn{} · {tokens} tokens · ${:.4}",
+        trigger.source,
+        trigger.kind,
+        outcome.status().as_str(),
+        outcome.termination.as_str(),
+        outcome.turns,
+        if outcome.turns == 1 { "" } else { "s" },
+        outcome.cost_usd,
+    );
+    match public_url {
+        Some(url) => line.push_str(&format!(" · <{}/runs/{}|run>", url.trim_end_matches('/'), outcome.run_id)),
+        None => line.push_str(&format!(" · run `{}`", outcome.run_id)),
+    }
+    line
+}
+
+/// Posts the run's line to the log channel; nothing for private runs or without one.
+pub async fn log(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, outcome: &RunOutcome) {
+    let Some((client, channel)) = &sources.log else {
+        return;
+    };
+    if trigger.private {
+        return;
+    }
+    let text = log_line(&agent.name, trigger, outcome, sources.public_url.as_deref());
+    let body = serde_json::json!({"channel": channel, "text": text, "unfurl_links": false});
+    if let Err(e) = client.call("chat.postMessage", &body).await {
+        tracing::warn!(error = %e, %channel, "cannot post the run to the log channel");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Usage;
+
+    #[test]
+    fn the_log_line_names_what_an_owner_checks() {
+        let trigger = TriggerEvent::from_cli(serde_json::json!({"text": "secret words"}));
+        let outcome = RunOutcome {
+            usage: Usage {
+                input_tokens: 1000,
+                output_tokens: 234,
+                ..Usage::default()
+            },
+            cost_usd: 0.0123,
+            turns: 2,
+            ..RunOutcome::new("r-1")
+        };
+        let line = log_line("helpdesk", &trigger, &outcome, Some("https://steward.example.com/"));
+        assert_eq!(
+            line,
+            "*helpdesk* · cli manual · succeeded (completed) · 2 turns · 1234 tokens · $0.0123 · <https://steward.example.com/runs/r-1|run>"
+        );
+        assert!(!line.contains("secret"));
+    }
+}

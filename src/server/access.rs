@@ -1,0 +1,226 @@
+//! Who may read the run inspector and `/metrics`.
+//!
+//! The inspector shows what agents did, so it is closed unless one of these admits the
+//! request:
+//! - `STEWARD_ADMIN_TOKEN`, as `Authorization: Bearer <token>` or as the login cookie
+//!   `/login` sets after the token is typed into its form (the cookie holds a
+//!   domain-separated SHA-256 of the token, never the token);
+//! - `STEWARD_TRUSTED_USER_HEADER`, a header an authenticating proxy (oauth2-proxy's
+//!   `X-Forwarded-User`) sets on every request it lets through;
+//! - neither configured and steward bound to a loopback address: only people on the
+//!   machine can connect, so the inspector is open.
+//!
+//! `/metrics` is open unless `STEWARD_METRICS_TOKEN` is set (Prometheus scrapes with a
+//! bearer token).
+
+use axum::http::HeaderMap;
+use axum::http::header::{AUTHORIZATION, COOKIE};
+use sha2::{Digest, Sha256};
+
+/// The login cookie's name.
+pub const COOKIE_NAME: &str = "steward_admin";
+
+/// How the admin surfaces authenticate.
+#[derive(Clone, Default)]
+pub struct AdminAccess {
+    /// `STEWARD_ADMIN_TOKEN`.
+    pub token: Option<String>,
+    /// `STEWARD_TRUSTED_USER_HEADER`, lower-cased.
+    pub trusted_user_header: Option<String>,
+    /// `STEWARD_METRICS_TOKEN`.
+    pub metrics_token: Option<String>,
+    /// Admit unauthenticated inspector requests: set by `serve` only when neither the
+    /// token nor the header is configured and the bind address is loopback.
+    pub open: bool,
+}
+
+impl std::fmt::Debug for AdminAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminAccess")
+            .field("token", &self.token.is_some())
+            .field("trusted_user_header", &self.trusted_user_header)
+            .field("metrics_token", &self.metrics_token.is_some())
+            .field("open", &self.open)
+            .finish()
+    }
+}
+
+/// Who is looking at the inspector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Viewer {
+    /// Named by the authenticating proxy.
+    Person(String),
+    /// Holds the admin token.
+    Admin,
+    /// On loopback with no authentication configured.
+    Local,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    #[error("sign in with STEWARD_ADMIN_TOKEN at /login, or send it as a bearer token")]
+    NeedsToken,
+    #[error(
+        "the run inspector is closed: steward listens on a non-loopback address and neither STEWARD_ADMIN_TOKEN nor STEWARD_TRUSTED_USER_HEADER is set"
+    )]
+    Closed,
+}
+
+impl AdminAccess {
+    /// Whether `serve` may open the inspector without authentication on this bind.
+    pub fn configured(&self) -> bool {
+        self.token.is_some() || self.trusted_user_header.is_some()
+    }
+
+    /// Admits or refuses an inspector request.
+    pub fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Denied> {
+        if let Some(name) = &self.trusted_user_header
+            && let Some(user) = headers.get(name.as_str()).and_then(|v| v.to_str().ok())
+            && !user.trim().is_empty()
+        {
+            return Ok(Viewer::Person(user.trim().to_string()));
+        }
+        if let Some(token) = &self.token {
+            if bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())) {
+                return Ok(Viewer::Admin);
+            }
+            if cookie(headers, COOKIE_NAME).is_some_and(|c| same(c.as_bytes(), session_value(token).as_bytes())) {
+                return Ok(Viewer::Admin);
+            }
+            return Err(Denied::NeedsToken);
+        }
+        if self.trusted_user_header.is_some() {
+            return Err(Denied::NeedsToken);
+        }
+        if self.open { Ok(Viewer::Local) } else { Err(Denied::Closed) }
+    }
+
+    /// Whether a `/metrics` request may read the metrics.
+    pub fn metrics_allowed(&self, headers: &HeaderMap) -> bool {
+        match &self.metrics_token {
+            None => true,
+            Some(token) => bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())),
+        }
+    }
+
+    /// The `Set-Cookie` value for a correct login token; `None` when it is wrong.
+    pub fn login(&self, typed: &str) -> Option<String> {
+        let token = self.token.as_ref()?;
+        same(typed.trim().as_bytes(), token.as_bytes()).then(|| {
+            format!(
+                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200",
+                session_value(token)
+            )
+        })
+    }
+}
+
+/// The cookie value for `token`: a hash, so the cookie never holds the token itself
+/// (and changing the token signs everyone out).
+fn session_value(token: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"steward inspector session v1\0");
+    hash.update(token.as_bytes());
+    hex::encode(hash.finalize())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Constant-time comparison.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn closed_by_default_open_only_when_serve_says_loopback() {
+        let access = AdminAccess::default();
+        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::Closed));
+        let open = AdminAccess {
+            open: true,
+            ..AdminAccess::default()
+        };
+        assert_eq!(open.viewer(&HeaderMap::new()), Ok(Viewer::Local));
+    }
+
+    #[test]
+    fn token_as_bearer_or_login_cookie() {
+        let access = AdminAccess {
+            token: Some("s3cret".into()),
+            open: true,
+            ..AdminAccess::default()
+        };
+        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::NeedsToken), "open never overrides a token");
+        assert_eq!(
+            access.viewer(&headers(&[("authorization", "Bearer s3cret")])),
+            Ok(Viewer::Admin)
+        );
+        assert_eq!(
+            access.viewer(&headers(&[("authorization", "Bearer wrong")])),
+            Err(Denied::NeedsToken)
+        );
+        assert!(access.login("wrong").is_none());
+        let set = access.login("s3cret").unwrap();
+        assert!(!set.contains("s3cret"));
+        let value = set.split(';').next().unwrap();
+        assert_eq!(
+            access.viewer(&headers(&[("cookie", &format!("theme=dark; {value}"))])),
+            Ok(Viewer::Admin)
+        );
+    }
+
+    #[test]
+    fn trusted_header_names_the_person() {
+        let access = AdminAccess {
+            trusted_user_header: Some("x-forwarded-user".into()),
+            ..AdminAccess::default()
+        };
+        assert_eq!(
+            access.viewer(&headers(&[("x-forwarded-user", "ada@example.com")])),
+            Ok(Viewer::Person("ada@example.com".into()))
+        );
+        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::NeedsToken));
+    }
+
+    #[test]
+    fn metrics_token_is_a_bearer_token() {
+        let access = AdminAccess {
+            metrics_token: Some("m".into()),
+            ..AdminAccess::default()
+        };
+        assert!(!access.metrics_allowed(&HeaderMap::new()));
+        assert!(access.metrics_allowed(&headers(&[("authorization", "Bearer m")])));
+        assert!(AdminAccess::default().metrics_allowed(&HeaderMap::new()));
+    }
+}

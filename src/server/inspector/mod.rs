@@ -1,0 +1,292 @@
+//! The run inspector, for the people who own workflows: `/runs` (recent runs with
+//! filters and search), `/runs/{id}` (one run as a timeline), `/prompts/{path}` (the
+//! prompt or script an agent runs), the same data as JSON under `/api/runs`, and
+//! `/login`. Every route passes [`AdminAccess`](super::access::AdminAccess) first.
+
+pub mod pages;
+pub mod people;
+pub mod timeline;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::header::{LOCATION, SET_COOKIE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use super::access::Denied;
+use crate::config::{AgentConfig, Coordinator};
+use crate::run::reply::{inspector_prompt_path, prompt_path};
+use crate::store::{RunFilter, RunRow, RunStatus};
+
+/// Most runs one list shows.
+const MAX_LIST: u32 = 500;
+/// Runs a list shows unless asked for another number.
+const DEFAULT_LIST: u32 = 100;
+
+/// The inspector's routes, behind the access check (`/login` is open).
+pub fn routes(state: AppState) -> Router<AppState> {
+    let guarded = Router::new()
+        .route("/runs", get(run_list))
+        .route("/runs/{id}", get(run_page))
+        .route("/prompts/{*path}", get(prompt_page))
+        .route("/api/runs", get(api_runs))
+        .route("/api/runs/{id}", get(api_run))
+        .route_layer(axum::middleware::from_fn_with_state(state, guard));
+    Router::new()
+        .route("/login", get(login_form).post(login))
+        .merge(guarded)
+}
+
+/// Refuses requests [`AdminAccess`](super::access::AdminAccess) does not admit: 401,
+/// as JSON under `/api`, else as a page pointing at `/login`.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match state.secrets.admin.viewer(request.headers()) {
+        Ok(_) => next.run(request).await,
+        Err(denied) => {
+            let api = request.uri().path().starts_with("/api/");
+            let mut response = if api {
+                Json(json!({"error": denied.to_string()})).into_response()
+            } else {
+                Html(pages::message("Sign in", &denied.to_string()).into_string()).into_response()
+            };
+            *response.status_mut() = StatusCode::UNAUTHORIZED;
+            if denied == Denied::NeedsToken {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer realm=\"steward\""),
+                );
+            }
+            response
+        }
+    }
+}
+
+/// `/runs` and `/api/runs` query parameters; blank means unset.
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    pub agent: Option<String>,
+    pub status: Option<String>,
+    pub source: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    pub since: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    pub until: Option<String>,
+    pub q: Option<String>,
+    pub limit: Option<u32>,
+}
+
+fn blank_none(v: &Option<String>) -> Option<String> {
+    v.as_ref().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn day(v: &Option<String>, name: &str, next: bool) -> Result<Option<DateTime<Utc>>, String> {
+    let Some(text) = blank_none(v) else {
+        return Ok(None);
+    };
+    let date = NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+        .map_err(|_| format!("{name}='{text}' is not a date (YYYY-MM-DD)"))?;
+    let date = if next { date.succ_opt().unwrap_or(date) } else { date };
+    Ok(date.and_hms_opt(0, 0, 0).map(|t| t.and_utc()))
+}
+
+impl ListQuery {
+    fn filter(&self) -> Result<RunFilter, String> {
+        let status = match blank_none(&self.status) {
+            None => None,
+            Some(s) => Some(RunStatus::parse(&s).ok_or_else(|| format!("status='{s}' is not a run status"))?),
+        };
+        Ok(RunFilter {
+            agent: blank_none(&self.agent),
+            status,
+            source: blank_none(&self.source),
+            since: day(&self.since, "since", false)?,
+            until: day(&self.until, "until", true)?,
+            text: blank_none(&self.q),
+            limit: self.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST),
+        })
+    }
+}
+
+fn bad_request(api: bool, message: String) -> Response {
+    let mut r = if api {
+        Json(json!({"error": message})).into_response()
+    } else {
+        Html(pages::message("Bad request", &message).into_string()).into_response()
+    };
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r
+}
+
+fn unavailable(api: bool, e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "the inspector cannot read the store");
+    let message = "the run store is unavailable".to_string();
+    let mut r = if api {
+        Json(json!({"error": message})).into_response()
+    } else {
+        Html(pages::message("Unavailable", &message).into_string()).into_response()
+    };
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r
+}
+
+fn not_found(api: bool, what: &str) -> Response {
+    let message = format!("no {what} here");
+    let mut r = if api {
+        Json(json!({"error": message})).into_response()
+    } else {
+        Html(pages::message("Not found", &message).into_string()).into_response()
+    };
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
+}
+
+async fn actor_name(state: &AppState, run: &RunRow) -> String {
+    match &run.actor {
+        Some(actor) => state.people.name(actor).await,
+        None if run.parent_id.is_some() => "parent run".into(),
+        None => String::new(),
+    }
+}
+
+async fn run_list(State(state): State<AppState>, Query(query): Query<ListQuery>) -> Response {
+    let filter = match query.filter() {
+        Ok(f) => f,
+        Err(e) => return bad_request(false, e),
+    };
+    let runs = match state.runner.store.query_runs(&filter).await {
+        Ok(runs) => runs,
+        Err(e) => return unavailable(false, e),
+    };
+    let mut listed = Vec::with_capacity(runs.len());
+    for run in runs {
+        let actor = actor_name(&state, &run).await;
+        listed.push(pages::ListedRun { run, actor });
+    }
+    let agents: Vec<String> = state.config.agents.keys().cloned().collect();
+    let sources = ["slack", "jira", "notion", "webhook", "cron", "cli", "subagent"];
+    Html(pages::run_list(&listed, &filter, &agents, &sources).into_string()).into_response()
+}
+
+/// The agent (or subagent) config a run was of, if it still exists.
+fn agent_of<'a>(state: &'a AppState, name: &str) -> Option<&'a AgentConfig> {
+    state
+        .config
+        .agents
+        .get(name)
+        .or_else(|| state.config.subagents.get(name))
+        .map(|a| a.as_ref())
+}
+
+async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let store = &state.runner.store;
+    let run = match store.get_run(&id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return not_found(false, "run"),
+        Err(e) => return unavailable(false, e),
+    };
+    let (events, children) = match (store.run_events(&id).await, store.child_runs(&id).await) {
+        (Ok(e), Ok(c)) => (e, c),
+        (Err(e), _) | (_, Err(e)) => return unavailable(false, e),
+    };
+    let page = pages::RunPage {
+        actor: actor_name(&state, &run).await,
+        steps: timeline::steps(&events, run.private),
+        children,
+        prompt: agent_of(&state, &run.agent)
+            .and_then(prompt_path)
+            .map(|p| inspector_prompt_path(&p)),
+        run: &run,
+    };
+    Html(pages::run_detail(&page).into_string()).into_response()
+}
+
+/// The prompt or script at repository path `path` (`prompts/x.md`, or `x.md` for a file
+/// under `prompts/`), with the agents that use it. Only what the loaded configuration
+/// holds is served: never a file read from disk by a requested path.
+fn find_prompt(state: &AppState, path: &str) -> Option<(String, String, Vec<String>)> {
+    let wanted = [path.to_string(), format!("prompts/{path}")];
+    let mut found: Option<(String, String)> = None;
+    let mut users = Vec::new();
+    for agent in state.config.agents.values().chain(state.config.subagents.values()) {
+        let text = match (&agent.coordinator, &agent.prompt) {
+            (Coordinator::Script { path, source }, _) => Some((path.display().to_string(), source.clone())),
+            (_, Some(p)) => Some((p.path.clone(), p.text.clone())),
+            _ => None,
+        };
+        if let Some((p, text)) = text
+            && wanted.contains(&p)
+        {
+            users.push(agent.name.clone());
+            found.get_or_insert((p, text));
+        }
+    }
+    found.map(|(p, t)| (p, t, users))
+}
+
+async fn prompt_page(State(state): State<AppState>, Path(path): Path<String>) -> Response {
+    match find_prompt(&state, &path) {
+        Some((path, text, users)) => Html(pages::prompt(&path, &text, &users).into_string()).into_response(),
+        None => not_found(false, "prompt"),
+    }
+}
+
+async fn api_runs(State(state): State<AppState>, Query(query): Query<ListQuery>) -> Response {
+    let filter = match query.filter() {
+        Ok(f) => f,
+        Err(e) => return bad_request(true, e),
+    };
+    match state.runner.store.query_runs(&filter).await {
+        Ok(runs) => Json(json!({ "runs": runs })).into_response(),
+        Err(e) => unavailable(true, e),
+    }
+}
+
+async fn api_run(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let store = &state.runner.store;
+    let run = match store.get_run(&id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return not_found(true, "run"),
+        Err(e) => return unavailable(true, e),
+    };
+    match (store.run_events(&id).await, store.child_runs(&id).await) {
+        (Ok(events), Ok(children)) => {
+            let children: Vec<&str> = children.iter().map(|c| c.id.as_str()).collect();
+            Json(json!({ "run": run, "events": events, "children": children })).into_response()
+        }
+        (Err(e), _) | (_, Err(e)) => unavailable(true, e),
+    }
+}
+
+async fn login_form() -> Html<String> {
+    Html(pages::login(false).into_string())
+}
+
+/// `POST /login` with a form body `token=...`: sets the session cookie and goes to
+/// `/runs`, or shows the form again.
+async fn login(State(state): State<AppState>, body: Bytes) -> Response {
+    let typed = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    match state.secrets.admin.login(&typed) {
+        Some(cookie) => {
+            let mut headers = HeaderMap::new();
+            if let Ok(v) = cookie.parse() {
+                headers.insert(SET_COOKIE, v);
+            }
+            headers.insert(LOCATION, axum::http::HeaderValue::from_static("/runs"));
+            (StatusCode::SEE_OTHER, headers).into_response()
+        }
+        None => {
+            tracing::warn!("failed inspector sign-in");
+            (StatusCode::UNAUTHORIZED, Html(pages::login(true).into_string())).into_response()
+        }
+    }
+}

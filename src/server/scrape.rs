@@ -1,0 +1,66 @@
+//! `GET /metrics`: the process's [`Metrics`](crate::metrics::Metrics) for Prometheus,
+//! with the queue gauges read from the store at scrape time; and the middleware that
+//! counts refused trigger requests (401, 400, 413), which never reach a handler's body.
+
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::metrics::TriggerOutcome;
+
+/// Serves the metrics, or 401 without `STEWARD_METRICS_TOKEN` when one is set.
+pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !state.secrets.admin.metrics_allowed(&headers) {
+        return (StatusCode::UNAUTHORIZED, "send STEWARD_METRICS_TOKEN as a bearer token\n").into_response();
+    }
+    let metrics = &state.runner.metrics;
+    match state.runner.store.queue_depth().await {
+        Ok((events, runs)) => metrics.set_queue_depth(events, runs),
+        // Still serve the rest; the gauges keep their last value.
+        Err(e) => tracing::warn!(error = %e, "cannot read the queue depth for /metrics"),
+    }
+    // Prometheus asks for OpenMetrics; everything else gets the classic text format.
+    let open_metrics = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if open_metrics {
+        ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], metrics.render()).into_response()
+    } else {
+        (
+            [(CONTENT_TYPE, crate::metrics::PROMETHEUS_CONTENT_TYPE)],
+            metrics.render_prometheus(),
+        )
+            .into_response()
+    }
+}
+
+/// The trigger source a webhook path belongs to.
+fn source_of(path: &str) -> &'static str {
+    match path {
+        "/slack/events" => "slack",
+        "/jira/webhook" => "jira",
+        "/notion/webhook" => "notion",
+        _ => "webhook",
+    }
+}
+
+/// Counts trigger requests refused before they became events. Accepted and duplicate
+/// events are counted where they are stored (they know their kind).
+pub async fn count_refusals(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let source = source_of(request.uri().path());
+    let response = next.run(request).await;
+    let outcome = match response.status() {
+        StatusCode::UNAUTHORIZED => Some(TriggerOutcome::Unauthorized),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(TriggerOutcome::TooLarge),
+        StatusCode::BAD_REQUEST => Some(TriggerOutcome::BadRequest),
+        _ => None,
+    };
+    if let Some(outcome) = outcome {
+        state.runner.metrics.trigger(source, "", outcome);
+    }
+    response
+}

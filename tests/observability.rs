@@ -1,0 +1,576 @@
+//! What workflow owners see: `/metrics` (values and `promtool check metrics`), the run
+//! inspector (through the router, in headless Chromium, its access control, a private
+//! run), and status in Slack (reactions on the triggering message, the log channel).
+
+mod support;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{Request, StatusCode};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::slack::SlackClient;
+use steward::run::Runner;
+use steward::server::access::AdminAccess;
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{RunRow, SqliteStore, Store};
+use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::auth::sign_hex;
+use steward::triggers::source::SourceSettings;
+use support::*;
+use tower::ServiceExt;
+
+const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const ADMIN_TOKEN: &str = "admin-token-0123456789";
+/// Tool output with markup the inspector must show as text.
+const HOSTILE: &str = "<script>alert(\"pwned\")</script> found 3 open tickets";
+
+/// Returns [`HOSTILE`] text.
+struct Lookup;
+
+#[async_trait]
+impl Tool for Lookup {
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: std::sync::OnceLock<ToolSpec> = std::sync::OnceLock::new();
+        SPEC.get_or_init(|| ToolSpec {
+            name: "lookup".into(),
+            description: "Looks up tickets.".into(),
+            parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            effect: Effect::ReadOnly,
+        })
+    }
+    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        Ok(ToolOutput::text(format!("{HOSTILE} for {}", args["q"].as_str().unwrap_or(""))))
+    }
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn registry() -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    r.register(Arc::new(Lookup));
+    r
+}
+
+fn tree(root: &Path) -> Config {
+    write(root, "prompts/helpdesk.md", "You are the helpdesk. Answer from the ticket system.");
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  - slack_mention: {}\n",
+    );
+    Config::load(
+        root,
+        &Known {
+            tools: registry().names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// Every Slack Web API call the fake received: method and body.
+type SlackCalls = Arc<Mutex<Vec<(String, Value)>>>;
+
+async fn slack_post(
+    State(calls): State<SlackCalls>,
+    axum::extract::Path(method): axum::extract::Path<String>,
+    axum::Json(body): axum::Json<Value>,
+) -> axum::Json<Value> {
+    calls.lock().unwrap().push((method, body));
+    axum::Json(json!({"ok": true, "channel": "C123ABC456", "ts": "1700000000.000100"}))
+}
+
+/// `users.info`, as Slack documents it.
+async fn users_info() -> axum::Json<Value> {
+    axum::Json(json!({"ok": true, "user": {"id": "U061F7AUR", "name": "ana", "real_name": "Ana Lima",
+        "profile": {"display_name": "Ana L.", "real_name": "Ana Lima"}}}))
+}
+
+async fn fake_slack() -> (String, SlackCalls) {
+    let calls: SlackCalls = Arc::default();
+    let app = axum::Router::new()
+        .route("/api/users.info", get(users_info))
+        .route("/api/{method}", post(slack_post))
+        .with_state(calls.clone());
+    (format!("{}/api", serve(app).await), calls)
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    service: Service,
+    store: Arc<dyn Store>,
+    slack: SlackCalls,
+    fake: FakeModel,
+}
+
+/// The model calls `lookup` once, then answers with the text it was shown.
+fn tool_then_answer(fake: &FakeModel, answer: &'static str) {
+    fake.handler(move |body| {
+        let has_result = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if has_result {
+            Reply::ok(openai_text(answer))
+        } else {
+            Reply::ok(openai_tools(&[("call_1", "lookup", r#"{"q":"vpn"}"#)]))
+        }
+    });
+}
+
+async fn start(admin: AdminAccess) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Arc::new(tree(dir.path()));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+    let (slack_url, slack) = fake_slack().await;
+    let client = SlackClient::new(steward::http::client().unwrap(), &slack_url, "xoxb-test");
+    let fake = FakeModel::start().await;
+    tool_then_answer(&fake, "Your VPN ticket is open.");
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(&fake), None))
+        .tools(registry())
+        .tokens(tokens())
+        .sources(steward::triggers::Sources::new(SourceSettings {
+            slack: Some(client.clone()),
+            public_url: Some("https://steward.example.com".into()),
+            log_channel: Some("C0LOG".into()),
+            ..SourceSettings::default()
+        }))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SLACK_SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        admin,
+        ..Secrets::default()
+    };
+    let service = Service::start(
+        runner,
+        config,
+        secrets,
+        Some(client),
+        None,
+        DispatchSettings::default(),
+    );
+    Harness {
+        _dir: dir,
+        service,
+        store,
+        slack,
+        fake,
+    }
+}
+
+fn open() -> AdminAccess {
+    AdminAccess {
+        open: true,
+        ..AdminAccess::default()
+    }
+}
+
+fn slack_request(body: &Value, secret: &str) -> Request<Body> {
+    let raw = body.to_string();
+    let ts = chrono::Utc::now().timestamp();
+    let sig = format!(
+        "v0={}",
+        sign_hex(secret.as_bytes(), &[b"v0:", ts.to_string().as_bytes(), b":", raw.as_bytes()])
+    );
+    Request::post("/slack/events")
+        .header("content-type", "application/json")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(Body::from(raw))
+        .unwrap()
+}
+
+/// An `app_mention` event callback, as Slack's Events API documents it.
+fn mention(event_id: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "event": {"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": ts,
+                  "channel": channel, "event_ts": ts},
+        "type": "event_callback", "event_id": event_id, "event_time": 1515449522,
+        "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+}
+
+impl Harness {
+    async fn send(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+        let resp = self.service.router().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        (status, headers, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let (status, _, body) = self.send(Request::get(path).body(Body::empty()).unwrap()).await;
+        (status, body)
+    }
+
+    /// Waits until `n` top-level runs have finished and their status is shown.
+    async fn finished(&self, n: usize) -> Vec<RunRow> {
+        for _ in 0..400 {
+            let runs = self.store.list_runs(100).await.unwrap();
+            let marks = self
+                .slack
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(m, b)| m == "reactions.add" && b["name"] != "eyes")
+                .count();
+            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) && marks >= n {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("runs did not finish: {:?}", self.store.list_runs(100).await.unwrap());
+    }
+}
+
+/// `promtool check metrics` (Debian package `prometheus`) on `text`.
+fn promtool_check(text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's `prometheus` package (.ci/deps does)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\n--- metrics ---\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn line_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+}
+
+#[tokio::test]
+async fn metrics_status_and_inspector_after_slack_runs() {
+    let h = start(open()).await;
+    for (i, ts) in ["1515449522.000016", "1515449600.000100"].iter().enumerate() {
+        let req = slack_request(
+            &mention(&format!("Ev{i}"), "C123ABC456", ts, "<@UBOT> is my VPN ticket open?"),
+            SLACK_SECRET,
+        );
+        assert_eq!(h.send(req).await.0, StatusCode::OK);
+    }
+    let forged = slack_request(&mention("Ev9", "C123ABC456", "1.2", "hi"), "wrong-secret");
+    assert_eq!(h.send(forged).await.0, StatusCode::UNAUTHORIZED);
+    let runs = h.finished(2).await;
+    assert!(runs.iter().all(|r| r.status.as_str() == "succeeded"), "{runs:?}");
+
+    // /metrics: values, then the exposition format through promtool.
+    let (status, headers, metrics) = h
+        .send(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    // Prometheus itself asks for OpenMetrics.
+    let (_, headers, open_metrics) = h
+        .send(
+            Request::get("/metrics")
+                .header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert!(headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert!(open_metrics.trim_end().ends_with("# EOF"));
+    let expect = |series: &str, value: f64| {
+        assert_eq!(line_value(&metrics, series), Some(value), "{series} in\n{metrics}");
+    };
+    expect(
+        r#"steward_runs_total{agent="helpdesk",status="succeeded",termination="completed"}"#,
+        2.0,
+    );
+    expect(
+        r#"steward_tool_calls_total{agent="helpdesk",tool="lookup",outcome="ok"}"#,
+        2.0,
+    );
+    expect(
+        r#"steward_model_calls_total{agent="helpdesk",provider="openai",model="gpt-4.1",outcome="ok"}"#,
+        4.0,
+    );
+    expect(
+        r#"steward_trigger_events_total{source="slack",kind="app_mention",outcome="accepted"}"#,
+        2.0,
+    );
+    expect(
+        r#"steward_trigger_events_total{source="slack",kind="",outcome="unauthorized"}"#,
+        1.0,
+    );
+    expect(r#"steward_queue_depth{queue="events"}"#, 0.0);
+    expect(r#"steward_run_duration_seconds_count{agent="helpdesk"}"#, 2.0);
+    let input = line_value(
+        &metrics,
+        r#"steward_model_tokens_total{agent="helpdesk",model="openai/gpt-4.1",kind="input"}"#,
+    )
+    .unwrap();
+    assert!(input > 0.0);
+    assert!(
+        line_value(
+            &metrics,
+            r#"steward_cost_usd_total{agent="helpdesk",model="openai/gpt-4.1"}"#
+        )
+        .unwrap()
+            > 0.0
+    );
+    promtool_check(&metrics);
+
+    // Status in Slack: eyes while working, then a check mark in its place; one log line
+    // per run with a link to the inspector.
+    let calls = h.slack.lock().unwrap().clone();
+    let on_first: Vec<(String, String)> = calls
+        .iter()
+        .filter(|(m, b)| m.starts_with("reactions.") && b["timestamp"] == "1515449522.000016")
+        .map(|(m, b)| (m.clone(), b["name"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        on_first,
+        [
+            ("reactions.add".to_string(), "eyes".to_string()),
+            ("reactions.remove".to_string(), "eyes".to_string()),
+            ("reactions.add".to_string(), "white_check_mark".to_string()),
+        ]
+    );
+    let log_lines: Vec<&Value> = calls
+        .iter()
+        .filter(|(m, b)| m == "chat.postMessage" && b["channel"] == "C0LOG")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(log_lines.len(), 2);
+    let line = log_lines[0]["text"].as_str().unwrap();
+    assert!(line.starts_with("*helpdesk* · slack app_mention · succeeded (completed) · 2 turns"), "{line}");
+    assert!(line.contains("<https://steward.example.com/runs/"), "{line}");
+    // The reply itself links the prompt's inspector page.
+    let reply = calls
+        .iter()
+        .find(|(m, b)| m == "chat.postMessage" && b["channel"] == "C123ABC456")
+        .unwrap();
+    assert!(
+        reply.1["text"]
+            .as_str()
+            .unwrap()
+            .contains("<https://steward.example.com/prompts/helpdesk.md|Prompt>"),
+        "{}",
+        reply.1
+    );
+
+    // The inspector: list with the person's display name, the run's timeline with the
+    // hostile tool output escaped, the prompt page, and the JSON API.
+    let (status, list) = h.get("/runs?agent=helpdesk&status=succeeded&source=slack").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.contains("Ana L."), "{list}");
+    assert_eq!(list.matches("href=\"/runs/").count(), 2);
+    let (_, none) = h.get("/runs?q=no-such-words").await;
+    assert!(none.contains("No runs match."));
+    let (status, _) = h.get("/runs?since=yesterday").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let id = &runs[0].id;
+    let (status, page) = h.get(&format!("/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    for text in [
+        "Started by slack app_mention",
+        "Turn 1 · openai/gpt-4.1",
+        "Tool call · lookup",
+        "Tool result · lookup",
+        "Final answer",
+        "Your VPN ticket is open.",
+        "/prompts/helpdesk.md",
+        "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;",
+    ] {
+        assert!(page.contains(text), "{text} missing from\n{page}");
+    }
+    assert!(!page.contains("<script>"), "markup from a tool result must be escaped");
+
+    let (status, prompt) = h.get("/prompts/helpdesk.md").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(prompt.contains("You are the helpdesk."));
+    assert_eq!(h.get("/prompts/../../etc/passwd").await.0, StatusCode::NOT_FOUND);
+
+    let (status, api) = h.get("/api/runs?limit=1").await;
+    assert_eq!(status, StatusCode::OK);
+    let api: Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["runs"].as_array().unwrap().len(), 1);
+    let (_, one) = h.get(&format!("/api/runs/{id}")).await;
+    let one: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(one["run"]["source"], "slack");
+    assert_eq!(one["run"]["actor"], "U061F7AUR");
+    assert!(one["events"].as_array().unwrap().iter().any(|e| e["kind"] == "tool_result"));
+    assert_eq!(h.get("/api/runs/nope").await.0, StatusCode::NOT_FOUND);
+    let _ = &h.fake;
+}
+
+#[tokio::test]
+async fn the_inspector_is_closed_unless_access_is_configured() {
+    // A non-loopback bind with nothing configured: closed.
+    let closed = start(AdminAccess::default()).await;
+    assert_eq!(closed.get("/runs").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(closed.get("/api/runs").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(closed.get("/prompts/helpdesk.md").await.0, StatusCode::UNAUTHORIZED);
+    // Metrics stay open unless they have their own token.
+    assert_eq!(closed.get("/metrics").await.0, StatusCode::OK);
+
+    let h = start(AdminAccess {
+        token: Some(ADMIN_TOKEN.into()),
+        trusted_user_header: Some("x-forwarded-user".into()),
+        metrics_token: Some("scrape-me".into()),
+        open: false,
+    })
+    .await;
+    assert_eq!(h.get("/runs").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(h.get("/metrics").await.0, StatusCode::UNAUTHORIZED);
+    let with = |path: &str, header: &str, value: &str| {
+        Request::get(path)
+            .header(header, value)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    assert_eq!(h.send(with("/runs", "authorization", &bearer)).await.0, StatusCode::OK);
+    assert_eq!(
+        h.send(with("/metrics", "authorization", "Bearer scrape-me")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.send(with("/runs", "x-forwarded-user", "ana@example.com")).await.0,
+        StatusCode::OK
+    );
+
+    // The login form sets a cookie that admits the browser.
+    let login = |token: &str| {
+        Request::post("/login")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(format!("token={token}")))
+            .unwrap()
+    };
+    assert_eq!(h.send(login("wrong")).await.0, StatusCode::UNAUTHORIZED);
+    let (status, headers, _) = h.send(login(ADMIN_TOKEN)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = headers["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("HttpOnly") && !cookie.contains(ADMIN_TOKEN));
+    let pair = cookie.split(';').next().unwrap();
+    assert_eq!(h.send(with("/runs", "cookie", pair)).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_private_run_shows_metadata_only_and_is_not_logged() {
+    let h = start(open()).await;
+    tool_then_answer(&h.fake, "PRIVATE-ANSWER about the merger");
+    let secret = "PRIVATE-QUESTION about the merger";
+    let req = slack_request(&mention("EvP", "G024BE91L", "1355517523.000005", secret), SLACK_SECRET);
+    assert_eq!(h.send(req).await.0, StatusCode::OK);
+    let runs = h.finished(1).await;
+    let id = &runs[0].id;
+    let (status, page) = h.get(&format!("/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("only its metadata is shown"));
+    assert!(page.contains("Tool result · lookup"), "the steps are listed");
+    for text in ["PRIVATE", "merger", "found 3 open tickets", "vpn"] {
+        assert!(!page.contains(text), "{text} leaked into the private run's page");
+    }
+    let (_, list) = h.get("/runs").await;
+    assert!(!list.contains("merger"));
+    let calls = h.slack.lock().unwrap().clone();
+    assert!(
+        !calls.iter().any(|(_, b)| b["channel"] == "C0LOG"),
+        "private runs are never posted to the log channel"
+    );
+    // The status reactions carry no text and are still shown.
+    assert!(calls.iter().any(|(m, b)| m == "reactions.add" && b["name"] == "white_check_mark"));
+}
+
+/// Serves the service on 127.0.0.1 for a browser; returns its base URL.
+async fn serve_service(h: &Harness) -> (String, tokio_util::sync::CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(steward::server::serve_connections(
+        listener,
+        h.service.router(),
+        stop.clone(),
+        Duration::from_secs(10),
+        Duration::from_secs(1),
+    ));
+    (url, stop)
+}
+
+/// Debian's Chromium, headless: the page's DOM after it loaded, and a screenshot.
+async fn chromium(args: &[&str]) -> std::process::Output {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--window-size=1200,900",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .args(args)
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .expect("chromium did not finish within 90 s")
+        .expect("chromium not found: install Debian's `chromium` package (.ci/deps does)");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[tokio::test]
+async fn the_inspector_in_a_real_browser() {
+    let h = start(open()).await;
+    let req = slack_request(
+        &mention("EvB", "C123ABC456", "1515449522.000016", "<@UBOT> is my VPN ticket open?"),
+        SLACK_SECRET,
+    );
+    assert_eq!(h.send(req).await.0, StatusCode::OK);
+    let runs = h.finished(1).await;
+    let (url, stop) = serve_service(&h).await;
+
+    let list = chromium(&["--dump-dom", &format!("{url}/runs")]).await;
+    let dom = String::from_utf8_lossy(&list.stdout);
+    assert!(dom.contains("steward runs") && dom.contains("Ana L."), "{dom}");
+
+    let page_url = format!("{url}/runs/{}", runs[0].id);
+    let detail = chromium(&["--dump-dom", &page_url]).await;
+    let dom = String::from_utf8_lossy(&detail.stdout);
+    assert!(dom.contains("Tool result · lookup"), "{dom}");
+    assert!(dom.contains("Your VPN ticket is open."));
+    // The hostile output is text in the DOM, not an element.
+    assert!(dom.contains("&lt;script&gt;alert"), "{dom}");
+    assert!(!dom.contains("<script>"));
+
+    let shot = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspector-run.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(&[&format!("--screenshot={}", shot.display()), &page_url]).await;
+    let png = std::fs::read(&shot).expect("a screenshot was written");
+    assert!(png.len() > 1000 && png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+    stop.cancel();
+}
