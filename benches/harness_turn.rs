@@ -115,6 +115,14 @@ impl RunStore for NullStore {
         Ok(Vec::new())
     }
 
+    async fn query_runs(&self, _filter: &steward::store::RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn child_runs(&self, _parent_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn run_ids_with_prefix(&self, _prefix: &str, _limit: u32) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
@@ -188,6 +196,10 @@ impl EventQueue for NullStore {
 
     async fn count_events(&self) -> Result<u64, StoreError> {
         Ok(0)
+    }
+
+    async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
+        Ok((0, 0))
     }
 }
 

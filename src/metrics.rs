@@ -20,7 +20,9 @@ use crate::types::{RunStatus, Termination, Usage};
 
 /// Upper bounds of the run duration histogram, in seconds: a quick lookup to a long
 /// script run.
-const RUN_SECONDS: [f64; 12] = [0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
+const RUN_SECONDS: [f64; 12] = [
+    0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
 
 /// The content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -193,7 +195,11 @@ impl Metrics {
             spans_dropped: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register("runs", "Runs finished, by agent, status and termination reason", m.runs.clone());
+        registry.register(
+            "runs",
+            "Runs finished, by agent, status and termination reason",
+            m.runs.clone(),
+        );
         registry.register_with_unit(
             "run_duration",
             "Wall time of finished runs",
@@ -210,15 +216,31 @@ impl Metrics {
             "Tokens by agent, model and kind (input, output, cached_input, cache_write, reasoning)",
             m.tokens.clone(),
         );
-        registry.register("cost_usd", "Model cost in US dollars, by agent and model", m.cost.clone());
+        registry.register(
+            "cost_usd",
+            "Model cost in US dollars, by agent and model",
+            m.cost.clone(),
+        );
         registry.register(
             "tool_calls",
             "Tool calls through the gateway, by agent, tool and outcome (ok, error, fatal)",
             m.tool_calls.clone(),
         );
-        registry.register("skill_loads", "Agent Skills loaded, by agent and skill", m.skill_loads.clone());
-        registry.register("subagent_runs", "Subagent runs started, by subagent", m.subagent_runs.clone());
-        registry.register("compactions", "Context compactions, by agent", m.compactions.clone());
+        registry.register(
+            "skill_loads",
+            "Agent Skills loaded, by agent and skill",
+            m.skill_loads.clone(),
+        );
+        registry.register(
+            "subagent_runs",
+            "Subagent runs started, by subagent",
+            m.subagent_runs.clone(),
+        );
+        registry.register(
+            "compactions",
+            "Context compactions, by agent",
+            m.compactions.clone(),
+        );
         registry.register(
             "trigger_events",
             "Inbound trigger events by source, kind and outcome",
@@ -234,7 +256,11 @@ impl Metrics {
             "Runs found with an expired lease (their process died)",
             m.lease_reclaims.clone(),
         );
-        registry.register("run_retries", "Runs queued again after a crash", m.retries.clone());
+        registry.register(
+            "run_retries",
+            "Runs queued again after a crash",
+            m.retries.clone(),
+        );
         registry.register(
             "otel_spans_dropped",
             "Spans not exported (queue full or the OTLP endpoint failed)",
@@ -451,14 +477,27 @@ mod tests {
         m.tool_called("helpdesk", "http_fetch", ToolOutcome::Error);
         let text = m.render();
         assert!(
-            text.contains(r#"steward_runs_total{agent="helpdesk",status="succeeded",termination="completed"} 1"#),
+            text.contains(
+                r#"steward_runs_total{agent="helpdesk",status="succeeded",termination="completed"} 1"#
+            ),
             "{text}"
         );
-        assert!(text.contains(r#"steward_model_tokens_total{agent="helpdesk",model="openai/gpt-4.1",kind="input"} 100"#));
-        assert!(text.contains(r#"steward_model_calls_total{agent="helpdesk",provider="openai",model="gpt-4.1",outcome="ok"} 1"#));
+        assert!(text.contains(
+            r#"steward_model_tokens_total{agent="helpdesk",model="openai/gpt-4.1",kind="input"} 100"#
+        ));
+        assert!(text.contains(
+            r#"steward_model_calls_total{agent="helpdesk",provider="openai",model="gpt-4.1",outcome="ok"} 1"#
+        ));
         assert!(text.contains(r#"steward_cost_usd_total{agent="helpdesk",model="openai/gpt-4.1"} 0.25"#));
-        assert!(text.contains(r#"steward_tool_calls_total{agent="helpdesk",tool="http_fetch",outcome="error"} 1"#));
-        assert!(text.contains(r#"steward_run_duration_seconds_bucket{le="2.5",agent="helpdesk"} 1"#), "{text}");
+        assert!(
+            text.contains(
+                r#"steward_tool_calls_total{agent="helpdesk",tool="http_fetch",outcome="error"} 1"#
+            )
+        );
+        assert!(
+            text.contains(r#"steward_run_duration_seconds_bucket{le="2.5",agent="helpdesk"} 1"#),
+            "{text}"
+        );
         assert!(text.trim_end().ends_with("# EOF"));
         let plain = m.render_prometheus();
         assert!(plain.contains("# TYPE steward_runs_total counter\n"), "{plain}");

@@ -46,7 +46,10 @@ impl Tool for Lookup {
         })
     }
     async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
-        Ok(ToolOutput::text(format!("{HOSTILE} for {}", args["q"].as_str().unwrap_or(""))))
+        Ok(ToolOutput::text(format!(
+            "{HOSTILE} for {}",
+            args["q"].as_str().unwrap_or("")
+        )))
     }
     async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         self.call(ctx, args).await
@@ -66,7 +69,11 @@ fn registry() -> ToolRegistry {
 }
 
 fn tree(root: &Path) -> Config {
-    write(root, "prompts/helpdesk.md", "You are the helpdesk. Answer from the ticket system.");
+    write(
+        root,
+        "prompts/helpdesk.md",
+        "You are the helpdesk. Answer from the ticket system.",
+    );
     write(
         root,
         "agents/helpdesk.yaml",
@@ -96,8 +103,10 @@ async fn slack_post(
 
 /// `users.info`, as Slack documents it.
 async fn users_info() -> axum::Json<Value> {
-    axum::Json(json!({"ok": true, "user": {"id": "U061F7AUR", "name": "ana", "real_name": "Ana Lima",
-        "profile": {"display_name": "Ana L.", "real_name": "Ana Lima"}}}))
+    axum::Json(
+        json!({"ok": true, "user": {"id": "U061F7AUR", "name": "ana", "real_name": "Ana Lima",
+        "profile": {"display_name": "Ana L.", "real_name": "Ana Lima"}}}),
+    )
 }
 
 async fn fake_slack() -> (String, SlackCalls) {
@@ -185,7 +194,10 @@ fn slack_request(body: &Value, secret: &str) -> Request<Body> {
     let ts = chrono::Utc::now().timestamp();
     let sig = format!(
         "v0={}",
-        sign_hex(secret.as_bytes(), &[b"v0:", ts.to_string().as_bytes(), b":", raw.as_bytes()])
+        sign_hex(
+            secret.as_bytes(),
+            &[b"v0:", ts.to_string().as_bytes(), b":", raw.as_bytes()]
+        )
     );
     Request::post("/slack/events")
         .header("content-type", "application/json")
@@ -234,7 +246,10 @@ impl Harness {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("runs did not finish: {:?}", self.store.list_runs(100).await.unwrap());
+        panic!(
+            "runs did not finish: {:?}",
+            self.store.list_runs(100).await.unwrap()
+        );
     }
 }
 
@@ -269,7 +284,12 @@ async fn metrics_status_and_inspector_after_slack_runs() {
     let h = start(open()).await;
     for (i, ts) in ["1515449522.000016", "1515449600.000100"].iter().enumerate() {
         let req = slack_request(
-            &mention(&format!("Ev{i}"), "C123ABC456", ts, "<@UBOT> is my VPN ticket open?"),
+            &mention(
+                &format!("Ev{i}"),
+                "C123ABC456",
+                ts,
+                "<@UBOT> is my VPN ticket open?",
+            ),
             SLACK_SECRET,
         );
         assert_eq!(h.send(req).await.0, StatusCode::OK);
@@ -284,20 +304,37 @@ async fn metrics_status_and_inspector_after_slack_runs() {
         .send(Request::get("/metrics").body(Body::empty()).unwrap())
         .await;
     assert_eq!(status, StatusCode::OK);
-    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
     // Prometheus itself asks for OpenMetrics.
     let (_, headers, open_metrics) = h
         .send(
             Request::get("/metrics")
-                .header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+                .header(
+                    "accept",
+                    "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+                )
                 .body(Body::empty())
                 .unwrap(),
         )
         .await;
-    assert!(headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
     assert!(open_metrics.trim_end().ends_with("# EOF"));
     let expect = |series: &str, value: f64| {
-        assert_eq!(line_value(&metrics, series), Some(value), "{series} in\n{metrics}");
+        assert_eq!(
+            line_value(&metrics, series),
+            Some(value),
+            "{series} in\n{metrics}"
+        );
     };
     expect(
         r#"steward_runs_total{agent="helpdesk",status="succeeded",termination="completed"}"#,
@@ -360,7 +397,10 @@ async fn metrics_status_and_inspector_after_slack_runs() {
         .collect();
     assert_eq!(log_lines.len(), 2);
     let line = log_lines[0]["text"].as_str().unwrap();
-    assert!(line.starts_with("*helpdesk* · slack app_mention · succeeded (completed) · 2 turns"), "{line}");
+    assert!(
+        line.starts_with("*helpdesk* · slack app_mention · succeeded (completed) · 2 turns"),
+        "{line}"
+    );
     assert!(line.contains("<https://steward.example.com/runs/"), "{line}");
     // The reply itself links the prompt's inspector page.
     let reply = calls
@@ -402,7 +442,10 @@ async fn metrics_status_and_inspector_after_slack_runs() {
     ] {
         assert!(page.contains(text), "{text} missing from\n{page}");
     }
-    assert!(!page.contains("<script>"), "markup from a tool result must be escaped");
+    assert!(
+        !page.contains("<script>"),
+        "markup from a tool result must be escaped"
+    );
 
     let (status, prompt) = h.get("/prompts/helpdesk.md").await;
     assert_eq!(status, StatusCode::OK);
@@ -417,7 +460,13 @@ async fn metrics_status_and_inspector_after_slack_runs() {
     let one: Value = serde_json::from_str(&one).unwrap();
     assert_eq!(one["run"]["source"], "slack");
     assert_eq!(one["run"]["actor"], "U061F7AUR");
-    assert!(one["events"].as_array().unwrap().iter().any(|e| e["kind"] == "tool_result"));
+    assert!(
+        one["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "tool_result")
+    );
     assert_eq!(h.get("/api/runs/nope").await.0, StatusCode::NOT_FOUND);
     let _ = &h.fake;
 }
@@ -428,7 +477,10 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
     let closed = start(AdminAccess::default()).await;
     assert_eq!(closed.get("/runs").await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(closed.get("/api/runs").await.0, StatusCode::UNAUTHORIZED);
-    assert_eq!(closed.get("/prompts/helpdesk.md").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        closed.get("/prompts/helpdesk.md").await.0,
+        StatusCode::UNAUTHORIZED
+    );
     // Metrics stay open unless they have their own token.
     assert_eq!(closed.get("/metrics").await.0, StatusCode::OK);
 
@@ -448,13 +500,20 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
             .unwrap()
     };
     let bearer = format!("Bearer {ADMIN_TOKEN}");
-    assert_eq!(h.send(with("/runs", "authorization", &bearer)).await.0, StatusCode::OK);
     assert_eq!(
-        h.send(with("/metrics", "authorization", "Bearer scrape-me")).await.0,
+        h.send(with("/runs", "authorization", &bearer)).await.0,
         StatusCode::OK
     );
     assert_eq!(
-        h.send(with("/runs", "x-forwarded-user", "ana@example.com")).await.0,
+        h.send(with("/metrics", "authorization", "Bearer scrape-me"))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.send(with("/runs", "x-forwarded-user", "ana@example.com"))
+            .await
+            .0,
         StatusCode::OK
     );
 
@@ -479,7 +538,10 @@ async fn a_private_run_shows_metadata_only_and_is_not_logged() {
     let h = start(open()).await;
     tool_then_answer(&h.fake, "PRIVATE-ANSWER about the merger");
     let secret = "PRIVATE-QUESTION about the merger";
-    let req = slack_request(&mention("EvP", "G024BE91L", "1355517523.000005", secret), SLACK_SECRET);
+    let req = slack_request(
+        &mention("EvP", "G024BE91L", "1355517523.000005", secret),
+        SLACK_SECRET,
+    );
     assert_eq!(h.send(req).await.0, StatusCode::OK);
     let runs = h.finished(1).await;
     let id = &runs[0].id;
@@ -498,7 +560,11 @@ async fn a_private_run_shows_metadata_only_and_is_not_logged() {
         "private runs are never posted to the log channel"
     );
     // The status reactions carry no text and are still shown.
-    assert!(calls.iter().any(|(m, b)| m == "reactions.add" && b["name"] == "white_check_mark"));
+    assert!(
+        calls
+            .iter()
+            .any(|(m, b)| m == "reactions.add" && b["name"] == "white_check_mark")
+    );
 }
 
 /// Serves the service on 127.0.0.1 for a browser; returns its base URL.
@@ -547,7 +613,12 @@ async fn chromium(args: &[&str]) -> std::process::Output {
 async fn the_inspector_in_a_real_browser() {
     let h = start(open()).await;
     let req = slack_request(
-        &mention("EvB", "C123ABC456", "1515449522.000016", "<@UBOT> is my VPN ticket open?"),
+        &mention(
+            "EvB",
+            "C123ABC456",
+            "1515449522.000016",
+            "<@UBOT> is my VPN ticket open?",
+        ),
         SLACK_SECRET,
     );
     assert_eq!(h.send(req).await.0, StatusCode::OK);
@@ -571,6 +642,75 @@ async fn the_inspector_in_a_real_browser() {
     let _ = std::fs::remove_file(&shot);
     chromium(&[&format!("--screenshot={}", shot.display()), &page_url]).await;
     let png = std::fs::read(&shot).expect("a screenshot was written");
-    assert!(png.len() > 1000 && png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+    assert!(
+        png.len() > 1000 && png.starts_with(b"\x89PNG"),
+        "{} bytes",
+        png.len()
+    );
     stop.cancel();
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_steward_exports() {
+    use steward::metrics::{Metrics, ToolOutcome, TriggerOutcome};
+    use steward::types::{RunStatus, Termination, Usage};
+    // Every family with at least one series.
+    let m = Metrics::new();
+    m.run_finished("a", RunStatus::Failed, Termination::MaxTurns, 3.0);
+    let usage = Usage {
+        input_tokens: 1,
+        output_tokens: 1,
+        ..Usage::default()
+    };
+    m.model_answered("a", "openai/gpt-4.1", &usage, 0.1);
+    m.model_failed("a", "openai", "gpt-4.1", "timeout");
+    m.tool_called("a", "t", ToolOutcome::Ok);
+    m.skill_loaded("a", "s", 1);
+    m.subagent_started("b");
+    m.compacted("a");
+    m.trigger("slack", "app_mention", TriggerOutcome::Accepted);
+    m.set_queue_depth(1, 2);
+    m.lease_reclaimed();
+    m.run_retried();
+    m.spans_dropped(1);
+    let exported: std::collections::BTreeSet<String> = m
+        .render_prometheus()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+        .collect();
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/steward.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10);
+    let metric = regex::Regex::new(r"steward_[a-z_]+").unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for panel in panels {
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "panel {} has no query", panel["title"]);
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap();
+            for name in metric.find_iter(expr) {
+                assert!(
+                    exported.contains(name.as_str()),
+                    "panel {} queries {} which steward does not export ({exported:?})",
+                    panel["title"],
+                    name.as_str()
+                );
+                used.insert(name.as_str().to_string());
+            }
+        }
+    }
+    for wanted in [
+        "steward_runs_total",
+        "steward_run_duration_seconds_bucket",
+        "steward_tool_calls_total",
+        "steward_skill_loads_total",
+        "steward_model_tokens_total",
+        "steward_cost_usd_total",
+        "steward_trigger_events_total",
+    ] {
+        assert!(used.contains(wanted), "the dashboard does not show {wanted}");
+    }
 }

@@ -379,6 +379,25 @@ impl Outside {
         })
     }
 
+    /// A runner over `store` with everything the environment configures: providers,
+    /// reply sources, the extractor, content capture on spans.
+    fn runner(
+        &self,
+        store: Arc<dyn crate::store::Store>,
+        tools: ToolRegistry,
+        skills: SkillSet,
+        config: &Config,
+    ) -> crate::run::builder::RunnerBuilder {
+        Runner::builder(store)
+            .extractor(extractor())
+            .providers(self.providers())
+            .tools(tools)
+            .subagents(config.subagents.clone())
+            .skills(skills)
+            .sources(self.sources())
+            .capture_content(self.settings.otel_capture_content)
+    }
+
     fn providers(&self) -> ProviderSet {
         ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
     }
@@ -562,14 +581,9 @@ async fn run(
         });
     }
     let store = open_store(database_url).await?;
-    let runner = Runner::builder(store.clone())
-        .extractor(extractor())
-        .providers(outside.providers())
-        .tools(tools)
+    let runner = outside
+        .runner(store.clone(), tools, skills, &config)
         .mock_tools(mock_tools)
-        .subagents(config.subagents.clone())
-        .skills(skills)
-        .sources(outside.sources())
         .build();
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
@@ -631,14 +645,7 @@ async fn serve(
     }
     let store = open_store(database_url).await?;
     let http = outside.http.clone();
-    let runner = Runner::builder(store)
-        .extractor(extractor())
-        .providers(outside.providers())
-        .tools(tools)
-        .subagents(config.subagents.clone())
-        .skills(skills)
-        .sources(outside.sources())
-        .build();
+    let runner = outside.runner(store, tools, skills, &config).build();
     let mut secrets = Secrets::new(&config, &outside.settings);
     secrets.admin.open = inspector_open(&secrets.admin, addr);
     let mut service = Service::start(
@@ -666,7 +673,9 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
         return false;
     }
     if addr.ip().is_loopback() {
-        tracing::info!("run inspector open at /runs (loopback only; set STEWARD_ADMIN_TOKEN to listen elsewhere)");
+        tracing::info!(
+            "run inspector open at /runs (loopback only; set STEWARD_ADMIN_TOKEN to listen elsewhere)"
+        );
         true
     } else {
         tracing::warn!(

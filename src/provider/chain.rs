@@ -15,6 +15,8 @@ use crate::types::ModelRef;
 pub struct ModelChain {
     entries: Vec<(ModelRef, Arc<dyn Provider>)>,
     retry: RetryPolicy,
+    /// Record message content on `chat` spans.
+    capture_content: bool,
 }
 
 /// A successful call and which model served it.
@@ -28,7 +30,19 @@ pub struct ChatOutcome {
 
 impl ModelChain {
     pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy) -> Self {
-        ModelChain { entries, retry }
+        ModelChain {
+            entries,
+            retry,
+            capture_content: false,
+        }
+    }
+
+    /// Records prompts and answers on the `chat` spans (`gen_ai.input.messages`,
+    /// `gen_ai.output.messages`, `gen_ai.system_instructions`). The caller turns this on
+    /// only when the operator asked for content capture and the run is not private.
+    pub fn capturing(mut self, on: bool) -> Self {
+        self.capture_content = on;
+        self
     }
 
     /// The primary model.
@@ -76,7 +90,20 @@ impl ModelChain {
                 // The chain's first model is the primary; later ones are fallbacks.
                 "steward.fallback" = index > 0,
                 "error.type" = tracing::field::Empty,
+                "gen_ai.system_instructions" = tracing::field::Empty,
+                "gen_ai.input.messages" = tracing::field::Empty,
+                "gen_ai.output.messages" = tracing::field::Empty,
             );
+            if self.capture_content {
+                span.record(
+                    "gen_ai.system_instructions",
+                    super::content::system_instructions(system).as_str(),
+                );
+                span.record(
+                    "gen_ai.input.messages",
+                    super::content::input_messages(messages).as_str(),
+                );
+            }
             let failed_before = failed.len();
             let result = self
                 .call_with_retries(provider.as_ref(), &request, &mut failed)
@@ -105,6 +132,12 @@ impl ModelChain {
                         super::pricing::cost(&model.provider, &model.model, u),
                     );
                     span.record("steward.retries", (failed.len() - failed_before) as u64);
+                    if self.capture_content {
+                        span.record(
+                            "gen_ai.output.messages",
+                            super::content::output_messages(&response).as_str(),
+                        );
+                    }
                     return Ok(ChatOutcome {
                         response,
                         model: model.clone(),

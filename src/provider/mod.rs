@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod chain;
+pub mod content;
 pub mod error;
 pub mod openai;
 pub mod pricing;

@@ -40,6 +40,7 @@ impl Runner {
                 prompts: Arc::default(),
                 extractor: Arc::default(),
                 metrics: Arc::default(),
+                capture_content: false,
                 interrupt: CancellationToken::new(),
             },
         }
@@ -94,6 +95,12 @@ impl RunnerBuilder {
     /// Counts runs into `metrics` (shared with the server's `/metrics`).
     pub fn metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.runner.metrics = metrics;
+        self
+    }
+
+    /// Records message content on spans for runs that are not private.
+    pub fn capture_content(mut self, on: bool) -> Self {
+        self.runner.capture_content = on;
         self
     }
 

@@ -173,10 +173,7 @@ impl Compactor<'_> {
 
     /// Summarizes `head`, leaving out the oldest tool outputs until the request fits
     /// the window (and more when the provider still says it is too long).
-    async fn summarize(
-        &self,
-        head: &[Message],
-    ) -> Result<(String, Usage, f64, usize, String), CompactError> {
+    async fn summarize(&self, head: &[Message]) -> Result<(String, Usage, f64, usize, String), CompactError> {
         let max_output = (self.window / 8).clamp(256, 4096) as u32;
         let fixed = self.counter.count(self.encoding, COMPACTION_PROMPT).tokens + 64;
         // 5% margin for framing and estimation error.
@@ -212,7 +209,13 @@ impl Compactor<'_> {
                     let r = outcome.response;
                     usage.add(&r.usage);
                     cost += pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage);
-                    return Ok((r.text.unwrap_or_default(), usage, cost, dropped, outcome.model.to_string()));
+                    return Ok((
+                        r.text.unwrap_or_default(),
+                        usage,
+                        cost,
+                        dropped,
+                        outcome.model.to_string(),
+                    ));
                 }
                 Err(e) if e.kind == ErrorKind::ContextLength => target /= 2,
                 Err(e) => return Err(CompactError::Provider(e)),

@@ -43,6 +43,9 @@ pub struct RunContext<'a> {
     pub subagents: Option<Arc<dyn SubagentLauncher>>,
     pub child_totals: Arc<ChildTotals>,
     pub cancel: CancellationToken,
+    /// Message content may go on spans: the operator asked for it
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) and the run is not private.
+    pub capture_content: bool,
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -132,6 +135,7 @@ pub async fn prepare<'a>(
         }) as Arc<dyn SubagentLauncher>
     });
     let system = system_prompt(runner, agent, &skills, can_delegate);
+    let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {
         agent: agent.name.clone(),
         tools: runner.tools.clone(),
@@ -143,6 +147,7 @@ pub async fn prepare<'a>(
         subagents: launcher.clone(),
         max_tool_calls: agent.limits.max_tool_calls,
         tool_timeout: agent.limits.tool_timeout,
+        capture_content,
     });
     Ok(RunContext {
         runner,
@@ -161,6 +166,7 @@ pub async fn prepare<'a>(
         subagents: launcher,
         child_totals,
         cancel,
+        capture_content,
     })
 }
 

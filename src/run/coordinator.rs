@@ -34,7 +34,7 @@ pub struct LlmCoordinator;
 impl Coordinator for LlmCoordinator {
     async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
         let chain = match cx.runner.providers.chain(&cx.models) {
-            Ok(chain) => chain,
+            Ok(chain) => chain.capturing(cx.capture_content),
             Err(e) => {
                 let out = RunOutcome::new(cx.run_id.as_str());
                 return Ok(out.stopped(Termination::ProviderError, Some(e.message)));

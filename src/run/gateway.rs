@@ -38,6 +38,8 @@ pub struct GatewayParts {
     pub max_tool_calls: u32,
     /// Longest one call may take; `subagent` is bounded by the child run's own limits.
     pub tool_timeout: Duration,
+    /// Record arguments and results on `execute_tool` spans (never for private runs).
+    pub capture_content: bool,
 }
 
 /// A call refused because the run's `max_tool_calls` budget would be exceeded.
@@ -165,6 +167,20 @@ impl Gateway {
         arguments: &str,
         cancel: CancellationToken,
     ) -> ToolResult {
+        self.execute_traced(call_id, name, arguments, cancel).await.0
+    }
+
+    /// [`Gateway::execute`], also handing back the call's `execute_tool` span, still
+    /// open, so the caller can record what became of the result
+    /// (`steward.tool.result_file`) before it ends.
+    pub async fn execute_traced(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+        cancel: CancellationToken,
+    ) -> (ToolResult, tracing::Span) {
+        let capture = self.parts.capture_content;
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format!("execute_tool {name}"),
@@ -175,9 +191,15 @@ impl Gateway {
             run_id = %self.parts.recorder.run_id(),
             "steward.tool.side_effect" = self.is_side_effecting(name),
             "steward.tool.result_bytes" = tracing::field::Empty,
+            "steward.tool.result_file" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
+            "gen_ai.tool.call.arguments" = tracing::field::Empty,
+            "gen_ai.tool.call.result" = tracing::field::Empty,
         );
-        async {
+        if capture {
+            span.record("gen_ai.tool.call.arguments", arguments);
+        }
+        let result = async {
             let ctx = self.ctx(call_id, cancel);
             let started = Instant::now();
             let invoke = self
@@ -201,7 +223,14 @@ impl Gateway {
             let event = match &result {
                 Ok(output) => {
                     let text = output.model_text();
-                    tracing::Span::current().record("steward.tool.result_bytes", text.len() as u64);
+                    let current = tracing::Span::current();
+                    current.record("steward.tool.result_bytes", text.len() as u64);
+                    if capture {
+                        current.record(
+                            "gen_ai.tool.call.result",
+                            crate::tokens::floor_char(&text, PREVIEW_BYTES),
+                        );
+                    }
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),
                         name: name.to_string(),
@@ -231,8 +260,9 @@ impl Gateway {
             recorder.record(event);
             result
         }
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+        (result, span)
     }
 
     /// One call end to end: reserve, record, flush, execute. Exceeding the cap is a

@@ -167,7 +167,7 @@ impl LlmRun<'_> {
                 Step::Stop(t, e) => return Ok(finish(out, t, e)),
             };
             let mut images = Vec::new();
-            for (call, result) in calls.iter().zip(results) {
+            for (call, (result, span)) in calls.iter().zip(results) {
                 let (content, is_error, counted) = match result {
                     Ok(output) => {
                         images.extend(output.images.iter().cloned());
@@ -180,6 +180,7 @@ impl LlmRun<'_> {
                             FileSource::ToolOutput,
                         )
                         .await?;
+                        span.record("steward.tool.result_file", counted.is_none());
                         (text, false, counted)
                     }
                     Err(e) => (format!("error: {e}"), true, None),
@@ -356,7 +357,7 @@ impl LlmRun<'_> {
         &self,
         calls: &[ToolCall],
         deadline: tokio::time::Instant,
-    ) -> Result<Step<Vec<Result<ToolOutput, ToolError>>>, StoreError> {
+    ) -> Result<Step<Vec<(Result<ToolOutput, ToolError>, tracing::Span)>>, StoreError> {
         for call in calls {
             self.gateway
                 .record_call(&call.id, &call.name, &call.arguments, None);
@@ -371,7 +372,7 @@ impl LlmRun<'_> {
         let round = CancellationToken::new();
         let futures = calls.iter().map(|call| {
             self.gateway
-                .execute(&call.id, &call.name, &call.arguments, round.child_token())
+                .execute_traced(&call.id, &call.name, &call.arguments, round.child_token())
         });
         let all = join_all(futures);
         let results = tokio::select! {
@@ -387,7 +388,7 @@ impl LlmRun<'_> {
                 }
             },
         };
-        let fatal = calls.iter().zip(&results).find_map(|(call, r)| match r {
+        let fatal = calls.iter().zip(&results).find_map(|(call, (r, _))| match r {
             Err(ToolError::Fatal(e)) => Some(format!("tool '{}' failed: {e}", call.name)),
             _ => None,
         });

@@ -37,12 +37,20 @@ impl Meter {
         let m = &self.metrics;
         let agent = self.agent.as_str();
         match event {
-            RunEvent::RunStarted { parent_id: Some(_), .. } => m.subagent_started(agent),
+            RunEvent::RunStarted {
+                parent_id: Some(_), ..
+            } => m.subagent_started(agent),
             RunEvent::ModelResponse {
-                model, usage, cost_usd, ..
+                model,
+                usage,
+                cost_usd,
+                ..
             } => m.model_answered(agent, model, usage, *cost_usd),
             RunEvent::ModelError {
-                provider, model, kind, ..
+                provider,
+                model,
+                kind,
+                ..
             } => m.model_failed(agent, provider, model, kind.code()),
             RunEvent::ToolResult { name, ok, fatal, .. } => {
                 let outcome = match (ok, fatal) {
@@ -53,7 +61,10 @@ impl Meter {
                 m.tool_called(agent, name, outcome);
             }
             RunEvent::Compaction {
-                usage, cost_usd, model, ..
+                usage,
+                cost_usd,
+                model,
+                ..
             } => {
                 m.compacted(agent);
                 // The summary is a model call too, billed to the run.

@@ -66,6 +66,9 @@ pub struct Runner {
     pub extractor: Arc<crate::files::extractor::Extractor>,
     /// The process's Prometheus metrics; every run's events are counted here.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Record message content on spans (never for private runs):
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+    pub capture_content: bool,
     /// Fired when the service stops and its grace period is over. Runs started by the
     /// service take child tokens of it; a run cancelled this way ends `interrupted`.
     pub interrupt: CancellationToken,

@@ -31,7 +31,12 @@ pub fn progress_of(outcome: &RunOutcome) -> Progress {
 }
 
 /// The log channel's line for a finished run.
-pub fn log_line(agent: &str, trigger: &TriggerEvent, outcome: &RunOutcome, public_url: Option<&str>) -> String {
+pub fn log_line(
+    agent: &str,
+    trigger: &TriggerEvent,
+    outcome: &RunOutcome,
+    public_url: Option<&str>,
+) -> String {
     let tokens = outcome.usage.input_tokens + outcome.usage.output_tokens;
     let mut line = format!(
         "*{agent}* · {} {} · {} ({}) · {} turn{} · {tokens} tokens · ${:.4}",
@@ -44,7 +49,11 @@ pub fn log_line(agent: &str, trigger: &TriggerEvent, outcome: &RunOutcome, publi
         outcome.cost_usd,
     );
     match public_url {
-        Some(url) => line.push_str(&format!(" · <{}/runs/{}|run>", url.trim_end_matches('/'), outcome.run_id)),
+        Some(url) => line.push_str(&format!(
+            " · <{}/runs/{}|run>",
+            url.trim_end_matches('/'),
+            outcome.run_id
+        )),
         None => line.push_str(&format!(" · run `{}`", outcome.run_id)),
     }
     line
@@ -83,7 +92,12 @@ mod tests {
             turns: 2,
             ..RunOutcome::new("r-1")
         };
-        let line = log_line("helpdesk", &trigger, &outcome, Some("https://steward.example.com/"));
+        let line = log_line(
+            "helpdesk",
+            &trigger,
+            &outcome,
+            Some("https://steward.example.com/"),
+        );
         assert_eq!(
             line,
             "*helpdesk* · cli manual · succeeded (completed) · 2 turns · 1234 tokens · $0.0123 · <https://steward.example.com/runs/r-1|run>"

@@ -85,7 +85,9 @@ impl AdminAccess {
             if bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())) {
                 return Ok(Viewer::Admin);
             }
-            if cookie(headers, COOKIE_NAME).is_some_and(|c| same(c.as_bytes(), session_value(token).as_bytes())) {
+            if cookie(headers, COOKIE_NAME)
+                .is_some_and(|c| same(c.as_bytes(), session_value(token).as_bytes()))
+            {
                 return Ok(Viewer::Admin);
             }
             return Err(Denied::NeedsToken);
@@ -93,7 +95,11 @@ impl AdminAccess {
         if self.trusted_user_header.is_some() {
             return Err(Denied::NeedsToken);
         }
-        if self.open { Ok(Viewer::Local) } else { Err(Denied::Closed) }
+        if self.open {
+            Ok(Viewer::Local)
+        } else {
+            Err(Denied::Closed)
+        }
     }
 
     /// Whether a `/metrics` request may read the metrics.
@@ -181,7 +187,11 @@ mod tests {
             open: true,
             ..AdminAccess::default()
         };
-        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::NeedsToken), "open never overrides a token");
+        assert_eq!(
+            access.viewer(&HeaderMap::new()),
+            Err(Denied::NeedsToken),
+            "open never overrides a token"
+        );
         assert_eq!(
             access.viewer(&headers(&[("authorization", "Bearer s3cret")])),
             Ok(Viewer::Admin)

@@ -69,7 +69,11 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
         .await
         .map_err(|e| HookError::Unavailable(e.to_string()))?;
     tracing::Span::current().record("steward.dedupe_hit", !new);
-    let outcome = if new { TriggerOutcome::Accepted } else { TriggerOutcome::Duplicate };
+    let outcome = if new {
+        TriggerOutcome::Accepted
+    } else {
+        TriggerOutcome::Duplicate
+    };
     state.runner.metrics.trigger(&event.source, &event.kind, outcome);
     if !new {
         tracing::info!(dedupe_key, "duplicate event acknowledged, nothing started");

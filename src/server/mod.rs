@@ -90,7 +90,10 @@ impl Secrets {
             hooks,
             admin: access::AdminAccess {
                 token: settings.admin_token.clone(),
-                trusted_user_header: settings.trusted_user_header.as_ref().map(|h| h.to_ascii_lowercase()),
+                trusted_user_header: settings
+                    .trusted_user_header
+                    .as_ref()
+                    .map(|h| h.to_ascii_lowercase()),
                 metrics_token: settings.metrics_token.clone(),
                 open: false,
             },

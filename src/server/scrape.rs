@@ -14,7 +14,11 @@ use crate::metrics::TriggerOutcome;
 /// Serves the metrics, or 401 without `STEWARD_METRICS_TOKEN` when one is set.
 pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if !state.secrets.admin.metrics_allowed(&headers) {
-        return (StatusCode::UNAUTHORIZED, "send STEWARD_METRICS_TOKEN as a bearer token\n").into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            "send STEWARD_METRICS_TOKEN as a bearer token\n",
+        )
+            .into_response();
     }
     let metrics = &state.runner.metrics;
     match state.runner.store.queue_depth().await {

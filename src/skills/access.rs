@@ -87,6 +87,10 @@ impl RunSkills {
 
     /// The body of skill `name` (with the list of its other files), counting the load.
     pub fn load(&self, name: &str) -> Result<String, SkillError> {
+        traced_load(name, None, || self.load_body(name))
+    }
+
+    fn load_body(&self, name: &str) -> Result<String, SkillError> {
         let skill = self.check(name)?;
         *self
             .loads
@@ -108,6 +112,10 @@ impl RunSkills {
     /// A file inside skill `name`'s folder. Paths that are absolute, contain `..` or
     /// resolve (through links) outside the folder are refused.
     pub fn load_sub(&self, name: &str, path: &str) -> Result<String, SkillError> {
+        traced_load(name, Some(path), || self.load_sub_body(name, path))
+    }
+
+    fn load_sub_body(&self, name: &str, path: &str) -> Result<String, SkillError> {
         let skill = self.check(name)?;
         let rel = Path::new(path);
         if rel.is_absolute()
@@ -186,4 +194,42 @@ pub enum SkillError {
     TooLarge { path: String, size: u64 },
     #[error("{0}")]
     Unreadable(String),
+}
+
+impl SkillError {
+    /// A short name for the kind of failure (`error.type` on spans).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SkillError::Prohibited(_) => "prohibited",
+            SkillError::NotAllowed(_) => "not_allowed",
+            SkillError::Unknown { .. } => "unknown",
+            SkillError::Outside(_) => "outside",
+            SkillError::NoFile { .. } => "no_file",
+            SkillError::TooLarge { .. } => "too_large",
+            SkillError::Unreadable(_) => "unreadable",
+        }
+    }
+}
+
+/// Runs one skill load inside a `load_skill {name}` span with its size or error.
+fn traced_load(
+    name: &str,
+    path: Option<&str>,
+    load: impl FnOnce() -> Result<String, SkillError>,
+) -> Result<String, SkillError> {
+    let span = tracing::info_span!(
+        "load_skill",
+        otel.name = %format!("load_skill {name}"),
+        "steward.skill.name" = name,
+        "steward.skill.file" = path.unwrap_or("SKILL.md"),
+        "steward.skill.bytes" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    let result = load();
+    match &result {
+        Ok(text) => span.record("steward.skill.bytes", text.len() as u64),
+        Err(e) => span.record("error.type", e.kind()),
+    };
+    result
 }

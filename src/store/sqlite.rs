@@ -15,8 +15,7 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
     EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
-    SettingStore,
-    StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
+    SettingStore, StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -150,6 +149,21 @@ fn optional_timestamp(text: Option<String>) -> Result<Option<DateTime<Utc>>, Sto
     text.as_deref().map(parse_timestamp).transpose()
 }
 
+/// `SELECT <the columns [`run_from_row`] reads> FROM runs` and the rest of the query:
+/// named columns, not `*`, so a statement prepared before a migration added columns
+/// still returns what it was prepared for.
+macro_rules! select_runs {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, agent, parent_id, trigger_summary, status, termination, error, created_at, ",
+            "started_at, finished_at, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, ",
+            "reasoning_tokens, cost_usd, turns, tool_calls, final_text, skill_loads, source, trigger_kind, ",
+            "actor, private FROM runs",
+            $rest
+        )
+    };
+}
+
 fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
     let status: String = row.try_get("status")?;
     let count = |name: &str| -> Result<u64, StoreError> { Ok(row.try_get::<i64, _>(name)?.max(0) as u64) };
@@ -276,7 +290,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
-        let row = sqlx::query("SELECT * FROM runs WHERE id = ?")
+        let row = sqlx::query(select_runs!(" WHERE id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -294,7 +308,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM runs ORDER BY created_at DESC, id DESC LIMIT ?")
+        let rows = sqlx::query(select_runs!(" ORDER BY created_at DESC, id DESC LIMIT ?"))
             .bind(limit as i64)
             .fetch_all(&self.pool)
             .await?;
@@ -302,7 +316,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn query_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new("SELECT * FROM runs WHERE 1 = 1");
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(select_runs!(" WHERE 1 = 1"));
         if let Some(agent) = &filter.agent {
             q.push(" AND agent = ").push_bind(agent.clone());
         }
@@ -338,7 +352,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn child_runs(&self, parent_id: &str) -> Result<Vec<RunRow>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM runs WHERE parent_id = ? ORDER BY created_at, id")
+        let rows = sqlx::query(select_runs!(" WHERE parent_id = ? ORDER BY created_at, id"))
             .bind(parent_id)
             .fetch_all(&self.pool)
             .await?;
@@ -767,9 +781,12 @@ mod tests {
         {
             let s = SqliteStore::open(&path).await.unwrap();
             s.create_run(&new_run("r1")).await.unwrap();
-            // Make it look like a database of the earlier layout.
+            // Make it look like a database of the earlier layout (migrations 1-4).
             sqlx::raw_sql(
-                "DROP TABLE _sqlx_migrations; \
+                "DROP INDEX runs_agent; ALTER TABLE runs DROP COLUMN source; \
+                 ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
+                 ALTER TABLE runs DROP COLUMN private; \
+                 DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
             )
@@ -783,7 +800,8 @@ mod tests {
             .fetch_all(&s.pool)
             .await
             .unwrap();
-        assert_eq!(versions, [1, 2, 3, 4]);
+        // 1-4 adopted, 5 applied on top.
+        assert_eq!(versions, [1, 2, 3, 4, 5]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

@@ -40,7 +40,19 @@ pub async fn run(
     );
     scope.push_constant("vars", rhai::serde::to_dynamic(vars).unwrap_or(Dynamic::UNIT));
     let cancel = host.cancel.clone();
-    let task = tokio::task::spawn_blocking(move || engine.run_ast_with_scope(&mut scope, &ast));
+    // Entered on the script's thread, so the tool calls it makes are its children.
+    let span = tracing::info_span!(
+        "run_script",
+        otel.name = %format!("run_script {path}"),
+        "steward.script.path" = path,
+        "steward.tool_calls" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    );
+    let on_thread = span.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let _entered = on_thread.enter();
+        engine.run_ast_with_scope(&mut scope, &ast)
+    });
     let result = tokio::select! {
         r = task => r,
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
@@ -70,6 +82,10 @@ pub async fn run(
             out.termination = termination;
             out.error = Some(message);
         }
+    }
+    span.record("steward.tool_calls", out.tool_calls);
+    if out.termination != Termination::Completed {
+        span.record("error.type", out.termination.as_str());
     }
     out
 }

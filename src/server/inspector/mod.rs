@@ -92,7 +92,11 @@ fn day(v: &Option<String>, name: &str, next: bool) -> Result<Option<DateTime<Utc
     };
     let date = NaiveDate::parse_from_str(&text, "%Y-%m-%d")
         .map_err(|_| format!("{name}='{text}' is not a date (YYYY-MM-DD)"))?;
-    let date = if next { date.succ_opt().unwrap_or(date) } else { date };
+    let date = if next {
+        date.succ_opt().unwrap_or(date)
+    } else {
+        date
+    };
     Ok(date.and_hms_opt(0, 0, 0).map(|t| t.and_utc()))
 }
 
@@ -214,7 +218,12 @@ fn find_prompt(state: &AppState, path: &str) -> Option<(String, String, Vec<Stri
     let wanted = [path.to_string(), format!("prompts/{path}")];
     let mut found: Option<(String, String)> = None;
     let mut users = Vec::new();
-    for agent in state.config.agents.values().chain(state.config.subagents.values()) {
+    for agent in state
+        .config
+        .agents
+        .values()
+        .chain(state.config.subagents.values())
+    {
         let text = match (&agent.coordinator, &agent.prompt) {
             (Coordinator::Script { path, source }, _) => Some((path.display().to_string(), source.clone())),
             (_, Some(p)) => Some((p.path.clone(), p.text.clone())),

@@ -64,10 +64,7 @@ fn cost(v: &Value) -> Option<String> {
 
 /// The timeline of a run's events. With `private`, steps carry no text at all.
 pub fn steps(events: &[StoredEvent], private: bool) -> Vec<Step> {
-    events
-        .iter()
-        .filter_map(|e| step(e, private))
-        .collect()
+    events.iter().filter_map(|e| step(e, private)).collect()
 }
 
 fn step(e: &StoredEvent, private: bool) -> Option<Step> {
@@ -86,7 +83,11 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
     };
     match e.kind.as_str() {
         "run_started" => {
-            s.title = format!("Started by {} {}", text(&d["source"])?, text(&d["kind"]).unwrap_or_default());
+            s.title = format!(
+                "Started by {} {}",
+                text(&d["source"])?,
+                text(&d["kind"]).unwrap_or_default()
+            );
             if d["mock_tools"].as_bool() == Some(true) {
                 s.facts.push("mock tools".into());
             }
@@ -94,7 +95,11 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
         "model_request" => return None,
         "model_response" => {
             s.class = "model";
-            s.title = format!("Turn {} · {}", num(&d["turn"]), text(&d["model"]).unwrap_or_default());
+            s.title = format!(
+                "Turn {} · {}",
+                num(&d["turn"]),
+                text(&d["model"]).unwrap_or_default()
+            );
             s.facts.push(tokens(&d["usage"]));
             s.facts.extend(cost(&d["cost_usd"]));
             s.facts.push(millis(&d["duration_ms"]));
@@ -160,7 +165,8 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
                 num(&d["tokens_after"])
             ));
             s.facts.extend(cost(&d["cost_usd"]));
-            s.facts.extend(text(&d["transcript_file"]).map(|f| format!("transcript in {f}")));
+            s.facts
+                .extend(text(&d["transcript_file"]).map(|f| format!("transcript in {f}")));
         }
         "reply" => {
             s.class = "reply";
@@ -169,7 +175,11 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
         "reply_sent" => {
             let ok = d["ok"].as_bool() == Some(true);
             s.class = if ok { "reply" } else { "error" };
-            s.title = if ok { "Reply posted".into() } else { "Reply failed".into() };
+            s.title = if ok {
+                "Reply posted".into()
+            } else {
+                "Reply failed".into()
+            };
             s.facts.extend(text(&d["ts"]).map(|ts| format!("ts {ts}")));
             s.facts.extend(text(&d["id"]).map(|id| format!("id {id}")));
             add_text(&mut s, "error", &d["error"]);
@@ -217,7 +227,11 @@ fn destination(d: &Value) -> String {
     if let Some(ts) = text(&d["thread_ts"]) {
         parts.push(format!("thread {ts}"));
     }
-    if parts.is_empty() { d.to_string() } else { parts.join(" ") }
+    if parts.is_empty() {
+        d.to_string()
+    } else {
+        parts.join(" ")
+    }
 }
 
 #[cfg(test)]

@@ -66,7 +66,9 @@ impl Source for SlackSource {
     /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.
     async fn show_progress(&self, origin: &Origin, progress: Progress) -> Result<bool, ApiError> {
         let Origin::Slack {
-            channel, ts: Some(ts), ..
+            channel,
+            ts: Some(ts),
+            ..
         } = origin
         else {
             return Ok(false);
@@ -94,7 +96,11 @@ impl Source for SlackSource {
             Progress::Working => react("reactions.add", "eyes").await?,
             Progress::Done | Progress::Failed => {
                 react("reactions.remove", "eyes").await?;
-                let mark = if progress == Progress::Done { "white_check_mark" } else { "x" };
+                let mark = if progress == Progress::Done {
+                    "white_check_mark"
+                } else {
+                    "x"
+                };
                 react("reactions.add", mark).await?;
             }
         }
