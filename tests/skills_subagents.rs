@@ -234,6 +234,7 @@ async fn skills_catalog_loading_and_refusals() {
     fake.push(Reply::ok(openai_text("done")));
     let (_d, runner) = runner_for(&t, &fake).await;
     let agent = t.config.agent("skilled").unwrap();
+    let (spans, guard) = capture_spans();
     let out = runner
         .run(
             &agent,
@@ -243,7 +244,41 @@ async fn skills_catalog_loading_and_refusals() {
         )
         .await
         .unwrap();
+    drop(guard);
     assert_eq!(out.termination, Termination::Completed);
+
+    // Each load is a span with its size, or the kind of refusal.
+    let loads: Vec<(String, String, String)> = spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name == "load_skill")
+        .map(|(_, f)| {
+            (
+                f["steward.skill.name"].clone(),
+                f["steward.skill.file"].clone(),
+                f.get("error.type")
+                    .cloned()
+                    .unwrap_or_else(|| format!("{} bytes", f["steward.skill.bytes"])),
+            )
+        })
+        .collect();
+    let has = |name: &str, file: &str, outcome: &str| {
+        loads
+            .iter()
+            .any(|(n, f, o)| n == name && f == file && o.contains(outcome))
+    };
+    assert!(has("must", "SKILL.md", "bytes"), "{loads:?}");
+    assert!(has("alpha", "SKILL.md", "bytes"));
+    assert!(has("alpha", "../secret/SKILL.md", "outside"));
+    assert!(has("secret", "SKILL.md", "prohibited"));
+    assert!(has("alpha", "references/more.md", "bytes"));
+    assert!(has("nope", "SKILL.md", "unknown"));
+    let metrics = runner.metrics.render();
+    assert!(
+        metrics.contains(r#"steward_skill_loads_total{agent="skilled",skill="alpha"} 1"#),
+        "{metrics}"
+    );
 
     let reqs = fake.requests();
     let system = reqs[0].body["messages"][0]["content"].as_str().unwrap();

@@ -161,6 +161,20 @@ async fn a_run_exports_genai_spans_in_one_trace() {
     assert_eq!(attr(tools[0], "gen_ai.tool.call.id").as_deref(), Some("call_1"));
     assert_eq!(attr(tools[0], "gen_ai.tool.type").as_deref(), Some("function"));
     assert!(attr(tools[0], "steward.tool.result_bytes").is_some_and(|b| b.parse::<u64>().unwrap() > 0));
+    assert_eq!(
+        attr(tools[0], "steward.tool.result_file").as_deref(),
+        Some("false")
+    );
+    // Without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, no content at all.
+    for s in chats.iter().chain(&tools) {
+        for key in [
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.tool.call.arguments",
+        ] {
+            assert_eq!(attr(s, key), None, "{key} on {}", s.name);
+        }
+    }
     // The run's span carries its identity, trigger and totals.
     let run_id = attr(agent, "gen_ai.conversation.id").unwrap();
     assert_eq!(attr(agent, "gen_ai.agent.id"), Some(run_id.clone()));
@@ -293,4 +307,214 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
     assert_eq!(attr(&ingest, "steward.dedupe_hit").as_deref(), Some("false"));
     let chat = find("chat gpt-4.1").expect("the model call");
     assert_eq!(chat.trace_id, ingest.trace_id);
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// The model of a boss that delegates once to `helper`, and of the helper.
+fn delegating_model(fake: &FakeModel) {
+    fake.handler(|body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        let answered = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Reply::ok(if system.starts_with("You are the helper") {
+            openai_text("hello from the helper")
+        } else if answered {
+            openai_text("The helper says hello.")
+        } else {
+            openai_tools(&[(
+                "s1",
+                "subagent",
+                r#"{"name": "helper", "prompt": "Say hello to the boss"}"#,
+            )])
+        })
+    });
+}
+
+#[tokio::test]
+async fn a_subagent_run_is_a_child_of_its_tool_span_and_content_is_captured_when_asked() {
+    let spans: Received = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(collect))
+        .with_state((spans.clone(), Arc::default()));
+    let collector = serve(app).await;
+    let fake = FakeModel::start().await;
+    delegating_model(&fake);
+
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "prompts/boss.md", "You are the boss agent.");
+    write(root.path(), "prompts/helper.md", "You are the helper subagent.");
+    write(
+        root.path(),
+        "subagents/helper.yaml",
+        "description: Helps.\nprompt: prompts/helper.md\ntools: []\n",
+    );
+    write(
+        root.path(),
+        "agents/boss.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/boss.md\ntools: []\nsubagents: [helper]\n",
+    );
+    let ev = root.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "Ask the helper to greet me"}"#).unwrap();
+    let base = format!("{}/v1", fake.url);
+    let dir = root.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["run", "boss", "--event", ev.to_str().unwrap()])
+            .env("STEWARD_ROOT", &dir)
+            .env("DATABASE_URL", format!("sqlite://{}", dir.join("s.db").display()))
+            .env("OPENAI_BASE_URL", base)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("RUST_LOG", "error")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+            .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let spans = spans.lock().unwrap().clone();
+    let named = |name: &str| -> Vec<Span> {
+        spans
+            .iter()
+            .map(|(_, s)| s.clone())
+            .filter(|s| s.name == name)
+            .collect()
+    };
+    let boss = &named("invoke_agent boss")[0];
+    let delegate = &named("execute_tool subagent")[0];
+    let helper = &named("invoke_agent helper")[0];
+    assert_eq!(delegate.parent_span_id, boss.span_id);
+    assert_eq!(
+        helper.parent_span_id, delegate.span_id,
+        "the child run hangs under the tool call"
+    );
+    let chats = named("chat gpt-4.1");
+    assert_eq!(chats.len(), 3);
+    assert!(chats.iter().any(|c| c.parent_span_id == helper.span_id));
+    assert!(
+        spans.iter().all(|(_, s)| s.trace_id == boss.trace_id),
+        "one trace"
+    );
+    assert_eq!(attr(helper, "gen_ai.agent.name").as_deref(), Some("helper"));
+    assert_eq!(attr(helper, "parent_run_id"), attr(boss, "gen_ai.agent.id"));
+
+    // Content, because it was asked for: prompts and answers on chat spans, arguments
+    // and results on tool spans, in the conventions' shapes.
+    let first = chats.iter().find(|c| c.parent_span_id == boss.span_id).unwrap();
+    let input: serde_json::Value =
+        serde_json::from_str(&attr(first, "gen_ai.input.messages").unwrap()).unwrap();
+    assert_eq!(input[0]["role"], "user");
+    assert!(
+        input[0]["parts"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Ask the helper to greet me")
+    );
+    assert!(
+        attr(first, "gen_ai.system_instructions")
+            .unwrap()
+            .contains("You are the boss agent.")
+    );
+    assert!(
+        attr(first, "gen_ai.output.messages")
+            .unwrap()
+            .contains("\"tool_call\"")
+    );
+    assert!(
+        attr(delegate, "gen_ai.tool.call.arguments")
+            .unwrap()
+            .contains("Say hello to the boss")
+    );
+    assert!(
+        attr(delegate, "gen_ai.tool.call.result")
+            .unwrap()
+            .contains("hello from the helper")
+    );
+}
+
+#[tokio::test]
+async fn content_is_never_captured_for_a_private_run() {
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let answered = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Reply::ok(if answered {
+            openai_text("SECRET-ANSWER")
+        } else {
+            openai_tools(&[("c1", "current_time", r#"{"timezone": "UTC"}"#)])
+        })
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let store = steward::store::SqliteStore::open(&dir.path().join("s.db"))
+        .await
+        .unwrap();
+    let runner = steward::run::Runner::builder(Arc::new(store))
+        .providers(providers(Some(&fake), None))
+        .tools(steward::integrations::builtin_tools(
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &steward::config::Settings::default(),
+            ),
+            Default::default(),
+        ))
+        .tokens(tokens())
+        .capture_content(true)
+        .build();
+    let agent = steward::config::AgentConfig::new(
+        "a",
+        steward::types::ModelRef::parse("openai/gpt-4.1").unwrap(),
+        "You are terse.",
+        vec!["current_time".into()],
+    );
+    for private in [false, true] {
+        let (captured, guard) = capture_spans();
+        let mut trigger =
+            steward::triggers::TriggerEvent::from_cli(serde_json::json!({"text": "SECRET-QUESTION"}));
+        trigger.private = private;
+        let outcome = runner
+            .run(&agent, &trigger, None, tokio_util::sync::CancellationToken::new())
+            .await
+            .unwrap();
+        drop(guard);
+        assert_eq!(outcome.termination.as_str(), "completed");
+        let spans = captured.lock().unwrap().clone();
+        let content_keys = [
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.system_instructions",
+            "gen_ai.tool.call.arguments",
+            "gen_ai.tool.call.result",
+        ];
+        let with_content: Vec<&String> = spans
+            .iter()
+            .filter(|(_, f)| content_keys.iter().any(|k| f.contains_key(*k)))
+            .map(|(n, _)| n)
+            .collect();
+        let everything = format!("{spans:?}");
+        if private {
+            assert!(
+                with_content.is_empty(),
+                "private run spans carry content: {with_content:?}"
+            );
+            assert!(!everything.contains("SECRET"));
+        } else {
+            assert!(with_content.iter().any(|n| *n == "chat"), "{spans:?}");
+            assert!(with_content.iter().any(|n| *n == "execute_tool"));
+            assert!(everything.contains("SECRET-QUESTION") && everything.contains("SECRET-ANSWER"));
+        }
+    }
 }
