@@ -1,10 +1,13 @@
 //! Logging and tracing setup. Spans are created throughout the code (run, model call,
 //! tool call); this installs the subscriber that prints them and, when an OTLP endpoint
-//! is configured, exports them over OTLP/HTTP (protobuf) from the SDK's batch thread.
+//! is configured, exports them over OTLP/HTTP (protobuf) from one export thread behind
+//! a bounded queue ([`queue`]).
 //!
 //! Log lines are filtered by `RUST_LOG` (else a per-command default); exported spans by
 //! their own filter (steward's spans at `info` and above), so a quiet terminal does not
 //! mean an empty trace.
+
+pub mod queue;
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -79,7 +82,15 @@ impl Telemetry {
 /// Installs the subscriber: stderr logs filtered by `RUST_LOG`, else by `default` (such
 /// as `warn,steward=info`), one JSON object per line with `json`; and, with `otlp`, a
 /// layer exporting steward's spans.
-pub fn init(json: bool, default: &str, otlp: Option<OtlpConfig>) -> Result<Telemetry, TelemetryError> {
+///
+/// Spans that cannot be sent (the queue is full, the endpoint failed) are dropped and
+/// reported to `dropped`.
+pub fn init(
+    json: bool,
+    default: &str,
+    otlp: Option<OtlpConfig>,
+    dropped: Option<queue::DropSink>,
+) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -92,7 +103,7 @@ pub fn init(json: bool, default: &str, otlp: Option<OtlpConfig>) -> Result<Telem
     let (provider, otel) = match otlp {
         None => (None, None),
         Some(config) => {
-            let provider = provider(config)?;
+            let provider = provider(config, dropped)?;
             let tracer = provider.tracer("steward");
             let spans = Targets::new().with_target("steward", LevelFilter::INFO);
             // No per-poll busy/idle timing, source locations or thread names: they cost
@@ -114,7 +125,10 @@ pub fn init(json: bool, default: &str, otlp: Option<OtlpConfig>) -> Result<Telem
     Ok(Telemetry { provider })
 }
 
-fn provider(config: OtlpConfig) -> Result<SdkTracerProvider, TelemetryError> {
+fn provider(
+    config: OtlpConfig,
+    dropped: Option<queue::DropSink>,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_endpoint(config.traces_url)
@@ -123,8 +137,10 @@ fn provider(config: OtlpConfig) -> Result<SdkTracerProvider, TelemetryError> {
         .build()
         .map_err(|e| TelemetryError(e.to_string()))?;
     let resource = Resource::builder().with_service_name(config.service_name).build();
+    let queue = queue::BoundedQueue::start(exporter, dropped)
+        .map_err(|e| TelemetryError(format!("cannot start the export thread: {e}")))?;
     Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(queue)
         .with_sampler(config.sampler.sdk())
         .with_resource(resource)
         .build())

@@ -518,3 +518,149 @@ async fn content_is_never_captured_for_a_private_run() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_script_run_has_a_run_script_span_over_its_tool_calls() {
+    let spans: Received = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(collect))
+        .with_state((spans.clone(), Arc::default()));
+    let collector = serve(app).await;
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "scripts/clock.rhai",
+        "let now = tool(\"current_time\", #{ timezone: \"UTC\" });\nreply(`checked the time`);\n",
+    );
+    write(
+        root.path(),
+        "agents/clock.yaml",
+        "coordinator: script\nscript: scripts/clock.rhai\ntools: [current_time]\n",
+    );
+    let ev = root.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "what time is it"}"#).unwrap();
+    let dir = root.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["run", "clock", "--event", ev.to_str().unwrap()])
+            .env("STEWARD_ROOT", &dir)
+            .env("DATABASE_URL", format!("sqlite://{}", dir.join("s.db").display()))
+            .env("RUST_LOG", "error")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let spans = spans.lock().unwrap().clone();
+    let find = |name: &str| {
+        spans
+            .iter()
+            .map(|(_, s)| s)
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no {name} span"))
+            .clone()
+    };
+    let agent = find("invoke_agent clock");
+    let script = find("run_script scripts/clock.rhai");
+    let tool = find("execute_tool current_time");
+    assert_eq!(attr(&agent, "steward.coordinator").as_deref(), Some("script"));
+    assert_eq!(script.parent_span_id, agent.span_id);
+    assert_eq!(
+        tool.parent_span_id, script.span_id,
+        "the script's tool calls are its children"
+    );
+    assert_eq!(attr(&script, "steward.tool_calls").as_deref(), Some("1"));
+    assert_eq!(attr(&script, "error.type"), None);
+}
+
+/// `steward_otel_spans_dropped_total` from a running `steward serve`.
+async fn dropped_spans(addr: &str) -> u64 {
+    let text = steward::http::client()
+        .unwrap()
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("steward_otel_spans_dropped_total "))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or_else(|| panic!("no dropped-spans counter in\n{text}"))
+}
+
+#[tokio::test]
+async fn an_unreachable_collector_drops_spans_counts_them_and_warns_once() {
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("noted")));
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "prompts/intake.md", "You note requests.");
+    write(
+        root.path(),
+        "agents/intake.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
+    );
+    // Nothing listens there.
+    let collector = format!("http://{}", free_local_addr());
+    let addr = free_local_addr();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", root.path())
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.path().join("s.db").display()),
+        )
+        .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+        .env("RUST_LOG", "error")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = 0;
+    for round in 1..=2 {
+        let body = format!("{{\"text\": \"request {round}\"}}");
+        assert_eq!(
+            post_hook_when_up(&addr, "intake", "intake-token", &body).await,
+            200
+        );
+        // The run completes whatever the collector does; its spans are then dropped.
+        let mut dropped = 0;
+        for _ in 0..200 {
+            dropped = dropped_spans(&addr).await;
+            if fake.requests().len() >= round && dropped > seen {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(fake.requests().len(), round, "the run went ahead");
+        assert!(
+            dropped > seen,
+            "round {round}: dropped spans are counted ({dropped})"
+        );
+        seen = dropped;
+    }
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warnings = stderr
+        .lines()
+        .filter(|l| l.contains("dropped") && l.contains("span"))
+        .count();
+    assert_eq!(warnings, 1, "one warning a minute at most:\n{stderr}");
+}

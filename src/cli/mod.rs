@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Known, Settings};
 use crate::files::NewFile;
+use crate::metrics::Metrics;
 use crate::provider::ProviderSet;
 use crate::run::Runner;
 use crate::run::report::RunReport;
@@ -150,6 +151,8 @@ struct RunOptions {
     mocks: Mocks,
     /// Print the whole run record as JSON instead of the answer.
     json: bool,
+    /// Where the run is counted (and dropped spans with it).
+    metrics: Arc<Metrics>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -215,7 +218,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let telemetry = match crate::telemetry::init(cli.log_json, default_log, otlp) {
+    let metrics = Arc::new(Metrics::new());
+    let counted = metrics.clone();
+    let dropped: crate::telemetry::queue::DropSink = Arc::new(move |n| counted.spans_dropped(n));
+    let telemetry = match crate::telemetry::init(cli.log_json, default_log, otlp, Some(dropped)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
@@ -236,7 +242,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(dispatch(cli, env)) {
+    let code = match runtime.block_on(dispatch(cli, env, metrics)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -247,7 +253,7 @@ pub fn main() -> ExitCode {
     code
 }
 
-async fn dispatch(cli: Cli, env: Settings) -> anyhow::Result<ExitCode> {
+async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Result<ExitCode> {
     let root = match &cli.root {
         Some(r) => r.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -267,7 +273,7 @@ async fn dispatch(cli: Cli, env: Settings) -> anyhow::Result<ExitCode> {
                 all: mock_tools,
                 only: mock,
             };
-            let opts = RunOptions { mocks, json };
+            let opts = RunOptions { mocks, json, metrics };
             run(&root, &cli.database_url, &agent, &event, &files, opts, &env).await
         }
         Command::Serve { addr, grace, lease } => {
@@ -275,7 +281,7 @@ async fn dispatch(cli: Cli, env: Settings) -> anyhow::Result<ExitCode> {
                 lease,
                 ..DispatchSettings::default()
             };
-            serve(&root, &cli.database_url, addr, grace, settings, &env).await
+            serve(&root, &cli.database_url, addr, grace, settings, &env, metrics).await
         }
         Command::Skills {
             command: SkillsCommand::List,
@@ -361,13 +367,15 @@ fn extractor() -> crate::files::extractor::Extractor {
 struct Outside {
     /// The environment, read once.
     settings: crate::config::Settings,
+    /// The process's metrics (`/metrics`), shared with the trace exporter.
+    metrics: Arc<Metrics>,
     http: reqwest::Client,
     egress: crate::http::Egress,
     clients: crate::integrations::Clients,
 }
 
 impl Outside {
-    fn new(settings: Settings) -> anyhow::Result<Outside> {
+    fn new(settings: Settings, metrics: Arc<Metrics>) -> anyhow::Result<Outside> {
         let http = crate::http::client().context("cannot build the HTTP client")?;
         // The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
         let policy = crate::http::EgressPolicy::parse(&settings.http_allow)?;
@@ -376,6 +384,7 @@ impl Outside {
             clients: crate::integrations::Clients::from_settings(http.clone(), &settings),
             http,
             settings,
+            metrics,
         })
     }
 
@@ -396,6 +405,7 @@ impl Outside {
             .skills(skills)
             .sources(self.sources())
             .capture_content(self.settings.otel_capture_content)
+            .metrics(self.metrics.clone())
     }
 
     fn providers(&self) -> ProviderSet {
@@ -447,7 +457,7 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 }
 
 fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
-    let outside = Outside::new(env.clone())?;
+    let outside = Outside::new(env.clone(), Arc::default())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
     let mut problems = 0;
@@ -558,8 +568,8 @@ async fn run(
     opts: RunOptions,
     env: &Settings,
 ) -> anyhow::Result<ExitCode> {
-    let RunOptions { mocks, json } = opts;
-    let outside = Outside::new(env.clone())?;
+    let RunOptions { mocks, json, metrics } = opts;
+    let outside = Outside::new(env.clone(), metrics)?;
     let mut tools = outside.tools();
     tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
     let mock_tools = mocks.all;
@@ -635,8 +645,9 @@ async fn serve(
     grace: Duration,
     settings: DispatchSettings,
     env: &Settings,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<ExitCode> {
-    let outside = Outside::new(env.clone())?;
+    let outside = Outside::new(env.clone(), metrics)?;
     let tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
