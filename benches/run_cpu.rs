@@ -11,6 +11,12 @@
 //! Run with `cargo bench --bench run_cpu`. Prints medians of 21 runs each. With
 //! `RUN_CPU_OTLP=1` every run also exports its traces to a receiver on the bench server;
 //! `RUN_CPU_OTLP=compare` interleaves runs with and without export and prints both.
+//!
+//! The CPU figures include the kernel's TCP work, which on a shared VM varies with the
+//! host's load by 2× between sessions. `RUN_CPU_INSTRUCTIONS=1` runs each `steward run`
+//! under `valgrind --tool=callgrind` instead and reports user-space instructions (all
+//! threads): repeatable for the same binary whatever the machine is doing, so one round
+//! is enough and small differences (OTLP export on against off) are visible.
 
 use std::path::Path;
 use std::process::Command;
@@ -68,10 +74,23 @@ fn children_cpu() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// One `steward run` of `agent`; returns its CPU seconds.
-fn run_once(root: &Path, agent: &str, base: &str, db: &Path, otlp: bool) -> f64 {
+/// One `steward run` of `agent`; returns its CPU seconds, or with `instructions` the
+/// user-space instructions valgrind counted.
+fn run_once(root: &Path, agent: &str, base: &str, db: &Path, otlp: bool, instructions: bool) -> f64 {
     let before = children_cpu();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+    let mut cmd = if instructions {
+        let mut c = Command::new("valgrind");
+        // RUN_CPU_CALLGRIND_OUT keeps the profile (the last run's) for callgrind_annotate.
+        let out = std::env::var("RUN_CPU_CALLGRIND_OUT").unwrap_or_else(|_| "/dev/null".into());
+        c.args([
+            "--tool=callgrind",
+            &format!("--callgrind-out-file={out}"),
+            env!("CARGO_BIN_EXE_steward"),
+        ]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_steward"))
+    };
     // With `otlp`, traces go to the receiver on the bench server.
     if otlp {
         cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", base.trim_end_matches("/v1"));
@@ -94,6 +113,15 @@ fn run_once(root: &Path, agent: &str, base: &str, db: &Path, otlp: bool) -> f64 
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "All pages fetched.");
+    if instructions {
+        // "==123== Collected : 456789"
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return stderr
+            .lines()
+            .find_map(|l| l.split("Collected : ").nth(1))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no instruction count from valgrind: {stderr}"));
+    }
     children_cpu() - before
 }
 
@@ -140,13 +168,14 @@ fn main() {
     }
     let base = format!("http://{addr}/v1");
     let db = root.path().join("steward.db");
+    let instructions = std::env::var("RUN_CPU_INSTRUCTIONS").is_ok_and(|v| v == "1");
     // Warm up: first start creates the database and pages the binary in.
-    run_once(root.path(), "bench-10", &base, &db, false);
+    run_once(root.path(), "bench-10", &base, &db, false, false);
     // RUN_CPU_ROUNDS=1 makes a short run to profile (perf record -g).
     let rounds: usize = std::env::var("RUN_CPU_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
-        .unwrap_or(ROUNDS);
+        .unwrap_or(if instructions { 1 } else { ROUNDS });
     // RUN_CPU_OTLP=1 exports every run's traces; =compare interleaves runs with and
     // without export and prints both, so drift on a shared machine hits both alike.
     let mode = std::env::var("RUN_CPU_OTLP").unwrap_or_default();
@@ -159,7 +188,8 @@ fn main() {
     for _ in 0..rounds {
         for (i, turns) in TURNS.iter().enumerate() {
             for (c, &otlp) in configs.iter().enumerate() {
-                samples[c][i].push(run_once(root.path(), &format!("bench-{turns}"), &base, &db, otlp));
+                let agent = format!("bench-{turns}");
+                samples[c][i].push(run_once(root.path(), &agent, &base, &db, otlp, instructions));
             }
         }
     }
@@ -167,9 +197,29 @@ fn main() {
         if configs.len() > 1 {
             println!("OTLP export {}:", if otlp { "on" } else { "off" });
         }
-        report(&samples[c], rounds);
+        if instructions {
+            report_instructions(&samples[c]);
+        } else {
+            report(&samples[c], rounds);
+        }
     }
     std::thread::sleep(Duration::from_millis(10));
+}
+
+/// Prints the (median) instruction counts per run length and the per-turn slopes.
+fn report_instructions(samples: &[Vec<f64>]) {
+    let by_turns: Vec<f64> = samples.iter().map(|s| median(s.clone())).collect();
+    for (turns, n) in TURNS.iter().zip(&by_turns) {
+        println!("turns {turns:>3}: {:.2} M instructions", n / 1e6);
+    }
+    println!(
+        "per-turn instructions, slope 10 -> 50 turns: {:.0} k",
+        (by_turns[1] - by_turns[0]) / 40.0 / 1e3
+    );
+    println!(
+        "per-turn instructions, slope 10 -> 110 turns: {:.0} k",
+        (by_turns[2] - by_turns[0]) / 100.0 / 1e3
+    );
 }
 
 /// Prints the medians per run length and the per-turn slopes.

@@ -305,6 +305,7 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
         "the run continues the ingest span"
     );
     assert_eq!(attr(&ingest, "steward.dedupe_hit").as_deref(), Some("false"));
+    assert!(attr(&ingest, "steward.ack_ms").is_some_and(|ms| ms.parse::<f64>().unwrap() >= 0.0));
     let chat = find("chat gpt-4.1").expect("the model call");
     assert_eq!(chat.trace_id, ingest.trace_id);
 }

@@ -244,12 +244,15 @@ impl reqwest::dns::Resolve for CheckedResolver {
     }
 }
 
-/// A client for untrusted URLs, with the policy it enforces.
+/// A client for untrusted URLs, with the policy it enforces. The client is built on
+/// first use and shared by clones: building one loads the system's root certificates
+/// (about 6 ms of CPU), which a default `Egress` that is never used should not pay.
 #[derive(Clone)]
 pub struct Egress {
     /// `Err` when the client could not be built: requests then fail, never unchecked.
-    client: Result<reqwest::Client, String>,
+    client: Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
     policy: Arc<EgressPolicy>,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Egress {
@@ -272,33 +275,41 @@ impl Egress {
     }
 
     pub fn with_timeout(policy: EgressPolicy, timeout: Duration) -> Egress {
-        super::install_crypto_provider();
-        let policy = Arc::new(policy);
-        let on_redirect = policy.clone();
-        let builder = reqwest::Client::builder()
-            .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(timeout)
-            .no_proxy()
-            .dns_resolver(Arc::new(CheckedResolver {
-                policy: policy.clone(),
-            }))
-            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() > MAX_REDIRECTS {
-                    return attempt.error(EgressError::TooManyRedirects);
-                }
-                match on_redirect.check_url(attempt.url()) {
-                    Ok(()) => attempt.follow(),
-                    Err(e) => attempt.error(e),
-                }
-            }));
-        // Building fails only when the TLS backend cannot initialise; every request then
-        // fails with the reason instead of going out unchecked.
-        let client = builder.build().map_err(|e| {
-            tracing::error!(error = %e, "cannot build the egress client; outbound fetches will fail");
-            e.to_string()
-        });
-        Egress { client, policy }
+        Egress {
+            client: Arc::default(),
+            policy: Arc::new(policy),
+            timeout,
+        }
+    }
+
+    /// The checked client, built the first time it is needed.
+    fn client(&self) -> &Result<reqwest::Client, String> {
+        self.client.get_or_init(|| {
+            super::install_crypto_provider();
+            let policy = self.policy.clone();
+            let on_redirect = policy.clone();
+            let builder = reqwest::Client::builder()
+                .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(self.timeout)
+                .no_proxy()
+                .dns_resolver(Arc::new(CheckedResolver { policy }))
+                .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                    if attempt.previous().len() > MAX_REDIRECTS {
+                        return attempt.error(EgressError::TooManyRedirects);
+                    }
+                    match on_redirect.check_url(attempt.url()) {
+                        Ok(()) => attempt.follow(),
+                        Err(e) => attempt.error(e),
+                    }
+                }));
+            // Building fails only when the TLS backend cannot initialise; every request
+            // then fails with the reason instead of going out unchecked.
+            builder.build().map_err(|e| {
+                tracing::error!(error = %e, "cannot build the egress client; outbound fetches will fail");
+                e.to_string()
+            })
+        })
     }
 
     /// The policy in effect.
@@ -312,7 +323,7 @@ impl Egress {
         let parsed = reqwest::Url::parse(url).map_err(|_| EgressError::NoHost(url.to_string()))?;
         self.policy.check_url(&parsed)?;
         let client = self
-            .client
+            .client()
             .as_ref()
             .map_err(|e| EgressError::Unavailable(e.clone()))?;
         Ok(client.get(parsed))

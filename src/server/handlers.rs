@@ -95,10 +95,15 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
                 "steward.trigger.source" = %event.source,
                 "steward.trigger.kind" = %event.kind,
                 "steward.dedupe_hit" = tracing::field::Empty,
+                "steward.ack_ms" = tracing::field::Empty,
             );
             // Stored with the event: the run continues this trace after the queue.
             event.traceparent = crate::telemetry::traceparent(&span);
-            persist(state, &event, &dedupe_key).instrument(span).await
+            let started = std::time::Instant::now();
+            let response = persist(state, &event, &dedupe_key).instrument(span.clone()).await;
+            // How long the sender waited for its acknowledgement (the group commit).
+            span.record("steward.ack_ms", started.elapsed().as_secs_f64() * 1000.0);
+            response
         }
         Inbound::JoinChannel(channel) => {
             match state.slack.clone() {
