@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod evals;
 pub mod files;
 pub mod http;
 pub mod integrations;

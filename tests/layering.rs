@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["integrations"],
     &["triggers"],
     &["run"],
+    &["evals"],
     &["server"],
     &["cli"],
 ];

@@ -1,5 +1,6 @@
 //! The `steward` command line. Errors surface as one line and exit code 1.
 
+mod eval;
 mod otlp;
 mod runs;
 
@@ -89,6 +90,39 @@ enum Command {
     },
     /// Check the whole config tree and print every problem.
     Validate,
+    /// Run eval cases (evals/<agent>/<case>.yaml): replay recorded model answers
+    /// (default), record them, or run live.
+    #[command(args_conflicts_with_subcommands = true)]
+    Eval {
+        #[command(subcommand)]
+        command: Option<EvalCommand>,
+        /// Agents, case ids (helpdesk/vpn-question) or paths; default every case.
+        targets: Vec<String>,
+        /// Answer model calls from the cassettes in evals/cassettes/ (the default).
+        #[arg(long, conflicts_with_all = ["record", "live"])]
+        replay: bool,
+        /// Call the real models and write their answers to the cassettes.
+        #[arg(long, conflicts_with = "live")]
+        record: bool,
+        /// Call the real models; write nothing.
+        #[arg(long)]
+        live: bool,
+        /// Run each case this many times (its min_pass scales to the same share).
+        #[arg(long)]
+        trials: Option<u32>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also write JUnit XML here.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// An earlier --json result: fail on lower pass rates, or tokens or cost per
+        /// trial up by more than --threshold.
+        #[arg(long)]
+        compare: Option<PathBuf>,
+        #[arg(long, default_value_t = 0.2)]
+        threshold: f64,
+    },
     /// Internal: extract one document from stdin to stdout (run by steward itself in a
     /// memory-capped child process).
     #[command(hide = true)]
@@ -114,6 +148,16 @@ enum Command {
         /// How long the window stays open.
         #[arg(long = "for", default_value = "15m", value_parser = parse_duration)]
         window: Duration,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum EvalCommand {
+    /// Write a draft case from a recorded run: its trigger, its tool results as mocks,
+    /// its model calls as a cassette.
+    New {
+        #[arg(long = "from-run")]
+        from_run: String,
     },
 }
 
@@ -261,6 +305,41 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
     match cli.command {
         Command::ExtractWorker { kind } => Ok(crate::files::extractor::worker_main(&kind)),
         Command::Validate => validate(&root, &env),
+        Command::Eval {
+            command: Some(EvalCommand::New { from_run }),
+            ..
+        } => {
+            let store = open_store(&cli.database_url).await?;
+            eval::new_from_run(&root, store.as_ref(), &from_run).await
+        }
+        Command::Eval {
+            command: None,
+            targets,
+            replay: _,
+            record,
+            live,
+            trials,
+            json,
+            junit,
+            compare,
+            threshold,
+        } => {
+            let mode = match (record, live) {
+                (true, _) => crate::evals::EvalMode::Record,
+                (_, true) => crate::evals::EvalMode::Live,
+                _ => crate::evals::EvalMode::Replay,
+            };
+            let args = eval::EvalArgs {
+                targets,
+                mode,
+                trials,
+                json,
+                junit,
+                compare,
+                threshold,
+            };
+            eval::eval(&root, &env, args).await
+        }
         Command::Run {
             agent,
             event,
@@ -472,20 +551,30 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
             eprintln!("{}", no_agents(root));
             problems += 1;
         }
-        Ok(config) if problems == 0 => {
-            println!(
-                "ok: {} agent{}, {} subagent{}, {} skill{} in {}",
-                config.agents.len(),
-                plural(config.agents.len()),
-                config.subagents.len(),
-                plural(config.subagents.len()),
-                skills.skills.len(),
-                plural(skills.skills.len()),
-                root.display()
-            );
-            return Ok(ExitCode::SUCCESS);
+        Ok(config) => {
+            let names: Vec<String> = tools.names().into_iter().collect();
+            let case_problems = eval::validate_cases(root, &config, &names);
+            for p in &case_problems {
+                eprintln!("{p}");
+            }
+            problems += case_problems.len();
+            if problems == 0 {
+                let cases = crate::evals::case::case_files(&root.join("evals")).len();
+                println!(
+                    "ok: {} agent{}, {} subagent{}, {} skill{}, {} eval case{} in {}",
+                    config.agents.len(),
+                    plural(config.agents.len()),
+                    config.subagents.len(),
+                    plural(config.subagents.len()),
+                    skills.skills.len(),
+                    plural(skills.skills.len()),
+                    cases,
+                    plural(cases),
+                    root.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
         }
-        Ok(_) => {}
         Err(diags) => {
             for d in &diags.0 {
                 eprintln!("{d}");

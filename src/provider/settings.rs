@@ -93,6 +93,18 @@ impl ProviderSet {
         self
     }
 
+    /// The provider called `name`, or why it is unavailable (a missing key).
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Provider>, String> {
+        match self.providers.get(name) {
+            Some(p) => Ok(p.clone()),
+            None => Err(self
+                .unavailable
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| format!("no provider '{name}' is configured"))),
+        }
+    }
+
     /// Builds the chain for a primary model and its fallbacks. Fails only when no model
     /// of the list can be served; unavailable fallbacks are skipped.
     pub fn chain(&self, models: &[ModelRef]) -> Result<ModelChain, ProviderError> {

@@ -84,8 +84,8 @@ pub struct ChatRequest<'a> {
     pub max_output_tokens: u32,
 }
 
-/// The model's answer to one call.
-#[derive(Debug, Clone, PartialEq)]
+/// The model's answer to one call (serializable for eval cassettes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,

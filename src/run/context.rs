@@ -74,6 +74,7 @@ pub async fn prepare<'a>(
         mock_tools: runner.mock_tools,
         parent_id: lineage.parent_id.clone(),
         depth: lineage.depth,
+        trigger: recorder.wrap(serde_json::to_string(trigger).unwrap_or_default()),
     });
     let models = if agent.models.is_empty() {
         lineage.parent_models.clone()

@@ -21,6 +21,9 @@ pub enum RunEvent {
         mock_tools: bool,
         parent_id: Option<String>,
         depth: u32,
+        /// The trigger event as JSON (for `steward eval new --from-run`); only its
+        /// length for a private run.
+        trigger: Private,
     },
     /// A private run's input was held in memory only and the process restarted.
     InputLost {

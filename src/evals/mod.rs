@@ -1,0 +1,15 @@
+//! Evals: cases that run an agent on a recorded trigger with mocked tools and check
+//! what it did (objective expectations and judge criteria), replaying model calls from
+//! cassettes so CI is deterministic, or recording and running live; and reports for
+//! people and CI (table, JSON, JUnit, comparison with an earlier result).
+
+pub mod case;
+pub mod cassette;
+pub mod expect;
+pub mod judge;
+pub mod mocks;
+pub mod report;
+pub mod suite;
+
+pub use case::Case;
+pub use suite::{CaseResult, EvalMode, Suite};
