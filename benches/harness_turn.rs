@@ -204,6 +204,21 @@ impl EventQueue for NullStore {
 }
 
 #[async_trait]
+impl steward::store::ScoreStore for NullStore {
+    async fn add_score(&self, _run_id: &str, _score: &steward::store::Score) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn run_scores(&self, _run_id: &str) -> Result<Vec<steward::store::Score>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn run_by_reply_ts(&self, _ts: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+}
+
+#[async_trait]
 impl SettingStore for NullStore {
     async fn get_setting(&self, _key: &str) -> Result<Option<String>, StoreError> {
         Ok(None)

@@ -83,6 +83,19 @@ struct TriggerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EvalLabels {
+    agent: String,
+    criterion: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeedbackLabels {
+    agent: String,
+    vote: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: &'static str,
 }
@@ -157,6 +170,8 @@ pub struct Metrics {
     lease_reclaims: Counter,
     retries: Counter,
     spans_dropped: Counter,
+    evals: Family<EvalLabels, Counter>,
+    feedback: Family<FeedbackLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -193,6 +208,8 @@ impl Metrics {
             lease_reclaims: Counter::default(),
             retries: Counter::default(),
             spans_dropped: Counter::default(),
+            evals: Family::default(),
+            feedback: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -265,6 +282,16 @@ impl Metrics {
             "otel_spans_dropped",
             "Spans not exported (queue full or the OTLP endpoint failed)",
             m.spans_dropped.clone(),
+        );
+        registry.register(
+            "eval_results",
+            "Post-run eval verdicts by agent, criterion and result (pass, fail, error)",
+            m.evals.clone(),
+        );
+        registry.register(
+            "feedback",
+            "People's reactions to replies, by agent and vote (up, down)",
+            m.feedback.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -388,6 +415,27 @@ impl Metrics {
         };
         set("events", events);
         set("runs", runs);
+    }
+
+    /// A post-run eval verdict: `pass`, `fail` or `error`.
+    pub fn eval_result(&self, agent: &str, criterion: &str, result: &str) {
+        self.evals
+            .get_or_create(&EvalLabels {
+                agent: agent.to_string(),
+                criterion: criterion.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    /// A 👍 (`up`) or 👎 (`down`) on a reply.
+    pub fn feedback(&self, agent: &str, up: bool) {
+        self.feedback
+            .get_or_create(&FeedbackLabels {
+                agent: agent.to_string(),
+                vote: if up { "up" } else { "down" },
+            })
+            .inc();
     }
 
     pub fn lease_reclaimed(&self) {

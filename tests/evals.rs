@@ -490,3 +490,93 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
     assert!(replay.status.success(), "{}", text(&replay));
     assert_eq!(fake.requests().len(), calls);
 }
+
+#[tokio::test]
+async fn post_run_evals_score_a_cli_run_and_runs_show_lists_them() {
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "agents/clock.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/clock.md\ntools: [current_time, http_fetch]\n\
+         evals: { post_run: [\"The answer gives the time in Tokyo.\"], sample: 1.0 }\n",
+    );
+    let fake = FakeModel::start().await;
+    clock_model(&fake);
+    let base = format!("{}/v1", fake.url);
+    let ev = root.join("event.json");
+    std::fs::write(&ev, r#"{"text": "What time is it in Tokyo?"}"#).unwrap();
+    let cmd = |args: Vec<String>| {
+        let (root, base) = (root.to_path_buf(), base.clone());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                .args(&args)
+                .env("STEWARD_ROOT", &root)
+                .env(
+                    "DATABASE_URL",
+                    format!("sqlite://{}", root.join("s.db").display()),
+                )
+                .env("OPENAI_BASE_URL", &base)
+                .env("OPENAI_API_KEY", "sk-test")
+                .env("RUST_LOG", "error")
+                .output()
+                .unwrap()
+        })
+    };
+    let run = cmd(vec![
+        "run".into(),
+        "clock".into(),
+        "--event".into(),
+        ev.to_str().unwrap().into(),
+        "--mock-tools".into(),
+    ])
+    .await
+    .unwrap();
+    assert!(run.status.success(), "{}", text(&run));
+    // The answer is printed as before; the judge ran afterwards.
+    let answer = String::from_utf8_lossy(&run.stdout);
+    assert!(answer.contains("in Tokyo"), "{answer}");
+    let list = cmd(vec!["runs".into(), "list".into(), "--json".into()])
+        .await
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let clock = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "clock")
+        .unwrap();
+    let id = clock["id"].as_str().unwrap().to_string();
+    let show = cmd(vec!["runs".into(), "show".into(), id.clone(), "--json".into()])
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let score = &report["scores"][0];
+    assert_eq!(score["kind"], "judge");
+    assert_eq!(score["criterion"], "The answer gives the time in Tokyo.");
+    // The built-in current_time mock is not 18:00, so this judge fails the answer, and
+    // says why.
+    assert_eq!(score["passed"], answer.contains("18:00"));
+    assert_eq!(
+        score["source"], "openai/gpt-4.1-mini",
+        "the judge subagent's own model"
+    );
+    assert!(
+        score["explanation"].as_str().unwrap().contains("the Tokyo time"),
+        "{score}"
+    );
+    // The judge's run is recorded as a child of the judged run.
+    let judge = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "judge")
+        .unwrap();
+    assert_eq!(judge["parent_id"], id.as_str());
+    let human = cmd(vec!["runs".into(), "show".into(), id]).await.unwrap();
+    let shown = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        shown.contains("scores:") && shown.contains("The answer gives the time in Tokyo."),
+        "{shown}"
+    );
+}

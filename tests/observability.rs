@@ -77,7 +77,8 @@ fn tree(root: &Path) -> Config {
     write(
         root,
         "agents/helpdesk.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  - slack_mention: {}\n",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  - slack_mention: {}\n\
+         evals: { post_run: [\"The answer says whether the ticket is open.\"], model: openai/judge-model }\n",
     );
     Config::load(
         root,
@@ -129,6 +130,15 @@ struct Harness {
 /// The model calls `lookup` once, then answers with the text it was shown.
 fn tool_then_answer(fake: &FakeModel, answer: &'static str) {
     fake.handler(move |body| {
+        // The post-run judge: passes answers that say "open", explaining with a quote.
+        if body["model"] == "judge-model" {
+            let asked = body["messages"].to_string();
+            let pass = asked.contains("ticket is open");
+            return Reply::ok(openai_text(&format!(
+                "{{\"pass\": {pass}, \"score\": {}, \"explanation\": \"The answer was: {answer}\"}}",
+                if pass { 0.9 } else { 0.1 }
+            )));
+        }
         let has_result = body["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
@@ -231,9 +241,16 @@ impl Harness {
     }
 
     /// Waits until `n` top-level runs have finished and their status is shown.
+    /// Waits until `n` top-level runs have finished, their status is shown and their
+    /// post-run eval is stored; returns them (the judge's own runs left out).
     async fn finished(&self, n: usize) -> Vec<RunRow> {
         for _ in 0..400 {
-            let runs = self.store.list_runs(100).await.unwrap();
+            let mut runs = self.store.list_runs(100).await.unwrap();
+            runs.retain(|r| r.parent_id.is_none());
+            let mut judged = 0;
+            for r in &runs {
+                judged += usize::from(!self.store.run_scores(&r.id).await.unwrap().is_empty());
+            }
             let marks = self
                 .slack
                 .lock()
@@ -241,7 +258,7 @@ impl Harness {
                 .iter()
                 .filter(|(m, b)| m == "reactions.add" && b["name"] != "eyes")
                 .count();
-            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) && marks >= n {
+            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) && marks >= n && judged >= n {
                 return runs;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -357,6 +374,10 @@ async fn metrics_status_and_inspector_after_slack_runs() {
         1.0,
     );
     expect(r#"steward_queue_depth{queue="events"}"#, 0.0);
+    expect(
+        r#"steward_eval_results_total{agent="helpdesk",criterion="The answer says whether the ticket is open.",result="pass"}"#,
+        2.0,
+    );
     expect(r#"steward_run_duration_seconds_count{agent="helpdesk"}"#, 2.0);
     let input = line_value(
         &metrics,
@@ -468,7 +489,47 @@ async fn metrics_status_and_inspector_after_slack_runs() {
             .any(|e| e["kind"] == "tool_result")
     );
     assert_eq!(h.get("/api/runs/nope").await.0, StatusCode::NOT_FOUND);
-    let _ = &h.fake;
+
+    // The post-run judge's verdict is stored with the run and shown on its page.
+    assert_eq!(one["scores"][0]["kind"], "judge");
+    assert_eq!(one["scores"][0]["passed"], true);
+    assert_eq!(one["scores"][0]["source"], "openai/judge-model");
+    assert!(page.contains("Scores") && page.contains("pass 0.90"), "{page}");
+
+    // A 👍 on the bot's reply is a human score on the run that posted it.
+    let reply_ts = "1700000000.000100";
+    let thumbs = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": "+1", "item_user": "UBOT",
+                  "item": {"type": "message", "channel": "C123ABC456", "ts": reply_ts}, "event_ts": "1700000100.000200"},
+        "type": "event_callback", "event_id": "EvThumbs", "event_time": 1700000100});
+    assert_eq!(
+        h.send(slack_request(&thumbs, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    let mut human = Vec::new();
+    for _ in 0..200 {
+        human.clear();
+        for r in &runs {
+            for s in h.store.run_scores(&r.id).await.unwrap() {
+                if s.kind == "human" {
+                    human.push(s);
+                }
+            }
+        }
+        if !human.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(human.len(), 1, "one 👍 recorded");
+    assert_eq!(human[0].score, 1.0);
+    assert_eq!(human[0].source.as_deref(), Some("U061F7AUR"));
+    let (_, metrics) = h.get("/metrics").await;
+    assert_eq!(
+        line_value(&metrics, r#"steward_feedback_total{agent="helpdesk",vote="up"}"#),
+        Some(1.0),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -558,6 +619,13 @@ async fn a_private_run_shows_metadata_only_and_is_not_logged() {
     assert!(
         !calls.iter().any(|(_, b)| b["channel"] == "C0LOG"),
         "private runs are never posted to the log channel"
+    );
+    // The judge read the text in memory; only its score is stored.
+    let scores = h.store.run_scores(id).await.unwrap();
+    assert_eq!(scores.len(), 1);
+    assert_eq!(
+        scores[0].explanation, None,
+        "no explanation that could quote a private run"
     );
     // The status reactions carry no text and are still shown.
     assert!(

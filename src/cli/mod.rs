@@ -695,20 +695,37 @@ async fn run(
     let outcome = runner.run(&agent, &trigger, None, cancel).await;
     watcher.abort();
     let outcome = outcome?;
-    // The process ends with this run: freeing the tokenizer tables (over 100 MB of small
-    // allocations) would cost more CPU than the run's own turns. The OS reclaims them.
-    std::mem::forget(runner);
     // People at a terminal get the run at a glance; pipes and scripts get the answer only.
     if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{}", summary_line(&outcome, started.elapsed()));
     }
+    if !json && let Some(text) = &outcome.final_text {
+        // The answer first: post-run evals never delay it.
+        println!("{text}");
+    }
+    if crate::evals::post_run::wanted(&agent) {
+        let verdicts = crate::evals::post_run::evaluate(&runner, &config, &agent, &trigger, &outcome).await?;
+        if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            for v in &verdicts {
+                let verdict = match (&v.error, v.passed) {
+                    (Some(e), _) => format!("error: {e}"),
+                    (None, true) => format!("pass ({:.2})", v.score),
+                    (None, false) => format!("fail ({:.2}): {}", v.score, v.explanation),
+                };
+                eprintln!("post-run eval \"{}\": {verdict}", v.criterion);
+            }
+        }
+    }
+    // The process ends with this run: freeing the tokenizer tables (over 100 MB of small
+    // allocations) would cost more CPU than the run's own turns. The OS reclaims them.
+    std::mem::forget(runner);
     if json {
         let report = RunReport::load(store.as_ref(), &outcome.run_id)
             .await?
             .context("the run record disappeared")?;
         println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if let Some(text) = &outcome.final_text {
-        println!("{text}");
+    } else if outcome.final_text.is_some() {
+        // Printed above.
     } else if outcome.status() == RunStatus::Succeeded {
         println!(
             "(no answer kept: output.reply is false for agent '{}')",

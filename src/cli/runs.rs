@@ -92,5 +92,27 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     if let Some(text) = &r.final_text {
         println!("\nfinal answer:\n{text}");
     }
+    if !report.scores.is_empty() {
+        println!("\nscores:");
+        for s in &report.scores {
+            let verdict = match (s.kind.as_str(), s.passed) {
+                ("human", _) if s.score > 0.0 => "👍".to_string(),
+                ("human", _) => "👎".to_string(),
+                (_, Some(true)) => format!("pass {:.2}", s.score),
+                (_, Some(false)) => format!("fail {:.2}", s.score),
+                (_, None) => "error".to_string(),
+            };
+            println!(
+                "  {:<6} {verdict:<10} {}  ({}){}",
+                s.kind,
+                s.criterion,
+                s.source.as_deref().unwrap_or("?"),
+                s.explanation
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

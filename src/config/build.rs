@@ -172,6 +172,35 @@ fn build_models(
     models
 }
 
+fn build_post_run(
+    src: &Source,
+    spec: &super::spec::EvalsSpec,
+    diags: &mut Vec<Diagnostic>,
+) -> super::PostRunEvals {
+    let sample = spec.sample.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&sample) {
+        diags.push(src.error_at("sample", None, format!("sample {sample} is not between 0 and 1")));
+    }
+    if spec.sample.is_some() && spec.post_run.is_empty() {
+        diags.push(src.error_at("sample", None, "'sample' needs criteria in 'post_run'"));
+    }
+    let model = spec.model.as_deref().and_then(|m| match ModelRef::parse(m) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            diags.push(src.error_at("model", Some(m), e.to_string()));
+            None
+        }
+    });
+    if let Some(c) = spec.post_run.iter().find(|c| c.trim().is_empty()) {
+        diags.push(src.error_at("post_run", Some(c), "a post_run criterion is empty"));
+    }
+    super::PostRunEvals {
+        criteria: spec.post_run.clone(),
+        sample,
+        model,
+    }
+}
+
 fn build_prompt(
     root: &Path,
     src: &Source,
@@ -427,6 +456,7 @@ fn build_agent(
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, diags);
+    let post_run = build_post_run(src, &spec.evals, diags);
     let d = OutputSettings::default();
     let output = OutputSettings {
         reply: spec.output.reply.unwrap_or(d.reply),
@@ -452,7 +482,7 @@ fn build_agent(
         context,
         limits,
         output,
-        post_run_evals: spec.evals.post_run,
+        post_run,
         sandbox: sandbox_limits(&spec.sandbox),
         vars: serde_json::to_value(&spec.vars).unwrap_or_default(),
     })
@@ -542,7 +572,7 @@ fn build_subagent(
             prompt_link: false,
             status_reactions: false,
         },
-        post_run_evals: Vec::new(),
+        post_run: Default::default(),
         sandbox: Default::default(),
         vars: serde_json::Value::Object(Default::default()),
     })

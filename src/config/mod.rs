@@ -107,6 +107,23 @@ pub struct Prompt {
     pub url: Option<String>,
 }
 
+/// `evals:` of an agent: criteria a judge scores after its production runs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PostRunEvals {
+    pub criteria: Vec<String>,
+    /// Share of runs judged (0 to 1).
+    pub sample: f64,
+    /// Overrides the judge's model.
+    pub model: Option<ModelRef>,
+}
+
+impl PostRunEvals {
+    /// Whether a run is judged, given a uniform draw in [0, 1).
+    pub fn picks(&self, draw: f64) -> bool {
+        !self.criteria.is_empty() && draw < self.sample
+    }
+}
+
 /// Caps that end a run with a named termination reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
@@ -200,7 +217,7 @@ pub struct AgentConfig {
     pub context: ContextSettings,
     pub limits: Limits,
     pub output: OutputSettings,
-    pub post_run_evals: Vec<String>,
+    pub post_run: PostRunEvals,
     pub sandbox: crate::sandbox::SandboxLimits,
     /// The script's `vars` (JSON object).
     pub vars: serde_json::Value,
@@ -228,7 +245,7 @@ impl AgentConfig {
             context: ContextSettings::default(),
             limits: Limits::default(),
             output: OutputSettings::default(),
-            post_run_evals: Vec::new(),
+            post_run: PostRunEvals::default(),
             sandbox: Default::default(),
             vars: serde_json::Value::Object(Default::default()),
         }

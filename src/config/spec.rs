@@ -266,6 +266,11 @@ pub struct OutputSpec {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EvalsSpec {
+    /// Criteria a judge scores after production runs.
     #[serde(default)]
     pub post_run: Vec<String>,
+    /// Share of runs judged, 0 to 1 (default 1: every run).
+    pub sample: Option<f64>,
+    /// The judge's model (default: the `judge` subagent's, else the agent's).
+    pub model: Option<String>,
 }

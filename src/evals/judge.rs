@@ -14,8 +14,9 @@ use crate::run::{Lineage, Runner};
 use crate::store::StoredEvent;
 use crate::triggers::TriggerEvent;
 
-/// Transcript text given to the judge inline, at most; the rest is cut with a note.
-pub const MAX_TRANSCRIPT_CHARS: usize = 12_000;
+/// Longest transcript kept (a long one is a file the judge reads in parts); the rest
+/// is cut with a note.
+pub const MAX_TRANSCRIPT_CHARS: usize = 1_000_000;
 
 /// One criterion's verdict.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -62,7 +63,7 @@ pub fn transcript(trigger: &TriggerEvent, events: &[StoredEvent], answer: Option
                     } else {
                         "error"
                     },
-                    crate::tokens::floor_char(body, 1500)
+                    crate::tokens::floor_char(body, 4000)
                 ));
             }
             _ => {}
@@ -82,9 +83,47 @@ pub fn transcript(trigger: &TriggerEvent, events: &[StoredEvent], answer: Option
     out
 }
 
-fn question(criterion: &str, transcript: &str) -> String {
+/// What the judge reads about a run.
+#[derive(Debug, Clone)]
+pub struct Material {
+    /// The transcript ([`transcript`]).
+    pub transcript: String,
+    /// Give the transcript as a virtual file (`transcript.md`) instead of inline, so a
+    /// long run does not fill the judge's context: the judge reads what it needs.
+    pub as_file: bool,
+    /// The judged run was private: the judge's own run records no text.
+    pub private: bool,
+    /// The judged run, recorded as the judge run's parent.
+    pub parent: Option<String>,
+}
+
+impl Material {
+    /// Inline up to [`INLINE_CHARS`], as a file beyond.
+    pub fn new(transcript: String) -> Material {
+        let as_file = transcript.chars().count() > INLINE_CHARS;
+        Material {
+            transcript,
+            as_file,
+            private: false,
+            parent: None,
+        }
+    }
+}
+
+/// Longest transcript given inline; longer ones become a file.
+pub const INLINE_CHARS: usize = 6_000;
+
+fn question(criterion: &str, material: &Material) -> String {
+    let body = if material.as_file {
+        format!(
+            "The run's transcript ({} characters: the request, each tool call with its result, the final answer) is the attached file transcript.md. Read the parts you need with the file tools; do not guess.\n",
+            material.transcript.chars().count()
+        )
+    } else {
+        material.transcript.clone()
+    };
     format!(
-        "Grade an automated agent's run against one criterion.\n\nCriterion: {criterion}\n\n{transcript}\n\
+        "Grade an automated agent's run against one criterion.\n\nCriterion: {criterion}\n\n{body}\n\
          Answer with one JSON object and nothing else: \
          {{\"pass\": true or false, \"score\": a number from 0 to 1, \"explanation\": \"one or two sentences citing the run\"}}"
     )
@@ -105,8 +144,13 @@ fn parse(answer: &str) -> Option<(bool, f64, String)> {
     Some((passed, score, explanation))
 }
 
-/// Scores `criterion` on `transcript` with `judge` (a run of its own on `runner`).
-pub async fn score(runner: &Runner, judge: &Arc<AgentConfig>, criterion: &str, transcript: &str) -> Verdict {
+/// Scores `criterion` with `judge` (a run of its own on `runner`).
+pub async fn score(
+    runner: &Runner,
+    judge: &Arc<AgentConfig>,
+    criterion: &str,
+    material: &Material,
+) -> Verdict {
     let model = judge.models.first().map(|m| m.to_string()).unwrap_or_default();
     let mut verdict = Verdict {
         criterion: criterion.to_string(),
@@ -119,13 +163,23 @@ pub async fn score(runner: &Runner, judge: &Arc<AgentConfig>, criterion: &str, t
     };
     let mut last = String::new();
     for attempt in 0..2 {
-        let mut prompt = question(criterion, transcript);
+        let mut prompt = question(criterion, material);
         if attempt > 0 {
             prompt.push_str("\n\nYour previous answer was not a JSON object with a boolean \"pass\". Answer with the JSON object only.");
         }
-        let trigger = TriggerEvent::from_cli(json!({ "text": prompt }));
+        let mut trigger = TriggerEvent::from_cli(json!({ "text": prompt }));
+        trigger.private = material.private;
+        if material.as_file {
+            trigger.attachments.push(crate::files::NewFile {
+                name: "transcript.md".into(),
+                mime: "text/markdown".into(),
+                content: material.transcript.clone().into_bytes(),
+            });
+        }
+        let mut lineage = Lineage::root(judge);
+        lineage.parent_id = material.parent.clone();
         let outcome = match runner
-            .run_in(judge, &trigger, Lineage::root(judge), CancellationToken::new())
+            .run_in(judge, &trigger, lineage, CancellationToken::new())
             .await
         {
             Ok(o) => o,

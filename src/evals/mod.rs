@@ -8,6 +8,7 @@ pub mod cassette;
 pub mod expect;
 pub mod judge;
 pub mod mocks;
+pub mod post_run;
 pub mod report;
 pub mod suite;
 

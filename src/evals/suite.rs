@@ -309,8 +309,9 @@ impl Suite {
             match self.config.subagents.get("judge") {
                 Some(judge) => {
                     let text = judge::transcript(&trigger, &events, outcome.final_text.as_deref());
+                    let material = judge::Material::new(text);
                     for criterion in &case.spec.criteria {
-                        verdicts.push(judge::score(&runner, judge, criterion, &text).await);
+                        verdicts.push(judge::score(&runner, judge, criterion, &material).await);
                     }
                 }
                 None => {

@@ -218,6 +218,8 @@ impl Runner {
         span.record("steward.turns", outcome.turns);
         span.record("steward.tool_calls", outcome.tool_calls);
         span.record("steward.cost_usd", outcome.cost_usd);
+        let mut outcome = outcome;
+        outcome.traceparent = crate::telemetry::traceparent(&span);
         Ok(outcome)
     }
 

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::store::{RunRow, Store, StoreError, StoredEvent};
+use crate::store::{RunRow, Score, Store, StoreError, StoredEvent};
 
 /// One tool call with its outcome, joined from the `tool_call` and `tool_result` events.
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +24,8 @@ pub struct RunReport {
     pub run: RunRow,
     pub tool_calls_detail: Vec<ToolCallReport>,
     pub events: Vec<StoredEvent>,
+    /// Post-run eval verdicts and people's reactions.
+    pub scores: Vec<Score>,
 }
 
 impl RunReport {
@@ -33,10 +35,12 @@ impl RunReport {
             return Ok(None);
         };
         let events = store.run_events(id).await?;
+        let scores = store.run_scores(id).await?;
         Ok(Some(RunReport {
             tool_calls_detail: tool_calls(&events),
             run,
             events,
+            scores,
         }))
     }
 }

@@ -18,6 +18,7 @@ use crate::run::events::RunEvent;
 use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
 use crate::store::{EventRow, NewRun, RunStatus, StoreError};
+use crate::triggers::Origin;
 use crate::triggers::TriggerEvent;
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
@@ -228,6 +229,49 @@ impl Dispatcher {
             .map(|t| (t, !e.private))
     }
 
+    /// A 👍 (`+1`) or 👎 (`-1`) reaction on a message steward posted as a run's reply
+    /// becomes a human score on that run.
+    async fn record_feedback(&self, trigger: &TriggerEvent) -> Result<(), StoreError> {
+        let Origin::Slack {
+            reaction: Some(reaction),
+            ts: Some(ts),
+            user,
+            ..
+        } = &trigger.origin
+        else {
+            return Ok(());
+        };
+        let up = match reaction.as_str() {
+            "+1" | "thumbsup" => true,
+            "-1" | "thumbsdown" => false,
+            _ => return Ok(()),
+        };
+        let store = &self.runner.store;
+        let Some(run_id) = store.run_by_reply_ts(ts).await? else {
+            return Ok(());
+        };
+        store
+            .add_score(
+                &run_id,
+                &crate::store::Score {
+                    kind: "human".into(),
+                    criterion: "reaction".into(),
+                    passed: Some(up),
+                    score: if up { 1.0 } else { -1.0 },
+                    explanation: None,
+                    source: user.clone(),
+                    cost_usd: 0.0,
+                    at: Utc::now(),
+                },
+            )
+            .await?;
+        if let Some(run) = store.get_run(&run_id).await? {
+            self.runner.metrics.feedback(&run.agent, up);
+        }
+        tracing::info!(run = %run_id, up, "feedback recorded");
+        Ok(())
+    }
+
     /// Starts a run for every matching agent; returns how many.
     async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
         let Some((trigger, whole)) = self.trigger_of(&e) else {
@@ -235,6 +279,7 @@ impl Dispatcher {
             self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
             return Ok(0);
         };
+        self.record_feedback(&trigger).await?;
         let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
         if agents.is_empty() {
             tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
@@ -289,6 +334,7 @@ impl Dispatcher {
     /// Executes a queued run on the tracker, renewing its lease until it ends.
     fn spawn(&self, run_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent) {
         let runner = self.runner.clone();
+        let config = self.config.clone();
         let global = self.global.clone();
         let per_agent = self.per_agent.get(&agent.name).cloned();
         let lease = self.settings.lease;
@@ -312,12 +358,31 @@ impl Dispatcher {
                     }
                 }
             };
-            tokio::select! {
+            let outcome = tokio::select! {
                 r = work => match r {
-                    Ok(o) => tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status().as_str(), termination = o.termination.as_str(), "run finished"),
-                    Err(e) => tracing::warn!(run = %run_id, agent = %agent.name, error = %e, "run did not execute"),
+                    Ok(o) => {
+                        tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status().as_str(), termination = o.termination.as_str(), "run finished");
+                        Some(o)
+                    }
+                    Err(e) => {
+                        tracing::warn!(run = %run_id, agent = %agent.name, error = %e, "run did not execute");
+                        None
+                    }
                 },
-                _ = renew => {}
+                _ = renew => None,
+            };
+            // Post-run evals: after the reply, on the sampled share of runs; a stop
+            // cancels them (they are scores, not work anyone waits for).
+            if let Some(outcome) = outcome
+                && crate::evals::post_run::wanted(&agent)
+            {
+                let judged = crate::evals::post_run::evaluate(&runner, &config, &agent, &trigger, &outcome);
+                tokio::select! {
+                    r = judged => if let Err(e) = r {
+                        tracing::warn!(run = %outcome.run_id, error = %e, "post-run evals failed");
+                    },
+                    _ = runner.interrupt.cancelled() => {}
+                }
             }
         });
     }

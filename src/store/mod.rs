@@ -126,6 +126,25 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
+/// A score given to a run: by the post-run judge, or by a person (a 👍 or 👎 on the
+/// reply).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Score {
+    /// `judge` or `human`.
+    pub kind: String,
+    /// The criterion judged, or `reaction` for a person's 👍/👎.
+    pub criterion: String,
+    pub passed: Option<bool>,
+    /// 0 to 1 for the judge; 1 (👍) or -1 (👎) for people.
+    pub score: f64,
+    /// Why, when it may be stored (never for a private run).
+    pub explanation: Option<String>,
+    /// The judge model, or the person (a Slack user id).
+    pub source: Option<String>,
+    pub cost_usd: f64,
+    pub at: DateTime<Utc>,
+}
+
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -143,9 +162,19 @@ pub enum StoreError {
 
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
-pub trait Store: RunStore + EventQueue + FileStore + SettingStore {}
+pub trait Store: RunStore + EventQueue + FileStore + SettingStore + ScoreStore {}
 
-impl<T: RunStore + EventQueue + FileStore + SettingStore> Store for T {}
+impl<T: RunStore + EventQueue + FileStore + SettingStore + ScoreStore> Store for T {}
+
+/// Scores of runs (post-run evals, human feedback).
+#[async_trait]
+pub trait ScoreStore: Send + Sync {
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError>;
+    /// In the order they were given.
+    async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError>;
+    /// The run whose reply was posted as Slack message `ts`, if any.
+    async fn run_by_reply_ts(&self, ts: &str) -> Result<Option<String>, StoreError>;
+}
 
 /// Runs and their event logs: creation, state transitions, leases, the record.
 #[async_trait]

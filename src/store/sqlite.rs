@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
     EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
-    SettingStore, StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
+    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "skill loads", include_str!("migrations/0003_skill_loads.sql")),
     (4, "events", include_str!("migrations/0004_events.sql")),
     (5, "run trigger", include_str!("migrations/0005_run_trigger.sql")),
+    (6, "run scores", include_str!("migrations/0006_run_scores.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -595,6 +596,63 @@ impl EventQueue for SqliteStore {
 }
 
 #[async_trait]
+impl ScoreStore for SqliteStore {
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO run_scores (run_id, kind, criterion, passed, score, explanation, source, cost_usd, at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(run_id)
+        .bind(&score.kind)
+        .bind(&score.criterion)
+        .bind(score.passed)
+        .bind(score.score)
+        .bind(&score.explanation)
+        .bind(&score.source)
+        .bind(score.cost_usd)
+        .bind(timestamp(score.at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kind, criterion, passed, score, explanation, source, cost_usd, at FROM run_scores \
+             WHERE run_id = ? ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Score {
+                    kind: row.try_get("kind")?,
+                    criterion: row.try_get("criterion")?,
+                    passed: row.try_get("passed")?,
+                    score: row.try_get("score")?,
+                    explanation: row.try_get("explanation")?,
+                    source: row.try_get("source")?,
+                    cost_usd: row.try_get("cost_usd")?,
+                    at: parse_timestamp(&row.try_get::<String, _>("at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn run_by_reply_ts(&self, ts: &str) -> Result<Option<String>, StoreError> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT run_id FROM run_events WHERE kind = 'reply_sent' AND json_extract(data, '$.ts') = ? \
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(id)
+    }
+}
+
+#[async_trait]
 impl SettingStore for SqliteStore {
     async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar("SELECT value FROM settings WHERE key = ?")
@@ -785,7 +843,7 @@ mod tests {
             sqlx::raw_sql(
                 "DROP INDEX runs_agent; ALTER TABLE runs DROP COLUMN source; \
                  ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
-                 ALTER TABLE runs DROP COLUMN private; \
+                 ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -800,8 +858,8 @@ mod tests {
             .fetch_all(&s.pool)
             .await
             .unwrap();
-        // 1-4 adopted, 5 applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5]);
+        // 1-4 adopted, the later ones applied on top.
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

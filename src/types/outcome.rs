@@ -121,6 +121,9 @@ pub struct RunOutcome {
     pub compactions: u32,
     /// Skill loads by skill (and `skill/path` for sub-files).
     pub skill_loads: BTreeMap<String, u32>,
+    /// The W3C `traceparent` of the run's span when traces are exported, so work done
+    /// after the run (post-run evals) joins its trace.
+    pub traceparent: Option<String>,
 }
 
 impl RunOutcome {
@@ -131,6 +134,7 @@ impl RunOutcome {
             termination: Termination::Completed,
             final_text: None,
             error: None,
+            traceparent: None,
             turns: 0,
             tool_calls: 0,
             usage: Usage::default(),

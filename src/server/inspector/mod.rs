@@ -195,9 +195,13 @@ async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Resp
         Ok(None) => return not_found(false, "run"),
         Err(e) => return unavailable(false, e),
     };
-    let (events, children) = match (store.run_events(&id).await, store.child_runs(&id).await) {
-        (Ok(e), Ok(c)) => (e, c),
-        (Err(e), _) | (_, Err(e)) => return unavailable(false, e),
+    let (events, children, scores) = match (
+        store.run_events(&id).await,
+        store.child_runs(&id).await,
+        store.run_scores(&id).await,
+    ) {
+        (Ok(e), Ok(c), Ok(s)) => (e, c, s),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unavailable(false, e),
     };
     let page = pages::RunPage {
         actor: actor_name(&state, &run).await,
@@ -206,6 +210,7 @@ async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Resp
         prompt: agent_of(&state, &run.agent)
             .and_then(prompt_path)
             .map(|p| inspector_prompt_path(&p)),
+        scores,
         run: &run,
     };
     Html(pages::run_detail(&page).into_string()).into_response()
@@ -264,12 +269,17 @@ async fn api_run(State(state): State<AppState>, Path(id): Path<String>) -> Respo
         Ok(None) => return not_found(true, "run"),
         Err(e) => return unavailable(true, e),
     };
-    match (store.run_events(&id).await, store.child_runs(&id).await) {
-        (Ok(events), Ok(children)) => {
+    match (
+        store.run_events(&id).await,
+        store.child_runs(&id).await,
+        store.run_scores(&id).await,
+    ) {
+        (Ok(events), Ok(children), Ok(scores)) => {
             let children: Vec<&str> = children.iter().map(|c| c.id.as_str()).collect();
-            Json(json!({ "run": run, "events": events, "children": children })).into_response()
+            Json(json!({ "run": run, "events": events, "children": children, "scores": scores }))
+                .into_response()
         }
-        (Err(e), _) | (_, Err(e)) => unavailable(true, e),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => unavailable(true, e),
     }
 }
 

@@ -4,7 +4,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::timeline::{FOLD_CHARS, Step};
-use crate::store::{RunFilter, RunRow};
+use crate::store::{RunFilter, RunRow, Score};
 
 const CSS: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1rem;color:#1d1d1f}
@@ -132,6 +132,8 @@ pub struct RunPage<'a> {
     pub children: Vec<RunRow>,
     /// The prompt (or script) page, when the agent still exists.
     pub prompt: Option<String>,
+    /// Post-run eval verdicts and people's 👍/👎.
+    pub scores: Vec<Score>,
 }
 
 fn folded(label: &str, text: &str) -> Markup {
@@ -189,6 +191,29 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
             ul {
                 @for c in &p.children {
                     li { a href={ "/runs/" (c.id) } { (c.agent) } " · " (c.status.as_str()) " · " (duration(c)) }
+                }
+            }
+        }
+        @if !p.scores.is_empty() {
+            h3 { "Scores" }
+            table {
+                thead { tr { th { "by" } th { "criterion" } th { "verdict" } th { "why" } } }
+                tbody {
+                    @for s in &p.scores {
+                        tr {
+                            td { (s.kind) " " (s.source.as_deref().unwrap_or("")) }
+                            td { (s.criterion) }
+                            td {
+                                @match (s.kind.as_str(), s.passed) {
+                                    ("human", _) => { (if s.score > 0.0 { "👍" } else { "👎" }) }
+                                    (_, Some(true)) => { span.status.succeeded { "pass " (format!("{:.2}", s.score)) } }
+                                    (_, Some(false)) => { span.status.failed { "fail " (format!("{:.2}", s.score)) } }
+                                    (_, None) => { span.status.failed { "error" } }
+                                }
+                            }
+                            td { (s.explanation.as_deref().unwrap_or("")) }
+                        }
+                    }
                 }
             }
         }
