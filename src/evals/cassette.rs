@@ -168,16 +168,28 @@ impl Cassette {
 }
 
 /// The request as compared and hashed: provider, model, system prompt, messages, tools
-/// and output cap, with object keys sorted.
+/// and output cap, with object keys sorted, and run ids (UUID v7, new on every run:
+/// a subagent's prompt names its parent run) replaced by `<run-id>`.
 pub fn canonical(provider: &str, request: &ChatRequest<'_>) -> Value {
-    json!({
+    let value = json!({
         "provider": provider,
         "model": request.model,
         "system": request.system,
         "messages": request.messages,
         "tools": request.tools,
         "max_output_tokens": request.max_output_tokens,
-    })
+    });
+    // Compiled per request: evals are not a hot path, and no regex is kept around.
+    let Ok(run_ids) =
+        regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+    else {
+        return value;
+    };
+    let text = value.to_string();
+    match run_ids.replace_all(&text, "<run-id>") {
+        std::borrow::Cow::Borrowed(_) => value,
+        std::borrow::Cow::Owned(t) => serde_json::from_str(&t).unwrap_or(value),
+    }
 }
 
 /// The cassette key of a canonical request.
