@@ -113,7 +113,8 @@ impl Material {
 /// Longest transcript given inline; longer ones become a file.
 pub const INLINE_CHARS: usize = 6_000;
 
-fn question(criterion: &str, material: &Material) -> String {
+/// The judge's question for one criterion.
+pub fn question(criterion: &str, material: &Material) -> String {
     let body = if material.as_file {
         format!(
             "The run's transcript ({} characters: the request, each tool call with its result, the final answer) is the attached file transcript.md. Read the parts you need with the file tools; do not guess.\n",
