@@ -23,7 +23,8 @@ fn main() {
         std::fs::read_to_string(root.join("prompts/harness.md")).unwrap_or_default(),
     ]
     .join("\n\n");
-    let page = "Quarterly report: revenue grew 12.4% to 3.1 M EUR; churn fell to 2.1%. ".repeat(PAGE_BYTES / 72);
+    let page =
+        "Quarterly report: revenue grew 12.4% to 3.1 M EUR; churn fell to 2.1%. ".repeat(PAGE_BYTES / 72);
     let mut events = Vec::new();
     for turn in 0..TURNS {
         let event = |kind: &str, data: serde_json::Value| StoredEvent {
@@ -37,7 +38,10 @@ fn main() {
             "tool_call",
             json!({"name": "http_fetch", "arguments": format!("{{\"url\": \"https://intranet.example.com/reports/{turn}\"}}")}),
         ));
-        events.push(event("tool_result", json!({"name": "http_fetch", "ok": true, "content": page})));
+        events.push(event(
+            "tool_result",
+            json!({"name": "http_fetch", "ok": true, "content": page}),
+        ));
     }
     let trigger = TriggerEvent::from_cli(json!({"text": "Summarize the last 20 quarterly reports."}));
     let transcript = judge::transcript(&trigger, &events, Some("Revenue grew every quarter; churn fell."));

@@ -580,3 +580,44 @@ async fn post_run_evals_score_a_cli_run_and_runs_show_lists_them() {
         "{shown}"
     );
 }
+
+#[tokio::test]
+async fn a_judge_that_does_not_answer_with_a_verdict_is_an_error_not_a_pass() {
+    let dir = tree();
+    let root = dir.path();
+    let fake = FakeModel::start().await;
+    let judged = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = judged.clone();
+    fake.handler(move |body| {
+        if body["model"] == "gpt-4.1-mini" {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Reply::ok(openai_text("PASS. Looks good to me."));
+        }
+        let answered = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool");
+        Reply::ok(if answered {
+            openai_text("It is 18:00 in Tokyo.")
+        } else {
+            openai_tools(&[("c1", "current_time", r#"{"timezone": "Asia/Tokyo"}"#)])
+        })
+    });
+    let base = format!("{}/v1", fake.url);
+    let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    let out = eval_async(root, &["--live", "--json", "clock/tokyo"], &live).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let v = json_of(&out);
+    let verdict = &v["cases"][0]["results"][0]["verdicts"][0];
+    assert_eq!(verdict["passed"], false);
+    assert!(
+        verdict["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the judge did not answer with a verdict: PASS. Looks good to me."),
+        "{verdict}"
+    );
+    // Asked once more, then given up on.
+    assert_eq!(judged.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
