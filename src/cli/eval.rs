@@ -113,17 +113,21 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         mode: args.mode,
         trials: args.trials,
     };
-    let terminal = std::io::stderr().is_terminal();
-    let total = cases.len();
-    for (i, case) in cases.iter().enumerate() {
-        if terminal {
-            eprint!("\r\x1b[2K[{}/{total}] {} ", i + 1, case.id);
-        }
+    // A progress bar on a terminal; nothing on a pipe or in CI logs.
+    let progress = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(cases.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}") {
+        progress.set_style(style);
+    }
+    for case in &cases {
+        progress.set_message(case.id.clone());
         results.push(suite.run_case(case).await);
+        progress.inc(1);
     }
-    if terminal {
-        eprint!("\r\x1b[2K");
-    }
+    progress.finish_and_clear();
     results.sort_by(|a, b| a.id.cmp(&b.id));
     let report = Report::new(args.mode, results);
     if args.json {
