@@ -343,6 +343,69 @@ fn serve_answers_healthz_and_stops_on_sigterm() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// One HTTP/1.1 GET; the whole response, or an empty string when nothing listens.
+fn get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    if s.write_all(request.as_bytes()).is_ok() {
+        let _ = s.read_to_string(&mut body);
+    }
+    body
+}
+
+#[test]
+fn readiness_turns_false_on_sigterm_before_the_server_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_local_addr();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr, "--drain", "3s"])
+        .env("STEWARD_ROOT", repo())
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("s.db").display()),
+        )
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    for _ in 0..100 {
+        ready = get(&addr, "/readyz");
+        if !ready.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        ready.starts_with("HTTP/1.1 200") && ready.contains("\"status\":\"ready\""),
+        "{ready}"
+    );
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Still serving, but no longer ready; liveness is unchanged.
+    let mut draining = String::new();
+    for _ in 0..40 {
+        draining = get(&addr, "/readyz");
+        if draining.starts_with("HTTP/1.1 503") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(draining.contains("\"status\":\"draining\""), "{draining}");
+    assert!(get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(get(&addr, "/readyz"), "", "stopped after the drain");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
     // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.

@@ -68,6 +68,10 @@ enum Command {
         /// resumed (or reported) once its lease runs out.
         #[arg(long, default_value = "60s", value_parser = parse_lease)]
         lease: Duration,
+        /// After SIGTERM, how long to keep serving with /readyz answering 503 before
+        /// stopping (give a load balancer time to notice; 5s under Kubernetes).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        drain: Duration,
     },
     /// Run one event through one agent and print the answer.
     Run {
@@ -355,12 +359,22 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let opts = RunOptions { mocks, json, metrics };
             run(&root, &cli.database_url, &agent, &event, &files, opts, &env).await
         }
-        Command::Serve { addr, grace, lease } => {
-            let settings = DispatchSettings {
-                lease,
-                ..DispatchSettings::default()
+        Command::Serve {
+            addr,
+            grace,
+            lease,
+            drain,
+        } => {
+            let opts = ServeOptions {
+                addr,
+                grace,
+                drain,
+                dispatch: DispatchSettings {
+                    lease,
+                    ..DispatchSettings::default()
+                },
             };
-            serve(&root, &cli.database_url, addr, grace, settings, &env, metrics).await
+            serve(&root, &cli.database_url, opts, &env, metrics).await
         }
         Command::Skills {
             command: SkillsCommand::List,
@@ -744,15 +758,27 @@ async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How `steward serve` listens and stops.
+struct ServeOptions {
+    addr: SocketAddr,
+    grace: Duration,
+    drain: Duration,
+    dispatch: DispatchSettings,
+}
+
 async fn serve(
     root: &Path,
     database_url: &str,
-    addr: SocketAddr,
-    grace: Duration,
-    settings: DispatchSettings,
+    opts: ServeOptions,
     env: &Settings,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<ExitCode> {
+    let ServeOptions {
+        addr,
+        grace,
+        drain,
+        dispatch: settings,
+    } = opts;
     let outside = Outside::new(env.clone(), metrics)?;
     let tools = outside.tools();
     let skills = outside.skills(root);
@@ -777,7 +803,7 @@ async fn serve(
         tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");
         service = service.with_socket_mode(socket, http);
     }
-    server::serve(addr, service, grace)
+    server::serve(addr, service, grace, drain)
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)

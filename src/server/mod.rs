@@ -115,6 +115,9 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// Display names for the inspector.
     pub people: Arc<inspector::people::People>,
+    /// Fired on SIGTERM before anything stops: `/readyz` turns 503 so load balancers
+    /// send new requests elsewhere while this replica drains.
+    pub draining: CancellationToken,
 }
 
 /// The router with every route steward serves.
@@ -130,6 +133,7 @@ pub fn app(state: AppState) -> Router {
         ));
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(scrape::metrics))
         .merge(triggers)
         .merge(inspector::routes(state.clone()))
@@ -141,11 +145,25 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Liveness: the process serves requests. It does not look at the database, so an
+/// outage there does not get healthy replicas restarted.
 async fn healthz(State(state): State<AppState>) -> Response {
+    Json(json!({"status": "ok", "agents": state.config.agents.len()})).into_response()
+}
+
+/// Readiness: the store answers and the replica is not draining.
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.draining.is_cancelled() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        )
+            .into_response();
+    }
     match state.runner.store.list_runs(1).await {
-        Ok(_) => Json(json!({"status": "ok", "agents": state.config.agents.len()})).into_response(),
+        Ok(_) => Json(json!({"status": "ready"})).into_response(),
         Err(e) => {
-            tracing::error!(error = %e, "health check failed");
+            tracing::error!(error = %e, "readiness check failed");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Json(json!({"status": "unavailable", "error": "store unreachable"})),
@@ -202,6 +220,7 @@ impl Service {
             secrets: Arc::new(secrets),
             ingest,
             people: Arc::new(inspector::people::People::new(slack.clone())),
+            draining: CancellationToken::new(),
             slack,
             tasks: tracker.clone(),
         };
@@ -254,15 +273,33 @@ impl Service {
     }
 }
 
-/// Serves on `addr` until SIGTERM or ctrl-c, then stops gracefully.
-pub async fn serve(addr: SocketAddr, service: Service, grace: Duration) -> std::io::Result<()> {
+/// Serves on `addr` until SIGTERM or ctrl-c, then stops gracefully: `/readyz` turns
+/// 503 at once, requests are still served for `drain` (so load balancers see the
+/// change), then no new connections are accepted and running work gets `grace`.
+pub async fn serve(
+    addr: SocketAddr,
+    service: Service,
+    grace: Duration,
+    drain: Duration,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, agents = service.state.config.agents.len(), "steward listening");
     let stop = service.shutdown.clone();
     let on_signal = stop.clone();
+    let draining = service.state.draining.clone();
     let signals = tokio::spawn(async move {
         tokio::select! {
-            _ = shutdown_signal() => on_signal.cancel(),
+            _ = shutdown_signal() => {
+                draining.cancel();
+                if !drain.is_zero() {
+                    tracing::info!(drain_secs = drain.as_secs_f64(), "not ready; draining before stopping");
+                    tokio::select! {
+                        _ = tokio::time::sleep(drain) => {}
+                        _ = shutdown_signal() => {}
+                    }
+                }
+                on_signal.cancel();
+            }
             _ = on_signal.cancelled() => {}
         }
     });
