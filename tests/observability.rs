@@ -443,6 +443,11 @@ async fn metrics_status_and_inspector_after_slack_runs() {
     assert_eq!(status, StatusCode::OK);
     assert!(list.contains("Ana L."), "{list}");
     assert_eq!(list.matches("href=\"/runs/").count(), 2);
+    // Judge runs are children of the runs they judged: listed only when asked for.
+    let (_, top) = h.get("/runs").await;
+    assert_eq!(top.matches("href=\"/runs/").count(), 2, "{top}");
+    let (_, all) = h.get("/runs?runs=all").await;
+    assert_eq!(all.matches("href=\"/runs/").count(), 4, "{all}");
     let (_, none) = h.get("/runs?q=no-such-words").await;
     assert!(none.contains("No runs match."));
     let (status, _) = h.get("/runs?since=yesterday").await;

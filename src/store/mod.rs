@@ -113,6 +113,8 @@ pub struct RunFilter {
     pub until: Option<DateTime<Utc>>,
     /// Case-insensitive substring of the trigger summary or the final answer.
     pub text: Option<String>,
+    /// Only runs without a parent (workflows, not their subagent or judge runs).
+    pub top_level: bool,
     pub limit: u32,
 }
 

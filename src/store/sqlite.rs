@@ -327,6 +327,9 @@ impl RunStore for SqliteStore {
         if let Some(source) = &filter.source {
             q.push(" AND source = ").push_bind(source.clone());
         }
+        if filter.top_level {
+            q.push(" AND parent_id IS NULL");
+        }
         if let Some(since) = filter.since {
             q.push(" AND created_at >= ").push_bind(timestamp(since));
         }

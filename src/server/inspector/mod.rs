@@ -80,6 +80,8 @@ pub struct ListQuery {
     pub until: Option<String>,
     pub q: Option<String>,
     pub limit: Option<u32>,
+    /// `all` lists subagent and judge runs too; by default only workflows' own runs.
+    pub runs: Option<String>,
 }
 
 fn blank_none(v: &Option<String>) -> Option<String> {
@@ -113,6 +115,7 @@ impl ListQuery {
             since: day(&self.since, "since", false)?,
             until: day(&self.until, "until", true)?,
             text: blank_none(&self.q),
+            top_level: blank_none(&self.runs).as_deref() != Some("all"),
             limit: self.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST),
         })
     }

@@ -91,6 +91,7 @@ pub fn run_list(runs: &[ListedRun], filter: &RunFilter, agents: &[String], sourc
             }
             label { "from " input type="date" name="since" value=[date(filter.since)]; }
             label { "to " input type="date" name="until" value=[date(filter.until)]; }
+            label { input type="checkbox" name="runs" value="all" checked[!filter.top_level]; " subagent runs too" }
             button type="submit" { "Filter" }
         }
         @if runs.is_empty() {
