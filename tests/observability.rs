@@ -529,7 +529,15 @@ async fn metrics_status_and_inspector_after_slack_runs() {
     assert_eq!(human.len(), 1, "one 👍 recorded");
     assert_eq!(human[0].score, 1.0);
     assert_eq!(human[0].source.as_deref(), Some("U061F7AUR"));
-    let (_, metrics) = h.get("/metrics").await;
+    // The vote is counted right after it is stored.
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = h.get("/metrics").await.1;
+        if metrics.contains("steward_feedback_total") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
         line_value(&metrics, r#"steward_feedback_total{agent="helpdesk",vote="up"}"#),
         Some(1.0),

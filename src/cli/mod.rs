@@ -542,10 +542,19 @@ fn load_config(root: &Path, tools: &ToolRegistry, skills: &SkillSet) -> anyhow::
     })
 }
 
+/// The run store `url` names: `postgres://` (or `postgresql://`) for PostgreSQL,
+/// anything else for the embedded SQLite.
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let shown = crate::store::redact_url(url);
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = crate::store::PgStore::connect(url)
+            .await
+            .with_context(|| format!("cannot open the run store {shown}"))?;
+        return Ok(Arc::new(store));
+    }
     let store = SqliteStore::connect(url)
         .await
-        .with_context(|| format!("cannot open the run store {url}"))?;
+        .with_context(|| format!("cannot open the run store {shown}"))?;
     Ok(Arc::new(store))
 }
 

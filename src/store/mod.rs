@@ -1,6 +1,8 @@
 //! Durable run records: a `runs` row per run with a compare-and-set state machine, and
 //! an append-only `run_events` log written while the run progresses.
 
+pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -14,6 +16,7 @@ use chrono::{DateTime, Utc};
 
 use crate::types::{Privacy, RunOutcome, Usage};
 
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// A run about to be queued.
@@ -270,6 +273,17 @@ pub trait EventQueue: Send + Sync {
 pub trait SettingStore: Send + Sync {
     async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
     async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
+}
+
+/// `url` with its password (if any) replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// A time as SQLite stores it: RFC 3339 UTC with milliseconds, which sorts and compares

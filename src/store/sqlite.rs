@@ -9,17 +9,18 @@ use serde_json::Value;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migrate, Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Sqlite};
 
+use super::rows;
 use super::{
     EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
-    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, parse_timestamp, timestamp,
+    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
 };
 use chrono::{DateTime, Utc};
 
-use crate::types::{Privacy, RunOutcome, Usage};
+use crate::types::{Privacy, RunOutcome};
 
 /// Schema migrations, applied in order once each by sqlx's migrator (recorded in
 /// `_sqlx_migrations` with checksums, so an edited migration is refused). Embedded with
@@ -145,61 +146,6 @@ impl SqliteStore {
     }
 }
 
-/// A nullable timestamp column.
-fn optional_timestamp(text: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
-    text.as_deref().map(parse_timestamp).transpose()
-}
-
-/// `SELECT <the columns [`run_from_row`] reads> FROM runs` and the rest of the query:
-/// named columns, not `*`, so a statement prepared before a migration added columns
-/// still returns what it was prepared for.
-macro_rules! select_runs {
-    ($rest:literal) => {
-        concat!(
-            "SELECT id, agent, parent_id, trigger_summary, status, termination, error, created_at, ",
-            "started_at, finished_at, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, ",
-            "reasoning_tokens, cost_usd, turns, tool_calls, final_text, skill_loads, source, trigger_kind, ",
-            "actor, private FROM runs",
-            $rest
-        )
-    };
-}
-
-fn run_from_row(row: &SqliteRow) -> Result<RunRow, StoreError> {
-    let status: String = row.try_get("status")?;
-    let count = |name: &str| -> Result<u64, StoreError> { Ok(row.try_get::<i64, _>(name)?.max(0) as u64) };
-    Ok(RunRow {
-        id: row.try_get("id")?,
-        agent: row.try_get("agent")?,
-        parent_id: row.try_get("parent_id")?,
-        trigger_summary: row.try_get("trigger_summary")?,
-        status: RunStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown status '{status}'")))?,
-        termination: row.try_get("termination")?,
-        error: row.try_get("error")?,
-        created_at: parse_timestamp(&row.try_get::<String, _>("created_at")?)?,
-        started_at: optional_timestamp(row.try_get("started_at")?)?,
-        finished_at: optional_timestamp(row.try_get("finished_at")?)?,
-        usage: Usage {
-            input_tokens: count("input_tokens")?,
-            output_tokens: count("output_tokens")?,
-            cached_input_tokens: count("cached_input_tokens")?,
-            cache_write_tokens: count("cache_write_tokens")?,
-            reasoning_tokens: count("reasoning_tokens")?,
-        },
-        cost_usd: row.try_get("cost_usd")?,
-        turns: count("turns")? as u32,
-        tool_calls: count("tool_calls")? as u32,
-        final_text: row.try_get("final_text")?,
-        skill_loads: serde_json::from_str(&row.try_get::<String, _>("skill_loads")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        source: row.try_get("source")?,
-        kind: row.try_get("trigger_kind")?,
-        actor: row.try_get("actor")?,
-        private: row.try_get("private")?,
-    })
-}
-
 #[async_trait]
 impl RunStore for SqliteStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
@@ -291,11 +237,11 @@ impl RunStore for SqliteStore {
     }
 
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
-        let row = sqlx::query(select_runs!(" WHERE id = ?"))
+        let row = sqlx::query(rows::select_runs!(" WHERE id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(run_from_row).transpose()
+        row.as_ref().map(rows::run).transpose()
     }
 
     async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError> {
@@ -309,15 +255,15 @@ impl RunStore for SqliteStore {
     }
 
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
-        let rows = sqlx::query(select_runs!(" ORDER BY created_at DESC, id DESC LIMIT ?"))
+        let rows = sqlx::query(rows::select_runs!(" ORDER BY created_at DESC, id DESC LIMIT ?"))
             .bind(limit as i64)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(run_from_row).collect()
+        rows.iter().map(rows::run).collect()
     }
 
     async fn query_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(select_runs!(" WHERE 1 = 1"));
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(rows::select_runs!(" WHERE 1 = 1"));
         if let Some(agent) = &filter.agent {
             q.push(" AND agent = ").push_bind(agent.clone());
         }
@@ -352,15 +298,15 @@ impl RunStore for SqliteStore {
         q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(i64::from(filter.limit));
         let rows = q.build().fetch_all(&self.pool).await?;
-        rows.iter().map(run_from_row).collect()
+        rows.iter().map(rows::run).collect()
     }
 
     async fn child_runs(&self, parent_id: &str) -> Result<Vec<RunRow>, StoreError> {
-        let rows = sqlx::query(select_runs!(" WHERE parent_id = ? ORDER BY created_at, id"))
+        let rows = sqlx::query(rows::select_runs!(" WHERE parent_id = ? ORDER BY created_at, id"))
             .bind(parent_id)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(run_from_row).collect()
+        rows.iter().map(rows::run).collect()
     }
 
     async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError> {
@@ -369,18 +315,7 @@ impl RunStore for SqliteStore {
                 .bind(run_id)
                 .fetch_all(&self.pool)
                 .await?;
-        rows.iter()
-            .map(|row| {
-                let data: String = row.try_get("data")?;
-                Ok(StoredEvent {
-                    seq: row.try_get("seq")?,
-                    run_id: row.try_get("run_id")?,
-                    at: parse_timestamp(&row.try_get::<String, _>("at")?)?,
-                    kind: row.try_get("kind")?,
-                    data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::stored_event).collect()
     }
 
     async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
@@ -401,18 +336,7 @@ impl RunStore for SqliteStore {
         .bind(now)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let status: String = r.try_get("status")?;
-                Ok(ExpiredRun {
-                    id: r.try_get("id")?,
-                    agent: r.try_get("agent")?,
-                    status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(status.clone()))?,
-                    event_id: r.try_get("event_id")?,
-                    attempt: r.try_get::<i64, _>("attempt")?.max(0) as u32,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::expired).collect()
     }
 
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
@@ -474,16 +398,7 @@ impl FileStore for SqliteStore {
             .bind(run_id)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                let meta: String = row.try_get("meta")?;
-                Ok(StoredFile {
-                    id: row.try_get("file_id")?,
-                    meta: serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    content: row.try_get("content")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::file).collect()
     }
 }
 
@@ -492,15 +407,15 @@ impl EventQueue for SqliteStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         // One statement is atomic on its own: batches that fit one chunk skip the
         // BEGIN/COMMIT round trips, which matters on the ack path.
-        if events.len() <= EVENT_CHUNK {
+        if events.len() <= rows::EVENT_CHUNK {
             let inserted = insert_event_chunk(&self.pool, events).await?;
-            return Ok(mark_new(events, &inserted));
+            return Ok(rows::mark_new(events, &inserted));
         }
         let mut tx = self.pool.begin().await?;
         let mut out = Vec::with_capacity(events.len());
-        for chunk in events.chunks(EVENT_CHUNK) {
+        for chunk in events.chunks(rows::EVENT_CHUNK) {
             let inserted = insert_event_chunk(&mut *tx, chunk).await?;
-            out.extend(mark_new(chunk, &inserted));
+            out.extend(rows::mark_new(chunk, &inserted));
         }
         tx.commit().await?;
         Ok(out)
@@ -515,7 +430,7 @@ impl EventQueue for SqliteStore {
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
-        let mut events: Vec<EventRow> = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
+        let mut events: Vec<EventRow> = rows.iter().map(rows::event).collect::<Result<_, _>>()?;
         events.sort_by(|a, b| (&a.received_at, &a.id).cmp(&(&b.received_at, &b.id)));
         Ok(events)
     }
@@ -577,7 +492,7 @@ impl EventQueue for SqliteStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(event_from_row).transpose()
+        row.as_ref().map(rows::event).transpose()
     }
 
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
@@ -627,20 +542,7 @@ impl ScoreStore for SqliteStore {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Score {
-                    kind: row.try_get("kind")?,
-                    criterion: row.try_get("criterion")?,
-                    passed: row.try_get("passed")?,
-                    score: row.try_get("score")?,
-                    explanation: row.try_get("explanation")?,
-                    source: row.try_get("source")?,
-                    cost_usd: row.try_get("cost_usd")?,
-                    at: parse_timestamp(&row.try_get::<String, _>("at")?)?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::score).collect()
     }
 
     async fn run_by_reply_ts(&self, ts: &str) -> Result<Option<String>, StoreError> {
@@ -674,9 +576,6 @@ impl SettingStore for SqliteStore {
     }
 }
 
-/// Rows per multi-row INSERT (8 parameters each, well under SQLite's limit).
-const EVENT_CHUNK: usize = 500;
-
 /// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;
 /// returns the ids inserted.
 async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Vec<String>, sqlx::Error>
@@ -700,33 +599,11 @@ where
     q.build_query_scalar().fetch_all(executor).await
 }
 
-/// Which events were inserted; of a key repeated within one batch, the first wins.
-fn mark_new(chunk: &[EventRow], inserted: &[String]) -> Vec<bool> {
-    let inserted: std::collections::HashSet<&str> = inserted.iter().map(String::as_str).collect();
-    let mut seen = std::collections::HashSet::new();
-    chunk
-        .iter()
-        .map(|e| inserted.contains(e.id.as_str()) && seen.insert(e.dedupe_key.as_str()))
-        .collect()
-}
-
-fn event_from_row(row: &SqliteRow) -> Result<EventRow, StoreError> {
-    let body: String = row.try_get("body")?;
-    Ok(EventRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        kind: row.try_get("kind")?,
-        dedupe_key: row.try_get("dedupe_key")?,
-        received_at: parse_timestamp(&row.try_get::<String, _>("received_at")?)?,
-        private: row.try_get("private")?,
-        body: serde_json::from_str(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::types::Termination;
+    use crate::types::Usage;
 
     async fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,556 @@
+//! The PostgreSQL store, for several replicas on one database: the same contracts as
+//! the SQLite store (the store suite runs on both), with `FOR UPDATE SKIP LOCKED`
+//! claims. Times are RFC 3339 text and JSON is text, as in SQLite, so rows read the
+//! same on both.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, QueryBuilder};
+
+use super::rows;
+use super::{
+    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
+    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
+};
+use chrono::{DateTime, Utc};
+
+use crate::types::{Privacy, RunOutcome};
+
+/// Schema migrations, applied in order once each by sqlx's migrator (recorded in
+/// `_sqlx_migrations` with checksums, so an edited migration is refused). Embedded with
+/// `include_str!` rather than `sqlx::migrate!` to keep sqlx's proc-macro crates out of
+/// the build; the effect is the same.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/postgres/0001_init.sql"))];
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                (*description).into(),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
+
+/// A PostgreSQL-backed [`Store`](super::Store).
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user@host/db`) and migrates the schema.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with(Self::options(url)?).await
+    }
+
+    /// Connects with everything in its own schema (created if missing): one database
+    /// serves several stores, as the tests do.
+    pub async fn connect_in_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
+        if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(StoreError::Url {
+                url: super::redact_url(url),
+                reason: format!("schema '{schema}' must be letters, digits and _"),
+            });
+        }
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(Self::options(url)?)
+            .await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema}"
+        )))
+        .execute(&admin)
+        .await?;
+        admin.close().await;
+        PgStore::connect_with(Self::options(url)?.options([("search_path", schema)])).await
+    }
+
+    fn options(url: &str) -> Result<PgConnectOptions, StoreError> {
+        PgConnectOptions::from_str(url).map_err(|e| StoreError::Url {
+            url: super::redact_url(url),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn connect_with(options: PgConnectOptions) -> Result<PgStore, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            // An unreachable database is a clear error at start, not a long hang.
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        Ok(PgStore { pool })
+    }
+}
+
+#[async_trait]
+impl RunStore for PgStore {
+    async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private) \
+             VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&run.id)
+        .bind(&run.agent)
+        .bind(&run.parent_id)
+        .bind(&run.trigger_summary)
+        .bind(timestamp(Utc::now()))
+        .bind(&run.event_id)
+        .bind(&run.source)
+        .bind(&run.kind)
+        .bind(&run.actor)
+        .bind(run.private)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError> {
+        let started = (to == RunStatus::Running).then(|| timestamp(Utc::now()));
+        let done = sqlx::query(
+            "UPDATE runs SET status = $1, started_at = COALESCE($2, started_at) WHERE id = $3 AND status = $4",
+        )
+        .bind(to.as_str())
+        .bind(started)
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn finish_run(
+        &self,
+        id: &str,
+        from: RunStatus,
+        finish: &RunOutcome,
+        privacy: Privacy,
+    ) -> Result<bool, StoreError> {
+        // Errors can quote the input (a script that throws the message text).
+        let error = privacy.wrap_opt(finish.error.as_deref()).map(|p| p.to_string());
+        let final_text = privacy
+            .wrap_opt(finish.final_text.as_deref())
+            .map(|p| p.to_string());
+        let done = sqlx::query(
+            "UPDATE runs SET status = $1, termination = $2, error = $3, final_text = $4, turns = $5, tool_calls = $6, \
+             input_tokens = $7, output_tokens = $8, cached_input_tokens = $9, cache_write_tokens = $10, \
+             reasoning_tokens = $11, cost_usd = $12, skill_loads = $13, finished_at = $14 WHERE id = $15 AND status = $16",
+        )
+        .bind(finish.status().as_str())
+        .bind(finish.termination.as_str())
+        .bind(error)
+        .bind(final_text)
+        .bind(finish.turns as i64)
+        .bind(finish.tool_calls as i64)
+        .bind(finish.usage.input_tokens as i64)
+        .bind(finish.usage.output_tokens as i64)
+        .bind(finish.usage.cached_input_tokens as i64)
+        .bind(finish.usage.cache_write_tokens as i64)
+        .bind(finish.usage.reasoning_tokens as i64)
+        .bind(finish.cost_usd)
+        .bind(serde_json::to_string(&finish.skill_loads).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+        .bind(timestamp(Utc::now()))
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn append_events(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError> {
+        // One multi-row INSERT per chunk: a single round trip to SQLite's worker thread
+        // instead of one per event. SQLite allows 32,766 bound parameters.
+        for chunk in events.chunks(1000) {
+            let mut query = QueryBuilder::<Postgres>::new("INSERT INTO run_events (run_id, at, kind, data) ");
+            query.push_values(chunk, |mut row, e| {
+                row.push_bind(run_id.to_string())
+                    .push_bind(timestamp(e.at))
+                    .push_bind(e.kind.clone())
+                    .push_bind(e.data.to_string());
+            });
+            query.build().execute(&self.pool).await?;
+        }
+        Ok(())
+    }
+
+    async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query(rows::select_runs!(" WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::run).transpose()
+    }
+
+    async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError> {
+        let ids = sqlx::query_scalar("SELECT id FROM runs WHERE left(id, $1::int) = $2 ORDER BY id LIMIT $3")
+            .bind(prefix.chars().count() as i64)
+            .bind(prefix)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(ids)
+    }
+
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(rows::select_runs!(" ORDER BY created_at DESC, id DESC LIMIT $1"))
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::run).collect()
+    }
+
+    async fn query_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let mut q: QueryBuilder<Postgres> = QueryBuilder::new(rows::select_runs!(" WHERE 1 = 1"));
+        if let Some(agent) = &filter.agent {
+            q.push(" AND agent = ").push_bind(agent.clone());
+        }
+        if let Some(status) = filter.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        if let Some(source) = &filter.source {
+            q.push(" AND source = ").push_bind(source.clone());
+        }
+        if filter.top_level {
+            q.push(" AND parent_id IS NULL");
+        }
+        if let Some(since) = filter.since {
+            q.push(" AND created_at >= ").push_bind(timestamp(since));
+        }
+        if let Some(until) = filter.until {
+            q.push(" AND created_at < ").push_bind(timestamp(until));
+        }
+        if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+            // LIKE is case-insensitive for ASCII in SQLite; wildcards in the text are
+            // escaped so they match literally.
+            let pattern = format!(
+                "%{}%",
+                text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+            );
+            q.push(" AND (trigger_summary ILIKE ")
+                .push_bind(pattern.clone())
+                .push(" ESCAPE '\\' OR COALESCE(final_text, '') ILIKE ")
+                .push_bind(pattern)
+                .push(" ESCAPE '\\')");
+        }
+        q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(filter.limit));
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(rows::run).collect()
+    }
+
+    async fn child_runs(&self, parent_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(rows::select_runs!(
+            " WHERE parent_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(parent_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::run).collect()
+    }
+
+    async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows =
+            sqlx::query("SELECT seq, run_id, at, kind, data FROM run_events WHERE run_id = $1 ORDER BY seq")
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(rows::stored_event).collect()
+    }
+
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET lease_until = $1 WHERE id = $2")
+            .bind(timestamp(until))
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
+        let now = timestamp(now);
+        let rows = sqlx::query(
+            "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < $1) ORDER BY created_at",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::expired).collect()
+    }
+
+    async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM run_events WHERE run_id = $1 AND kind IN ('tool_call', 'reply') \
+             AND (data::jsonb ->> 'side_effect') = 'true'",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n > 0)
+    }
+
+    async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = $1 AND status = $2",
+        )
+        .bind(run_id)
+        .bind(from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 1 {
+            sqlx::query("DELETE FROM run_files WHERE run_id = $1")
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl FileStore for PgStore {
+    async fn put_file(&self, run_id: &str, file: &StoredFile) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO run_files (run_id, file_id, meta, content) VALUES ($1, $2, $3, $4)")
+            .bind(run_id)
+            .bind(&file.id)
+            .bind(file.meta.to_string())
+            .bind(&file.content)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn update_file(&self, run_id: &str, file_id: &str, meta: &Value) -> Result<(), StoreError> {
+        sqlx::query("UPDATE run_files SET meta = $1 WHERE run_id = $2 AND file_id = $3")
+            .bind(meta.to_string())
+            .bind(run_id)
+            .bind(file_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn run_files(&self, run_id: &str) -> Result<Vec<StoredFile>, StoreError> {
+        let rows = sqlx::query("SELECT file_id, meta, content FROM run_files WHERE run_id = $1 ORDER BY CAST(substr(file_id, 3) AS INTEGER)")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::file).collect()
+    }
+}
+
+#[async_trait]
+impl EventQueue for PgStore {
+    async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
+        // One statement is atomic on its own: batches that fit one chunk skip the
+        // BEGIN/COMMIT round trips, which matters on the ack path.
+        if events.len() <= rows::EVENT_CHUNK {
+            let inserted = insert_event_chunk(&self.pool, events).await?;
+            return Ok(rows::mark_new(events, &inserted));
+        }
+        let mut tx = self.pool.begin().await?;
+        let mut out = Vec::with_capacity(events.len());
+        for chunk in events.chunks(rows::EVENT_CHUNK) {
+            let inserted = insert_event_chunk(&mut *tx, chunk).await?;
+            out.extend(rows::mark_new(chunk, &inserted));
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE events SET status = 'claimed' WHERE id IN \
+             (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+             RETURNING id, source, kind, dedupe_key, received_at, private, body",
+        )
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut events: Vec<EventRow> = rows.iter().map(rows::event).collect::<Result<_, _>>()?;
+        events.sort_by(|a, b| (&a.received_at, &a.id).cmp(&(&b.received_at, &b.id)));
+        Ok(events)
+    }
+
+    async fn route_event(
+        &self,
+        event_id: &str,
+        runs: &[NewRun],
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let status = if runs.is_empty() { "unmatched" } else { "routed" };
+        let moved = sqlx::query("UPDATE events SET status = $1 WHERE id = $2 AND status = 'claimed'")
+            .bind(status)
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let now = timestamp(Utc::now());
+        for run in runs {
+            sqlx::query(
+                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
+                 source, trigger_kind, actor, private) VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(&run.id)
+            .bind(&run.agent)
+            .bind(&run.parent_id)
+            .bind(&run.trigger_summary)
+            .bind(&now)
+            .bind(event_id)
+            .bind(timestamp(lease_until))
+            .bind(&run.source)
+            .bind(&run.kind)
+            .bind(&run.actor)
+            .bind(run.private)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE events SET status = 'queued' WHERE status = 'claimed' \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id)",
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, source, kind, dedupe_key, received_at, private, body FROM events WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::event).transpose()
+    }
+
+    async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
+        let (events, runs): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM events WHERE status IN ('queued', 'claimed')), \
+                    (SELECT COUNT(*) FROM runs WHERE status = 'queued')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((events.max(0) as u64, runs.max(0) as u64))
+    }
+
+    async fn count_events(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n.max(0) as u64)
+    }
+}
+
+#[async_trait]
+impl ScoreStore for PgStore {
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO run_scores (run_id, kind, criterion, passed, score, explanation, source, cost_usd, at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(run_id)
+        .bind(&score.kind)
+        .bind(&score.criterion)
+        .bind(score.passed)
+        .bind(score.score)
+        .bind(&score.explanation)
+        .bind(&score.source)
+        .bind(score.cost_usd)
+        .bind(timestamp(score.at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kind, criterion, passed, score, explanation, source, cost_usd, at FROM run_scores \
+             WHERE run_id = $1 ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::score).collect()
+    }
+
+    async fn run_by_reply_ts(&self, ts: &str) -> Result<Option<String>, StoreError> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT run_id FROM run_events WHERE kind = 'reply_sent' AND (data::jsonb ->> 'ts') = $1 \
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(id)
+    }
+}
+
+#[async_trait]
+impl SettingStore for PgStore {
+    async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+/// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;
+/// returns the ids inserted.
+async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Vec<String>, sqlx::Error>
+where
+    E: sqlx::Executor<'e, Database = Postgres>,
+{
+    let mut q = QueryBuilder::<Postgres>::new(
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
+    );
+    q.push_values(chunk, |mut row, e| {
+        row.push_bind(e.id.clone())
+            .push_bind(e.source.clone())
+            .push_bind(e.kind.clone())
+            .push_bind(e.dedupe_key.clone())
+            .push_bind(timestamp(e.received_at))
+            .push_bind("queued")
+            .push_bind(e.private)
+            .push_bind(e.body.to_string());
+    });
+    q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
+    q.build_query_scalar().fetch_all(executor).await
+}

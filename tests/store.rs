@@ -1,0 +1,402 @@
+//! The store contracts, on both backends: SQLite (a file per test) and PostgreSQL (a
+//! schema per test in the database at 127.0.0.1:5432, or `STEWARD_TEST_POSTGRES_URL`).
+//! Without a reachable PostgreSQL the Postgres half is skipped with a notice, except
+//! under `CI=true`, where it fails.
+
+mod support;
+
+use std::sync::Arc;
+
+use chrono::{Duration as Span, Utc};
+use serde_json::json;
+use steward::store::{
+    EventRow, NewEvent, NewRun, PgStore, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
+    StoredFile,
+};
+use steward::types::{Privacy, RunOutcome, Termination};
+
+const DEFAULT_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+async fn sqlite() -> (Option<tempfile::TempDir>, Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).await.unwrap();
+    (Some(dir), Arc::new(store))
+}
+
+fn pg_url() -> String {
+    std::env::var("STEWARD_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_PG.into())
+}
+
+/// A store in a fresh schema, and the schema's name (drop it with [`drop_schema`]).
+async fn postgres() -> Option<(Arc<dyn Store>, String)> {
+    let url = pg_url();
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    match PgStore::connect_in_schema(&url, &schema).await {
+        Ok(store) => Some((Arc::new(store), schema)),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("PostgreSQL at {url} is required under CI=true: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping the PostgreSQL half: {e}");
+            None
+        }
+    }
+}
+
+async fn drop_schema(schema: &str) {
+    let pool = sqlx::PgPool::connect(&pg_url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+/// Runs `suite` on SQLite, then on PostgreSQL.
+macro_rules! both {
+    ($name:ident, $suite:ident) => {
+        #[tokio::test]
+        async fn $name() {
+            let (_dir, s) = sqlite().await;
+            $suite(s).await;
+            if let Some((p, schema)) = postgres().await {
+                $suite(p).await;
+                drop_schema(&schema).await;
+            }
+        }
+    };
+}
+
+fn run(id: &str, agent: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        agent: agent.into(),
+        trigger_summary: format!("summary of {id}"),
+        source: "slack".into(),
+        kind: "app_mention".into(),
+        ..NewRun::default()
+    }
+}
+
+fn event(id: &str, key: &str) -> EventRow {
+    EventRow {
+        id: id.into(),
+        source: "slack".into(),
+        kind: "app_mention".into(),
+        dedupe_key: key.into(),
+        received_at: Utc::now(),
+        private: false,
+        body: json!({"text": id}),
+    }
+}
+
+async fn runs_move_through_their_states(s: Arc<dyn Store>) {
+    s.create_run(&run("r1", "helpdesk")).await.unwrap();
+    assert!(
+        !s.transition("r1", RunStatus::Running, RunStatus::Succeeded)
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.transition("r1", RunStatus::Queued, RunStatus::Running)
+            .await
+            .unwrap()
+    );
+    let outcome = RunOutcome {
+        final_text: Some("the secret answer".into()),
+        error: Some("quoted input".into()),
+        termination: Termination::MaxTurns,
+        turns: 3,
+        tool_calls: 2,
+        cost_usd: 0.25,
+        ..RunOutcome::new("r1")
+    };
+    assert!(
+        s.finish_run("r1", RunStatus::Running, &outcome, Privacy::Private)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.finish_run("r1", RunStatus::Running, &outcome, Privacy::Private)
+            .await
+            .unwrap()
+    );
+    let row = s.get_run("r1").await.unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Failed);
+    assert_eq!(row.termination.as_deref(), Some("max_turns"));
+    assert_eq!(row.final_text.as_deref(), Some("[private: 17 chars]"));
+    assert_eq!((row.turns, row.tool_calls), (3, 2));
+    assert!((row.cost_usd - 0.25).abs() < 1e-9);
+    assert!(row.started_at.is_some() && row.finished_at.is_some());
+    assert_eq!((row.source.as_str(), row.kind.as_str()), ("slack", "app_mention"));
+    assert!(s.get_run("nope").await.unwrap().is_none());
+}
+both!(
+    runs_move_through_their_states_on_both,
+    runs_move_through_their_states
+);
+
+async fn events_keep_their_order_and_side_effects_are_found(s: Arc<dyn Store>) {
+    s.create_run(&run("r2", "a")).await.unwrap();
+    let now = Utc::now();
+    let events: Vec<NewEvent> = (0..5)
+        .map(|i| NewEvent {
+            at: now + Span::milliseconds(i),
+            kind: if i == 3 { "tool_call".into() } else { "note".into() },
+            data: json!({"i": i, "side_effect": i == 3}),
+        })
+        .collect();
+    s.append_events("r2", &events).await.unwrap();
+    let stored = s.run_events("r2").await.unwrap();
+    let order: Vec<i64> = stored.iter().map(|e| e.data["i"].as_i64().unwrap()).collect();
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+    assert!(s.has_side_effects("r2").await.unwrap());
+    s.create_run(&run("r3", "a")).await.unwrap();
+    s.append_event("r3", "tool_call", &json!({"side_effect": false}))
+        .await
+        .unwrap();
+    assert!(!s.has_side_effects("r3").await.unwrap());
+    // Reply lookup by Slack ts, for feedback.
+    s.append_event(
+        "r3",
+        "reply_sent",
+        &json!({"ok": true, "ts": "1700000000.000100"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.run_by_reply_ts("1700000000.000100").await.unwrap().as_deref(),
+        Some("r3")
+    );
+    assert_eq!(s.run_by_reply_ts("1.2").await.unwrap(), None);
+}
+both!(
+    events_keep_their_order_on_both,
+    events_keep_their_order_and_side_effects_are_found
+);
+
+async fn runs_are_listed_filtered_and_searched(s: Arc<dyn Store>) {
+    s.create_run(&run("0001", "helpdesk")).await.unwrap();
+    s.create_run(&NewRun {
+        trigger_summary: "Deploy 100% failed_now".into(),
+        ..run("0002", "deploys")
+    })
+    .await
+    .unwrap();
+    s.create_run(&NewRun {
+        parent_id: Some("0001".into()),
+        ..run("0003", "judge")
+    })
+    .await
+    .unwrap();
+    assert_eq!(s.list_runs(10).await.unwrap().len(), 3);
+    let filter = |f: RunFilter| RunFilter { limit: 10, ..f };
+    let ids = |rows: Vec<steward::store::RunRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let by_agent = s
+        .query_runs(&filter(RunFilter {
+            agent: Some("deploys".into()),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids(by_agent), ["0002"]);
+    // Case-insensitive; % and _ match literally.
+    let text = |t: &str| {
+        filter(RunFilter {
+            text: Some(t.into()),
+            ..Default::default()
+        })
+    };
+    assert_eq!(ids(s.query_runs(&text("deploy 100%")).await.unwrap()), ["0002"]);
+    assert_eq!(ids(s.query_runs(&text("FAILED_NOW")).await.unwrap()), ["0002"]);
+    assert!(s.query_runs(&text("100_")).await.unwrap().is_empty());
+    let top = s
+        .query_runs(&filter(RunFilter {
+            top_level: true,
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(top.len(), 2);
+    assert_eq!(ids(s.child_runs("0001").await.unwrap()), ["0003"]);
+    let queued = s
+        .query_runs(&filter(RunFilter {
+            status: Some(RunStatus::Queued),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 3);
+    let future = s
+        .query_runs(&filter(RunFilter {
+            since: Some(Utc::now() + Span::days(1)),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert!(future.is_empty());
+    assert_eq!(s.run_ids_with_prefix("000", 10).await.unwrap().len(), 3);
+    assert_eq!(s.run_ids_with_prefix("0002", 10).await.unwrap(), ["0002"]);
+}
+both!(runs_are_listed_on_both, runs_are_listed_filtered_and_searched);
+
+async fn the_event_queue_dedupes_claims_and_routes(s: Arc<dyn Store>) {
+    let first = s
+        .insert_events(&[event("e1", "k1"), event("e2", "k2"), event("e3", "k1")])
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        [true, true, false],
+        "a key repeated in one batch counts once"
+    );
+    assert_eq!(s.insert_events(&[event("e4", "k2")]).await.unwrap(), [false]);
+    assert_eq!(s.count_events().await.unwrap(), 2);
+    assert_eq!(s.queue_depth().await.unwrap(), (2, 0));
+    // Two claimers never get the same event.
+    let (a, b) = tokio::join!(s.claim_events(1), s.claim_events(1));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.len() + b.len(), 2);
+    assert!(a.iter().all(|x| b.iter().all(|y| x.id != y.id)));
+    assert!(s.claim_events(10).await.unwrap().is_empty());
+    let lease = Utc::now() + Span::seconds(60);
+    assert!(
+        s.route_event("e1", &[run("from-e1", "helpdesk")], lease)
+            .await
+            .unwrap()
+    );
+    assert!(!s.route_event("e1", &[], lease).await.unwrap(), "routed once");
+    let routed = s.get_run("from-e1").await.unwrap().unwrap();
+    assert_eq!(routed.status, RunStatus::Queued);
+    assert_eq!(s.queue_depth().await.unwrap(), (1, 1));
+    // e2 was claimed by a router that died: it goes back.
+    assert_eq!(s.requeue_orphan_events().await.unwrap(), 1);
+    assert_eq!(s.claim_events(10).await.unwrap().len(), 1);
+    assert_eq!(
+        s.get_event("e2").await.unwrap().unwrap().body,
+        json!({"text": "e2"})
+    );
+    assert!(s.get_event("e9").await.unwrap().is_none());
+}
+both!(the_event_queue_on_both, the_event_queue_dedupes_claims_and_routes);
+
+async fn leases_expire_and_runs_are_requeued_without_their_files(s: Arc<dyn Store>) {
+    s.insert_events(&[event("ev", "kev")]).await.unwrap();
+    s.claim_events(1).await.unwrap();
+    let past = Utc::now() - Span::seconds(5);
+    s.route_event("ev", &[run("leased", "a")], past).await.unwrap();
+    let expired = s.expired_runs(Utc::now()).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!((expired[0].id.as_str(), expired[0].attempt), ("leased", 1));
+    s.renew_lease("leased", Utc::now() + Span::seconds(60))
+        .await
+        .unwrap();
+    assert!(s.expired_runs(Utc::now()).await.unwrap().is_empty());
+    s.transition("leased", RunStatus::Queued, RunStatus::Running)
+        .await
+        .unwrap();
+    let file = |id: &str| StoredFile {
+        id: id.into(),
+        meta: json!({"name": id}),
+        content: vec![0, 159, 146, 150],
+    };
+    for id in ["f_10", "f_2", "f_1"] {
+        s.put_file("leased", &file(id)).await.unwrap();
+    }
+    s.update_file("leased", "f_2", &json!({"name": "f_2", "read": true}))
+        .await
+        .unwrap();
+    let files = s.run_files("leased").await.unwrap();
+    let ids: Vec<&str> = files.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["f_1", "f_2", "f_10"], "numeric order");
+    assert_eq!(files[1].meta["read"], true);
+    assert_eq!(files[0].content, [0, 159, 146, 150], "bytes round-trip");
+    assert!(s.requeue("leased", RunStatus::Running).await.unwrap());
+    assert!(s.run_files("leased").await.unwrap().is_empty());
+    let row = s.get_run("leased").await.unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Queued);
+    assert!(!s.requeue("leased", RunStatus::Running).await.unwrap());
+}
+both!(
+    leases_and_files_on_both,
+    leases_expire_and_runs_are_requeued_without_their_files
+);
+
+async fn settings_and_scores(s: Arc<dyn Store>) {
+    assert_eq!(s.get_setting("k").await.unwrap(), None);
+    s.set_setting("k", "one").await.unwrap();
+    s.set_setting("k", "two").await.unwrap();
+    assert_eq!(s.get_setting("k").await.unwrap().as_deref(), Some("two"));
+    s.create_run(&run("scored", "a")).await.unwrap();
+    let score = |kind: &str, passed: Option<bool>, value: f64| Score {
+        kind: kind.into(),
+        criterion: "c".into(),
+        passed,
+        score: value,
+        explanation: None,
+        source: Some("openai/gpt-4.1".into()),
+        cost_usd: 0.001,
+        at: Utc::now(),
+    };
+    s.add_score("scored", &score("judge", Some(true), 0.9))
+        .await
+        .unwrap();
+    s.add_score("scored", &score("human", None, -1.0)).await.unwrap();
+    let scores = s.run_scores("scored").await.unwrap();
+    assert_eq!(scores.len(), 2);
+    assert_eq!((scores[0].kind.as_str(), scores[0].passed), ("judge", Some(true)));
+    assert_eq!((scores[1].kind.as_str(), scores[1].score), ("human", -1.0));
+}
+both!(settings_and_scores_on_both, settings_and_scores);
+
+#[tokio::test]
+async fn steward_serve_runs_a_webhook_on_postgres() {
+    use support::*;
+    let Some((_, schema)) = postgres().await else {
+        return;
+    };
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("noted")));
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/intake.md", "You note requests.");
+    write(
+        "agents/intake.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
+    );
+    let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
+    let addr = free_local_addr();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", root.path())
+        .env("DATABASE_URL", &url)
+        .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"new laptop\"}").await;
+    assert_eq!(status, 200);
+    let store = PgStore::connect_in_schema(&pg_url(), &schema).await.unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..200 {
+        runs = store.list_runs(10).await.unwrap();
+        if runs.first().is_some_and(|r| r.status.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert_eq!(runs[0].source, "webhook");
+    assert!(!store.run_events(&runs[0].id).await.unwrap().is_empty());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    drop_schema(&schema).await;
+}
