@@ -356,17 +356,7 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     };
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("noted")));
-    let root = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let p = root.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write("prompts/intake.md", "You note requests.");
-    write(
-        "agents/intake.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
-    );
+    let root = intake_tree();
     let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
     let addr = free_local_addr();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))

@@ -236,17 +236,7 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
     let collector = serve(app).await;
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("noted")));
-    let root = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let p = root.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write("prompts/intake.md", "You note requests.");
-    write(
-        "agents/intake.yaml",
-        "description: Intake.\nmodel: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
-    );
+    let root = intake_tree();
     let addr = free_local_addr();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["serve", "--addr", &addr])
@@ -601,13 +591,7 @@ async fn dropped_spans(addr: &str) -> u64 {
 async fn an_unreachable_collector_drops_spans_counts_them_and_warns_once() {
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("noted")));
-    let root = tempfile::tempdir().unwrap();
-    write(root.path(), "prompts/intake.md", "You note requests.");
-    write(
-        root.path(),
-        "agents/intake.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
-    );
+    let root = intake_tree();
     // Nothing listens there.
     let collector = format!("http://{}", free_local_addr());
     let addr = free_local_addr();

@@ -424,3 +424,20 @@ pub async fn post_hook_when_up(addr: &str, hook: &str, token: &str, body: &str) 
     }
     panic!("steward serve did not start");
 }
+
+/// A tree with one agent, `intake`, started by the generic webhook `intake`
+/// (`STEWARD_HOOK_INTAKE_TOKEN`) and keeping no answer.
+pub fn intake_tree() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/intake.md", "You note requests.");
+    write(
+        "agents/intake.yaml",
+        "description: Intake.\nmodel: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\noutput: { reply: false }\n",
+    );
+    root
+}
