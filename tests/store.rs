@@ -390,3 +390,21 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     let _ = child.wait();
     drop_schema(&schema).await;
 }
+
+#[test]
+fn an_unreachable_postgres_is_a_one_line_error_without_the_password() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["runs", "list"])
+        .env("DATABASE_URL", "postgres://steward:hunter2@127.0.0.1:1/steward")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: cannot open the run store postgres://steward:***@127.0.0.1:1/steward"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"));
+}

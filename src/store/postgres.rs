@@ -86,6 +86,10 @@ impl PgStore {
     }
 
     async fn connect_with(options: PgConnectOptions) -> Result<PgStore, StoreError> {
+        // One direct connection first: a refused or unauthorized connection is reported
+        // at once with its reason, instead of as a pool timeout.
+        let probe = <sqlx::PgConnection as sqlx::Connection>::connect_with(&options).await?;
+        sqlx::Connection::close(probe).await?;
         let pool = PgPoolOptions::new()
             .max_connections(10)
             // An unreachable database is a clear error at start, not a long hang.
