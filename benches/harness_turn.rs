@@ -198,6 +198,10 @@ impl EventQueue for NullStore {
         Ok(0)
     }
 
+    async fn erase_sealed(&self, _id: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
         Ok((0, 0))
     }

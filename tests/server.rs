@@ -972,6 +972,96 @@ async fn recording_slack() -> (
 }
 
 #[tokio::test]
+async fn a_sealed_private_message_is_answered_after_a_restart_and_then_erased() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "please rotate the prod key before friday";
+    let key = steward::types::seal::DataKey::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+    let dm = slack_event(
+        "EvSEAL1",
+        json!({"type": "message", "channel": "D024BE91L", "user": "U2147483697",
+        "text": secret, "ts": "1355517523.000007", "channel_type": "im"}),
+    );
+    let steward::triggers::slack::SlackPayload::Event { event, dedupe_key } =
+        steward::triggers::slack::parse(&dm, Some("UBOT")).unwrap()
+    else {
+        panic!("not an event")
+    };
+    // Acknowledged and sealed by a process that then died.
+    let event_id = {
+        let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
+        let row = steward::server::ingest::sealed_row(&event, &dedupe_key, &key);
+        assert!(row.sealed.is_some());
+        store.insert_events(std::slice::from_ref(&row)).await.unwrap();
+        row.id
+    };
+    let db = dir.path().join("steward.db");
+    let plaintext_in_db = || {
+        ["steward.db", "steward.db-wal"].iter().any(|name| {
+            std::fs::read(db.with_file_name(name))
+                .is_ok_and(|bytes| bytes.windows(secret.len()).any(|w| w == secret.as_bytes()))
+        })
+    };
+    assert!(!plaintext_in_db(), "only ciphertext at rest");
+    let (slack, posts) = recording_slack().await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("Rotating it now.")));
+    let config = Arc::new(tree(dir.path()));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db).await.unwrap());
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(&fake), None))
+        .tools(registry())
+        .tokens(tokens())
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: Some(slack.clone()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SLACK_SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        ..Secrets::default()
+    };
+    let settings = DispatchSettings {
+        data_key: Some(key),
+        ..DispatchSettings::default()
+    };
+    let service = Service::start(runner, config, secrets, Some(slack), None, settings);
+    let mut runs = Vec::new();
+    for _ in 0..200 {
+        runs = store.list_runs(10).await.unwrap();
+        let erased = store
+            .get_event(&event_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .sealed
+            .is_none();
+        if runs.first().is_some_and(|r| r.status.is_terminal()) && erased {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(runs[0].status, RunStatus::Succeeded, "{runs:?}");
+    assert!(
+        fake.requests()[0].body.to_string().contains(secret),
+        "the model saw the text"
+    );
+    let posts = posts.lock().unwrap().clone();
+    assert!(posts.iter().any(|p| {
+        p["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Rotating it now.")
+    }));
+    service.stop(Duration::from_secs(5)).await;
+    // The sealed copy is gone with the run; no plaintext was ever written.
+    assert_eq!(store.get_event(&event_id).await.unwrap().unwrap().sealed, None);
+    assert!(!plaintext_in_db());
+}
+
+#[tokio::test]
 async fn a_private_message_lost_in_a_restart_gets_an_apology_not_an_answer() {
     let dir = tempfile::tempdir().unwrap();
     // Acknowledged before the crash: the row is stored, the private text was only in

@@ -86,6 +86,7 @@ fn event(id: &str, key: &str) -> EventRow {
         received_at: Utc::now(),
         private: false,
         body: json!({"text": id}),
+        sealed: None,
     }
 }
 

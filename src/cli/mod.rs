@@ -371,6 +371,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 drain,
                 dispatch: DispatchSettings {
                     lease,
+                    data_key: env.data_key.clone(),
                     ..DispatchSettings::default()
                 },
             };

@@ -67,6 +67,9 @@ pub struct Settings {
     pub log_channel: Option<String>,
     /// `STEWARD_PUBLIC_URL`: where the inspector is reachable, for links from Slack.
     pub public_url: Option<String>,
+    /// `STEWARD_DATA_KEY`: seals private-channel input at rest, so a restarted (or
+    /// another) process can answer it. Unset: private input lives in memory only.
+    pub data_key: Option<crate::types::seal::DataKey>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -119,6 +122,14 @@ impl Settings {
                     .collect()
             })
             .unwrap_or_default();
+        let data_key = match vars.get("STEWARD_DATA_KEY") {
+            None => None,
+            Some(v) => Some(crate::types::seal::DataKey::parse(v).map_err(|_| SettingError {
+                name: "STEWARD_DATA_KEY",
+                value: "(hidden)".into(),
+                expected: "32 bytes, base64-encoded (openssl rand -base64 32)",
+            })?),
+        };
         let hook_tokens = vars
             .iter()
             .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
@@ -162,6 +173,7 @@ impl Settings {
             trusted_user_header: get("STEWARD_TRUSTED_USER_HEADER"),
             log_channel: get("STEWARD_LOG_CHANNEL"),
             public_url: get("STEWARD_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string()),
+            data_key,
         })
     }
 

@@ -33,6 +33,8 @@ pub struct DispatchSettings {
     pub agent_concurrency: usize,
     /// A run whose lease is not renewed for this long is presumed dead.
     pub lease: Duration,
+    /// Seals private events at rest so they survive a restart (`STEWARD_DATA_KEY`).
+    pub data_key: Option<crate::types::seal::DataKey>,
 }
 
 impl Default for DispatchSettings {
@@ -41,6 +43,7 @@ impl Default for DispatchSettings {
             global_concurrency: 16,
             agent_concurrency: 4,
             lease: Duration::from_secs(60),
+            data_key: None,
         }
     }
 }
@@ -223,6 +226,17 @@ impl Dispatcher {
         if let Some(t) = cached {
             return Some((t, true));
         }
+        // Sealed at ingest: readable by whichever process claims it.
+        if let (Some(sealed), Some(key)) = (&e.sealed, &self.settings.data_key) {
+            match key.open(sealed).map_err(|err| err.to_string()).and_then(|plain| {
+                serde_json::from_slice::<TriggerEvent>(&plain).map_err(|err| err.to_string())
+            }) {
+                Ok(t) => return Some((t, true)),
+                Err(err) => {
+                    tracing::error!(event = %e.id, error = %err, "cannot open a sealed private event")
+                }
+            }
+        }
         serde_json::from_value(e.body.clone())
             .map_err(|err| tracing::error!(event = %e.id, error = "unreadable event body", detail = %Privacy::from_private(e.private).wrap(err.to_string())))
             .ok()
@@ -311,17 +325,28 @@ impl Dispatcher {
         {
             return Ok(0);
         }
+        if runs.is_empty() && e.sealed.is_some() {
+            // Nothing will read it.
+            self.runner.store.erase_sealed(&e.id).await?;
+        }
         for (run, agent) in runs.into_iter().zip(&agents) {
-            self.start(run.id, agent.clone(), trigger.clone(), whole);
+            self.start(run.id, e.id.clone(), agent.clone(), trigger.clone(), whole);
         }
         Ok(agents.len())
     }
 
     /// Executes a queued run, or ends it `interrupted` with an apology when its private
     /// input was lost in a restart: never answer from an empty prompt.
-    fn start(&self, run_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent, whole: bool) {
+    fn start(
+        &self,
+        run_id: String,
+        event_id: String,
+        agent: Arc<AgentConfig>,
+        trigger: TriggerEvent,
+        whole: bool,
+    ) {
         if whole {
-            return self.spawn(run_id, agent, trigger);
+            return self.spawn(run_id, event_id, agent, trigger);
         }
         let runner = self.runner.clone();
         self.tracker.spawn(async move {
@@ -332,7 +357,7 @@ impl Dispatcher {
     }
 
     /// Executes a queued run on the tracker, renewing its lease until it ends.
-    fn spawn(&self, run_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent) {
+    fn spawn(&self, run_id: String, event_id: String, agent: Arc<AgentConfig>, trigger: TriggerEvent) {
         let runner = self.runner.clone();
         let config = self.config.clone();
         let global = self.global.clone();
@@ -371,6 +396,12 @@ impl Dispatcher {
                 },
                 _ = renew => None,
             };
+            // A private event's sealed text goes once no run of it is left to read it.
+            if trigger.private
+                && let Err(e) = store.erase_sealed(&event_id).await
+            {
+                tracing::warn!(event = %event_id, error = %e, "cannot erase a private event's sealed text");
+            }
             // Post-run evals: after the reply, on the sampled share of runs; a stop
             // cancels them (they are scores, not work anyone waits for).
             if let Some(outcome) = outcome
@@ -443,7 +474,7 @@ impl Dispatcher {
             };
             store.renew_lease(&r.id, lease_until(self.settings.lease)).await?;
             tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
-            self.start(r.id, agent, trigger, whole);
+            self.start(r.id, event.id.clone(), agent, trigger, whole);
         }
         Ok(())
     }

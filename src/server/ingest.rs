@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::store::{EventRow, Store};
 use crate::triggers::TriggerEvent;
+use crate::types::seal::DataKey;
 
 /// Largest group commit.
 const MAX_BATCH: usize = 1024;
@@ -29,6 +30,8 @@ struct Submission {
 #[derive(Clone)]
 pub struct Ingest {
     tx: mpsc::Sender<Submission>,
+    /// Seals private events at rest (`STEWARD_DATA_KEY`).
+    data_key: Option<DataKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +61,27 @@ pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
         received_at: chrono::Utc::now(),
         private: event.private,
         body: serde_json::to_value(&stored).unwrap_or_default(),
+        sealed: None,
     }
+}
+
+/// [`event_row`] for a private event whose whole content is kept sealed under `key`,
+/// so whichever process routes it can answer it. A failure to seal keeps the content in
+/// memory only (as without a key).
+pub fn sealed_row(event: &TriggerEvent, dedupe_key: &str, key: &DataKey) -> EventRow {
+    let mut row = event_row(event, dedupe_key);
+    if event.private {
+        match serde_json::to_vec(event)
+            .map_err(|e| e.to_string())
+            .and_then(|plain| key.seal(&plain).map_err(|e| e.to_string()))
+        {
+            Ok(sealed) => row.sealed = Some(sealed),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot seal a private event; its text stays in memory only")
+            }
+        }
+    }
+    row
 }
 
 impl Ingest {
@@ -70,6 +93,7 @@ impl Ingest {
         private: PrivateCache,
         tracker: &TaskTracker,
         shutdown: CancellationToken,
+        data_key: Option<DataKey>,
     ) -> Ingest {
         let (tx, mut rx) = mpsc::channel::<Submission>(8192);
         tracker.spawn(async move {
@@ -125,7 +149,7 @@ impl Ingest {
                 }
             }
         });
-        Ingest { tx }
+        Ingest { tx, data_key }
     }
 
     /// Persists `event` under `dedupe_key`; `Ok(true)` when new, `Ok(false)` for a
@@ -133,7 +157,10 @@ impl Ingest {
     pub async fn submit(&self, event: &TriggerEvent, dedupe_key: &str) -> Result<bool, IngestError> {
         let (reply, rx) = oneshot::channel();
         let submission = Submission {
-            row: event_row(event, dedupe_key),
+            row: match &self.data_key {
+                Some(key) => sealed_row(event, dedupe_key, key),
+                None => event_row(event, dedupe_key),
+            },
             private_event: event.private.then(|| event.clone()),
             reply,
         };

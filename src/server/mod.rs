@@ -202,6 +202,7 @@ impl Service {
             private.clone(),
             &tracker,
             shutdown.clone(),
+            settings.data_key.clone(),
         );
         let dispatcher = Arc::new(Dispatcher::new(
             runner.clone(),

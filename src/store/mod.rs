@@ -50,6 +50,9 @@ pub struct EventRow {
     pub private: bool,
     /// The normalized event (JSON); for private events, metadata only.
     pub body: Value,
+    /// A private event's whole content, sealed under `STEWARD_DATA_KEY`; erased when
+    /// its runs end.
+    pub sealed: Option<Vec<u8>>,
 }
 
 /// A virtual file of a run as stored: an id, metadata the store does not interpret,
@@ -262,6 +265,8 @@ pub trait EventQueue: Send + Sync {
     /// between claiming and routing); returns how many. Call when no router is active.
     async fn requeue_orphan_events(&self) -> Result<u64, StoreError>;
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
+    /// Drops an event's sealed content once none of its runs is queued or running.
+    async fn erase_sealed(&self, id: &str) -> Result<(), StoreError>;
     /// How many events are stored (every status).
     async fn count_events(&self) -> Result<u64, StoreError>;
     /// Work waiting: events not yet routed, and runs queued but not started.

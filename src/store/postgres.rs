@@ -25,7 +25,10 @@ use crate::types::{Privacy, RunOutcome};
 /// `_sqlx_migrations` with checksums, so an edited migration is refused). Embedded with
 /// `include_str!` rather than `sqlx::migrate!` to keep sqlx's proc-macro crates out of
 /// the build; the effect is the same.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "init", include_str!("migrations/postgres/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("migrations/postgres/0001_init.sql")),
+    (2, "sealed", include_str!("migrations/postgres/0002_sealed.sql")),
+];
 
 fn migrator() -> Migrator {
     let migrations = MIGRATIONS
@@ -385,7 +388,7 @@ impl EventQueue for PgStore {
         let rows = sqlx::query(
             "UPDATE events SET status = 'claimed' WHERE id IN \
              (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) \
-             RETURNING id, source, kind, dedupe_key, received_at, private, body",
+             RETURNING id, source, kind, dedupe_key, received_at, private, body, sealed",
         )
         .bind(limit as i64)
         .fetch_all(&self.pool)
@@ -447,12 +450,24 @@ impl EventQueue for PgStore {
 
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, source, kind, dedupe_key, received_at, private, body FROM events WHERE id = $1",
+            "SELECT id, source, kind, dedupe_key, received_at, private, body, sealed FROM events WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(rows::event).transpose()
+    }
+
+    async fn erase_sealed(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE events SET sealed = NULL WHERE id = $1 AND sealed IS NOT NULL AND NOT EXISTS \
+             (SELECT 1 FROM runs WHERE runs.event_id = $2 AND runs.status IN ('queued', 'running'))",
+        )
+        .bind(id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
@@ -543,7 +558,7 @@ where
     E: sqlx::Executor<'e, Database = Postgres>,
 {
     let mut q = QueryBuilder::<Postgres>::new(
-        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) ",
     );
     q.push_values(chunk, |mut row, e| {
         row.push_bind(e.id.clone())
@@ -553,7 +568,8 @@ where
             .push_bind(timestamp(e.received_at))
             .push_bind("queued")
             .push_bind(e.private)
-            .push_bind(e.body.to_string());
+            .push_bind(e.body.to_string())
+            .push_bind(e.sealed.clone());
     });
     q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
     q.build_query_scalar().fetch_all(executor).await

@@ -19,6 +19,7 @@ pub(super) trait Cols {
     fn flag(&self, c: &str) -> Result<bool, sqlx::Error>;
     fn opt_flag(&self, c: &str) -> Result<Option<bool>, sqlx::Error>;
     fn bytes(&self, c: &str) -> Result<Vec<u8>, sqlx::Error>;
+    fn opt_bytes(&self, c: &str) -> Result<Option<Vec<u8>>, sqlx::Error>;
 }
 
 macro_rules! cols {
@@ -43,6 +44,9 @@ macro_rules! cols {
                 self.try_get(c)
             }
             fn bytes(&self, c: &str) -> Result<Vec<u8>, sqlx::Error> {
+                self.try_get(c)
+            }
+            fn opt_bytes(&self, c: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
                 self.try_get(c)
             }
         }
@@ -119,7 +123,7 @@ pub(super) fn run(row: &impl Cols) -> Result<RunRow, StoreError> {
     })
 }
 
-/// `id, source, kind, dedupe_key, received_at, private, body` of `events`.
+/// `id, source, kind, dedupe_key, received_at, private, body, sealed` of `events`.
 pub(super) fn event(row: &impl Cols) -> Result<EventRow, StoreError> {
     Ok(EventRow {
         id: row.text("id")?,
@@ -129,6 +133,7 @@ pub(super) fn event(row: &impl Cols) -> Result<EventRow, StoreError> {
         received_at: parse_timestamp(&row.text("received_at")?)?,
         private: row.flag("private")?,
         body: json(&row.text("body")?)?,
+        sealed: row.opt_bytes("sealed")?,
     })
 }
 

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "events", include_str!("migrations/0004_events.sql")),
     (5, "run trigger", include_str!("migrations/0005_run_trigger.sql")),
     (6, "run scores", include_str!("migrations/0006_run_scores.sql")),
+    (7, "sealed", include_str!("migrations/0007_sealed.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -425,7 +426,7 @@ impl EventQueue for SqliteStore {
         let rows = sqlx::query(
             "UPDATE events SET status = 'claimed' WHERE id IN \
              (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT ?) \
-             RETURNING id, source, kind, dedupe_key, received_at, private, body",
+             RETURNING id, source, kind, dedupe_key, received_at, private, body, sealed",
         )
         .bind(limit as i64)
         .fetch_all(&self.pool)
@@ -487,12 +488,24 @@ impl EventQueue for SqliteStore {
 
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, source, kind, dedupe_key, received_at, private, body FROM events WHERE id = ?",
+            "SELECT id, source, kind, dedupe_key, received_at, private, body, sealed FROM events WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(rows::event).transpose()
+    }
+
+    async fn erase_sealed(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE events SET sealed = NULL WHERE id = ? AND sealed IS NOT NULL AND NOT EXISTS \
+             (SELECT 1 FROM runs WHERE runs.event_id = ? AND runs.status IN ('queued', 'running'))",
+        )
+        .bind(id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError> {
@@ -583,7 +596,7 @@ where
     E: sqlx::Executor<'e, Database = Sqlite>,
 {
     let mut q = QueryBuilder::<Sqlite>::new(
-        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body) ",
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) ",
     );
     q.push_values(chunk, |mut row, e| {
         row.push_bind(e.id.clone())
@@ -593,7 +606,8 @@ where
             .push_bind(timestamp(e.received_at))
             .push_bind("queued")
             .push_bind(e.private)
-            .push_bind(e.body.to_string());
+            .push_bind(e.body.to_string())
+            .push_bind(e.sealed.clone());
     });
     q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
     q.build_query_scalar().fetch_all(executor).await
@@ -723,7 +737,7 @@ mod tests {
             sqlx::raw_sql(
                 "DROP INDEX runs_agent; ALTER TABLE runs DROP COLUMN source; \
                  ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
-                 ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; \
+                 ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; ALTER TABLE events DROP COLUMN sealed; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -739,7 +753,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

@@ -5,6 +5,7 @@ pub mod duration;
 pub mod model_ref;
 pub mod outcome;
 pub mod private;
+pub mod seal;
 pub mod usage;
 
 pub use model_ref::ModelRef;
