@@ -409,3 +409,118 @@ fn an_unreachable_postgres_is_a_one_line_error_without_the_password() {
     );
     assert!(!err.contains("hunter2"));
 }
+
+/// Posts `body` to hook `intake` on `addr` with an idempotency key; the HTTP status, or
+/// 0 when the replica is gone.
+async fn post_intake(client: &reqwest::Client, addr: &str, key: &str, body: &str) -> u16 {
+    client
+        .post(format!("http://{addr}/hooks/intake"))
+        .bearer_auth("intake-token")
+        .header("idempotency-key", key)
+        .body(body.to_string())
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
+    use support::*;
+    const EVENTS: usize = 150;
+    let Some((_, schema)) = postgres().await else {
+        return;
+    };
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("noted")));
+    let root = intake_tree();
+    let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
+    let replica = |addr: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--addr", addr, "--lease", "2s", "--grace", "1s"])
+            .env("STEWARD_ROOT", root.path())
+            .env("DATABASE_URL", &url)
+            .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+            .env("RUST_LOG", "error")
+            .spawn()
+            .unwrap()
+    };
+    let addrs: Vec<String> = (0..3).map(|_| free_local_addr()).collect();
+    let mut children: Vec<std::process::Child> = addrs.iter().map(|a| replica(a)).collect();
+    for a in &addrs {
+        assert_eq!(
+            post_hook_when_up(a, "intake", "intake-token", "{\"text\": \"warm-up\"}").await,
+            200
+        );
+    }
+    let client = steward::http::client().unwrap();
+    let mut acknowledged = std::collections::BTreeSet::new();
+    for i in 0..EVENTS {
+        if i == EVENTS / 2 {
+            // A replica dies mid-stream, with whatever it had claimed.
+            children[2].kill().unwrap();
+            children[2].wait().unwrap();
+        }
+        let key = format!("delivery-{i}");
+        let body = format!("{{\"text\": \"request {i}\"}}");
+        // Each event goes to one replica, and is delivered again to another.
+        let first = &addrs[i % 3];
+        let second = &addrs[(i + 1) % 3];
+        let a = post_intake(&client, first, &key, &body).await;
+        let b = post_intake(&client, second, &key, &body).await;
+        if a == 200 || b == 200 {
+            acknowledged.insert(i);
+        }
+    }
+    // Every event with an acknowledgement ends in exactly one finished run.
+    let store = PgStore::connect_in_schema(&pg_url(), &schema).await.unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..400 {
+        runs = store.list_runs(1000).await.unwrap();
+        if runs.len() > acknowledged.len() && runs.iter().all(|r| r.status.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for child in children.iter_mut().take(2) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+    // Counted in the database: events stored, and runs per event.
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let per_event: Vec<i64> = sqlx::query_scalar("SELECT COUNT(*) FROM runs GROUP BY event_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert_eq!(
+        acknowledged.len(),
+        EVENTS,
+        "the live replicas acknowledged every event"
+    );
+    assert_eq!(
+        events as usize,
+        EVENTS + 3,
+        "each delivered twice, stored once (plus 3 warm-ups)"
+    );
+    assert_eq!(per_event.len(), EVENTS + 3, "every event has a run");
+    assert!(
+        per_event.iter().all(|n| *n == 1),
+        "no event ran twice: {per_event:?}"
+    );
+    let unfinished: Vec<_> = runs
+        .iter()
+        .filter(|r| !r.status.is_terminal())
+        .map(|r| (&r.id, r.status))
+        .collect();
+    assert!(unfinished.is_empty(), "unfinished: {unfinished:?}");
+    drop_schema(&schema).await;
+}
