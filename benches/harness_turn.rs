@@ -186,7 +186,10 @@ impl EventQueue for NullStore {
         Ok(true)
     }
 
-    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+    async fn requeue_orphan_events(
+        &self,
+        _claimed_before: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StoreError> {
         Ok(0)
     }
 

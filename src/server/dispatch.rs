@@ -167,15 +167,7 @@ impl Dispatcher {
 
     /// Routes events, fires cron slots and reconciles dead runs until shutdown.
     pub async fn run(self: Arc<Self>) {
-        // Nothing routes yet, so a claimed event without a run was orphaned by a crash.
-        match self.runner.store.requeue_orphan_events().await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                events = n,
-                "re-queued events claimed before a crash but never routed"
-            ),
-            Err(e) => tracing::error!(error = %e, "re-queueing orphaned events failed"),
-        }
+        self.requeue_orphans().await;
         if let Err(e) = self.reconcile().await {
             tracing::error!(error = %e, "reconciling runs failed");
         }
@@ -191,6 +183,7 @@ impl Dispatcher {
             }
             if last_reconcile.elapsed() > self.settings.lease / 2 {
                 last_reconcile = tokio::time::Instant::now();
+                self.requeue_orphans().await;
                 if let Err(e) = self.reconcile().await {
                     tracing::error!(error = %e, "reconciling runs failed");
                 }
@@ -198,6 +191,20 @@ impl Dispatcher {
             if let Err(e) = self.drain().await {
                 tracing::error!(error = %e, "routing events failed");
             }
+        }
+    }
+
+    /// Claimed events whose router died before routing them (any replica's: a claim
+    /// older than a lease) go back in the queue.
+    async fn requeue_orphans(&self) {
+        let before = Utc::now() - chrono::Duration::from_std(self.settings.lease).unwrap_or_default();
+        match self.runner.store.requeue_orphan_events(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                events = n,
+                "re-queued events claimed by a process that stopped before routing them"
+            ),
+            Err(e) => tracing::error!(error = %e, "re-queueing orphaned events failed"),
         }
     }
 

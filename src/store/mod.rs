@@ -261,9 +261,11 @@ pub trait EventQueue: Send + Sync {
         runs: &[NewRun],
         lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
-    /// Puts claimed events that have no run back in the queue (their router died
-    /// between claiming and routing); returns how many. Call when no router is active.
-    async fn requeue_orphan_events(&self) -> Result<u64, StoreError>;
+    /// Puts events claimed before `claimed_before` that have no run back in the queue
+    /// (their router died between claiming and routing); returns how many. Routing
+    /// takes milliseconds, so a claim older than a lease belongs to a dead process,
+    /// whichever replica it was.
+    async fn requeue_orphan_events(&self, claimed_before: DateTime<Utc>) -> Result<u64, StoreError>;
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
     /// Drops an event's sealed content once none of its runs is queued or running.
     async fn erase_sealed(&self, id: &str) -> Result<(), StoreError>;

@@ -28,6 +28,11 @@ use crate::types::{Privacy, RunOutcome};
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("migrations/postgres/0001_init.sql")),
     (2, "sealed", include_str!("migrations/postgres/0002_sealed.sql")),
+    (
+        3,
+        "claimed at",
+        include_str!("migrations/postgres/0003_claimed_at.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -386,10 +391,11 @@ impl EventQueue for PgStore {
 
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError> {
         let rows = sqlx::query(
-            "UPDATE events SET status = 'claimed' WHERE id IN \
-             (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+            "UPDATE events SET status = 'claimed', claimed_at = $1 WHERE id IN \
+             (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) \
              RETURNING id, source, kind, dedupe_key, received_at, private, body, sealed",
         )
+        .bind(timestamp(Utc::now()))
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
@@ -438,11 +444,13 @@ impl EventQueue for PgStore {
         Ok(true)
     }
 
-    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+    async fn requeue_orphan_events(&self, claimed_before: DateTime<Utc>) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "UPDATE events SET status = 'queued' WHERE status = 'claimed' \
+            "UPDATE events SET status = 'queued', claimed_at = NULL WHERE status = 'claimed' \
+             AND COALESCE(claimed_at, '') < $1 \
              AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id)",
         )
+        .bind(timestamp(claimed_before))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

@@ -34,6 +34,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "run trigger", include_str!("migrations/0005_run_trigger.sql")),
     (6, "run scores", include_str!("migrations/0006_run_scores.sql")),
     (7, "sealed", include_str!("migrations/0007_sealed.sql")),
+    (8, "claimed at", include_str!("migrations/0008_claimed_at.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -424,10 +425,11 @@ impl EventQueue for SqliteStore {
 
     async fn claim_events(&self, limit: u32) -> Result<Vec<EventRow>, StoreError> {
         let rows = sqlx::query(
-            "UPDATE events SET status = 'claimed' WHERE id IN \
+            "UPDATE events SET status = 'claimed', claimed_at = ? WHERE id IN \
              (SELECT id FROM events WHERE status = 'queued' ORDER BY received_at, id LIMIT ?) \
              RETURNING id, source, kind, dedupe_key, received_at, private, body, sealed",
         )
+        .bind(timestamp(Utc::now()))
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
@@ -476,11 +478,13 @@ impl EventQueue for SqliteStore {
         Ok(true)
     }
 
-    async fn requeue_orphan_events(&self) -> Result<u64, StoreError> {
+    async fn requeue_orphan_events(&self, claimed_before: DateTime<Utc>) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "UPDATE events SET status = 'queued' WHERE status = 'claimed' \
+            "UPDATE events SET status = 'queued', claimed_at = NULL WHERE status = 'claimed' \
+             AND COALESCE(claimed_at, '') < ? \
              AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id)",
         )
+        .bind(timestamp(claimed_before))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
@@ -738,6 +742,7 @@ mod tests {
                 "DROP INDEX runs_agent; ALTER TABLE runs DROP COLUMN source; \
                  ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
                  ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; ALTER TABLE events DROP COLUMN sealed; \
+                 ALTER TABLE events DROP COLUMN claimed_at; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -753,7 +758,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)
