@@ -536,3 +536,63 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     assert!(unfinished.is_empty(), "unfinished: {unfinished:?}");
     drop_schema(&schema).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_fire_each_cron_slot_once() {
+    use support::*;
+    let Some((_, schema)) = postgres().await else {
+        return;
+    };
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("tick noted")));
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/tick.md", "You note ticks.");
+    // Every two seconds (a seconds field first), so three replicas see several slots.
+    write(
+        "agents/tick.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/tick.md\ntriggers:\n  - cron: { schedule: \"*/2 * * * * *\", timezone: UTC }\noutput: { reply: false }\n",
+    );
+    let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
+    let mut children: Vec<std::process::Child> = (0..3)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                .args(["serve", "--addr", &free_local_addr()])
+                .env("STEWARD_ROOT", root.path())
+                .env("DATABASE_URL", &url)
+                .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+                .env("OPENAI_API_KEY", "sk-test")
+                .env("RUST_LOG", "error")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_secs(9)).await;
+    for child in &mut children {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    // One event per slot; one run per event.
+    let slots: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT dedupe_key, (SELECT COUNT(*) FROM runs WHERE runs.event_id = events.id) FROM events WHERE source = 'cron'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert!(slots.len() >= 3, "several slots fired over 9 s: {slots:?}");
+    assert!(
+        slots.iter().all(|(_, runs)| *runs == 1),
+        "each slot ran once: {slots:?}"
+    );
+    let distinct: std::collections::BTreeSet<&String> = slots.iter().map(|(k, _)| k).collect();
+    assert_eq!(distinct.len(), slots.len());
+    drop_schema(&schema).await;
+}
