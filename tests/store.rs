@@ -596,3 +596,85 @@ async fn three_replicas_fire_each_cron_slot_once() {
     assert_eq!(distinct.len(), slots.len());
     drop_schema(&schema).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sealed_private_dm_is_answered_by_another_replica_and_pg_dump_holds_no_text() {
+    use support::*;
+    let Some((store, schema)) = postgres().await else {
+        return;
+    };
+    let secret = "the acquisition closes on the 14th";
+    let key_text = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let key = steward::types::seal::DataKey::parse(key_text).unwrap();
+    // Acknowledged by a replica that then died: stored sealed.
+    let dm = json!({"token": "XXYYZZ", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+        "event_id": "EvPGDM1", "event_time": 1355517523,
+        "event": {"type": "message", "channel": "D024BE91L", "user": "U2147483697", "text": secret,
+                  "ts": "1355517523.000005", "channel_type": "im"}});
+    let steward::triggers::slack::SlackPayload::Event { event, dedupe_key } =
+        steward::triggers::slack::parse(&dm, Some("UBOT")).unwrap()
+    else {
+        panic!("not an event")
+    };
+    let row = steward::server::ingest::sealed_row(&event, &dedupe_key, &key);
+    store.insert_events(std::slice::from_ref(&row)).await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/dm.md", "You answer direct messages.");
+    write(
+        "agents/dm.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/dm.md\ntriggers:\n  - slack_message: {}\noutput: { reply: false }\n",
+    );
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("Noted, keeping it quiet.")));
+    let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
+    // Another replica, with the same key, claims it.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &free_local_addr()])
+        .env("STEWARD_ROOT", root.path())
+        .env("DATABASE_URL", &url)
+        .env("STEWARD_DATA_KEY", key_text)
+        .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let mut done = false;
+    for _ in 0..200 {
+        let runs = store.list_runs(10).await.unwrap();
+        let erased = store.get_event(&row.id).await.unwrap().unwrap().sealed.is_none();
+        if runs.first().is_some_and(|r| r.status == RunStatus::Succeeded) && erased {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(done, "the run succeeded and the sealed copy was erased");
+    assert!(
+        fake.requests()[0].body.to_string().contains(secret),
+        "answered with its text"
+    );
+    // Nothing in the database holds the text.
+    let dump = std::process::Command::new("pg_dump")
+        .args(["--schema", &schema, "--data-only", &pg_url()])
+        .output();
+    match dump {
+        Ok(out) if out.status.success() => {
+            assert!(out.stdout.len() > 100, "a real dump");
+            assert!(
+                !out.stdout.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "private text found in pg_dump"
+            );
+        }
+        other => panic!("pg_dump failed: {other:?}"),
+    }
+    drop_schema(&schema).await;
+}
