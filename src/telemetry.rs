@@ -69,10 +69,12 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Sends the spans still queued (bounded wait) and stops the exporter.
+    /// Sends the spans still queued (bounded wait) and stops the exporter. The wait is
+    /// longer than one export's own timeout (10 s), so a slow export in progress does
+    /// not make the last batch miss the exit.
     pub fn shutdown(self) {
         if let Some(provider) = self.provider
-            && let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(5))
+            && let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(12))
         {
             eprintln!("warning: could not flush traces: {e}");
         }
