@@ -587,7 +587,7 @@ async fn three_replicas_fire_each_cron_slot_once() {
     .await
     .unwrap();
     pool.close().await;
-    assert!(slots.len() >= 3, "several slots fired over 9 s: {slots:?}");
+    assert!(slots.len() >= 2, "several slots fired over 9 s: {slots:?}");
     assert!(
         slots.iter().all(|(_, runs)| *runs == 1),
         "each slot ran once: {slots:?}"
