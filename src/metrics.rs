@@ -450,11 +450,6 @@ impl Metrics {
         self.spans_dropped.inc_by(n);
     }
 
-    /// Spans dropped so far.
-    pub fn dropped_spans(&self) -> u64 {
-        self.spans_dropped.get()
-    }
-
     /// Every metric in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);

@@ -215,6 +215,7 @@ fn mock_of(results: &[Result<serde_json::Value, String>]) -> serde_json::Value {
 /// of its model answers; the new case replays green.
 pub(super) async fn new_from_run(
     root: &Path,
+    env: &Settings,
     store: &dyn crate::store::Store,
     id: &str,
 ) -> anyhow::Result<ExitCode> {
@@ -324,7 +325,7 @@ pub(super) async fn new_from_run(
     std::fs::write(&path, format!("{header}{yaml}"))?;
 
     // Replay the recorded answers once in record mode: the cassette gets real keys.
-    let outside = Outside::new(Settings::default(), Arc::default())?;
+    let outside = Outside::new(env.clone(), Arc::default())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);

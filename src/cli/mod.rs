@@ -314,7 +314,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             ..
         } => {
             let store = open_store(&cli.database_url).await?;
-            eval::new_from_run(&root, store.as_ref(), &from_run).await
+            eval::new_from_run(&root, &env, store.as_ref(), &from_run).await
         }
         Command::Eval {
             command: None,

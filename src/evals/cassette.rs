@@ -89,14 +89,6 @@ impl Cassette {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Interaction>> {
         self.interactions.lock().unwrap_or_else(|e| e.into_inner())
     }

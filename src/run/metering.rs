@@ -24,14 +24,6 @@ impl Meter {
         }
     }
 
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    pub fn agent(&self) -> &str {
-        &self.agent
-    }
-
     /// Counts what `event` says happened.
     pub fn observe(&self, event: &RunEvent) {
         let m = &self.metrics;

@@ -232,16 +232,16 @@ fn find_prompt(state: &AppState, path: &str) -> Option<(String, String, Vec<Stri
         .values()
         .chain(state.config.subagents.values())
     {
-        let text = match (&agent.coordinator, &agent.prompt) {
-            (Coordinator::Script { path, source }, _) => Some((path.display().to_string(), source.clone())),
-            (_, Some(p)) => Some((p.path.clone(), p.text.clone())),
-            _ => None,
+        let Some(p) = prompt_path(agent).filter(|p| wanted.contains(p)) else {
+            continue;
         };
-        if let Some((p, text)) = text
-            && wanted.contains(&p)
-        {
-            users.push(agent.name.clone());
-            found.get_or_insert((p, text));
+        users.push(agent.name.clone());
+        if found.is_none() {
+            let text = match &agent.coordinator {
+                Coordinator::Script { source, .. } => source.clone(),
+                Coordinator::Llm => agent.prompt.as_ref().map(|p| p.text.clone()).unwrap_or_default(),
+            };
+            found = Some((p, text));
         }
     }
     found.map(|(p, t)| (p, t, users))
