@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. Modules on one layer may not import each other.
 const LAYERS: &[&[&str]] = &[
-    &["types", "http", "sandbox", "telemetry"],
-    &["config", "metrics"],
+    &["types", "http", "sandbox"],
+    &["config", "metrics", "telemetry"],
     &["tokens"],
     &["provider"],
     &["store"],

@@ -73,6 +73,7 @@ impl ModelChain {
             let span = tracing::info_span!(
                 "chat",
                 otel.name = %format!("chat {}", model.model),
+                otel.kind = "client",
                 "gen_ai.operation.name" = "chat",
                 "gen_ai.provider.name" = provider.name(),
                 "gen_ai.request.model" = %model.model,

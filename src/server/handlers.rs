@@ -92,6 +92,7 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
             let span = tracing::info_span!(
                 "ingest",
                 otel.name = %format!("ingest {}", event.source),
+                otel.kind = "server",
                 "steward.trigger.source" = %event.source,
                 "steward.trigger.kind" = %event.kind,
                 "steward.dedupe_hit" = tracing::field::Empty,

@@ -1,20 +1,16 @@
-//! The span export queue: finished spans go into a bounded channel and one thread
-//! sends them in batches. A run never waits on the collector: when the queue is full
-//! (the endpoint is slow or down) a span is dropped, and so is a batch the endpoint
-//! refused. Every dropped span is counted (through the sink, into
+//! The span export queue: closed spans go into a bounded channel and one thread sends
+//! them in batches as OTLP/HTTP protobuf. A run never waits on the collector: when the
+//! queue is full (the endpoint is slow or down) a span is dropped, and so is a batch the
+//! endpoint refused. Every dropped span is counted (through the sink, into
 //! `steward_otel_spans_dropped_total`) and warned about at most once a minute.
-//!
-//! The SDK's batch processor drops silently (it logs once, through its own diagnostics);
-//! this one is small enough to own.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use opentelemetry::Context;
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+use super::TelemetryError;
+use super::otlp;
+use super::record::SpanRecord;
 
 /// Spans waiting to be sent, at most.
 pub const QUEUE: usize = 4096;
@@ -22,6 +18,8 @@ pub const QUEUE: usize = 4096;
 const BATCH: usize = 512;
 /// A partial batch is sent after this long.
 const DELAY: Duration = Duration::from_secs(2);
+/// One export request may take this long.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one warning about dropped spans per this long.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -29,8 +27,7 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 pub type DropSink = Arc<dyn Fn(u64) + Send + Sync>;
 
 enum Message {
-    Span(Box<SpanData>),
-    Resource(Resource),
+    Span(SpanRecord),
     Flush(SyncSender<()>),
     Shutdown(SyncSender<()>),
 }
@@ -52,7 +49,7 @@ impl Drops {
         let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
         if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             *warned = Some(Instant::now());
-            // Straight to stderr: a tracing event here would make more spans.
+            // Straight to stderr: a tracing event here could make more spans.
             eprintln!(
                 "warning: dropped {n} trace span(s): {why} (counted in steward_otel_spans_dropped_total; this warning repeats at most once a minute)"
             );
@@ -60,94 +57,173 @@ impl Drops {
     }
 }
 
-/// A [`SpanProcessor`] with a bounded queue in front of one export thread.
-pub struct BoundedQueue {
+/// Where closed spans go: never blocks.
+pub struct SpanSink {
     tx: SyncSender<Message>,
     drops: Arc<Drops>,
-    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-impl std::fmt::Debug for BoundedQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BoundedQueue").finish_non_exhaustive()
-    }
-}
-
-impl BoundedQueue {
-    /// Starts the export thread for `exporter`.
-    pub fn start<E: SpanExporter + 'static>(exporter: E, sink: Option<DropSink>) -> std::io::Result<Self> {
-        let (tx, rx) = sync_channel(QUEUE);
-        let drops = Arc::new(Drops {
-            sink,
-            warned: Mutex::new(None),
-        });
-        let thread_drops = drops.clone();
-        let worker = std::thread::Builder::new()
-            .name("steward-otlp".into())
-            .spawn(move || run(exporter, rx, &thread_drops))?;
-        Ok(BoundedQueue {
-            tx,
-            drops,
-            worker: Mutex::new(Some(worker)),
-        })
-    }
-
-    /// Sends a control message and waits (bounded) for the worker to act on it.
-    fn control(&self, make: impl FnOnce(SyncSender<()>) -> Message, timeout: Duration) -> OTelSdkResult {
-        let (done_tx, done_rx) = sync_channel(1);
-        self.tx
-            .send(make(done_tx))
-            .map_err(|_| OTelSdkError::AlreadyShutdown)?;
-        done_rx
-            .recv_timeout(timeout)
-            .map_err(|_| OTelSdkError::Timeout(timeout))
-    }
-}
-
-impl SpanProcessor for BoundedQueue {
-    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
-
-    fn on_end(&self, span: SpanData) {
-        match self.tx.try_send(Message::Span(Box::new(span))) {
+impl SpanSink {
+    /// Queues `span` for export, or drops (and counts) it when the queue is full.
+    pub fn send(&self, span: SpanRecord) {
+        match self.tx.try_send(Message::Span(span)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => self.drops.record(1, "the export queue is full"),
             // Shut down: nothing more is exported.
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
+}
 
-    fn force_flush(&self) -> OTelSdkResult {
-        self.control(Message::Flush, Duration::from_secs(10))
+/// Sends one encoded batch; `Err` says why it was not accepted.
+pub trait Transport: Send + 'static {
+    fn send(&mut self, body: Vec<u8>) -> Result<(), String>;
+}
+
+/// OTLP/HTTP: a POST of the protobuf body to the traces URL, from a single-threaded
+/// runtime owned by the export thread. The client is built on first use (building one
+/// loads the system's root certificates).
+pub struct HttpTransport {
+    url: String,
+    headers: reqwest::header::HeaderMap,
+    runtime: tokio::runtime::Runtime,
+    client: Option<reqwest::Client>,
+}
+
+impl HttpTransport {
+    /// A transport for `url` sending `headers` with every request; a header that is not
+    /// valid HTTP is an error naming it.
+    pub fn new(url: String, headers: &[(String, String)]) -> Result<HttpTransport, TelemetryError> {
+        use reqwest::header::{HeaderName, HeaderValue};
+        let mut map = reqwest::header::HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                TelemetryError(format!("OTEL_EXPORTER_OTLP_HEADERS: '{k}' is not a header name"))
+            })?;
+            let value = HeaderValue::from_str(v).map_err(|_| {
+                TelemetryError(format!(
+                    "OTEL_EXPORTER_OTLP_HEADERS: the value of '{k}' is not a valid header value"
+                ))
+            })?;
+            map.insert(name, value);
+        }
+        map.insert(
+            reqwest::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| TelemetryError(format!("cannot start the export runtime: {e}")))?;
+        Ok(HttpTransport {
+            url,
+            headers: map,
+            runtime,
+            client: None,
+        })
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&mut self, body: Vec<u8>) -> Result<(), String> {
+        let client = match &self.client {
+            Some(c) => c.clone(),
+            None => {
+                let c = crate::http::client().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                self.client = Some(c.clone());
+                c
+            }
+        };
+        let request = client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .timeout(EXPORT_TIMEOUT)
+            .body(body);
+        self.runtime.block_on(async move {
+            let response = request.send().await.map_err(|e| e.to_string())?;
+            let status = response.status();
+            // Read the (small) answer so the connection can be reused.
+            let _ = response.bytes().await;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(format!("the OTLP endpoint answered {status}"))
+            }
+        })
+    }
+}
+
+/// The export thread's handle: flush and shut down.
+pub struct Exporter {
+    tx: SyncSender<Message>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Starts the export thread sending through `transport`, with spans of
+    /// `service_name`; returns its handle and the sink the tracing layer writes to.
+    pub fn start<T: Transport>(
+        transport: T,
+        service_name: &str,
+        dropped: Option<DropSink>,
+    ) -> std::io::Result<(Exporter, SpanSink)> {
+        let (tx, rx) = sync_channel(QUEUE);
+        let drops = Arc::new(Drops {
+            sink: dropped,
+            warned: Mutex::new(None),
+        });
+        let thread_drops = drops.clone();
+        let resource = otlp::resource(service_name);
+        let worker = std::thread::Builder::new()
+            .name("steward-otlp".into())
+            .spawn(move || run(transport, &resource, rx, &thread_drops))?;
+        let sink = SpanSink {
+            tx: tx.clone(),
+            drops,
+        };
+        Ok((
+            Exporter {
+                tx,
+                worker: Some(worker),
+            },
+            sink,
+        ))
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        let result = self.control(Message::Shutdown, timeout);
-        if result.is_ok()
-            && let Some(worker) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take()
-        {
+    /// Sends a control message and waits (bounded) for the worker to act on it.
+    fn control(&self, make: impl FnOnce(SyncSender<()>) -> Message, timeout: Duration) -> bool {
+        let (done_tx, done_rx) = sync_channel(1);
+        self.tx.send(make(done_tx)).is_ok() && done_rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Sends what is queued; `false` when that did not finish within `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.control(Message::Flush, timeout)
+    }
+
+    /// Sends what is queued and stops the thread; `false` when that did not finish
+    /// within `timeout` (the thread is then left to end on its own).
+    pub fn shutdown(mut self, timeout: Duration) -> bool {
+        let done = self.control(Message::Shutdown, timeout);
+        if done && let Some(worker) = self.worker.take() {
             let _ = worker.join();
         }
-        result
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        // The worker owns the exporter; the resource goes to it before any span.
-        let _ = self.tx.send(Message::Resource(resource.clone()));
+        done
     }
 }
 
 /// The export thread: collects spans into batches and sends each when it is full, when
 /// [`DELAY`] has passed since its first span, on a flush, and at shutdown.
-fn run<E: SpanExporter>(mut exporter: E, rx: Receiver<Message>, drops: &Drops) {
-    let mut batch: Vec<SpanData> = Vec::with_capacity(BATCH);
+fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, rx: Receiver<Message>, drops: &Drops) {
+    let mut batch: Vec<SpanRecord> = Vec::with_capacity(BATCH);
     let mut due: Option<Instant> = None;
-    let send = |exporter: &E, batch: &mut Vec<SpanData>| {
+    let mut send = |batch: &mut Vec<SpanRecord>| {
         if batch.is_empty() {
             return;
         }
-        let spans = std::mem::take(batch);
+        let spans = std::mem::replace(batch, Vec::with_capacity(BATCH));
         let n = spans.len() as u64;
-        if let Err(e) = futures_executor::block_on(exporter.export(spans)) {
+        if let Err(e) = transport.send(otlp::encode(resource, spans)) {
             drops.record(n, &format!("the OTLP endpoint failed: {e}"));
         }
     };
@@ -165,32 +241,30 @@ fn run<E: SpanExporter>(mut exporter: E, rx: Receiver<Message>, drops: &Drops) {
         };
         match message {
             Some(Message::Span(span)) => {
-                batch.push(*span);
+                batch.push(span);
                 due.get_or_insert_with(|| Instant::now() + DELAY);
                 if batch.len() >= BATCH {
-                    send(&exporter, &mut batch);
+                    send(&mut batch);
                     due = None;
                 }
             }
-            Some(Message::Resource(resource)) => exporter.set_resource(&resource),
             Some(Message::Flush(done)) => {
-                send(&exporter, &mut batch);
+                send(&mut batch);
                 due = None;
                 let _ = done.send(());
             }
             Some(Message::Shutdown(done)) => {
-                send(&exporter, &mut batch);
-                let _ = exporter.shutdown();
+                send(&mut batch);
                 let _ = done.send(());
                 return;
             }
             None => {
-                send(&exporter, &mut batch);
+                send(&mut batch);
                 due = None;
             }
         }
     }
-    send(&exporter, &mut batch);
+    send(&mut batch);
 }
 
 #[cfg(test)]
@@ -198,71 +272,73 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// An exporter whose endpoint is down, or that counts what it got.
-    #[derive(Debug, Clone, Default)]
+    /// A transport whose endpoint is down, or that counts the spans it got.
+    #[derive(Clone, Default)]
     struct Fake {
         fail: bool,
         got: Arc<AtomicU64>,
     }
 
-    impl SpanExporter for Fake {
-        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+    impl Transport for Fake {
+        fn send(&mut self, body: Vec<u8>) -> Result<(), String> {
+            use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+            use prost::Message as _;
             if self.fail {
-                return Err(OTelSdkError::InternalFailure("connection refused".into()));
+                return Err("connection refused".into());
             }
-            self.got.fetch_add(batch.len() as u64, Ordering::SeqCst);
+            let request = ExportTraceServiceRequest::decode(body.as_slice()).map_err(|e| e.to_string())?;
+            let n: usize = request.resource_spans[0]
+                .scope_spans
+                .iter()
+                .map(|s| s.spans.len())
+                .sum();
+            self.got.fetch_add(n as u64, Ordering::SeqCst);
             Ok(())
         }
     }
 
-    fn span() -> SpanData {
-        use opentelemetry::trace::{SpanContext, SpanKind, Status};
-        SpanData {
-            span_context: SpanContext::empty_context(),
-            parent_span_id: opentelemetry::trace::SpanId::INVALID,
-            parent_span_is_remote: false,
-            span_kind: SpanKind::Internal,
-            name: "s".into(),
-            start_time: std::time::SystemTime::now(),
-            end_time: std::time::SystemTime::now(),
-            attributes: Vec::new(),
-            dropped_attributes_count: 0,
-            events: Default::default(),
-            links: Default::default(),
-            status: Status::Unset,
-            instrumentation_scope: Default::default(),
-        }
+    fn span() -> SpanRecord {
+        SpanRecord::new("s", None, true)
     }
 
     #[test]
     fn spans_are_sent_on_flush_and_failures_counted() {
         let ok = Fake::default();
-        let queue = BoundedQueue::start(ok.clone(), None).unwrap();
+        let (exporter, sink) = Exporter::start(ok.clone(), "svc", None).unwrap();
         for _ in 0..3 {
-            queue.on_end(span());
+            sink.send(span());
         }
-        queue.force_flush().unwrap();
+        assert!(exporter.flush(Duration::from_secs(10)));
         assert_eq!(ok.got.load(Ordering::SeqCst), 3);
+        assert!(exporter.shutdown(Duration::from_secs(5)));
 
         let dropped = Arc::new(AtomicU64::new(0));
         let counter = dropped.clone();
-        let sink: DropSink = Arc::new(move |n| {
+        let drop_sink: DropSink = Arc::new(move |n| {
             counter.fetch_add(n, Ordering::SeqCst);
         });
-        let down = BoundedQueue::start(
-            Fake {
-                fail: true,
-                ..Fake::default()
-            },
-            Some(sink),
-        )
-        .unwrap();
+        let down = Fake {
+            fail: true,
+            ..Fake::default()
+        };
+        let (exporter, sink) = Exporter::start(down, "svc", Some(drop_sink)).unwrap();
         for _ in 0..5 {
-            down.on_end(span());
+            sink.send(span());
         }
-        down.shutdown_with_timeout(Duration::from_secs(5)).unwrap();
+        assert!(exporter.shutdown(Duration::from_secs(5)));
         assert_eq!(dropped.load(Ordering::SeqCst), 5);
         // After shutdown spans are ignored, not queued forever.
-        down.on_end(span());
+        sink.send(span());
+    }
+
+    #[test]
+    fn a_header_that_is_not_http_is_refused_by_name() {
+        let err = HttpTransport::new(
+            "http://127.0.0.1:1/v1/traces".into(),
+            &[("x-key".into(), "a\nb".into())],
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("'x-key'"), "{err}");
     }
 }
