@@ -17,6 +17,14 @@
 //! under `valgrind --tool=callgrind` instead and reports user-space instructions (all
 //! threads): repeatable for the same binary whatever the machine is doing, so one round
 //! is enough and small differences (OTLP export on against off) are visible.
+//!
+//! Under valgrind a model call that the fake answers at once still takes long enough
+//! to cross the harness's 200 ms write-while-waiting point on some turns and not others,
+//! depending on what else the process does (an export thread slows the run thread under
+//! valgrind's one-thread-at-a-time scheduling). So in instruction mode the fake model
+//! answers after `RUN_CPU_MODEL_MS` (default 300 ms), as a real model would: every turn
+//! writes its events while waiting, in both configurations alike. Each configuration
+//! also has its own database, so neither leaves the other a different WAL to read.
 
 use std::path::Path;
 use std::process::Command;
@@ -33,7 +41,8 @@ const TURNS: [usize; 3] = [10, 50, 110];
 
 /// Answers with an `http_fetch` call until the conversation holds as many tool results
 /// as the model name asks for (`turns-10`), then with a final text.
-async fn chat(State(page_url): State<String>, Json(body): Json<Value>) -> Json<Value> {
+async fn chat(State((page_url, delay)): State<(String, Duration)>, Json(body): Json<Value>) -> Json<Value> {
+    tokio::time::sleep(delay).await;
     let model = body["model"].as_str().unwrap_or_default().to_string();
     let want: usize = model.trim_start_matches("turns-").parse().unwrap_or(1);
     let done = body["messages"]
@@ -131,6 +140,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    let instructions = std::env::var("RUN_CPU_INSTRUCTIONS").is_ok_and(|v| v == "1");
+    let model_delay = Duration::from_millis(
+        std::env::var("RUN_CPU_MODEL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if instructions { 300 } else { 0 }),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -143,7 +159,7 @@ fn main() {
         .route("/v1/chat/completions", post(chat))
         .route("/page", get(move || async move { page.clone() }))
         .route("/v1/traces", post(|| async { "" }))
-        .with_state(format!("http://{addr}/page"));
+        .with_state((format!("http://{addr}/page"), model_delay));
     rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let root = tempfile::tempdir().unwrap();
@@ -167,10 +183,13 @@ fn main() {
         );
     }
     let base = format!("http://{addr}/v1");
-    let db = root.path().join("steward.db");
-    let instructions = std::env::var("RUN_CPU_INSTRUCTIONS").is_ok_and(|v| v == "1");
     // Warm up: first start creates the database and pages the binary in.
-    run_once(root.path(), "bench-10", &base, &db, false, false);
+    let db_for = |otlp: bool| {
+        root.path()
+            .join(if otlp { "steward-otlp.db" } else { "steward.db" })
+    };
+    run_once(root.path(), "bench-10", &base, &db_for(false), false, false);
+    run_once(root.path(), "bench-10", &base, &db_for(true), false, false);
     // RUN_CPU_ROUNDS=1 makes a short run to profile (perf record -g).
     let rounds: usize = std::env::var("RUN_CPU_ROUNDS")
         .ok()
@@ -189,7 +208,14 @@ fn main() {
         for (i, turns) in TURNS.iter().enumerate() {
             for (c, &otlp) in configs.iter().enumerate() {
                 let agent = format!("bench-{turns}");
-                samples[c][i].push(run_once(root.path(), &agent, &base, &db, otlp, instructions));
+                samples[c][i].push(run_once(
+                    root.path(),
+                    &agent,
+                    &base,
+                    &db_for(otlp),
+                    otlp,
+                    instructions,
+                ));
             }
         }
     }

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use super::Provider;
 use super::error::ProviderError;
 use super::retry::RetryPolicy;
@@ -72,11 +70,11 @@ impl ModelChain {
             };
             let span = tracing::info_span!(
                 "chat",
-                otel.name = %format!("chat {}", model.model),
+                otel.name = format!("chat {}", model.model).as_str(),
                 otel.kind = "client",
                 "gen_ai.operation.name" = "chat",
                 "gen_ai.provider.name" = provider.name(),
-                "gen_ai.request.model" = %model.model,
+                "gen_ai.request.model" = model.model.as_str(),
                 "gen_ai.request.max_tokens" = max_output_tokens,
                 "gen_ai.response.model" = tracing::field::Empty,
                 "gen_ai.response.id" = tracing::field::Empty,
@@ -106,9 +104,11 @@ impl ModelChain {
                 );
             }
             let failed_before = failed.len();
+            // The span is not entered: a model call makes no spans of its own, and
+            // entering on every poll of the HTTP future costs more than the span. It times
+            // the call by living across it; retries are counted on it.
             let result = self
                 .call_with_retries(provider.as_ref(), &request, &mut failed)
-                .instrument(span.clone())
                 .await
                 .map_err(|mut e| {
                     e.model = model.model.clone();
@@ -120,19 +120,23 @@ impl ModelChain {
             match result {
                 Ok(response) => {
                     let u = &response.usage;
-                    span.record("gen_ai.response.model", response.model.as_str());
-                    span.record("gen_ai.response.id", response.id.as_str());
-                    span.record("gen_ai.response.finish_reasons", response.stop_reason.as_str());
-                    span.record("gen_ai.usage.input_tokens", u.input_tokens);
-                    span.record("gen_ai.usage.output_tokens", u.output_tokens);
-                    span.record("gen_ai.usage.cache_read.input_tokens", u.cached_input_tokens);
-                    span.record("gen_ai.usage.cache_creation.input_tokens", u.cache_write_tokens);
-                    span.record("gen_ai.usage.reasoning.output_tokens", u.reasoning_tokens);
-                    span.record(
-                        "steward.cost_usd",
-                        super::pricing::cost(&model.provider, &model.model, u),
+                    let cost = super::pricing::cost(&model.provider, &model.model, u);
+                    let retries = (failed.len() - failed_before) as u64;
+                    crate::telemetry::record_fields(
+                        &span,
+                        &[
+                            ("gen_ai.response.model", &response.model.as_str()),
+                            ("gen_ai.response.id", &response.id.as_str()),
+                            ("gen_ai.response.finish_reasons", &response.stop_reason.as_str()),
+                            ("gen_ai.usage.input_tokens", &u.input_tokens),
+                            ("gen_ai.usage.output_tokens", &u.output_tokens),
+                            ("gen_ai.usage.cache_read.input_tokens", &u.cached_input_tokens),
+                            ("gen_ai.usage.cache_creation.input_tokens", &u.cache_write_tokens),
+                            ("gen_ai.usage.reasoning.output_tokens", &u.reasoning_tokens),
+                            ("steward.cost_usd", &cost),
+                            ("steward.retries", &retries),
+                        ],
                     );
-                    span.record("steward.retries", (failed.len() - failed_before) as u64);
                     if self.capture_content {
                         span.record(
                             "gen_ai.output.messages",

@@ -183,12 +183,12 @@ impl Gateway {
         let capture = self.parts.capture_content;
         let span = tracing::info_span!(
             "execute_tool",
-            otel.name = %format!("execute_tool {name}"),
+            otel.name = format!("execute_tool {name}").as_str(),
             "gen_ai.operation.name" = "execute_tool",
-            "gen_ai.tool.name" = %name,
-            "gen_ai.tool.call.id" = %call_id,
+            "gen_ai.tool.name" = name,
+            "gen_ai.tool.call.id" = call_id,
             "gen_ai.tool.type" = "function",
-            run_id = %self.parts.recorder.run_id(),
+            run_id = self.parts.recorder.run_id(),
             "steward.tool.side_effect" = self.is_side_effecting(name),
             "steward.tool.result_bytes" = tracing::field::Empty,
             "steward.tool.result_file" = tracing::field::Empty,

@@ -96,7 +96,7 @@ where
         // A root's fields are kept even when it is not sampled yet: a trace continued
         // from a stored `traceparent` may sample it after creation.
         if record.sampled || parent.is_none() {
-            attrs.record(&mut SpanFields(&mut record));
+            SpanFields::first(&mut record, attrs);
         }
         span.extensions_mut().insert(record);
     }

@@ -1,14 +1,12 @@
 //! OTLP/HTTP protobuf bodies: a batch of [`SpanRecord`]s as one
-//! `ExportTraceServiceRequest` (one resource, one instrumentation scope), in the wire
-//! types of `opentelemetry-proto` and encoded with prost.
-
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-pub use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
-use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
-use prost::Message;
+//! `ExportTraceServiceRequest` (one resource, one instrumentation scope), written
+//! straight from the records in one pass.
+//!
+//! The message layout is `opentelemetry/proto/collector/trace/v1` and its imports
+//! (field numbers below). Going through the generated `opentelemetry-proto` types cost
+//! an allocation per attribute key and value and a length pass per nesting level; this
+//! writer costs neither. The tests decode its output with those generated types, as a
+//! collector would.
 
 use super::record::{EventRecord, Kind, SpanRecord, Value};
 
@@ -18,108 +16,185 @@ const FLAG_SAMPLED: u32 = 0x01;
 const FLAG_HAS_IS_REMOTE: u32 = 0x100;
 const FLAG_IS_REMOTE: u32 = 0x200;
 
-/// The resource every span of this process belongs to.
+/// `Status.code = STATUS_CODE_ERROR`.
+const STATUS_ERROR: u64 = 2;
+
+/// Protobuf wire types.
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LEN: u32 = 2;
+const FIXED32: u32 = 5;
+
+/// The resource every span of this process belongs to, encoded once (the body of a
+/// `Resource` message).
+#[derive(Debug, Clone)]
+pub struct Resource(Vec<u8>);
+
+/// The resource for `service_name`.
 pub fn resource(service_name: &str) -> Resource {
-    Resource {
-        attributes: vec![
-            key_value("service.name", Value::Str(service_name.to_string())),
-            key_value("service.version", Value::Str(env!("CARGO_PKG_VERSION").into())),
-            key_value("telemetry.sdk.language", Value::Str("rust".into())),
-            key_value("telemetry.sdk.name", Value::Str("steward".into())),
-        ],
-        ..Resource::default()
+    let mut buf = Vec::new();
+    for (key, value) in [
+        ("service.name", service_name),
+        ("service.version", env!("CARGO_PKG_VERSION")),
+        ("telemetry.sdk.language", "rust"),
+        ("telemetry.sdk.name", "steward"),
+    ] {
+        // Resource.attributes = 1
+        message(&mut buf, 1, |b| key_value(b, key, &Value::Str(value.to_string())));
     }
+    Resource(buf)
 }
 
 /// The request body for `spans`.
-pub fn encode(resource: &Resource, spans: Vec<SpanRecord>) -> Vec<u8> {
-    let request = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(resource.clone()),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "steward".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..InstrumentationScope::default()
-                }),
-                spans: spans.into_iter().map(span).collect(),
-                schema_url: String::new(),
-            }],
-            schema_url: String::new(),
-        }],
-    };
-    request.encode_to_vec()
+pub fn encode(resource: &Resource, spans: &[SpanRecord]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(512 + spans.len() * 768);
+    // ExportTraceServiceRequest.resource_spans = 1
+    message(&mut buf, 1, |b| {
+        // ResourceSpans.resource = 1
+        bytes(b, 1, &resource.0);
+        // ResourceSpans.scope_spans = 2
+        message(b, 2, |b| {
+            // ScopeSpans.scope = 1: InstrumentationScope { name = 1, version = 2 }
+            message(b, 1, |b| {
+                bytes(b, 1, b"steward");
+                bytes(b, 2, env!("CARGO_PKG_VERSION").as_bytes());
+            });
+            for s in spans {
+                // ScopeSpans.spans = 2
+                message(b, 2, |b| span(b, s));
+            }
+        });
+    });
+    buf
 }
 
-fn span(r: SpanRecord) -> Span {
+fn span(b: &mut Vec<u8>, r: &SpanRecord) {
     let mut flags = FLAG_HAS_IS_REMOTE | if r.sampled { FLAG_SAMPLED } else { 0 };
     if r.parent_remote {
         flags |= FLAG_IS_REMOTE;
     }
-    Span {
-        trace_id: r.trace_id.to_be_bytes().to_vec(),
-        span_id: r.span_id.to_be_bytes().to_vec(),
-        parent_span_id: if r.parent_span_id == 0 {
-            Vec::new()
-        } else {
-            r.parent_span_id.to_be_bytes().to_vec()
-        },
-        flags,
-        name: r.name.into_owned(),
-        kind: kind(r.kind) as i32,
-        start_time_unix_nano: r.start_unix_nano,
-        end_time_unix_nano: r.end_unix_nano,
-        attributes: r.attributes.into_iter().map(|(k, v)| key_value(k, v)).collect(),
-        dropped_attributes_count: r.dropped_attributes,
-        events: r.events.into_iter().map(event).collect(),
-        dropped_events_count: r.dropped_events,
-        status: Some(match r.error {
-            Some(message) => Status {
-                message,
-                code: StatusCode::Error as i32,
-            },
-            None => Status::default(),
-        }),
-        ..Span::default()
+    bytes(b, 1, &r.trace_id.to_be_bytes());
+    bytes(b, 2, &r.span_id.to_be_bytes());
+    if r.parent_span_id != 0 {
+        bytes(b, 4, &r.parent_span_id.to_be_bytes());
     }
+    bytes(b, 5, r.name.as_bytes());
+    uint(b, 6, kind(r.kind));
+    fixed64(b, 7, r.start_unix_nano);
+    fixed64(b, 8, r.end_unix_nano);
+    for (k, v) in &r.attributes {
+        message(b, 9, |b| key_value(b, k, v));
+    }
+    uint(b, 10, u64::from(r.dropped_attributes));
+    for e in &r.events {
+        message(b, 11, |b| event(b, e));
+    }
+    uint(b, 12, u64::from(r.dropped_events));
+    if let Some(text) = &r.error {
+        // Status { message = 2, code = 3 }
+        message(b, 15, |b| {
+            bytes(b, 2, text.as_bytes());
+            uint(b, 3, STATUS_ERROR);
+        });
+    }
+    tag(b, 16, FIXED32);
+    b.extend_from_slice(&flags.to_le_bytes());
 }
 
-fn event(e: EventRecord) -> Event {
-    Event {
-        time_unix_nano: e.time_unix_nano,
-        name: e.name,
-        attributes: e.attributes.into_iter().map(|(k, v)| key_value(k, v)).collect(),
-        dropped_attributes_count: e.dropped_attributes,
+fn event(b: &mut Vec<u8>, e: &EventRecord) {
+    fixed64(b, 1, e.time_unix_nano);
+    bytes(b, 2, e.name.as_bytes());
+    for (k, v) in &e.attributes {
+        message(b, 3, |b| key_value(b, k, v));
     }
+    uint(b, 4, u64::from(e.dropped_attributes));
 }
 
-fn kind(k: Kind) -> SpanKind {
+fn kind(k: Kind) -> u64 {
     match k {
-        Kind::Internal => SpanKind::Internal,
-        Kind::Server => SpanKind::Server,
-        Kind::Client => SpanKind::Client,
-        Kind::Producer => SpanKind::Producer,
-        Kind::Consumer => SpanKind::Consumer,
+        Kind::Internal => 1,
+        Kind::Server => 2,
+        Kind::Client => 3,
+        Kind::Producer => 4,
+        Kind::Consumer => 5,
     }
 }
 
-fn key_value(key: &str, value: Value) -> KeyValue {
-    let value = match value {
-        Value::Str(s) => any_value::Value::StringValue(s),
-        Value::Int(i) => any_value::Value::IntValue(i),
-        Value::Float(f) => any_value::Value::DoubleValue(f),
-        Value::Bool(b) => any_value::Value::BoolValue(b),
-    };
-    KeyValue {
-        key: key.to_string(),
-        value: Some(AnyValue { value: Some(value) }),
-        ..KeyValue::default()
+/// `KeyValue { key = 1, value = 2: AnyValue }`.
+fn key_value(b: &mut Vec<u8>, key: &str, value: &Value) {
+    bytes(b, 1, key.as_bytes());
+    message(b, 2, |b| match value {
+        // AnyValue { string_value = 1, bool_value = 2, int_value = 3, double_value = 4 }
+        Value::Str(s) => bytes(b, 1, s.as_bytes()),
+        Value::Bool(v) => {
+            tag(b, 2, VARINT);
+            b.push(u8::from(*v));
+        }
+        Value::Int(i) => {
+            tag(b, 3, VARINT);
+            varint(b, *i as u64);
+        }
+        Value::Float(f) => fixed64(b, 4, f.to_bits()),
+    });
+}
+
+fn tag(b: &mut Vec<u8>, field: u32, wire: u32) {
+    varint(b, u64::from((field << 3) | wire));
+}
+
+fn varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+/// A varint field, left out when zero (proto3's default).
+fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
+    if v != 0 {
+        tag(b, field, VARINT);
+        varint(b, v);
+    }
+}
+
+fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
+    tag(b, field, FIXED64);
+    b.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A length-delimited field holding `data` (bytes, a string or an encoded message).
+fn bytes(b: &mut Vec<u8>, field: u32, data: &[u8]) {
+    tag(b, field, LEN);
+    varint(b, data.len() as u64);
+    b.extend_from_slice(data);
+}
+
+/// A length-delimited field whose body `body` writes. One byte is kept for the length;
+/// a body of 128 bytes or more moves over by the extra length bytes once written.
+fn message(b: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
+    tag(b, field, LEN);
+    let at = b.len();
+    b.push(0);
+    body(b);
+    let len = b.len() - at - 1;
+    if len < 0x80 {
+        b[at] = len as u8;
+    } else {
+        let mut prefix = Vec::with_capacity(5);
+        varint(&mut prefix, len as u64);
+        b.splice(at..at + 1, prefix);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+    use prost::Message;
 
     #[test]
     fn a_batch_decodes_as_the_collector_reads_it() {
@@ -131,6 +206,11 @@ mod tests {
         let mut chat = SpanRecord::new("chat", Some((root.trace_id, root.span_id, true)), true);
         chat.set("otel.kind", Value::Str("client".into()));
         chat.set("steward.cost_usd", Value::Float(0.5));
+        // Lengths of one, two and three varint bytes; a negative and a boolean value.
+        chat.set("gen_ai.input.messages", Value::Str("x".repeat(20_000)));
+        chat.set("gen_ai.tool.call.id", Value::Str("y".repeat(200)));
+        chat.set("steward.delta", Value::Int(-3));
+        chat.set("steward.fallback", Value::Bool(true));
         chat.set("error.type", Value::Str("timeout".into()));
         chat.add_event(EventRecord {
             time_unix_nano: 7,
@@ -138,7 +218,7 @@ mod tests {
             attributes: vec![("attempt", Value::Int(2))],
             dropped_attributes: 0,
         });
-        let body = encode(&resource("svc"), vec![root.clone(), chat.clone()]);
+        let body = encode(&resource("svc"), &[root.clone(), chat.clone()]);
 
         let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
         let rs = &request.resource_spans[0];
@@ -158,11 +238,19 @@ mod tests {
             (StatusCode::Error as i32, "timeout")
         );
         assert_eq!(spans[1].events[0].name, "retry");
+        let value = |i: usize| spans[1].attributes[i].value.clone().and_then(|v| v.value);
+        assert_eq!(value(0), Some(any_value::Value::DoubleValue(0.5)));
+        assert_eq!(value(1), Some(any_value::Value::StringValue("x".repeat(20_000))));
+        assert_eq!(value(2), Some(any_value::Value::StringValue("y".repeat(200))));
+        assert_eq!(value(3), Some(any_value::Value::IntValue(-3)));
+        assert_eq!(value(4), Some(any_value::Value::BoolValue(true)));
+        assert_eq!(spans[1].attributes[5].key, "error.type");
         assert_eq!(
-            spans[1].attributes[0].value,
+            spans[1].events[0].attributes[0].value,
             Some(AnyValue {
-                value: Some(any_value::Value::DoubleValue(0.5))
+                value: Some(any_value::Value::IntValue(2))
             })
         );
+        assert_eq!(spans[0].start_time_unix_nano, root.start_unix_nano);
     }
 }

@@ -16,8 +16,10 @@ use super::record::SpanRecord;
 pub const QUEUE: usize = 4096;
 /// Spans per export request, at most.
 const BATCH: usize = 512;
-/// A partial batch is sent after this long.
-const DELAY: Duration = Duration::from_secs(2);
+/// A partial batch is sent after this long: the OpenTelemetry SDKs' default schedule
+/// delay (`OTEL_BSP_SCHEDULE_DELAY`). Each export is an HTTP request, which costs more
+/// than encoding a hundred spans; a long run pays for one every this long.
+const DELAY: Duration = Duration::from_secs(5);
 /// One export request may take this long.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one warning about dropped spans per this long.
@@ -221,9 +223,10 @@ fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, rx: Receiver<M
         if batch.is_empty() {
             return;
         }
-        let spans = std::mem::replace(batch, Vec::with_capacity(BATCH));
-        let n = spans.len() as u64;
-        if let Err(e) = transport.send(otlp::encode(resource, spans)) {
+        let n = batch.len() as u64;
+        let body = otlp::encode(resource, batch);
+        batch.clear();
+        if let Err(e) = transport.send(body) {
             drops.record(n, &format!("the OTLP endpoint failed: {e}"));
         }
     };

@@ -77,6 +77,8 @@ pub struct SpanRecord {
     /// `Some` when the span failed: the status message (`error.type`, or the message of
     /// an error-level event inside it).
     pub error: Option<String>,
+    /// Set while the creation fields are written (no earlier value to replace).
+    fresh: bool,
 }
 
 /// Now, in nanoseconds since the Unix epoch.
@@ -109,6 +111,7 @@ impl SpanRecord {
             events: Vec::new(),
             dropped_events: 0,
             error: None,
+            fresh: false,
         }
     }
 
@@ -124,7 +127,11 @@ impl SpanRecord {
                 {
                     self.error = Some(kind.clone());
                 }
-                put(&mut self.attributes, &mut self.dropped_attributes, key, value);
+                if self.fresh && self.attributes.len() < MAX_ATTRIBUTES {
+                    self.attributes.push((key, value));
+                } else {
+                    put(&mut self.attributes, &mut self.dropped_attributes, key, value);
+                }
             }
         }
     }
@@ -151,7 +158,11 @@ impl SpanRecord {
 
 /// Sets or replaces `key` in `attributes`, counting what does not fit.
 fn put(attributes: &mut Vec<(&'static str, Value)>, dropped: &mut u32, key: &'static str, value: Value) {
-    if let Some(slot) = attributes.iter_mut().find(|(k, _)| *k == key) {
+    // Keys are the callsite's `&'static str`s: the same pointer for the same field.
+    if let Some(slot) = attributes
+        .iter_mut()
+        .find(|(k, _)| std::ptr::eq(*k, key) || *k == key)
+    {
         slot.1 = value;
     } else if attributes.len() < MAX_ATTRIBUTES {
         attributes.push((key, value));
@@ -176,6 +187,17 @@ pub fn parse_traceparent(text: &str) -> Option<(u128, u64, bool)> {
 
 /// Writes the fields tracing hands over into a span's attributes.
 pub struct SpanFields<'a>(pub &'a mut SpanRecord);
+
+impl SpanFields<'_> {
+    /// The fields a span was created with: each field comes once, so they are appended
+    /// without looking for an earlier value.
+    pub fn first(record: &mut SpanRecord, attrs: &tracing::span::Attributes<'_>) {
+        record.attributes.reserve_exact(attrs.metadata().fields().len());
+        record.fresh = true;
+        attrs.record(&mut SpanFields(record));
+        record.fresh = false;
+    }
+}
 
 impl Visit for SpanFields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
