@@ -4,7 +4,8 @@
 //! by a Lua script), else a built-in generator. Afterwards, checks that every
 //! acknowledged event is in the store.
 //!
-//! Run with `cargo bench --bench ingest`.
+//! Run with `cargo bench --bench ingest`; with `INGEST_POSTGRES=postgres://...` the store
+//! is PostgreSQL (a schema of its own, dropped afterwards) instead of SQLite.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +15,7 @@ use serde_json::json;
 use steward::config::Config;
 use steward::run::Runner;
 use steward::server::{DispatchSettings, Secrets, Service};
-use steward::store::{SqliteStore, Store};
+use steward::store::{PgStore, SqliteStore, Store};
 use steward::triggers::auth::sign_hex;
 
 const SECRET: &str = "bench-signing-secret";
@@ -131,7 +132,7 @@ function response(status, headers, body) if status ~= 200 and not shown then sho
     let script = dir.join("slack.lua");
     std::fs::write(&script, lua).ok()?;
     let out = std::process::Command::new("wrk")
-        .args(["-t2", &format!("-c{CONNECTIONS}"), "-d8s", "--latency", "-s"])
+        .args(["-t2", &format!("-c{CONNECTIONS}"), "-d15s", "--latency", "-s"])
         .arg(&script)
         .arg(url)
         .output()
@@ -147,7 +148,13 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ingest.db")).await.unwrap());
+        let postgres = std::env::var("INGEST_POSTGRES").ok();
+        let schema = format!("ingest_bench_{}", std::process::id());
+        let store: Arc<dyn Store> = match &postgres {
+            Some(url) => Arc::new(PgStore::connect_in_schema(url, &schema).await.unwrap()),
+            None => Arc::new(SqliteStore::open(&dir.path().join("ingest.db")).await.unwrap()),
+        };
+        println!("store: {}", if postgres.is_some() { "PostgreSQL" } else { "SQLite" });
         let runner = Runner::builder(store.clone()).mock_tools(true).build();
         let secrets = Secrets { slack_signing: SECRET.into(), ..Secrets::default() };
         // No agents: the router claims and drops events, so this measures the ack path.
@@ -158,7 +165,7 @@ fn main() {
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
         let n = 60_000;
-        let wrk_n = std::env::var("WRK_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+        let wrk_n = std::env::var("WRK_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(450_000);
         let (count, secs, mut lat) = builtin(&url, n).await;
         lat.sort_by(|a, b| a.total_cmp(b));
         println!(
@@ -177,12 +184,19 @@ fn main() {
         let before = store.count_events().await.unwrap();
         match tokio::task::spawn_blocking(move || { let r = wrk(&url2, wrk_n, wrk_dir.path()); drop(wrk_dir); r }).await.unwrap() {
             Some(out) => {
-                println!("wrk -t2 -c{CONNECTIONS} -d8s (separate process):\n{out}");
+                println!("wrk -t2 -c{CONNECTIONS} -d15s (separate process):\n{out}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 println!("  events stored by the wrk run: {}", store.count_events().await.unwrap() - before);
             }
             None => println!("wrk not installed; skipped (apt-get install wrk)"),
         }
         service.stop(Duration::from_secs(5)).await;
+        if let Some(url) = &postgres {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
     });
 }

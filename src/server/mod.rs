@@ -182,6 +182,22 @@ pub struct Service {
     pub shutdown: CancellationToken,
 }
 
+/// Runs the store's housekeeping ([`crate::store::EventQueue::maintain`]) once a second
+/// until shutdown.
+async fn maintain(store: Arc<dyn crate::store::Store>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        if let Err(e) = store.maintain().await {
+            tracing::warn!(error = %e, "store housekeeping failed");
+        }
+    }
+}
+
 impl Service {
     /// Starts the event writer and the dispatcher (router, workers, cron, reconciler).
     pub fn start(
@@ -215,6 +231,7 @@ impl Service {
             shutdown.clone(),
         ));
         tracker.spawn(dispatcher.clone().run());
+        tracker.spawn(maintain(runner.store.clone(), shutdown.clone()));
         let state = AppState {
             runner,
             config,

@@ -273,6 +273,12 @@ pub trait EventQueue: Send + Sync {
     async fn count_events(&self) -> Result<u64, StoreError>;
     /// Work waiting: events not yet routed, and runs queued but not started.
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError>;
+    /// Housekeeping kept off the acknowledgement path, run by the server about once a
+    /// second (SQLite: a passive WAL checkpoint, which never blocks writers). Nothing by
+    /// default.
+    async fn maintain(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Small key/value settings (cron progress, the Notion setup window).

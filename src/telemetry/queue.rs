@@ -22,6 +22,10 @@ const BATCH: usize = 512;
 const DELAY: Duration = Duration::from_secs(5);
 /// One export request may take this long.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// At shutdown, spans closing late are taken until none came for `LATE_QUIET`, for at
+/// most `LATE_WINDOW`.
+const LATE_QUIET: Duration = Duration::from_millis(50);
+const LATE_WINDOW: Duration = Duration::from_millis(500);
 /// At most one warning about dropped spans per this long.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -257,6 +261,16 @@ fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, rx: Receiver<M
                 let _ = done.send(());
             }
             Some(Message::Shutdown(done)) => {
+                // A span can close just after the run that made it: its last handle may
+                // be dropped on another thread (sqlx's worker holds the current span with
+                // each statement it runs). Such spans are still taken while they keep
+                // coming, for at most LATE_WINDOW.
+                let until = Instant::now() + LATE_WINDOW;
+                while let Ok(Message::Span(span)) =
+                    rx.recv_timeout(LATE_QUIET.min(until.saturating_duration_since(Instant::now())))
+                {
+                    batch.push(span);
+                }
                 send(&mut batch);
                 let _ = done.send(());
                 return;
