@@ -21,11 +21,14 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::TraceSampler;
 use super::queue::SpanSink;
-use super::record::{EventFields, EventRecord, SpanFields, SpanRecord, now_unix_nano, parse_traceparent};
+use super::record::{EventRecord, Fields, SpanRecord, now_unix_nano, parse_traceparent};
+
+/// What [`WithRecord`] does with a record it found.
+type OnRecord<'a> = &'a mut dyn FnMut(&mut SpanRecord);
 
 /// Reaches the record of a live span through the dispatcher (see [`with_record`]).
 #[derive(Clone, Copy)]
-struct WithRecord(fn(&Dispatch, &Id, &mut dyn FnMut(&mut SpanRecord)));
+struct WithRecord(fn(&Dispatch, &Id, OnRecord<'_>));
 
 /// Builds span records and sends the sampled ones to the export queue when they close.
 pub struct ExportLayer {
@@ -45,7 +48,7 @@ impl ExportLayer {
 }
 
 /// The record of span `id` in the registry under `dispatch`, if the span has one.
-fn registry_record(dispatch: &Dispatch, id: &Id, f: &mut dyn FnMut(&mut SpanRecord)) {
+fn registry_record(dispatch: &Dispatch, id: &Id, f: OnRecord<'_>) {
     let Some(registry) = dispatch.downcast_ref::<Registry>() else {
         return;
     };
@@ -96,7 +99,7 @@ where
         // A root's fields are kept even when it is not sampled yet: a trace continued
         // from a stored `traceparent` may sample it after creation.
         if record.sampled || parent.is_none() {
-            SpanFields::first(&mut record, attrs);
+            Fields::first(&mut record, attrs);
         }
         span.extensions_mut().insert(record);
     }
@@ -106,7 +109,7 @@ where
             && let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
             && (record.sampled || record.parent_span_id == 0)
         {
-            values.record(&mut SpanFields(record));
+            values.record(&mut Fields(record));
         }
     }
 
@@ -124,7 +127,7 @@ where
             attributes: Vec::new(),
             dropped_attributes: 0,
         };
-        event.record(&mut EventFields(&mut kept));
+        event.record(&mut Fields(&mut kept));
         if kept.name.is_empty() {
             kept.name = event.metadata().name().to_string();
         }
@@ -233,8 +236,7 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(ExportLayer::new(sink, sampler));
         tracing::subscriber::with_default(subscriber, f);
         assert!(exporter.shutdown(Duration::from_secs(5)));
-        let spans = collect.0.lock().unwrap().clone();
-        spans
+        collect.0.lock().unwrap().clone()
     }
 
     fn attr(span: &Span, key: &str) -> Option<String> {

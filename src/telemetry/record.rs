@@ -185,77 +185,62 @@ pub fn parse_traceparent(text: &str) -> Option<(u128, u64, bool)> {
     (trace != 0 && span != 0).then_some((trace, span, flags & 1 == 1))
 }
 
-/// Writes the fields tracing hands over into a span's attributes.
-pub struct SpanFields<'a>(pub &'a mut SpanRecord);
+/// Takes typed field values: a span's attributes, or an event's.
+pub trait Put {
+    fn put(&mut self, key: &'static str, value: Value);
+}
 
-impl SpanFields<'_> {
+impl Put for SpanRecord {
+    fn put(&mut self, key: &'static str, value: Value) {
+        self.set(key, value);
+    }
+}
+
+impl Put for EventRecord {
+    /// `message` names the event; the other fields are its attributes.
+    fn put(&mut self, key: &'static str, value: Value) {
+        match (key, value) {
+            ("message", Value::Str(text)) => self.name = text,
+            (key, value) => put(&mut self.attributes, &mut self.dropped_attributes, key, value),
+        }
+    }
+}
+
+/// Writes the fields tracing hands over, typed, into a span or an event.
+pub struct Fields<'a, T: Put>(pub &'a mut T);
+
+impl Fields<'_, SpanRecord> {
     /// The fields a span was created with: each field comes once, so they are appended
     /// without looking for an earlier value.
     pub fn first(record: &mut SpanRecord, attrs: &tracing::span::Attributes<'_>) {
         record.attributes.reserve_exact(attrs.metadata().fields().len());
         record.fresh = true;
-        attrs.record(&mut SpanFields(record));
+        attrs.record(&mut Fields(record));
         record.fresh = false;
     }
 }
 
-impl Visit for SpanFields<'_> {
+impl<T: Put> Visit for Fields<'_, T> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.set(field.name(), Value::Str(value.to_owned()));
+        self.0.put(field.name(), Value::Str(value.to_owned()));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.set(field.name(), Value::Int(value));
+        self.0.put(field.name(), Value::Int(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.set(field.name(), unsigned(value));
+        self.0.put(field.name(), unsigned(value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.set(field.name(), Value::Float(value));
+        self.0.put(field.name(), Value::Float(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.set(field.name(), Value::Bool(value));
+        self.0.put(field.name(), Value::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.set(field.name(), Value::Str(value.to_string()));
+        self.0.put(field.name(), Value::Str(value.to_string()));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.set(field.name(), Value::Str(format!("{value:?}")));
-    }
-}
-
-/// Writes an event's fields: `message` names the event, the rest are its attributes.
-pub struct EventFields<'a>(pub &'a mut EventRecord);
-
-impl EventFields<'_> {
-    fn set(&mut self, key: &'static str, value: Value) {
-        match (key, value) {
-            ("message", Value::Str(text)) => self.0.name = text,
-            (key, value) => put(&mut self.0.attributes, &mut self.0.dropped_attributes, key, value),
-        }
-    }
-}
-
-impl Visit for EventFields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.set(field.name(), Value::Str(value.to_owned()));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.set(field.name(), Value::Int(value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.set(field.name(), unsigned(value));
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.set(field.name(), Value::Float(value));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.set(field.name(), Value::Bool(value));
-    }
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.set(field.name(), Value::Str(value.to_string()));
-    }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.set(field.name(), Value::Str(format!("{value:?}")));
+        self.0.put(field.name(), Value::Str(format!("{value:?}")));
     }
 }
 
