@@ -113,7 +113,13 @@ fn run_once(root: &Path, agent: &str, base: &str, db: &Path, otlp: bool, instruc
         .env("OPENAI_BASE_URL", base)
         .env("OPENAI_API_KEY", "sk-bench")
         .env("STEWARD_HTTP_ALLOW", "127.0.0.1")
-        .env("RUST_LOG", "error")
+        // `steward run` logs errors only by default; RUN_CPU_LOG=warn,steward=info is
+        // what `steward serve` runs with, where steward's spans exist for log lines
+        // whether or not they are exported.
+        .env(
+            "RUST_LOG",
+            std::env::var("RUN_CPU_LOG").unwrap_or_else(|_| "error".into()),
+        )
         .output()
         .unwrap();
     assert!(

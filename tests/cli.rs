@@ -512,3 +512,13 @@ fn a_dotenv_file_in_the_working_directory_is_read_and_the_environment_wins() {
     let o = validate(&[]);
     assert_one_line_failure(&o, "cannot read .env: ");
 }
+
+#[test]
+fn serve_refuses_a_concurrency_of_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--concurrency", "--agent-concurrency"] {
+        let o = steward(repo(), &dir.path().join("db"), &["serve", flag, "0"], &[]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    }
+}

@@ -72,6 +72,13 @@ enum Command {
         /// stopping (give a load balancer time to notice; 5s under Kubernetes).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         drain: Duration,
+        /// Runs at once in this process, across all agents. Runs mostly wait on models
+        /// and tools, so this bounds the load on providers rather than on this machine.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+        concurrency: u32,
+        /// Runs at once per agent, at most (within --concurrency).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+        agent_concurrency: u32,
     },
     /// Run one event through one agent and print the answer.
     Run {
@@ -364,6 +371,8 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             grace,
             lease,
             drain,
+            concurrency,
+            agent_concurrency,
         } => {
             let opts = ServeOptions {
                 addr,
@@ -372,7 +381,8 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 dispatch: DispatchSettings {
                     lease,
                     data_key: env.data_key.clone(),
-                    ..DispatchSettings::default()
+                    global_concurrency: concurrency as usize,
+                    agent_concurrency: agent_concurrency as usize,
                 },
             };
             serve(&root, &cli.database_url, opts, &env, metrics).await

@@ -70,7 +70,6 @@ impl ModelChain {
             };
             let span = tracing::info_span!(
                 "chat",
-                otel.name = format!("chat {}", model.model).as_str(),
                 otel.kind = "client",
                 "gen_ai.operation.name" = "chat",
                 "gen_ai.provider.name" = provider.name(),

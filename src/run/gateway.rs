@@ -183,7 +183,6 @@ impl Gateway {
         let capture = self.parts.capture_content;
         let span = tracing::info_span!(
             "execute_tool",
-            otel.name = format!("execute_tool {name}").as_str(),
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = name,
             "gen_ai.tool.call.id" = call_id,

@@ -175,7 +175,6 @@ impl Runner {
         let agent = resolved.as_ref().unwrap_or(agent);
         let span = tracing::info_span!(
             "invoke_agent",
-            otel.name = %format!("invoke_agent {}", agent.name),
             "gen_ai.operation.name" = "invoke_agent",
             "gen_ai.agent.name" = %agent.name,
             "gen_ai.prompt.name" = agent.prompt.as_ref().map(|p| p.path.as_str()).unwrap_or_default(),

@@ -317,7 +317,7 @@ mod tests {
             drop(tracing::info_span!("chat"));
         });
         assert_eq!(spans.len(), 2, "{spans:?}");
-        let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+        let run = spans.iter().find(|s| s.name == "invoke_agent helpdesk").unwrap();
         assert_eq!(run.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736u128.to_be_bytes());
         assert_eq!(run.parent_span_id, 0x00f067aa0ba902b7u64.to_be_bytes());
         assert_eq!(run.flags & 0x200, 0x200, "the parent is remote");

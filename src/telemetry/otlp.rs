@@ -8,6 +8,8 @@
 //! writer costs neither. The tests decode its output with those generated types, as a
 //! collector would.
 
+use std::borrow::Cow;
+
 use super::record::{EventRecord, Kind, SpanRecord, Value};
 
 /// Span flags: the W3C sampled bit, and that the `is_remote` bit of the parent is known
@@ -47,25 +49,41 @@ pub fn resource(service_name: &str) -> Resource {
 
 /// The request body for `spans`.
 pub fn encode(resource: &Resource, spans: &[SpanRecord]) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(512 + spans.len() * 768);
-    // ExportTraceServiceRequest.resource_spans = 1
-    message(&mut buf, 1, |b| {
-        // ResourceSpans.resource = 1
-        bytes(b, 1, &resource.0);
-        // ResourceSpans.scope_spans = 2
-        message(b, 2, |b| {
-            // ScopeSpans.scope = 1: InstrumentationScope { name = 1, version = 2 }
-            message(b, 1, |b| {
-                bytes(b, 1, b"steward");
-                bytes(b, 2, env!("CARGO_PKG_VERSION").as_bytes());
-            });
-            for s in spans {
-                // ScopeSpans.spans = 2
-                message(b, 2, |b| span(b, s));
-            }
-        });
+    // The spans first, each framed as `ScopeSpans.spans = 2`; the three enclosing
+    // messages' lengths then follow from theirs, so the batch is copied once rather than
+    // moved over at each level.
+    let mut body = Vec::with_capacity(spans.len() * 768);
+    for s in spans {
+        message(&mut body, 2, |b| span(b, s));
+    }
+    // ScopeSpans.scope = 1: InstrumentationScope { name = 1, version = 2 }
+    let mut scope = Vec::with_capacity(32);
+    message(&mut scope, 1, |b| {
+        bytes(b, 1, b"steward");
+        bytes(b, 2, env!("CARGO_PKG_VERSION").as_bytes());
     });
-    buf
+    let scope_spans = scope.len() + body.len();
+    // ResourceSpans { resource = 1, scope_spans = 2 }
+    let resource_spans = field_len(resource.0.len()) + field_len(scope_spans);
+    let mut out = Vec::with_capacity(field_len(resource_spans));
+    // ExportTraceServiceRequest.resource_spans = 1
+    tag(&mut out, 1, LEN);
+    varint(&mut out, resource_spans as u64);
+    bytes(&mut out, 1, &resource.0);
+    tag(&mut out, 2, LEN);
+    varint(&mut out, scope_spans as u64);
+    out.extend_from_slice(&scope);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The encoded size of a length-delimited field (one-byte tag) holding `len` bytes.
+fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 fn span(b: &mut Vec<u8>, r: &SpanRecord) {
@@ -78,7 +96,7 @@ fn span(b: &mut Vec<u8>, r: &SpanRecord) {
     if r.parent_span_id != 0 {
         bytes(b, 4, &r.parent_span_id.to_be_bytes());
     }
-    bytes(b, 5, r.name.as_bytes());
+    bytes(b, 5, span_name(r).as_bytes());
     uint(b, 6, kind(r.kind));
     fixed64(b, 7, r.start_unix_nano);
     fixed64(b, 8, r.end_unix_nano);
@@ -99,6 +117,26 @@ fn span(b: &mut Vec<u8>, r: &SpanRecord) {
     }
     tag(b, 16, FIXED32);
     b.extend_from_slice(&flags.to_le_bytes());
+}
+
+/// The span's name: `otel.name` when the code gave one; else, for the GenAI operations,
+/// the conventions' `{operation} {subject}` (`chat gpt-4.1`, `execute_tool http_fetch`,
+/// `invoke_agent helpdesk`), composed here on the export thread rather than by a
+/// `format!` on the run's; else the tracing span's name.
+fn span_name(r: &SpanRecord) -> Cow<'_, str> {
+    if let Cow::Owned(name) = &r.name {
+        return Cow::Borrowed(name);
+    }
+    let subject = match r.name.as_ref() {
+        "chat" => "gen_ai.request.model",
+        "execute_tool" => "gen_ai.tool.name",
+        "invoke_agent" => "gen_ai.agent.name",
+        _ => return Cow::Borrowed(&r.name),
+    };
+    match r.attributes.iter().find(|(k, _)| *k == subject) {
+        Some((_, Value::Str(s))) => Cow::Owned(format!("{} {s}", r.name)),
+        _ => Cow::Borrowed(&r.name),
+    }
 }
 
 fn event(b: &mut Vec<u8>, e: &EventRecord) {
@@ -183,6 +221,7 @@ fn message(b: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     } else {
         let mut prefix = Vec::with_capacity(5);
         varint(&mut prefix, len as u64);
+        debug_assert_eq!(prefix.len(), varint_len(len as u64));
         b.splice(at..at + 1, prefix);
     }
 }
@@ -195,6 +234,31 @@ mod tests {
     use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
     use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
     use prost::Message;
+
+    #[test]
+    fn varint_lengths() {
+        for v in [0u64, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
+            let mut b = Vec::new();
+            varint(&mut b, v);
+            assert_eq!(b.len(), varint_len(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_large_batch_decodes_whole() {
+        let spans: Vec<SpanRecord> = (0..600)
+            .map(|i| {
+                let mut s = SpanRecord::new("execute_tool", None, true);
+                s.set("steward.tool.result_bytes", Value::Int(i));
+                s
+            })
+            .collect();
+        let body = encode(&resource("svc"), &spans);
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        let got = &request.resource_spans[0].scope_spans[0].spans;
+        assert_eq!(got.len(), 600);
+        assert_eq!(got[599].span_id, spans[599].span_id.to_be_bytes());
+    }
 
     #[test]
     fn a_batch_decodes_as_the_collector_reads_it() {
@@ -226,6 +290,14 @@ mod tests {
         assert_eq!(service.key, "service.name");
         let spans = &rs.scope_spans[0].spans;
         assert_eq!(spans[0].name, "invoke_agent helpdesk");
+        // Without `otel.name`, a GenAI span is named by the conventions.
+        let mut tool = SpanRecord::new("execute_tool", None, true);
+        tool.set("gen_ai.tool.name", Value::Str("http_fetch".into()));
+        assert_eq!(span_name(&tool), "execute_tool http_fetch");
+        assert_eq!(
+            span_name(&SpanRecord::new("compaction", None, true)),
+            "compaction"
+        );
         assert_eq!(spans[0].trace_id, root.trace_id.to_be_bytes());
         assert_eq!(spans[0].parent_span_id, 0x1234u64.to_be_bytes());
         assert_eq!(spans[0].flags, 0x301);

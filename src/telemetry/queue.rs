@@ -135,7 +135,7 @@ impl Transport for HttpTransport {
         let client = match &self.client {
             Some(c) => c.clone(),
             None => {
-                let c = crate::http::client().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                let c = export_client(&self.url).map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 self.client = Some(c.clone());
                 c
             }
@@ -157,6 +157,22 @@ impl Transport for HttpTransport {
             }
         })
     }
+}
+
+/// The client for `url`. A plain `http://` collector (a local agent or sidecar) needs no
+/// certificate roots, and loading the system's costs a one-shot `steward run` about as
+/// much CPU as its first ten turns; an `https://` one gets the usual client.
+fn export_client(url: &str) -> Result<reqwest::Client, reqwest::Error> {
+    if !url.starts_with("http://") {
+        return crate::http::client();
+    }
+    crate::http::install_crypto_provider();
+    reqwest::Client::builder()
+        .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .tls_certs_only(Vec::<reqwest::Certificate>::new())
+        .build()
 }
 
 /// The export thread's handle: flush and shut down.

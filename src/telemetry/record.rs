@@ -77,8 +77,9 @@ pub struct SpanRecord {
     /// `Some` when the span failed: the status message (`error.type`, or the message of
     /// an error-level event inside it).
     pub error: Option<String>,
-    /// Set while the creation fields are written (no earlier value to replace).
-    fresh: bool,
+    /// Bit `i` set: the callsite's field `i` (below 64) has a value among the
+    /// attributes, so a new value replaces it; unset, it is appended without a search.
+    seen: u64,
 }
 
 /// Now, in nanoseconds since the Unix epoch.
@@ -111,13 +112,19 @@ impl SpanRecord {
             events: Vec::new(),
             dropped_events: 0,
             error: None,
-            fresh: false,
+            seen: 0,
         }
     }
 
     /// Sets (or replaces) one attribute. The `otel.*` keys steer the span itself
     /// (`otel.name`, `otel.kind`); `error.type` also marks the span failed.
     pub fn set(&mut self, key: &'static str, value: Value) {
+        self.set_field(None, key, value);
+    }
+
+    /// [`SpanRecord::set`] for the callsite's field number `index`, which spares the
+    /// search for an earlier value when the field has none.
+    fn set_field(&mut self, index: Option<usize>, key: &'static str, value: Value) {
         match (key, value) {
             ("otel.name", Value::Str(name)) => self.name = Cow::Owned(name),
             ("otel.kind", Value::Str(kind)) => self.kind = Kind::parse(&kind).unwrap_or_default(),
@@ -127,10 +134,13 @@ impl SpanRecord {
                 {
                     self.error = Some(kind.clone());
                 }
-                if self.fresh && self.attributes.len() < MAX_ATTRIBUTES {
-                    self.attributes.push((key, value));
-                } else {
-                    put(&mut self.attributes, &mut self.dropped_attributes, key, value);
+                let bit = index.filter(|i| *i < 64).map(|i| 1u64 << i);
+                match bit {
+                    Some(bit) if self.seen & bit == 0 && self.attributes.len() < MAX_ATTRIBUTES => {
+                        self.seen |= bit;
+                        self.attributes.push((key, value));
+                    }
+                    _ => put(&mut self.attributes, &mut self.dropped_attributes, key, value),
                 }
             }
         }
@@ -158,11 +168,7 @@ impl SpanRecord {
 
 /// Sets or replaces `key` in `attributes`, counting what does not fit.
 fn put(attributes: &mut Vec<(&'static str, Value)>, dropped: &mut u32, key: &'static str, value: Value) {
-    // Keys are the callsite's `&'static str`s: the same pointer for the same field.
-    if let Some(slot) = attributes
-        .iter_mut()
-        .find(|(k, _)| std::ptr::eq(*k, key) || *k == key)
-    {
+    if let Some(slot) = attributes.iter_mut().find(|(k, _)| *k == key) {
         slot.1 = value;
     } else if attributes.len() < MAX_ATTRIBUTES {
         attributes.push((key, value));
@@ -187,19 +193,19 @@ pub fn parse_traceparent(text: &str) -> Option<(u128, u64, bool)> {
 
 /// Takes typed field values: a span's attributes, or an event's.
 pub trait Put {
-    fn put(&mut self, key: &'static str, value: Value);
+    fn put(&mut self, field: &Field, value: Value);
 }
 
 impl Put for SpanRecord {
-    fn put(&mut self, key: &'static str, value: Value) {
-        self.set(key, value);
+    fn put(&mut self, field: &Field, value: Value) {
+        self.set_field(Some(field.index()), field.name(), value);
     }
 }
 
 impl Put for EventRecord {
     /// `message` names the event; the other fields are its attributes.
-    fn put(&mut self, key: &'static str, value: Value) {
-        match (key, value) {
+    fn put(&mut self, field: &Field, value: Value) {
+        match (field.name(), value) {
             ("message", Value::Str(text)) => self.name = text,
             (key, value) => put(&mut self.attributes, &mut self.dropped_attributes, key, value),
         }
@@ -210,37 +216,34 @@ impl Put for EventRecord {
 pub struct Fields<'a, T: Put>(pub &'a mut T);
 
 impl Fields<'_, SpanRecord> {
-    /// The fields a span was created with: each field comes once, so they are appended
-    /// without looking for an earlier value.
+    /// The fields a span was created with.
     pub fn first(record: &mut SpanRecord, attrs: &tracing::span::Attributes<'_>) {
         record.attributes.reserve_exact(attrs.metadata().fields().len());
-        record.fresh = true;
         attrs.record(&mut Fields(record));
-        record.fresh = false;
     }
 }
 
 impl<T: Put> Visit for Fields<'_, T> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.put(field.name(), Value::Str(value.to_owned()));
+        self.0.put(field, Value::Str(value.to_owned()));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.put(field.name(), Value::Int(value));
+        self.0.put(field, Value::Int(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.put(field.name(), unsigned(value));
+        self.0.put(field, unsigned(value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.put(field.name(), Value::Float(value));
+        self.0.put(field, Value::Float(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.put(field.name(), Value::Bool(value));
+        self.0.put(field, Value::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.put(field.name(), Value::Str(value.to_string()));
+        self.0.put(field, Value::Str(value.to_string()));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.put(field.name(), Value::Str(format!("{value:?}")));
+        self.0.put(field, Value::Str(format!("{value:?}")));
     }
 }
 
