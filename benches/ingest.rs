@@ -164,7 +164,7 @@ fn main() {
         let router = service.router();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
-        let n = 60_000;
+        let n = std::env::var("INGEST_BUILTIN").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
         let wrk_n = std::env::var("WRK_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(450_000);
         let (count, secs, mut lat) = builtin(&url, n).await;
         lat.sort_by(|a, b| a.total_cmp(b));

@@ -565,20 +565,25 @@ async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Ve
 where
     E: sqlx::Executor<'e, Database = Postgres>,
 {
-    let mut q = QueryBuilder::<Postgres>::new(
-        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) ",
-    );
-    q.push_values(chunk, |mut row, e| {
-        row.push_bind(e.id.clone())
-            .push_bind(e.source.clone())
-            .push_bind(e.kind.clone())
-            .push_bind(e.dedupe_key.clone())
-            .push_bind(timestamp(e.received_at))
-            .push_bind("queued")
-            .push_bind(e.private)
-            .push_bind(e.body.to_string())
-            .push_bind(e.sealed.clone());
-    });
-    q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
-    q.build_query_scalar().fetch_all(executor).await
+    // One statement text whatever the number of rows (arrays, not a VALUES list per
+    // size): each connection prepares it once, and a batch is never near PostgreSQL's
+    // 65,535-parameter limit.
+    let column = |f: fn(&EventRow) -> String| chunk.iter().map(f).collect::<Vec<String>>();
+    sqlx::query_scalar(
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) \
+         SELECT id, source, kind, dedupe_key, received_at, 'queued', private, body, sealed \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bytea[]) \
+         AS t(id, source, kind, dedupe_key, received_at, private, body, sealed) \
+         ON CONFLICT(dedupe_key) DO NOTHING RETURNING id",
+    )
+    .bind(column(|e| e.id.clone()))
+    .bind(column(|e| e.source.clone()))
+    .bind(column(|e| e.kind.clone()))
+    .bind(column(|e| e.dedupe_key.clone()))
+    .bind(column(|e| timestamp(e.received_at)))
+    .bind(chunk.iter().map(|e| e.private).collect::<Vec<bool>>())
+    .bind(column(|e| e.body.to_string()))
+    .bind(chunk.iter().map(|e| e.sealed.clone()).collect::<Vec<Option<Vec<u8>>>>())
+    .fetch_all(executor)
+    .await
 }
