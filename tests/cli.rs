@@ -522,3 +522,32 @@ fn serve_refuses_a_concurrency_of_zero() {
         assert!(stderr(&o).contains(flag), "{}", stderr(&o));
     }
 }
+
+#[tokio::test]
+async fn a_database_from_a_newer_steward_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let o = steward_async(repo(), &db, &["runs", "list"], &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A later steward applied a migration this one does not have.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, installed_on, success, checksum, execution_time) \
+         VALUES (9999, 'from the future', '2027-01-01', 1, x'00', 1)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let o = steward_async(repo(), &db, &["runs", "list"], &[]).await;
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("schema version 9999, newer than this steward knows")
+            && err.contains("run that version"),
+        "{err}"
+    );
+}

@@ -397,11 +397,15 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     assert_eq!(runs[0].status, RunStatus::Succeeded);
     assert_eq!(runs[0].source, "webhook");
     assert!(!store.run_events(&runs[0].id).await.unwrap().is_empty());
+    // The database goes away under the server: a webhook is refused with 503, so the
+    // sender retries, rather than acknowledged without being stored.
+    drop_schema(&schema).await;
+    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"lost\"}").await;
+    assert_eq!(status, 503);
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
-    drop_schema(&schema).await;
 }
 
 #[test]

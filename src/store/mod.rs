@@ -311,3 +311,21 @@ pub fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| StoreError::Corrupt(format!("bad timestamp '{text}': {e}")))
 }
+
+/// A migration failure as one line; a database migrated by a newer steward (a schema
+/// version this binary does not know) says so, since the fix is to run that version.
+pub(crate) fn migrate_error(
+    e: sqlx::migrate::MigrateError,
+    migrator: &sqlx::migrate::Migrator,
+) -> StoreError {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(version) => {
+            let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+            StoreError::Migrate(format!(
+                "the database is at schema version {version}, newer than this steward knows (up to {known}): \
+                 it was upgraded by a newer steward; run that version, or point DATABASE_URL at another database"
+            ))
+        }
+        e => StoreError::Migrate(e.to_string()),
+    }
+}

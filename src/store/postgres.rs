@@ -104,10 +104,11 @@ impl PgStore {
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        migrator()
+        let migrator = migrator();
+        migrator
             .run(&pool)
             .await
-            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+            .map_err(|e| super::migrate_error(e, &migrator))?;
         Ok(PgStore { pool })
     }
 }

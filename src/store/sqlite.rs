@@ -130,7 +130,7 @@ impl SqliteStore {
         migrator
             .run(&self.writer)
             .await
-            .map_err(|e| StoreError::Migrate(e.to_string()))
+            .map_err(|e| super::migrate_error(e, &migrator))
     }
 
     /// Databases made before the switch to sqlx's migrator recorded their migrations in
