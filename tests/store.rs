@@ -684,3 +684,130 @@ async fn a_sealed_private_dm_is_answered_by_another_replica_and_pg_dump_holds_no
     }
     drop_schema(&schema).await;
 }
+
+/// Socket Mode on two replicas of one database: Slack may deliver the same event to
+/// each replica's connection (a retry, or a reconnect); it is stored once and runs once.
+#[tokio::test(flavor = "multi_thread")]
+async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use support::*;
+    use tokio_tungstenite::tungstenite::Message;
+    let Some((_, schema)) = postgres().await else {
+        return;
+    };
+    // The WebSocket side of the fake Slack: every connection gets the same event, each
+    // in an envelope of its own, and stays open.
+    let ws_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ws_url = format!("ws://{}/link", ws_listener.local_addr().unwrap());
+    let acks = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let acks_srv = acks.clone();
+    tokio::spawn(async move {
+        let mut n = 0;
+        loop {
+            let (tcp, _) = ws_listener.accept().await.unwrap();
+            n += 1;
+            let acks = acks_srv.clone();
+            tokio::spawn(async move {
+                let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+                let hello = json!({"type": "hello", "num_connections": 2});
+                ws.send(Message::Text(hello.to_string().into())).await.unwrap();
+                let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+                    "type": "event_callback", "event_id": "EvTWICE1", "event_time": 1515449522,
+                    "event": {"type": "app_mention", "user": "U061F7AUR", "text": "<@UBOT> status please",
+                              "ts": "1515449522.000016", "channel": "C123ABC456", "event_ts": "1515449522.000016"}});
+                let envelope = json!({"envelope_id": format!("env-{n}"), "type": "events_api",
+                    "accepts_response_payload": false, "payload": payload});
+                ws.send(Message::Text(envelope.to_string().into())).await.unwrap();
+                while let Some(Ok(m)) = ws.next().await {
+                    if let Message::Text(t) = m {
+                        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                        if let Some(id) = v["envelope_id"].as_str() {
+                            acks.lock().unwrap().push(id.to_string());
+                        }
+                    }
+                }
+            });
+        }
+    });
+    // The Web API side: apps.connections.open, and whatever the run posts.
+    let api = axum::Router::new()
+        .route(
+            "/apps.connections.open",
+            axum::routing::post(move || {
+                let url = ws_url.clone();
+                async move { axum::Json(json!({"ok": true, "url": url})) }
+            }),
+        )
+        .fallback(|| async {
+            axum::Json(json!({"ok": true, "ts": "1515449523.000100", "channel": "C123ABC456"}))
+        });
+    let api_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_base = format!("http://{}", api_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(api_listener, api).await.unwrap() });
+
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("all green")));
+    let root = tempfile::tempdir().unwrap();
+    for (rel, text) in [
+        ("prompts/helper.md", "You answer briefly."),
+        (
+            "agents/helper.yaml",
+            "description: Helper.\ntriggers:\n  - slack_mention: {}\nmodel: openai/gpt-4.1\nprompt: prompts/helper.md\noutput: { reply: true }\n",
+        ),
+    ] {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
+    let replica = |addr: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--addr", addr])
+            .env("STEWARD_ROOT", root.path())
+            .env("DATABASE_URL", &url)
+            .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("SLACK_APP_TOKEN", "xapp-1-test")
+            .env("SLACK_BOT_TOKEN", "xoxb-test")
+            .env("SLACK_BOT_USER_ID", "UBOT")
+            .env("SLACK_API_URL", &api_base)
+            .env("RUST_LOG", "error")
+            .spawn()
+            .unwrap()
+    };
+    let mut children: Vec<std::process::Child> = (0..2).map(|_| replica(&free_local_addr())).collect();
+    for _ in 0..200 {
+        if acks.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let mut acked = acks.lock().unwrap().clone();
+    acked.sort();
+    assert_eq!(
+        acked,
+        ["env-1", "env-2"],
+        "each replica acknowledged its envelope"
+    );
+    let store = PgStore::connect_in_schema(&pg_url(), &schema).await.unwrap();
+    for _ in 0..200 {
+        let runs = store.list_runs(10).await.unwrap();
+        if runs.first().is_some_and(|r| r.status.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // Both replicas have routed what they received by now.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let runs = store.list_runs(10).await.unwrap();
+    assert_eq!(runs.len(), 1, "one run for the event both replicas received");
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert_eq!(steward::store::EventQueue::count_events(&store).await.unwrap(), 1);
+    for child in &mut children {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+    drop_schema(&schema).await;
+}
