@@ -481,11 +481,14 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
     use support::*;
     let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let u = up.clone();
+    let fetches = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let f = fetches.clone();
     let app = Router::new().route(
         "/v1/blocks/{id}/children",
         get(move |axum::extract::Path(id): axum::extract::Path<String>| {
-            let u = u.clone();
+            let (u, f) = (u.clone(), f.clone());
             async move {
+                f.fetch_add(1, Ordering::SeqCst);
                 assert_eq!(id.replace('-', ""), "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6");
                 if !u.load(Ordering::SeqCst) {
                     return (StatusCode::BAD_GATEWAY, Json(json!({"object": "error", "message": "upstream down"}))).into_response();
@@ -542,14 +545,44 @@ async fn prompts_load_from_notion_with_a_fallback_to_the_last_good_copy() {
             .to_string()
     };
     assert!(system(0).starts_with("You triage support requests from Notion."));
+    // Another replica (its own memory cache, the same store) within the TTL takes the
+    // copy the first one saved instead of asking Notion again.
+    let shared = steward::run::prompts::PromptCache::default();
+    let before = fetches.load(Ordering::SeqCst);
+    let again = shared
+        .resolve(&agent, &r.sources, r.store.as_ref())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        again
+            .prompt
+            .unwrap()
+            .text
+            .starts_with("You triage support requests from Notion.")
+    );
+    assert_eq!(fetches.load(Ordering::SeqCst), before, "served from the store");
     // Notion is down: the last good copy is used.
     up.store(false, Ordering::SeqCst);
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     assert_eq!(out.status(), steward::store::RunStatus::Succeeded);
     assert!(system(1).starts_with("You triage support requests from Notion."));
-    // With no copy at all the run fails at once, recorded with a clear error (it
-    // must not wait in the queue to be retried forever).
+    // A new process (an empty memory cache) on the same store, Notion still down: the
+    // copy another replica saved in the store is used.
     r.prompts = Arc::new(steward::run::prompts::PromptCache::default());
+    let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.status(), steward::store::RunStatus::Succeeded);
+    assert!(system(2).starts_with("You triage support requests from Notion."));
+    // With no copy at all (another database) the run fails at once, recorded with a
+    // clear error (it must not wait in the queue to be retried forever).
+    let (_d2, mut fresh) = runner(
+        providers(Some(&fake), None),
+        ToolRegistry::core(Default::default()),
+        false,
+    )
+    .await;
+    fresh.sources = r.sources.clone();
+    let r = fresh;
     let calls = fake.requests().len();
     let out = r.run(&agent, &t, None, CancellationToken::new()).await.unwrap();
     assert_eq!(out.status(), steward::store::RunStatus::Failed);

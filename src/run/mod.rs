@@ -164,7 +164,11 @@ impl Runner {
         };
         // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
         // whose prompt cannot be had fails now rather than waiting in the queue.
-        let resolved = match self.prompts.resolve(agent, &self.sources).await {
+        let resolved = match self
+            .prompts
+            .resolve(agent, &self.sources, self.store.as_ref())
+            .await
+        {
             Ok(resolved) => resolved,
             Err(e) => {
                 return self
