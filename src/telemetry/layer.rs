@@ -276,6 +276,8 @@ mod tests {
                 tracing::info!("gen_ai.evaluation.score.value" = 0.5, "gen_ai.evaluation.result");
                 tracing::error!("the judge failed");
             }
+            // Recorded twice: the later value replaces the earlier one.
+            run.record("steward.turns", 1);
             run.record("steward.turns", 2);
         });
         let by = |name: &str| {
@@ -287,6 +289,13 @@ mod tests {
         let (run, chat, eval) = (by("invoke_agent helpdesk"), by("chat"), by("evaluate_run"));
         assert!(run.parent_span_id.is_empty());
         assert_eq!(attr(run, "steward.turns").as_deref(), Some("2"));
+        assert_eq!(
+            run.attributes
+                .iter()
+                .filter(|kv| kv.key == "steward.turns")
+                .count(),
+            1
+        );
         for child in [chat, eval] {
             assert_eq!(child.trace_id, run.trace_id);
             assert_eq!(child.parent_span_id, run.span_id);
