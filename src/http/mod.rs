@@ -18,10 +18,14 @@ pub fn install_crypto_provider() {
 /// A client for tools and providers: rustls, 10 s connect timeout, at most 10 redirects.
 /// Per-request timeouts are set by callers.
 pub fn client() -> Result<reqwest::Client, reqwest::Error> {
+    client_builder().build()
+}
+
+/// [`client`]'s settings, before it is built, for a caller that changes one.
+pub fn client_builder() -> reqwest::ClientBuilder {
     install_crypto_provider();
     reqwest::Client::builder()
         .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::limited(10))
-        .build()
 }

@@ -87,20 +87,16 @@ impl SqliteStore {
             // checkpoints instead, off that path; a closing pool checkpoints too.
             .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
+        let in_memory = options.get_filename().to_string_lossy().contains(":memory:");
         if let Some(parent) = options.get_filename().parent()
             && !parent.as_os_str().is_empty()
-            && !options
-                .get_filename()
-                .as_os_str()
-                .to_string_lossy()
-                .contains(":memory:")
+            && !in_memory
         {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
                 path: parent.display().to_string(),
                 source,
             })?;
         }
-        let in_memory = options.get_filename().to_string_lossy().contains(":memory:");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone())

@@ -11,10 +11,8 @@
 //! [`with_record`] reaches a live span's record from a `tracing::Span`, for
 //! `traceparent` and for continuing a trace received earlier.
 
-use std::any::TypeId;
-
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Dispatch, Event, Level, Subscriber};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -23,40 +21,15 @@ use super::TraceSampler;
 use super::queue::SpanSink;
 use super::record::{EventRecord, Fields, SpanRecord, now_unix_nano, parse_traceparent};
 
-/// What [`WithRecord`] does with a record it found.
-type OnRecord<'a> = &'a mut dyn FnMut(&mut SpanRecord);
-
-/// Reaches the record of a live span through the dispatcher (see [`with_record`]).
-#[derive(Clone, Copy)]
-struct WithRecord(fn(&Dispatch, &Id, OnRecord<'_>));
-
 /// Builds span records and sends the sampled ones to the export queue when they close.
 pub struct ExportLayer {
     sink: SpanSink,
     sampler: TraceSampler,
-    with_record: WithRecord,
 }
 
 impl ExportLayer {
     pub fn new(sink: SpanSink, sampler: TraceSampler) -> ExportLayer {
-        ExportLayer {
-            sink,
-            sampler,
-            with_record: WithRecord(registry_record),
-        }
-    }
-}
-
-/// The record of span `id` in the registry under `dispatch`, if the span has one.
-fn registry_record(dispatch: &Dispatch, id: &Id, f: OnRecord<'_>) {
-    let Some(registry) = dispatch.downcast_ref::<Registry>() else {
-        return;
-    };
-    let Some(span) = registry.span(id) else {
-        return;
-    };
-    if let Some(record) = span.extensions_mut().get_mut::<SpanRecord>() {
-        f(record);
+        ExportLayer { sink, sampler }
     }
 }
 
@@ -92,10 +65,10 @@ where
         let parent = span.parent().and_then(|p| {
             p.extensions()
                 .get::<SpanRecord>()
-                .map(|r| (r.trace_id, r.span_id, r.sampled))
+                .map(|r| ((r.trace_id, r.span_id), r.sampled))
         });
-        let mut record = SpanRecord::new(attrs.metadata().name(), parent, false);
-        record.sampled = self.sampler.sampled(record.trace_id, parent.map(|p| p.2));
+        let mut record = SpanRecord::new(attrs.metadata().name(), parent.map(|p| p.0), false);
+        record.sampled = self.sampler.sampled(record.trace_id, parent.map(|p| p.1));
         // A root's fields are kept even when it is not sampled yet: a trace continued
         // from a stored `traceparent` may sample it after creation.
         if record.sampled || parent.is_none() {
@@ -149,30 +122,23 @@ where
             self.sink.send(record);
         }
     }
-
-    // SAFETY (of the trait's contract): each pointer returned points at a value of the
-    // type whose `TypeId` was asked for, and lives as long as `self`.
-    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
-        if id == TypeId::of::<Self>() {
-            Some(self as *const Self as *const ())
-        } else if id == TypeId::of::<WithRecord>() {
-            Some(&self.with_record as *const WithRecord as *const ())
-        } else {
-            None
-        }
-    }
 }
 
 /// Runs `f` on the record of `span` (with the installed sampler), when the export layer
-/// is installed and the span is one it records.
-pub fn with_record(span: &tracing::Span, mut f: impl FnMut(TraceSampler, &mut SpanRecord)) {
+/// is installed and the span is one it records. The layer and the registry are found
+/// through the dispatcher (`Layer`'s default `downcast_raw` answers for the layer).
+pub fn with_record(span: &tracing::Span, f: impl FnOnce(TraceSampler, &mut SpanRecord)) {
     span.with_subscriber(|(id, dispatch)| {
-        if let (Some(layer), Some(with)) = (
+        let (Some(layer), Some(registry)) = (
             dispatch.downcast_ref::<ExportLayer>(),
-            dispatch.downcast_ref::<WithRecord>(),
-        ) {
-            let sampler = layer.sampler;
-            (with.0)(dispatch, id, &mut |record| f(sampler, record));
+            dispatch.downcast_ref::<Registry>(),
+        ) else {
+            return;
+        };
+        if let Some(span) = registry.span(id)
+            && let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
+        {
+            f(layer.sampler, record);
         }
     });
 }

@@ -267,7 +267,7 @@ mod tests {
         root.set("steward.turns", Value::Int(3));
         root.parent_span_id = 0x1234;
         root.parent_remote = true;
-        let mut chat = SpanRecord::new("chat", Some((root.trace_id, root.span_id, true)), true);
+        let mut chat = SpanRecord::new("chat", Some((root.trace_id, root.span_id)), true);
         chat.set("otel.kind", Value::Str("client".into()));
         chat.set("steward.cost_usd", Value::Float(0.5));
         // Lengths of one, two and three varint bytes; a negative and a boolean value.

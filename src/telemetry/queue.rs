@@ -166,10 +166,7 @@ fn export_client(url: &str) -> Result<reqwest::Client, reqwest::Error> {
     if !url.starts_with("http://") {
         return crate::http::client();
     }
-    crate::http::install_crypto_provider();
-    reqwest::Client::builder()
-        .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(10))
+    crate::http::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .tls_certs_only(Vec::<reqwest::Certificate>::new())
         .build()

@@ -90,13 +90,9 @@ pub fn now_unix_nano() -> u64 {
 }
 
 impl SpanRecord {
-    /// A span with fresh ids; `parent` is the local parent's `(trace id, span id,
-    /// sampled)`.
-    pub fn new(name: &'static str, parent: Option<(u128, u64, bool)>, sampled: bool) -> SpanRecord {
-        let (trace_id, parent_span_id) = match parent {
-            Some((trace, span, _)) => (trace, span),
-            None => (fastrand::u128(1..), 0),
-        };
+    /// A span with fresh ids; `parent` is the local parent's `(trace id, span id)`.
+    pub fn new(name: &'static str, parent: Option<(u128, u64)>, sampled: bool) -> SpanRecord {
+        let (trace_id, parent_span_id) = parent.unwrap_or_else(|| (fastrand::u128(1..), 0));
         SpanRecord {
             trace_id,
             span_id: fastrand::u64(1..),
