@@ -423,19 +423,24 @@ async fn metrics_status_and_inspector_after_slack_runs() {
         "{line}"
     );
     assert!(line.contains("<https://steward.example.com/runs/"), "{line}");
-    // The reply itself links the prompt's inspector page.
+    // The reply ends with a context block: the prompt's inspector page, the run's page
+    // and who asked.
     let reply = calls
         .iter()
         .find(|(m, b)| m == "chat.postMessage" && b["channel"] == "C123ABC456")
         .unwrap();
+    let blocks = reply.1["blocks"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "section", "{}", reply.1);
+    let footer = blocks.last().unwrap();
+    assert_eq!(footer["type"], "context");
+    let footer = footer["elements"][0]["text"].as_str().unwrap();
     assert!(
-        reply.1["text"]
-            .as_str()
-            .unwrap()
-            .contains("<https://steward.example.com/prompts/helpdesk.md|Prompt>"),
-        "{}",
-        reply.1
+        footer.starts_with(
+            "<https://steward.example.com/prompts/helpdesk.md|Prompt>  ·  <https://steward.example.com/runs/"
+        ),
+        "{footer}"
     );
+    assert!(footer.contains("|Run>  ·  Asked by <@U"), "{footer}");
 
     // The inspector: list with the person's display name, the run's timeline with the
     // hostile tool output escaped, the prompt page, and the JSON API.

@@ -586,9 +586,11 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     assert_eq!(posts[0]["thread_ts"], "1700000000.000100");
     assert_eq!(
         posts[0]["text"],
-        format!(
-            "Created <{jira_url}/browse/WEB-12|WEB-12> in WEB from this thread.\n\n_<https://github.com/acme/steward/blob/main/scripts/jira_from_thread.rhai|Prompt>_"
-        )
+        format!("Created <{jira_url}/browse/WEB-12|WEB-12> in WEB from this thread.")
+    );
+    assert_eq!(
+        posts[0]["blocks"][1]["elements"][0]["text"],
+        "<https://github.com/acme/steward/blob/main/scripts/jira_from_thread.rhai|Prompt>  ·  Asked by <@U061F7AUR>"
     );
     let events = runner.store.run_events(&out.run_id).await.unwrap();
     assert!(

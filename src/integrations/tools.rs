@@ -12,103 +12,9 @@ use crate::integrations::github::{GithubClient, PrRef};
 use crate::integrations::jira::JiraClient;
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
+use crate::integrations::slack::entities::Entity;
 use crate::tools::args::{parse, schema_of};
 use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
-
-/// Resolves Slack user and channel ids to names for the model, and the model's
-/// `@name` / `#name` back to ids, with a cache per process.
-#[derive(Default)]
-pub struct Directory {
-    users: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
-    channels: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
-}
-
-impl Directory {
-    async fn user_name(&self, client: &SlackClient, id: &str) -> Option<String> {
-        if let Some(n) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
-            return Some(n.clone());
-        }
-        let info = client.get("users.info", &[("user", id.to_string())]).await.ok()?;
-        let p = &info["user"]["profile"];
-        let name = [&p["display_name"], &p["real_name"], &info["user"]["name"]]
-            .iter()
-            .filter_map(|v| v.as_str())
-            .find(|s| !s.is_empty())?
-            .to_string();
-        self.users
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), name.clone());
-        Some(name)
-    }
-
-    async fn channel_name(&self, client: &SlackClient, id: &str) -> Option<String> {
-        if let Some(n) = self.channels.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
-            return Some(n.clone());
-        }
-        let info = client
-            .get("conversations.info", &[("channel", id.to_string())])
-            .await
-            .ok()?;
-        let name = info["channel"]["name"].as_str()?.to_string();
-        self.channels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), name.clone());
-        Some(name)
-    }
-
-    /// `<@U123>` → `@Ana`, `<#C123|general>` → `#general`; unknown ids stay as they are.
-    pub async fn resolve(&self, client: &SlackClient, text: &str) -> String {
-        let Ok(re) = regex::Regex::new(r"<([@#])([UWC][A-Z0-9]+)(?:\|([^>]*))?>") else {
-            return text.to_string();
-        };
-        let mut out = String::with_capacity(text.len());
-        let mut last = 0;
-        for c in re.captures_iter(text) {
-            let (Some(all), Some(kind), Some(id)) = (c.get(0), c.get(1), c.get(2)) else {
-                continue;
-            };
-            out.push_str(&text[last..all.start()]);
-            let label = c.get(3).map(|m| m.as_str().to_string()).filter(|l| !l.is_empty());
-            let name = match kind.as_str() {
-                "@" => match label {
-                    Some(l) => Some(l),
-                    None => self.user_name(client, id.as_str()).await,
-                },
-                _ => match label {
-                    Some(l) => Some(l),
-                    None => self.channel_name(client, id.as_str()).await,
-                },
-            };
-            match name {
-                Some(n) => out.push_str(&format!("{}{n}", kind.as_str())),
-                None => out.push_str(all.as_str()),
-            }
-            last = all.end();
-        }
-        out.push_str(&text[last..]);
-        out
-    }
-
-    /// `@Ana` → `<@U123>` and `#general` → `<#C123>` for names resolved before.
-    pub fn unresolve(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        for (id, name) in self.users.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            pairs.push((format!("@{name}"), format!("<@{id}>")));
-        }
-        for (id, name) in self.channels.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            pairs.push((format!("#{name}"), format!("<#{id}>")));
-        }
-        // Longest names first, so "@Ana Lee" wins over "@Ana".
-        pairs.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
-        for (name, id) in pairs {
-            out = out.replace(&name, &id);
-        }
-        out
-    }
-}
 
 fn api_err(e: ApiError) -> ToolError {
     ToolError::Model(e.to_string())
@@ -158,14 +64,7 @@ pub fn integration_tools_with(
     github: GithubClient,
     jira: Option<JiraClient>,
 ) -> Vec<Arc<dyn Tool>> {
-    let dir = Arc::new(Directory::default());
-    let api = |spec: ToolSpec, kind: ApiKind| -> Arc<dyn Tool> {
-        Arc::new(Api {
-            spec,
-            kind,
-            dir: dir.clone(),
-        })
-    };
+    let api = |spec: ToolSpec, kind: ApiKind| -> Arc<dyn Tool> { Arc::new(Api { spec, kind }) };
     let mut tools: Vec<Arc<dyn Tool>> = vec![
         api(
             spec(
@@ -195,7 +94,6 @@ pub fn integration_tools_with(
             ApiKind::SlackChannel(slack.clone()),
         ),
         Arc::new(Api {
-            dir: dir.clone(),
             spec: spec(
                 "slack_read_thread",
                 "Read every message of a Slack thread (conversations.replies), oldest first.",
@@ -205,7 +103,6 @@ pub fn integration_tools_with(
             kind: ApiKind::SlackThread(slack.clone()),
         }),
         Arc::new(Api {
-            dir: dir.clone(),
             spec: spec(
                 "slack_post_message",
                 "Post a Slack message (mrkdwn) to a channel, or as a thread reply with thread_ts.",
@@ -233,7 +130,6 @@ pub fn integration_tools_with(
             ApiKind::JiraAttachment(jira.clone()),
         ),
         Arc::new(Api {
-            dir: dir.clone(),
             spec: spec(
                 "jira_create_issue",
                 "Create a Jira issue. The description is Markdown (converted to Atlassian Document Format). Returns its key and URL.",
@@ -243,7 +139,6 @@ pub fn integration_tools_with(
             kind: ApiKind::JiraCreate(jira.clone()),
         }),
         Arc::new(Api {
-            dir: dir.clone(),
             spec: spec(
                 "jira_add_comment",
                 "Add a comment (Markdown, converted to Atlassian Document Format) to a Jira issue.",
@@ -253,7 +148,6 @@ pub fn integration_tools_with(
             kind: ApiKind::JiraComment(jira.clone()),
         }),
         Arc::new(Api {
-            dir: dir.clone(),
             spec: spec(
                 "jira_search",
                 "Search Jira with JQL (pages through results with nextPageToken). Returns key, summary, status, assignee, updated.",
@@ -417,13 +311,11 @@ fn notion(client: &Option<NotionClient>) -> Result<&NotionClient, ToolError> {
 
 /// The Notion tools.
 pub fn notion_tools(client: Option<NotionClient>) -> Vec<Arc<dyn Tool>> {
-    let dir = Arc::new(Directory::default());
     let api =
         |name: &str, description: &str, params: Value, effect: Effect, kind: ApiKind| -> Arc<dyn Tool> {
             Arc::new(Api {
                 spec: spec(name, description, params, effect),
                 kind,
-                dir: dir.clone(),
             })
         };
     vec![
@@ -509,18 +401,17 @@ enum ApiKind {
 struct Api {
     spec: ToolSpec,
     kind: ApiKind,
-    dir: Arc<Directory>,
 }
 
-/// Resolves ids in every message's text.
-async fn resolve_messages(dir: &Directory, client: &SlackClient, mut out: Value) -> Value {
+/// Every message's text as people read it, with its author's name.
+async fn resolve_messages(client: &SlackClient, mut out: Value) -> Value {
     if let Some(msgs) = out["messages"].as_array_mut() {
         for m in msgs {
             if let Some(t) = m["text"].as_str().map(str::to_string) {
-                m["text"] = json!(dir.resolve(client, &t).await);
+                m["text"] = json!(client.humanize(&t).await);
             }
             if let Some(u) = m["user"].as_str().map(str::to_string)
-                && let Some(name) = dir.user_name(client, &u).await
+                && let Some(name) = client.name_of(&Entity::User(u)).await
             {
                 m["user_name"] = json!(name);
             }
@@ -668,12 +559,12 @@ impl Tool for Api {
                     .await
                     .map_err(api_err)?;
                 Ok(ToolOutput::json(
-                    resolve_messages(&self.dir, client, messages_out(&raw)).await,
+                    resolve_messages(client, messages_out(&raw)).await,
                 ))
             }
             ApiKind::SlackPost(c) => {
                 let a: SlackPostArgs = parse(args)?;
-                let mut body = json!({"channel": a.channel, "text": self.dir.unresolve(&a.text), "unfurl_links": false,
+                let mut body = json!({"channel": a.channel, "text": slack(c)?.mentionize(&a.text), "unfurl_links": false,
                     // Lets anyone trace a message back to the run and call that posted it.
                     "metadata": {"event_type": "steward_post", "event_payload": {"idempotency_key": ctx.idempotency_key()}}});
                 if let Some(t) = a.thread_ts {

@@ -47,7 +47,8 @@ impl Coordinator for LlmCoordinator {
                 return Ok(out.stopped(Termination::ToolError, Some(e.to_string())));
             }
         };
-        let mut prompt = cx.trigger.to_prompt();
+        let text = cx.runner.sources.readable_text(cx.trigger).await;
+        let mut prompt = cx.trigger.to_prompt_with(text.as_deref());
         for note in &cx.attachment_notes {
             prompt.push_str(&format!("\n[steward: {note}]"));
         }

@@ -88,9 +88,14 @@ pub async fn post(
             )
         })
         .flatten();
+    let run_link = sources
+        .public_url
+        .as_deref()
+        .map(|public| format!("{}/runs/{}", public.trim_end_matches('/'), recorder.run_id()));
     let reply = Reply {
         text,
         prompt_link: link.as_deref(),
+        run_link: run_link.as_deref(),
         idempotency_key: format!("{}:reply", recorder.run_id()),
     };
     source.post_reply(origin, &reply).await.map(Some)

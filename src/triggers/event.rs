@@ -123,8 +123,13 @@ impl TriggerEvent {
 
     /// The first user message of an LLM run.
     pub fn to_prompt(&self) -> String {
+        self.to_prompt_with(self.text.as_deref())
+    }
+
+    /// [`Self::to_prompt`] with `text` in place of the event's own (its readable form).
+    pub fn to_prompt_with(&self, text: Option<&str>) -> String {
         let mut out = format!("Trigger: {} {}\n", self.source, self.kind);
-        if let Some(text) = &self.text {
+        if let Some(text) = text {
             out.push_str("\nMessage:\n");
             out.push_str(text);
             out.push('\n');

@@ -72,6 +72,8 @@ pub struct Reply<'a> {
     pub text: &'a str,
     /// A link to the prompt that drove the run, shown under the answer.
     pub prompt_link: Option<&'a str>,
+    /// The run's page in the inspector, when `STEWARD_PUBLIC_URL` is set.
+    pub run_link: Option<&'a str>,
     /// Stable for the run, so a retried post is recognisable.
     pub idempotency_key: String,
 }
@@ -111,6 +113,12 @@ pub trait Source: Send + Sync {
     /// source has no such marks (only Slack does).
     async fn show_progress(&self, _origin: &Origin, _progress: Progress) -> Result<bool, ApiError> {
         Ok(false)
+    }
+
+    /// `text` (a trigger's) as a reader sees it: the source's ids for people and
+    /// places replaced by their names. The default keeps it as it is.
+    async fn readable(&self, text: &str) -> String {
+        text.to_string()
     }
 
     /// The files `trigger` refers to, each at most `cap` bytes.
@@ -240,6 +248,15 @@ impl Sources {
             }
         }
         None
+    }
+
+    /// The trigger's text as a reader sees it (see [`Source::readable`]).
+    pub async fn readable_text(&self, trigger: &TriggerEvent) -> Option<String> {
+        let text = trigger.text.as_deref()?;
+        Some(match self.for_origin(&trigger.origin) {
+            Some(source) => source.readable(text).await,
+            None => text.to_string(),
+        })
     }
 
     /// The files `trigger` refers to.

@@ -39,10 +39,16 @@ impl Source for JiraSource {
             .client
             .as_ref()
             .ok_or(ApiError::NotConfigured("JIRA_BASE_URL"))?;
-        let body = match reply.prompt_link {
-            Some(l) => format!("{}\n\n[Prompt]({l})", reply.text),
-            None => reply.text.to_string(),
-        };
+        let mut body = reply.text.to_string();
+        let links = [("Prompt", reply.prompt_link), ("Run", reply.run_link)];
+        let links: Vec<String> = links
+            .iter()
+            .filter_map(|(label, link)| link.map(|l| format!("[{label}]({l})")))
+            .collect();
+        if !links.is_empty() {
+            body.push_str("\n\n");
+            body.push_str(&links.join(" · "));
+        }
         client.add_comment(issue_key, &body).await
     }
 }

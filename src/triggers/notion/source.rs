@@ -47,10 +47,16 @@ impl Source for NotionSource {
             .client
             .as_ref()
             .ok_or(ApiError::NotConfigured("NOTION_TOKEN"))?;
-        let body = match reply.prompt_link {
-            Some(l) => format!("{}\n\nPrompt: {l}", reply.text),
-            None => reply.text.to_string(),
-        };
+        let mut body = reply.text.to_string();
+        let links = [("Prompt", reply.prompt_link), ("Run", reply.run_link)];
+        let links: Vec<String> = links
+            .iter()
+            .filter_map(|(label, link)| link.map(|l| format!("{label}: {l}")))
+            .collect();
+        if !links.is_empty() {
+            body.push_str("\n\n");
+            body.push_str(&links.join(" · "));
+        }
         client.add_comment(page, &body).await
     }
 

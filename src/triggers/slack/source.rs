@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
-use crate::integrations::slack::SlackClient;
+use crate::integrations::slack::{SlackClient, message};
 use crate::triggers::source::{Fetched, Progress, Reply, Source};
 use crate::triggers::{Origin, TriggerEvent};
 
@@ -45,22 +45,73 @@ impl Source for SlackSource {
         thread(origin).map(|(channel, thread_ts)| json!({"slack": channel, "thread_ts": thread_ts}))
     }
 
+    /// The answer as mrkdwn sections with a footer (prompt, run, who asked), split or
+    /// attached when long (see [`message::layout`]). Returns the first message posted.
     async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError> {
         let (channel, thread_ts) = thread(origin).ok_or(ApiError::NotConfigured("a Slack origin"))?;
         let client = self
             .client
             .as_ref()
             .ok_or(ApiError::NotConfigured("SLACK_BOT_TOKEN"))?;
-        let body = match reply.prompt_link {
-            Some(l) => format!("{}\n\n_<{l}|Prompt>_", reply.text),
-            None => reply.text.to_string(),
+        let asker = match origin {
+            Origin::Slack { user: Some(u), .. } => Some(format!("<@{u}>")),
+            _ => None,
         };
-        let mut msg = json!({"channel": channel, "text": body, "unfurl_links": false,
-            "metadata": {"event_type": "steward_reply", "event_payload": {"idempotency_key": reply.idempotency_key}}});
-        if let Some(t) = thread_ts {
-            msg["thread_ts"] = json!(t);
+        let run = reply.run_link.map(|l| (l, "Run"));
+        let footer = message::footer(reply.prompt_link, run, asker.as_deref());
+        let post = |n: usize, mut msg: Value| {
+            msg["channel"] = json!(channel);
+            msg["unfurl_links"] = json!(false);
+            // Retries and crash recovery recognise a post by its key.
+            let key = match n {
+                0 => reply.idempotency_key.clone(),
+                n => format!("{}:{n}", reply.idempotency_key),
+            };
+            msg["metadata"] =
+                json!({"event_type": "steward_reply", "event_payload": {"idempotency_key": key}});
+            if let Some(t) = thread_ts {
+                msg["thread_ts"] = json!(t);
+            }
+            async move { client.call("chat.postMessage", &msg).await }
+        };
+        let post_all = |messages: Vec<Value>| async move {
+            let mut first = None;
+            for (n, msg) in messages.into_iter().enumerate() {
+                let sent = post(n, msg).await?;
+                first.get_or_insert(sent);
+            }
+            first.ok_or(ApiError::NotConfigured("a reply with text"))
+        };
+        // The model's `@ada` and `#eng` become mentions again.
+        let text = client.mentionize(reply.text);
+        match message::layout(&text, footer.as_deref()) {
+            message::Layout::Messages(messages) => post_all(messages).await,
+            message::Layout::Snippet {
+                message,
+                content,
+                fallback,
+            } => {
+                // The file first, so the opening that says it is attached is true.
+                match client
+                    .upload(channel, thread_ts, "answer.md", content.as_bytes(), None)
+                    .await
+                {
+                    Ok(_) => post(0, message).await,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot attach a long answer; posting it in parts");
+                        post_all(fallback).await
+                    }
+                }
+            }
         }
-        client.call("chat.postMessage", &msg).await
+    }
+
+    /// Mentions as `@name`, channels as `#name`, links as Markdown.
+    async fn readable(&self, text: &str) -> String {
+        match &self.client {
+            Some(client) => client.humanize(text).await,
+            None => text.to_string(),
+        }
     }
 
     /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.

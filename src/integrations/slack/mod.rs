@@ -1,6 +1,7 @@
 //! Slack Web API client: JSON POSTs with the bot token. Slack reports errors as HTTP 200
 //! with `ok: false`, and rate limits as 429 with `Retry-After`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -8,6 +9,10 @@ use serde_json::Value;
 use super::ApiError;
 use crate::config::Settings;
 use crate::http::Egress;
+
+pub mod entities;
+pub mod message;
+pub mod mrkdwn;
 
 /// Slack's Web API.
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";
@@ -22,6 +27,8 @@ pub struct SlackClient {
     http: reqwest::Client,
     base_url: String,
     token: String,
+    /// Names of users and channels, shared by the clones of this client.
+    directory: Arc<entities::Directory>,
     /// Upper bound on one `Retry-After` wait.
     pub max_wait: Duration,
 }
@@ -40,6 +47,7 @@ impl SlackClient {
             http,
             base_url: base_url.trim_end_matches('/').to_string(),
             token: token.to_string(),
+            directory: Arc::default(),
             max_wait: Duration::from_secs(30),
         }
     }
@@ -137,6 +145,132 @@ impl SlackClient {
             .map_err(|e| refused(e.to_string()))?
             .bearer_auth(&self.token);
         super::download_capped(SERVICE, "files.download", request, cap).await
+    }
+
+    /// Uploads `content` as a file shared in `channel` (in `thread_ts`, when given) with
+    /// `comment` as its message: `files.getUploadURLExternal`, the bytes to the upload
+    /// URL it returns (only a Slack file host, see [`Self::is_file_host`]), then
+    /// `files.completeUploadExternal`.
+    pub async fn upload(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        filename: &str,
+        content: &[u8],
+        comment: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        const METHOD: &str = "files.getUploadURLExternal";
+        let ticket = self
+            .get(
+                METHOD,
+                &[
+                    ("filename", filename.to_string()),
+                    ("length", content.len().to_string()),
+                ],
+            )
+            .await?;
+        let refused = |message: String| ApiError::Api {
+            service: SERVICE,
+            method: METHOD.into(),
+            message,
+        };
+        let (Some(url), Some(file_id)) = (ticket["upload_url"].as_str(), ticket["file_id"].as_str()) else {
+            return Err(refused("answer without upload_url or file_id".into()));
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| refused(format!("invalid upload URL: {e}")))?;
+        if !self.is_file_host(&parsed) {
+            return Err(refused(format!(
+                "refused to upload to {}: not a Slack file host",
+                parsed.host_str().unwrap_or("(no host)")
+            )));
+        }
+        let transport = |e: reqwest::Error| ApiError::Transport {
+            service: SERVICE,
+            method: "file upload".into(),
+            message: e.to_string(),
+        };
+        let sent = self
+            .http
+            .post(parsed)
+            .timeout(Duration::from_secs(60))
+            .body(content.to_vec())
+            .send()
+            .await
+            .map_err(transport)?;
+        if !sent.status().is_success() {
+            return Err(refused(format!("upload answered HTTP {}", sent.status())));
+        }
+        let mut done = serde_json::json!({
+            "files": [{"id": file_id, "title": filename}],
+            "channel_id": channel,
+        });
+        if let Some(ts) = thread_ts {
+            done["thread_ts"] = ts.into();
+        }
+        if let Some(comment) = comment {
+            done["initial_comment"] = comment.into();
+        }
+        self.call("files.completeUploadExternal", &done).await
+    }
+
+    /// `text` as people read it: mentions as `@display-name`, channels as `#name`,
+    /// links as Markdown (see [`entities::humanize`]). Names are looked up once per
+    /// [`entities::DEFAULT_TTL`]; an id that cannot be looked up stays an id.
+    pub async fn humanize(&self, text: &str) -> String {
+        for entity in entities::named(text) {
+            match &entity {
+                entities::Entity::Channel { id, name: Some(name) } => self.directory.put(id, name),
+                _ => {
+                    self.name_of(&entity).await;
+                }
+            }
+        }
+        entities::humanize(text, |e| match e {
+            entities::Entity::User(id) | entities::Entity::Channel { id, .. } => self.directory.get(id),
+            _ => None,
+        })
+    }
+
+    /// The display name of a user (else the real name, else the handle) or the name of
+    /// a channel, from the cache or looked up; `None` when Slack does not say.
+    pub async fn name_of(&self, entity: &entities::Entity) -> Option<String> {
+        let (id, method, param) = match entity {
+            entities::Entity::User(id) => (id, "users.info", "user"),
+            entities::Entity::Channel { id, .. } => (id, "conversations.info", "channel"),
+            _ => return None,
+        };
+        if let Some(name) = self.directory.get(id) {
+            return Some(name);
+        }
+        let v = match self.get(method, &[(param, id.clone())]).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(%id, error = %e, "cannot name a Slack entity");
+                return None;
+            }
+        };
+        let name = if param == "user" {
+            let u = &v["user"];
+            [
+                &u["profile"]["display_name"],
+                &u["real_name"],
+                &u["profile"]["real_name"],
+                &u["name"],
+            ]
+            .iter()
+            .find_map(|n| n.as_str().filter(|n| !n.is_empty()))
+            .map(str::to_string)
+        } else {
+            v["channel"]["name"].as_str().map(str::to_string)
+        }?;
+        self.directory.put(id, &name);
+        Some(name)
+    }
+
+    /// `@name` and `#name` for the people and channels this client has named turned
+    /// back into Slack mentions (see [`entities::mentionize`]).
+    pub fn mentionize(&self, text: &str) -> String {
+        entities::mentionize(text, &self.directory)
     }
 
     /// Joins a public channel (`conversations.join`).

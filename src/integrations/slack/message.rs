@@ -1,0 +1,256 @@
+//! A run's answer laid out as Slack messages: mrkdwn `section` blocks within Slack's
+//! limits, then a `context` block naming the prompt, the run and who asked.
+//!
+//! Limits (Slack's documentation): a section's text holds at most 3,000 characters,
+//! a message at most 50 blocks. An answer up to [`MESSAGE_CHARS`] goes in one message;
+//! a longer one is attached as a Markdown snippet with its opening in the message, and
+//! split over several messages only when the snippet cannot be uploaded.
+
+use serde_json::{Value, json};
+
+use super::mrkdwn;
+
+/// Characters of a `section` block's text.
+pub const SECTION_CHARS: usize = 3_000;
+/// The most answer text one message carries (Slack caps a message's `markdown`
+/// blocks at 12,000 characters in all; past this a thread is hard to read anyway).
+pub const MESSAGE_CHARS: usize = 12_000;
+/// Characters of the opening shown with an attached snippet.
+pub const SUMMARY_CHARS: usize = 600;
+
+/// The answer's layout.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layout {
+    /// Messages to post in order, each `{text, blocks}`.
+    Messages(Vec<Value>),
+    /// One message (the opening) with the whole answer attached as `answer.md`; the
+    /// messages to post instead if the upload fails.
+    Snippet {
+        message: Value,
+        content: String,
+        fallback: Vec<Value>,
+    },
+}
+
+/// Lays out `markdown` (the model's answer) with `footer` (mrkdwn, already escaped) in
+/// a context block under the last message.
+pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
+    let text = mrkdwn::to_mrkdwn(markdown.trim());
+    let chars = text.chars().count();
+    let messages = |text: &str| -> Vec<Value> {
+        let parts = split(text, MESSAGE_CHARS);
+        let last = parts.len().saturating_sub(1);
+        parts
+            .iter()
+            .enumerate()
+            .map(|(n, part)| message(part, if n == last { footer } else { None }))
+            .collect()
+    };
+    if chars <= MESSAGE_CHARS {
+        return Layout::Messages(messages(&text));
+    }
+    let opening = split(&text, SUMMARY_CHARS).into_iter().next().unwrap_or_default();
+    let note = format!(
+        "{opening}\n\n_The full answer ({} characters) is attached as a file._",
+        markdown.chars().count()
+    );
+    Layout::Snippet {
+        message: message(&note, footer),
+        content: markdown.to_string(),
+        fallback: messages(&text),
+    }
+}
+
+/// One message: section blocks of at most [`SECTION_CHARS`] and the footer.
+fn message(text: &str, footer: Option<&str>) -> Value {
+    let mut blocks: Vec<Value> = split(text, SECTION_CHARS)
+        .into_iter()
+        .map(|part| json!({"type": "section", "text": {"type": "mrkdwn", "text": part}}))
+        .collect();
+    if let Some(footer) = footer {
+        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": footer}]}));
+    }
+    // `text` is what notifications and screen readers show.
+    let fallback = split(text, SECTION_CHARS).into_iter().next().unwrap_or_default();
+    json!({"text": fallback, "blocks": blocks})
+}
+
+/// Splits mrkdwn into parts of at most `limit` characters: at a blank line if one is
+/// in the second half of the part, else at a line end, else at a space, else anywhere
+/// (on a character boundary). A code block cut in two is closed and reopened, so each
+/// part renders on its own.
+pub fn split(text: &str, limit: usize) -> Vec<String> {
+    // Room for the ``` a cut code block needs at each end.
+    let room = limit.saturating_sub(8).max(1);
+    let mut parts = Vec::new();
+    let mut rest = text.trim_end();
+    let mut reopen = false;
+    while !rest.is_empty() {
+        let mut part = String::new();
+        if reopen {
+            part.push_str("```\n");
+        }
+        let budget = room.saturating_sub(part.len()).max(1);
+        let cut = if rest.chars().count() <= budget {
+            rest.len()
+        } else {
+            cut_point(rest, budget)
+        };
+        let (head, tail) = rest.split_at(cut);
+        part.push_str(head.trim_end());
+        // Odd number of fences so far in this part: the part ends inside code.
+        let open = (if reopen { 1 } else { 0 } + head.matches("```").count()) % 2 == 1;
+        if open && !tail.trim().is_empty() {
+            part.push_str("\n```");
+        }
+        reopen = open;
+        if !part.trim().is_empty() && part != "```\n" {
+            parts.push(part);
+        }
+        rest = tail.trim_start_matches('\n');
+    }
+    parts
+}
+
+/// Byte offset to cut `text` at so the head holds at most `budget` characters.
+fn cut_point(text: &str, budget: usize) -> usize {
+    let max = text.char_indices().nth(budget).map_or(text.len(), |(i, _)| i);
+    let head = &text[..max];
+    let half = max / 2;
+    if let Some(i) = head.rfind("\n\n").filter(|i| *i >= half) {
+        return i + 1;
+    }
+    if let Some(i) = head.rfind('\n').filter(|i| *i > 0) {
+        return i + 1;
+    }
+    if let Some(i) = head.rfind(' ').filter(|i| *i > 0) {
+        return i + 1;
+    }
+    max
+}
+
+/// The footer of a reply: links to the prompt and to the run, and who triggered it,
+/// joined with a middle dot. `None` when there is nothing to show.
+pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&str>) -> Option<String> {
+    let mut items = Vec::new();
+    if let Some(url) = prompt {
+        items.push(format!("<{url}|Prompt>"));
+    }
+    if let Some((url, label)) = run {
+        items.push(format!("<{url}|{}>", mrkdwn::escape(label)));
+    }
+    if let Some(actor) = actor {
+        items.push(format!("Asked by {actor}"));
+    }
+    (!items.is_empty()).then(|| items.join("  ·  "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_answer_is_one_message_with_its_footer() {
+        let foot = footer(
+            Some("https://git.example.com/prompts/helpdesk.md"),
+            Some(("https://steward.example.com/runs/0195", "Run 0195")),
+            Some("<@U1>"),
+        );
+        let Layout::Messages(msgs) = layout("**Done.** See [the doc](https://d.io/a_b).", foot.as_deref())
+        else {
+            panic!("one message expected")
+        };
+        assert_eq!(msgs.len(), 1);
+        let blocks = msgs[0]["blocks"].as_array().unwrap();
+        assert_eq!(
+            blocks[0]["text"]["text"],
+            "*Done.* See <https://d.io/a_b|the doc>."
+        );
+        assert_eq!(
+            blocks[1]["elements"][0]["text"],
+            "<https://git.example.com/prompts/helpdesk.md|Prompt>  ·  <https://steward.example.com/runs/0195|Run 0195>  ·  Asked by <@U1>"
+        );
+        assert_eq!(msgs[0]["text"], "*Done.* See <https://d.io/a_b|the doc>.");
+    }
+
+    #[test]
+    fn sections_stay_under_slacks_limit() {
+        let para = "word ".repeat(200);
+        let md = [para.trim(); 8].join("\n\n");
+        let Layout::Messages(msgs) = layout(&md, None) else {
+            panic!()
+        };
+        assert_eq!(msgs.len(), 1);
+        let blocks = msgs[0]["blocks"].as_array().unwrap();
+        assert!(blocks.len() >= 3);
+        for b in blocks {
+            let n = b["text"]["text"].as_str().unwrap().chars().count();
+            assert!(n <= SECTION_CHARS, "{n}");
+        }
+        // Nothing lost: the words add up.
+        let words: usize = blocks
+            .iter()
+            .map(|b| b["text"]["text"].as_str().unwrap().split_whitespace().count())
+            .sum();
+        assert_eq!(words, 1600);
+    }
+
+    #[test]
+    fn a_long_answer_is_attached_with_its_opening() {
+        let md = format!("# Report\n\nFirst finding.\n\n{}", "detail line\n".repeat(2_000));
+        let Layout::Snippet {
+            message,
+            content,
+            fallback,
+        } = layout(&md, Some("<@U1>"))
+        else {
+            panic!("snippet expected")
+        };
+        assert_eq!(content, md);
+        let opening = message["blocks"][0]["text"]["text"].as_str().unwrap();
+        assert!(opening.starts_with("*Report*\n\nFirst finding."), "{opening}");
+        assert!(opening.contains("attached as a file"));
+        assert!(opening.chars().count() < SUMMARY_CHARS + 100);
+        assert!(fallback.len() >= 2);
+        assert!(
+            fallback
+                .iter()
+                .all(|m| m["blocks"].as_array().unwrap().len() <= 50)
+        );
+        // The footer goes under the last of the fallback messages only.
+        let last = fallback.last().unwrap()["blocks"].as_array().unwrap();
+        assert_eq!(last.last().unwrap()["type"], "context");
+        assert!(
+            fallback[0]["blocks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| b["type"] == "section")
+        );
+    }
+
+    #[test]
+    fn a_code_block_cut_in_two_is_closed_and_reopened() {
+        let code = (0..100)
+            .map(|n| format!("let x{n} = {n};"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = format!("Intro\n```\n{code}\n```\nOutro");
+        let parts = split(&text, 600);
+        assert!(parts.len() > 2);
+        for p in &parts {
+            assert!(p.chars().count() <= 600);
+            assert_eq!(p.matches("```").count() % 2, 0, "unbalanced part:\n{p}");
+        }
+        assert!(parts.last().unwrap().ends_with("Outro"));
+        let joined: String = parts.concat();
+        assert!(joined.contains("let x0 = 0;") && joined.contains("let x99 = 99;"));
+    }
+
+    #[test]
+    fn a_word_longer_than_the_limit_is_cut_on_a_char_boundary() {
+        let parts = split(&"é".repeat(25), 10);
+        assert!(parts.iter().all(|p| p.chars().count() <= 10));
+        assert_eq!(parts.concat(), "é".repeat(25));
+    }
+}
