@@ -510,6 +510,7 @@ impl Outside {
             .sources(self.sources())
             .capture_content(self.settings.otel_capture_content)
             .metrics(self.metrics.clone())
+            .data_key(self.settings.data_key.clone())
     }
 
     fn providers(&self) -> ProviderSet {

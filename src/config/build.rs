@@ -255,6 +255,47 @@ fn build_prompt(
     }
 }
 
+/// Which tools need approval, by whom and for how long. Only an LLM run can wait for
+/// a decision across restarts (its conversation is checkpointed); a script cannot be
+/// suspended mid-call, so `approval: required` on a script agent is an error.
+fn build_approval(
+    src: &Source,
+    tools: &[super::spec::ToolEntry],
+    spec: &super::spec::ApprovalSpec,
+    is_llm: bool,
+    diags: &mut Vec<Diagnostic>,
+) -> super::ApprovalSettings {
+    let gated: BTreeSet<String> = tools
+        .iter()
+        .filter(|t| t.needs_approval())
+        .map(|t| t.name().to_string())
+        .collect();
+    if let Some(first) = gated.iter().next()
+        && !is_llm
+    {
+        diags.push(src.error_at(
+            "approval",
+            Some(first),
+            "'approval: required' works with LLM coordinators only: a script cannot wait for a decision across restarts",
+        ));
+    }
+    for id in &spec.approvers {
+        if !(id.starts_with('U') || id.starts_with('W')) || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            diags.push(src.error_at(
+                "approvers",
+                Some(id),
+                format!("approver '{id}' is not a Slack user id (U… or W…)"),
+            ));
+        }
+    }
+    let d = super::ApprovalSettings::default();
+    super::ApprovalSettings {
+        tools: gated,
+        approvers: spec.approvers.clone(),
+        timeout: spec.approval_timeout().unwrap_or(d.timeout),
+    }
+}
+
 fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
     for tool in tools {
         if !known.contains(tool) {
@@ -420,6 +461,7 @@ fn build_agent(
     check_name(src, &name, diags);
 
     let is_llm = spec.coordinator == CoordinatorSpec::Llm;
+    let tool_names: Vec<String> = spec.tools.iter().map(|t| t.name().to_string()).collect();
     let coordinator = match (spec.coordinator, &spec.script) {
         (CoordinatorSpec::Llm, None) => Coordinator::Llm,
         (CoordinatorSpec::Llm, Some(_)) => {
@@ -436,7 +478,7 @@ fn build_agent(
         }
         (CoordinatorSpec::Script, Some(path)) => match std::fs::read_to_string(root.join(path)) {
             Ok(source) => {
-                check_script(path, &source, &spec.tools, &sandbox_limits(&spec.sandbox), diags);
+                check_script(path, &source, &tool_names, &sandbox_limits(&spec.sandbox), diags);
                 Coordinator::Script {
                     path: PathBuf::from(path),
                     source,
@@ -450,7 +492,8 @@ fn build_agent(
     };
     let models = build_models(src, spec.model.as_deref(), &spec.fallbacks, is_llm, diags);
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
-    check_tools(src, &spec.tools, &known.tools, diags);
+    check_tools(src, &tool_names, &known.tools, diags);
+    let approval = build_approval(src, &spec.tools, &spec.approval, is_llm, diags);
     check_triggers(src, &spec.triggers, diags);
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
@@ -474,7 +517,8 @@ fn build_agent(
         coordinator,
         models,
         prompt,
-        tools: ToolSelection::List(spec.tools),
+        tools: ToolSelection::List(tool_names),
+        approval,
         subagents: spec.subagents,
         skills: spec.skills,
         triggers: spec.triggers,
@@ -558,6 +602,9 @@ fn build_subagent(
         file: src.rel.clone(),
         coordinator: Coordinator::Llm,
         models,
+        // A subagent cannot wait for a person; tools needing approval stay with
+        // the parent (see `run::context`).
+        approval: super::ApprovalSettings::default(),
         prompt,
         tools,
         subagents: spec.subagents,

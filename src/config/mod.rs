@@ -151,6 +151,27 @@ impl Default for Limits {
     }
 }
 
+/// Approval of tool calls (`tools: [{name, approval: required}]`, `approval:`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalSettings {
+    /// Tools whose every call waits for a person's Approve.
+    pub tools: BTreeSet<String>,
+    /// Slack user ids who may decide besides the person who triggered the run.
+    pub approvers: Vec<String>,
+    /// How long a run waits; no decision by then counts as Deny.
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            tools: BTreeSet::new(),
+            approvers: Vec::new(),
+            timeout: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
 /// Context-window settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextSettings {
@@ -210,6 +231,8 @@ pub struct AgentConfig {
     pub models: Vec<ModelRef>,
     pub prompt: Option<Prompt>,
     pub tools: ToolSelection,
+    /// Tools a person approves at each call, who may, and how long a run waits.
+    pub approval: ApprovalSettings,
     pub subagents: Vec<String>,
     pub skills: SkillsSpec,
     pub triggers: Vec<TriggerSpec>,
@@ -238,6 +261,7 @@ impl AgentConfig {
                 url: None,
             }),
             tools: ToolSelection::List(tools),
+            approval: ApprovalSettings::default(),
             subagents: Vec::new(),
             skills: SkillsSpec::default(),
             triggers: Vec::new(),

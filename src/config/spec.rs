@@ -33,7 +33,11 @@ pub struct AgentSpec {
     /// Link shown in outputs instead of the prompt's repository path.
     pub prompt_url: Option<String>,
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub tools: Vec<ToolEntry>,
+    /// Who may approve the tools marked `approval: required`, and for how long a run
+    /// waits.
+    #[serde(default)]
+    pub approval: ApprovalSpec,
     #[serde(default)]
     pub skills: SkillsSpec,
     #[serde(default)]
@@ -54,6 +58,61 @@ pub struct AgentSpec {
     /// Values a coordinator script reads as `vars` (channel ids, thresholds, ...).
     #[serde(default)]
     pub vars: serde_yaml::Mapping,
+}
+
+/// An agent's tool: its name, or `{name, approval: required}` for one a person must
+/// approve at each call.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ToolEntry {
+    Name(String),
+    Detailed(DetailedTool),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DetailedTool {
+    pub name: String,
+    #[serde(default)]
+    pub approval: ApprovalMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    #[default]
+    None,
+    Required,
+}
+
+impl ToolEntry {
+    pub fn name(&self) -> &str {
+        match self {
+            ToolEntry::Name(n) => n,
+            ToolEntry::Detailed(d) => &d.name,
+        }
+    }
+
+    pub fn needs_approval(&self) -> bool {
+        matches!(self, ToolEntry::Detailed(d) if d.approval == ApprovalMode::Required)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// Slack user ids who may decide besides the person who triggered the run; the
+    /// request goes to them by DM when the trigger has no Slack thread.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// How long a run waits for a decision (default 24h); no decision counts as Deny.
+    pub timeout: Option<HumanDuration>,
+}
+
+impl ApprovalSpec {
+    pub fn approval_timeout(&self) -> Option<std::time::Duration> {
+        self.timeout.map(|t| t.0)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -42,6 +42,7 @@ impl Runner {
                 metrics: Arc::default(),
                 capture_content: false,
                 interrupt: CancellationToken::new(),
+                data_key: None,
             },
         }
     }
@@ -50,6 +51,12 @@ impl Runner {
 impl RunnerBuilder {
     pub fn providers(mut self, providers: ProviderSet) -> Self {
         self.runner.providers = providers;
+        self
+    }
+
+    /// Seals a private run's checkpoint while it waits for an approval.
+    pub fn data_key(mut self, key: Option<crate::types::seal::DataKey>) -> Self {
+        self.runner.data_key = key;
         self
     }
 

@@ -125,7 +125,12 @@ pub async fn prepare<'a>(
             runner: runner.clone(),
             parent_id: run_id.clone(),
             parent_private: trigger.private,
-            parent_allowed: allowed.clone(),
+            // Tools needing approval are not handed down: a subagent cannot wait.
+            parent_allowed: allowed
+                .iter()
+                .filter(|t| !agent.approval.tools.contains(*t))
+                .cloned()
+                .collect(),
             parent_models: models.clone(),
             parent_files: files.clone(),
             names: agent.subagents.clone(),

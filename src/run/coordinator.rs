@@ -47,12 +47,19 @@ impl Coordinator for LlmCoordinator {
                 return Ok(out.stopped(Termination::ToolError, Some(e.to_string())));
             }
         };
-        let text = cx.runner.sources.readable_text(cx.trigger).await;
-        let mut prompt = cx.trigger.to_prompt_with(text.as_deref());
-        for note in &cx.attachment_notes {
-            prompt.push_str(&format!("\n[steward: {note}]"));
-        }
-        let opening = inputs::opening_message(&cx.files, cx.agent, prompt, &cx.attachments).await?;
+        // A run that waited for an approval carries on from its checkpoint.
+        let start = match super::approval::resume_point(cx).await? {
+            Some(resume) => super::approval::Start::Resume(resume),
+            None => {
+                let text = cx.runner.sources.readable_text(cx.trigger).await;
+                let mut prompt = cx.trigger.to_prompt_with(text.as_deref());
+                for note in &cx.attachment_notes {
+                    prompt.push_str(&format!("\n[steward: {note}]"));
+                }
+                let opening = inputs::opening_message(&cx.files, cx.agent, prompt, &cx.attachments).await?;
+                super::approval::Start::Fresh(opening)
+            }
+        };
         let run = LlmRun {
             agent: cx.agent,
             chain: &chain,
@@ -65,7 +72,7 @@ impl Coordinator for LlmCoordinator {
             system: cx.system.clone(),
             child_totals: cx.child_totals.clone(),
         };
-        Ok(run.run(opening).await?)
+        Ok(run.run(start).await?)
     }
 }
 

@@ -136,6 +136,24 @@ pub enum RunEvent {
         status: RunStatus,
         termination: Termination,
     },
+    /// The run parked until a person approves or denies `name`.
+    ApprovalRequested {
+        approval: String,
+        call_id: String,
+        name: String,
+        /// Where the request was posted (`{channel, ts}`), when it was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        posted: Option<Value>,
+        deadline: String,
+    },
+    /// A person's decision (or the timeout), read when the run resumes.
+    ApprovalDecided {
+        approval: String,
+        /// `approved`, `denied` or `timed_out`.
+        decision: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// Found after a crash: the run had made a side effect, so it is not re-run.
     Interrupted {
         reason: &'static str,

@@ -19,7 +19,7 @@ use crate::run::events::RunEvent;
 use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tools::subagent::{SUBAGENT_TOOL, SubagentLauncher};
-use crate::tools::{Effect, NestedTools, ToolCtx, ToolError, ToolRegistry, ToolResult};
+use crate::tools::{NestedTools, ToolCtx, ToolError, ToolRegistry, ToolResult};
 
 /// Stored tool output is capped; the whole text went to the caller.
 const PREVIEW_BYTES: usize = 16 * 1024;
@@ -102,6 +102,28 @@ impl Gateway {
         self.cap_hit.load(Ordering::SeqCst)
     }
 
+    /// Sets the calls already made, for a run resumed from its checkpoint.
+    pub fn restore_calls(&self, n: u32) {
+        self.calls.store(n, Ordering::SeqCst);
+    }
+
+    /// A recorded call not run: a person denied it (or no one decided in time). The
+    /// model gets `reason` as the tool's error.
+    pub fn refuse(&self, call_id: &str, name: &str, reason: &str) -> (ToolResult, tracing::Span) {
+        let recorder = &self.parts.recorder;
+        recorder.record(RunEvent::ToolResult {
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            ok: false,
+            fatal: Some(false),
+            bytes: 0,
+            duration_ms: 0,
+            content: None,
+            error: Some(recorder.wrap(reason)),
+        });
+        (Err(ToolError::Model(reason.to_string())), tracing::Span::none())
+    }
+
     /// Takes `n` calls from the budget, all or none.
     pub fn reserve(&self, n: u32) -> Result<(), CapExceeded> {
         let max = self.parts.max_tool_calls;
@@ -123,7 +145,7 @@ impl Gateway {
         self.parts
             .tools
             .get(name)
-            .is_some_and(|t| t.spec().effect == Effect::SideEffecting)
+            .is_some_and(|t| t.spec().effect.changes_anything())
     }
 
     /// Records that a call is about to happen (written at the next flush). Marked so

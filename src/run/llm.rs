@@ -1,6 +1,7 @@
 //! The LLM coordinator: model ⇄ tools until the model answers without tool calls or a
 //! cap ends the run.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -8,6 +9,7 @@ use tracing::Instrument;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use super::approval::{Checkpoint, Start};
 use super::compaction::{CompactError, Compactor};
 use super::conversation::{Conversation, fixed_tokens, message_tokens, status_message, tool_message_tokens};
 use super::events::{CallRecord, RunEvent};
@@ -81,22 +83,59 @@ enum Step<T> {
 }
 
 impl LlmRun<'_> {
-    /// Runs the loop from the opening message. Errors are store failures only; every
-    /// other problem ends the run with a termination reason.
-    pub async fn run(self, opening: Message) -> Result<RunOutcome, StoreError> {
+    /// Runs the loop from the opening message, or from the checkpoint of a run that
+    /// waited for an approval. Errors are store failures only; every other problem ends
+    /// the run with a termination reason.
+    pub async fn run(self, start: Start) -> Result<RunOutcome, StoreError> {
         let system = self.system.clone();
         let defs = self.gateway.registry().definitions(self.gateway.allowed());
         let limits = &self.agent.limits;
         let window = window_of(self.agent, self.chain);
         let compact_limit = (window as f64 * self.agent.context.compact_at) as u64;
-        let deadline = tokio::time::Instant::now() + limits.timeout;
+        let started = tokio::time::Instant::now();
         let mut conv = Conversation::new(fixed_tokens(&system, &defs));
-        for m in self.reinject.iter().cloned().chain(std::iter::once(opening)) {
-            let t = message_tokens(&m);
-            conv.push(m, t);
-        }
         let mut out = RunOutcome::new(self.recorder.run_id());
+        // The held round of a resumed run, with the refusals its decision makes.
+        let mut held: Option<(Vec<ToolCall>, HashMap<String, String>)> = None;
+        let mut spent = Duration::ZERO;
+        match start {
+            Start::Fresh(opening) => {
+                for m in self.reinject.iter().cloned().chain(std::iter::once(opening)) {
+                    let t = message_tokens(&m);
+                    conv.push(m, t);
+                }
+            }
+            Start::Resume(resume) => {
+                let c = resume.checkpoint;
+                for m in c.messages {
+                    let t = message_tokens(&m);
+                    conv.push(m, t);
+                }
+                out.turns = c.turns;
+                out.usage = c.usage;
+                out.cost_usd = c.cost_usd;
+                out.compactions = c.compactions;
+                self.gateway.restore_calls(c.tool_calls);
+                spent = Duration::from_millis(c.elapsed_ms);
+                let refusals = match resume.refusal {
+                    Some(reason) => c.gated.iter().map(|id| (id.clone(), reason.clone())).collect(),
+                    None => HashMap::new(),
+                };
+                held = Some((c.calls, refusals));
+            }
+        }
+        // Time spent waiting for a person does not count against the run's timeout.
+        let deadline = started + limits.timeout.saturating_sub(spent);
         loop {
+            if let Some((calls, refusals)) = held.take() {
+                if let Some((t, e)) = self
+                    .finish_round(&calls, &refusals, &mut conv, &mut out, window, deadline)
+                    .await?
+                {
+                    return Ok(finish(out, t, e));
+                }
+                continue;
+            }
             if out.turns >= limits.max_turns {
                 return Ok(stop(
                     out,
@@ -156,70 +195,114 @@ impl LlmRun<'_> {
                 n => n,
             };
             conv.push(assistant, t);
-            let round = self.tool_round(&calls, deadline).await?;
-            out.tool_calls = self.gateway.calls();
-            // Subagents' usage counts toward this run's totals and cost cap.
-            let (child_usage, child_cost) = self.child_totals.take();
-            out.usage.add(&child_usage);
-            out.cost_usd += child_cost;
-            let results = match round {
-                Step::Done(results) => results,
-                Step::Stop(t, e) => return Ok(finish(out, t, e)),
-            };
-            let mut images = Vec::new();
-            for (call, (result, span)) in calls.iter().zip(results) {
-                let (content, is_error, counted) = match result {
-                    Ok(output) => {
-                        images.extend(output.images.iter().cloned());
-                        let name = format!("{}-{}", call.name, call.id);
-                        let (text, counted) = inline_or_file(
-                            &self.files,
-                            self.agent,
-                            output.to_model_text(),
-                            &name,
-                            FileSource::ToolOutput,
-                        )
-                        .await?;
-                        span.record("steward.tool.result_file", counted.is_none());
-                        (text, false, counted)
-                    }
-                    Err(e) => (format!("error: {e}"), true, None),
+            // A call needing a person's approval holds the whole round: the run parks
+            // here with its conversation and resumes the round once someone decides.
+            let gated: Vec<String> = calls
+                .iter()
+                .filter(|c| self.agent.approval.tools.contains(&c.name))
+                .map(|c| c.id.clone())
+                .collect();
+            if !gated.is_empty() {
+                out.tool_calls = self.gateway.calls();
+                let checkpoint = Checkpoint {
+                    messages: conv.messages().to_vec(),
+                    calls,
+                    gated,
+                    turns: out.turns,
+                    usage: out.usage,
+                    cost_usd: out.cost_usd,
+                    compactions: out.compactions,
+                    tool_calls: out.tool_calls,
+                    elapsed_ms: (spent + started.elapsed()).as_millis() as u64,
                 };
-                let m = Message::Tool {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content,
-                    is_error,
-                };
-                // A whole output was counted by the inline decision: count it once.
-                let t = match counted {
-                    Some(tokens) => tool_message_tokens(tokens),
-                    None => message_tokens(&m),
-                };
-                conv.push(m, t);
+                out.awaiting = serde_json::to_value(&checkpoint).ok();
+                return Ok(finish(out, Termination::AwaitingApproval, None));
             }
-            if !images.is_empty() {
-                let m = Message::User {
-                    content: "[steward: images loaded by the tool calls above.]".into(),
-                    images,
-                };
-                let t = message_tokens(&m);
-                conv.push(m, t);
+            if let Some((t, e)) = self
+                .finish_round(&calls, &HashMap::new(), &mut conv, &mut out, window, deadline)
+                .await?
+            {
+                return Ok(finish(out, t, e));
             }
-            // The status goes last; its own size (estimated from its length) is included
-            // in the figure it reports.
-            let files = self.files.list();
-            let draft = status_message(conv.total(), window, self.agent.context.compact_at, &files);
-            let own = (draft.len() as u64).div_ceil(4) + 4;
-            let status = Message::user(status_message(
-                conv.total() + own,
-                window,
-                self.agent.context.compact_at,
-                &files,
-            ));
-            let t = message_tokens(&status);
-            conv.push(status, t);
         }
+    }
+
+    /// Runs a round of tool calls (those in `refusals` are refused with its reason, not
+    /// run) and adds their results, any images and the context status to `conv`.
+    /// `Some` ends the run.
+    async fn finish_round(
+        &self,
+        calls: &[ToolCall],
+        refusals: &HashMap<String, String>,
+        conv: &mut Conversation,
+        out: &mut RunOutcome,
+        window: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<(Termination, Option<String>)>, StoreError> {
+        let round = self.tool_round(calls, refusals, deadline).await?;
+        out.tool_calls = self.gateway.calls();
+        // Subagents' usage counts toward this run's totals and cost cap.
+        let (child_usage, child_cost) = self.child_totals.take();
+        out.usage.add(&child_usage);
+        out.cost_usd += child_cost;
+        let results = match round {
+            Step::Done(results) => results,
+            Step::Stop(t, e) => return Ok(Some((t, e))),
+        };
+        let mut images = Vec::new();
+        for (call, (result, span)) in calls.iter().zip(results) {
+            let (content, is_error, counted) = match result {
+                Ok(output) => {
+                    images.extend(output.images.iter().cloned());
+                    let name = format!("{}-{}", call.name, call.id);
+                    let (text, counted) = inline_or_file(
+                        &self.files,
+                        self.agent,
+                        output.to_model_text(),
+                        &name,
+                        FileSource::ToolOutput,
+                    )
+                    .await?;
+                    span.record("steward.tool.result_file", counted.is_none());
+                    (text, false, counted)
+                }
+                Err(e) => (format!("error: {e}"), true, None),
+            };
+            let m = Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error,
+            };
+            // A whole output was counted by the inline decision: count it once.
+            let t = match counted {
+                Some(tokens) => tool_message_tokens(tokens),
+                None => message_tokens(&m),
+            };
+            conv.push(m, t);
+        }
+        if !images.is_empty() {
+            let m = Message::User {
+                content: "[steward: images loaded by the tool calls above.]".into(),
+                images,
+            };
+            let t = message_tokens(&m);
+            conv.push(m, t);
+        }
+        // The status goes last; its own size (estimated from its length) is included
+        // in the figure it reports.
+        let files = self.files.list();
+        let draft = status_message(conv.total(), window, self.agent.context.compact_at, &files);
+        let own = (draft.len() as u64).div_ceil(4) + 4;
+        let status = Message::user(status_message(
+            conv.total() + own,
+            window,
+            self.agent.context.compact_at,
+            &files,
+        ));
+        let t = message_tokens(&status);
+        conv.push(status, t);
+        Ok(None)
     }
 
     async fn compact(
@@ -356,6 +439,7 @@ impl LlmRun<'_> {
     async fn tool_round(
         &self,
         calls: &[ToolCall],
+        refusals: &HashMap<String, String>,
         deadline: tokio::time::Instant,
     ) -> Result<Step<Vec<(Result<ToolOutput, ToolError>, tracing::Span)>>, StoreError> {
         for call in calls {
@@ -370,9 +454,15 @@ impl LlmRun<'_> {
             self.gateway.flush().await?;
         }
         let round = CancellationToken::new();
-        let futures = calls.iter().map(|call| {
-            self.gateway
-                .execute_traced(&call.id, &call.name, &call.arguments, round.child_token())
+        let futures = calls.iter().map(|call| async {
+            match refusals.get(&call.id) {
+                Some(reason) => self.gateway.refuse(&call.id, &call.name, reason),
+                None => {
+                    self.gateway
+                        .execute_traced(&call.id, &call.name, &call.arguments, round.child_token())
+                        .await
+                }
+            }
         });
         let all = join_all(futures);
         let results = tokio::select! {

@@ -4,6 +4,7 @@
 //! "Every agent is a subagent": top-level runs and subagent calls go through
 //! [`Runner::run`] with different configs.
 
+pub mod approval;
 pub mod builder;
 pub mod compaction;
 pub mod context;
@@ -72,6 +73,9 @@ pub struct Runner {
     /// Fired when the service stops and its grace period is over. Runs started by the
     /// service take child tokens of it; a run cancelled this way ends `interrupted`.
     pub interrupt: CancellationToken,
+    /// Seals what a private run leaves at rest while it waits for an approval
+    /// (`STEWARD_DATA_KEY`); without it a private run cannot wait.
+    pub data_key: Option<crate::types::seal::DataKey>,
 }
 
 /// Where a run sits in a tree of runs.
@@ -211,7 +215,8 @@ impl Runner {
             .execute(agent, trigger, run_id, lineage, cancel)
             .instrument(span.clone())
             .await?;
-        if top_level {
+        // A run waiting for an approval has not ended: its marks stay as they are.
+        if top_level && outcome.termination != Termination::AwaitingApproval {
             status::show(&self.sources, agent, trigger, status::progress_of(&outcome)).await;
             status::log(&self.sources, agent, trigger, &outcome).await;
         }
@@ -274,6 +279,14 @@ impl Runner {
         cx: context::RunContext<'_>,
         mut result: RunOutcome,
     ) -> Result<RunOutcome, RunError> {
+        if result.termination == Termination::AwaitingApproval {
+            let parked = approval::park(self, &cx, result).await?;
+            if parked.termination == Termination::AwaitingApproval {
+                return Ok(parked);
+            }
+            // It could not wait (a private run without a data key): it ends here.
+            result = parked;
+        }
         let (agent, recorder) = (cx.agent, &cx.recorder);
         let completed = result.termination == Termination::Completed;
         // Top-level runs post their answer where the trigger came from.

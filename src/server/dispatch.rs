@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use super::ingest::{PrivateCache, event_row};
 use crate::config::{AgentConfig, Config};
 use crate::integrations::notion::NotionClient;
+use crate::integrations::slack::SlackClient;
 use crate::run::events::RunEvent;
 use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
@@ -114,8 +115,12 @@ pub struct Dispatcher {
     pub runner: Runner,
     pub config: Arc<Config>,
     pub notify: Arc<Notify>,
+    /// Fired when an approval is decided: reconcile (and so resume) at once.
+    pub resume: Arc<Notify>,
     pub private: PrivateCache,
     pub notion: Option<NotionClient>,
+    /// Updates approval requests that time out.
+    pub slack: Option<SlackClient>,
     pub settings: DispatchSettings,
     pub tracker: TaskTracker,
     pub shutdown: CancellationToken,
@@ -134,8 +139,10 @@ impl Dispatcher {
         runner: Runner,
         config: Arc<Config>,
         notify: Arc<Notify>,
+        resume: Arc<Notify>,
         private: PrivateCache,
         notion: Option<NotionClient>,
+        slack: Option<SlackClient>,
         settings: DispatchSettings,
         tracker: TaskTracker,
         shutdown: CancellationToken,
@@ -157,8 +164,10 @@ impl Dispatcher {
             runner,
             config,
             notify,
+            resume,
             private,
             notion,
+            slack,
             settings,
             tracker,
             shutdown,
@@ -173,15 +182,21 @@ impl Dispatcher {
         }
         let mut last_reconcile = tokio::time::Instant::now();
         loop {
+            let mut decided = false;
             tokio::select! {
                 _ = self.notify.notified() => {}
+                _ = self.resume.notified() => decided = true,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = self.shutdown.cancelled() => break,
             }
             if let Err(e) = self.cron_tick(Utc::now()).await {
                 tracing::error!(error = %e, "cron tick failed");
             }
-            if last_reconcile.elapsed() > self.settings.lease / 2 {
+            match self.time_out_approvals(Utc::now()).await {
+                Ok(n) => decided |= n > 0,
+                Err(e) => tracing::error!(error = %e, "timing out approvals failed"),
+            }
+            if decided || last_reconcile.elapsed() > self.settings.lease / 2 {
                 last_reconcile = tokio::time::Instant::now();
                 self.requeue_orphans().await;
                 if let Err(e) = self.reconcile().await {
@@ -206,6 +221,25 @@ impl Dispatcher {
             ),
             Err(e) => tracing::error!(error = %e, "re-queueing orphaned events failed"),
         }
+    }
+
+    /// Decides every approval request past its deadline as timed out (Deny); their runs
+    /// resume at the next reconcile. Returns how many.
+    pub async fn time_out_approvals(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let store = &self.runner.store;
+        let mut n = 0;
+        for id in store.overdue_approvals(now).await? {
+            if !store.decide_approval(&id, crate::run::approval::TIMED_OUT, None, now).await? {
+                continue;
+            }
+            n += 1;
+            if let Some(row) = store.get_approval(&id).await? {
+                tracing::info!(run = %row.run_id, tool = %row.tool, "approval timed out; the call is denied");
+                let outcome = "No decision in time: denied.";
+                super::interactivity::update_request(store.as_ref(), self.slack.as_ref(), &row, outcome).await;
+            }
+        }
+        Ok(n)
     }
 
     /// Routes every queued event.
@@ -412,6 +446,7 @@ impl Dispatcher {
             // Post-run evals: after the reply, on the sampled share of runs; a stop
             // cancels them (they are scores, not work anyone waits for).
             if let Some(outcome) = outcome
+                && outcome.termination != Termination::AwaitingApproval
                 && crate::evals::post_run::wanted(&agent)
             {
                 let judged = crate::evals::post_run::evaluate(&runner, &config, &agent, &trigger, &outcome);

@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod handlers;
 pub mod ingest;
 pub mod inspector;
+pub mod interactivity;
 pub mod scrape;
 pub mod socket_mode;
 
@@ -115,6 +116,9 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// Display names for the inspector.
     pub people: Arc<inspector::people::People>,
+    /// Fired when a person decides an approval, so the dispatcher resumes the run now
+    /// rather than at its next reconcile.
+    pub resume: Arc<Notify>,
     /// Fired on SIGTERM before anything stops: `/readyz` turns 503 so load balancers
     /// send new requests elsewhere while this replica drains.
     pub draining: CancellationToken,
@@ -124,6 +128,7 @@ pub struct AppState {
 pub fn app(state: AppState) -> Router {
     let triggers = Router::new()
         .route("/slack/events", post(handlers::slack_events))
+        .route("/slack/interactivity", post(interactivity::slack_interactivity))
         .route("/jira/webhook", post(handlers::jira_webhook))
         .route("/notion/webhook", post(handlers::notion_webhook))
         .route("/hooks/{name}", post(handlers::generic_hook))
@@ -211,6 +216,7 @@ impl Service {
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
         let notify = Arc::new(Notify::new());
+        let resume = Arc::new(Notify::new());
         let private = Arc::new(Mutex::new(Default::default()));
         let ingest = Ingest::start(
             runner.store.clone(),
@@ -224,8 +230,10 @@ impl Service {
             runner.clone(),
             config.clone(),
             notify,
+            resume.clone(),
             private,
             notion,
+            slack.clone(),
             settings,
             tracker.clone(),
             shutdown.clone(),
@@ -239,6 +247,7 @@ impl Service {
             ingest,
             people: Arc::new(inspector::people::People::new(slack.clone())),
             draining: CancellationToken::new(),
+            resume,
             slack,
             tasks: tracker.clone(),
         };

@@ -170,9 +170,9 @@ pub enum StoreError {
 
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
-pub trait Store: RunStore + EventQueue + FileStore + SettingStore + ScoreStore {}
+pub trait Store: RunStore + EventQueue + FileStore + SettingStore + ScoreStore + ApprovalStore {}
 
-impl<T: RunStore + EventQueue + FileStore + SettingStore + ScoreStore> Store for T {}
+impl<T: RunStore + EventQueue + FileStore + SettingStore + ScoreStore + ApprovalStore> Store for T {}
 
 /// Scores of runs (post-run evals, human feedback).
 #[async_trait]
@@ -281,6 +281,31 @@ pub trait EventQueue: Send + Sync {
     }
 }
 
+/// Runs parked for a person's decision on a tool call.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    /// Parks a running run (`running` → `waiting`, lease dropped) with its approval
+    /// request, in one transaction; `false` when the run was not running.
+    async fn suspend_run(&self, approval: &ApprovalRow) -> Result<bool, StoreError>;
+    /// Where the request was posted (for updating it once decided).
+    async fn set_approval_message(&self, id: &str, channel: &str, ts: &str) -> Result<(), StoreError>;
+    async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError>;
+    /// The run's most recent approval request.
+    async fn latest_approval(&self, run_id: &str) -> Result<Option<ApprovalRow>, StoreError>;
+    /// Records the first decision on an open request and queues its run again (lease
+    /// already expired, so the next reconcile on any replica resumes it). `false` when
+    /// it was decided before: a second click changes nothing.
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &str,
+        by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Open requests whose deadline passed.
+    async fn overdue_approvals(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError>;
+}
+
 /// Small key/value settings (cron progress, the Notion setup window).
 #[async_trait]
 pub trait SettingStore: Send + Sync {
@@ -297,6 +322,30 @@ pub fn redact_url(url: &str) -> String {
         }
         _ => url.to_string(),
     }
+}
+
+/// A request for a person to approve a tool call, and the run's state to resume from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRow {
+    /// Goes in the buttons' value; checked against `run_id` on a click.
+    pub id: String,
+    pub run_id: String,
+    pub tool: String,
+    pub call_id: String,
+    /// The Slack user who triggered the run (may decide).
+    pub requester: Option<String>,
+    /// Slack user ids who may decide as well.
+    pub approvers: Vec<String>,
+    pub channel: Option<String>,
+    pub message_ts: Option<String>,
+    /// The run's checkpoint (JSON; sealed with the data key for private runs).
+    pub checkpoint: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    /// `approved`, `denied` or `timed_out`.
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
 }
 
 /// A time as SQLite stores it: RFC 3339 UTC with milliseconds, which sorts and compares

@@ -6,7 +6,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use super::{
-    EventRow, ExpiredRun, RunRow, RunStatus, Score, StoreError, StoredEvent, StoredFile, parse_timestamp,
+    ApprovalRow, EventRow, ExpiredRun, RunRow, RunStatus, Score, StoreError, StoredEvent, StoredFile, parse_timestamp,
 };
 use crate::types::Usage;
 
@@ -190,4 +190,29 @@ pub(super) fn mark_new(chunk: &[EventRow], inserted: &[String]) -> Vec<bool> {
         .iter()
         .map(|e| inserted.contains(e.id.as_str()) && seen.insert(e.dedupe_key.as_str()))
         .collect()
+}
+
+/// The columns [`approval`] reads.
+pub(super) const APPROVAL_COLUMNS: &str = "id, run_id, tool, call_id, requester, approvers, channel, message_ts, \
+     checkpoint, created_at, deadline, decision, decided_by, decided_at";
+
+pub(super) fn approval(r: &impl Cols) -> Result<ApprovalRow, StoreError> {
+    let approvers: Vec<String> = serde_json::from_str(&r.text("approvers")?)
+        .map_err(|e| StoreError::Corrupt(format!("bad approvers list: {e}")))?;
+    Ok(ApprovalRow {
+        id: r.text("id")?,
+        run_id: r.text("run_id")?,
+        tool: r.text("tool")?,
+        call_id: r.text("call_id")?,
+        requester: r.opt_text("requester")?,
+        approvers,
+        channel: r.opt_text("channel")?,
+        message_ts: r.opt_text("message_ts")?,
+        checkpoint: r.bytes("checkpoint")?,
+        created_at: parse_timestamp(&r.text("created_at")?)?,
+        deadline: parse_timestamp(&r.text("deadline")?)?,
+        decision: r.opt_text("decision")?,
+        decided_by: r.opt_text("decided_by")?,
+        decided_at: r.opt_text("decided_at")?.as_deref().map(parse_timestamp).transpose()?,
+    })
 }

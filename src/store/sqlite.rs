@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::rows;
 use super::{
-    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
+    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
     Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
 };
 use chrono::{DateTime, Utc};
@@ -35,6 +35,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "run scores", include_str!("migrations/0006_run_scores.sql")),
     (7, "sealed", include_str!("migrations/0007_sealed.sql")),
     (8, "claimed at", include_str!("migrations/0008_claimed_at.sql")),
+    (9, "approvals", include_str!("migrations/0009_approvals.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -530,7 +531,7 @@ impl EventQueue for SqliteStore {
     async fn erase_sealed(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE events SET sealed = NULL WHERE id = ? AND sealed IS NOT NULL AND NOT EXISTS \
-             (SELECT 1 FROM runs WHERE runs.event_id = ? AND runs.status IN ('queued', 'running'))",
+             (SELECT 1 FROM runs WHERE runs.event_id = ? AND runs.status IN ('queued', 'running', 'waiting'))",
         )
         .bind(id)
         .bind(id)
@@ -598,6 +599,104 @@ impl ScoreStore for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(id)
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn suspend_run(&self, a: &ApprovalRow) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let parked = sqlx::query("UPDATE runs SET status = 'waiting', lease_until = NULL WHERE id = ? AND status = 'running'")
+            .bind(&a.run_id)
+            .execute(&mut *tx)
+            .await?;
+        if parked.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let approvers = serde_json::to_string(&a.approvers).unwrap_or_else(|_| "[]".into());
+        sqlx::query(
+            "INSERT INTO approvals (id, run_id, tool, call_id, requester, approvers, channel, message_ts, checkpoint, \
+             created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&a.id)
+        .bind(&a.run_id)
+        .bind(&a.tool)
+        .bind(&a.call_id)
+        .bind(&a.requester)
+        .bind(approvers)
+        .bind(&a.channel)
+        .bind(&a.message_ts)
+        .bind(&a.checkpoint)
+        .bind(timestamp(a.created_at))
+        .bind(timestamp(a.deadline))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn set_approval_message(&self, id: &str, channel: &str, ts: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE approvals SET channel = ?, message_ts = ? WHERE id = ?")
+            .bind(channel)
+            .bind(ts)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        let sql = format!("SELECT {} FROM approvals WHERE id = ?", rows::APPROVAL_COLUMNS);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(rows::approval).transpose()
+    }
+
+    async fn latest_approval(&self, run_id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM approvals WHERE run_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+            rows::APPROVAL_COLUMNS
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(rows::approval).transpose()
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &str,
+        by: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let decided = sqlx::query(
+            "UPDATE approvals SET decision = ?, decided_by = ?, decided_at = ? WHERE id = ? AND decision IS NULL",
+        )
+        .bind(decision)
+        .bind(by)
+        .bind(timestamp(at))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if decided.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE runs SET status = 'queued', lease_until = ? \
+             WHERE id = (SELECT run_id FROM approvals WHERE id = ?) AND status = 'waiting'",
+        )
+        .bind(timestamp(at))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn overdue_approvals(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT id FROM approvals WHERE decision IS NULL AND deadline < ? ORDER BY deadline")
+            .bind(timestamp(now))
+            .fetch_all(&self.pool)
+            .await?)
     }
 }
 

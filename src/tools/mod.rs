@@ -29,7 +29,17 @@ pub use registry::ToolRegistry;
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     ReadOnly,
+    /// Changes something steward (or a person) can set back.
     SideEffecting,
+    /// Changes something that cannot be taken back: people are notified, a record is
+    /// created for others. An approval request says so.
+    Irreversible,
+}
+
+impl Effect {
+    pub fn changes_anything(self) -> bool {
+        self != Effect::ReadOnly
+    }
 }
 
 /// A tool's public description.

@@ -78,6 +78,24 @@ pub struct Reply<'a> {
     pub idempotency_key: String,
 }
 
+/// A request for a person to approve a tool call, as a source shows it.
+pub struct ApprovalRequest<'a> {
+    /// The approval's id: the buttons carry it, with the run id.
+    pub approval: &'a str,
+    pub run_id: &'a str,
+    pub agent: &'a str,
+    pub tool: &'a str,
+    /// The call's arguments (JSON text), shown readably.
+    pub arguments: &'a str,
+    /// `false` for tools whose effect cannot be taken back.
+    pub reversible: bool,
+    /// The Slack user who triggered the run.
+    pub requester: Option<&'a str>,
+    pub approvers: &'a [String],
+    pub timeout: std::time::Duration,
+    pub run_link: Option<String>,
+}
+
 /// A run's progress as shown on its triggering message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
@@ -119,6 +137,17 @@ pub trait Source: Send + Sync {
     /// places replaced by their names. The default keeps it as it is.
     async fn readable(&self, text: &str) -> String {
         text.to_string()
+    }
+
+    /// Asks for an approval where people can answer it: for a Slack source, in the
+    /// trigger's thread, else by DM to the approvers. Returns where it was posted
+    /// (channel, message ts); `None` when this source cannot ask.
+    async fn ask_approval(
+        &self,
+        _origin: &Origin,
+        _request: &ApprovalRequest<'_>,
+    ) -> Option<Result<(String, String), ApiError>> {
+        None
     }
 
     /// The files `trigger` refers to, each at most `cap` bytes.
@@ -248,6 +277,30 @@ impl Sources {
             }
         }
         None
+    }
+
+    /// `text` from `origin`'s source as a reader sees it (see [`Source::readable`]).
+    pub async fn readable(&self, origin: &Origin, text: &str) -> String {
+        match self.for_origin(origin) {
+            Some(source) => source.readable(text).await,
+            None => text.to_string(),
+        }
+    }
+
+    /// Asks for an approval through the origin's source, else any source that can.
+    pub async fn ask_approval(
+        &self,
+        origin: &Origin,
+        request: &ApprovalRequest<'_>,
+    ) -> Result<(String, String), ApiError> {
+        let own = self.for_origin(origin).into_iter();
+        let others = self.sources.iter().map(|s| s.as_ref());
+        for source in own.chain(others) {
+            if let Some(result) = source.ask_approval(origin, request).await {
+                return result;
+            }
+        }
+        Err(ApiError::NotConfigured("Slack (SLACK_BOT_TOKEN) to ask for approvals"))
     }
 
     /// The trigger's text as a reader sees it (see [`Source::readable`]).

@@ -18,6 +18,8 @@ pub enum RunStatus {
     Cancelled,
     /// The process died mid-run after side effects; reported, not retried.
     Interrupted,
+    /// Paused until a person approves or denies a tool call; holds no worker.
+    Waiting,
 }
 
 impl RunStatus {
@@ -29,6 +31,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Waiting => "waiting",
         }
     }
 
@@ -40,12 +43,13 @@ impl RunStatus {
             "failed" => RunStatus::Failed,
             "cancelled" => RunStatus::Cancelled,
             "interrupted" => RunStatus::Interrupted,
+            "waiting" => RunStatus::Waiting,
             _ => return None,
         })
     }
 
     pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Queued | RunStatus::Running)
+        !matches!(self, RunStatus::Queued | RunStatus::Running | RunStatus::Waiting)
     }
 }
 
@@ -72,6 +76,8 @@ pub enum Termination {
     PromptUnavailable,
     /// The process died during every attempt of the run; it is not retried again.
     CrashLoop,
+    /// Not an end: the run waits for a person to decide on a tool call.
+    AwaitingApproval,
 }
 
 impl Termination {
@@ -89,6 +95,7 @@ impl Termination {
             Termination::Interrupted => "interrupted",
             Termination::PromptUnavailable => "prompt_unavailable",
             Termination::CrashLoop => "crash_loop",
+            Termination::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -98,6 +105,7 @@ impl Termination {
             Termination::Completed => RunStatus::Succeeded,
             Termination::Cancelled => RunStatus::Cancelled,
             Termination::Interrupted => RunStatus::Interrupted,
+            Termination::AwaitingApproval => RunStatus::Waiting,
             _ => RunStatus::Failed,
         }
     }
@@ -124,6 +132,8 @@ pub struct RunOutcome {
     /// The W3C `traceparent` of the run's span when traces are exported, so work done
     /// after the run (post-run evals) joins its trace.
     pub traceparent: Option<String>,
+    /// With [`Termination::AwaitingApproval`]: the checkpoint to resume from (JSON).
+    pub awaiting: Option<serde_json::Value>,
 }
 
 impl RunOutcome {
@@ -135,6 +145,7 @@ impl RunOutcome {
             final_text: None,
             error: None,
             traceparent: None,
+            awaiting: None,
             turns: 0,
             tool_calls: 0,
             usage: Usage::default(),

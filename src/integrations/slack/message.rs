@@ -145,6 +145,72 @@ pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&st
     (!items.is_empty()).then(|| items.join("  ·  "))
 }
 
+/// What an approval request shows (see [`approval_request`]).
+pub struct Ask<'a> {
+    pub approval: &'a str,
+    pub run_id: &'a str,
+    pub agent: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+    pub reversible: bool,
+    pub requester: Option<&'a str>,
+    pub approvers: &'a [String],
+    pub timeout: &'a str,
+    pub run_link: Option<&'a str>,
+}
+
+/// The `value` both buttons carry: which request and which run, checked on a click.
+pub fn approval_value(approval: &str, run_id: &str) -> String {
+    format!("{approval}:{run_id}")
+}
+
+/// The Block Kit request: what the run wants to do, readably, with Approve and Deny.
+pub fn approval_request(ask: &Ask<'_>) -> Value {
+    let arguments = serde_json::from_str::<Value>(ask.arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| ask.arguments.to_string());
+    let arguments: String = arguments.chars().take(SECTION_CHARS - 20).collect();
+    let undo = if ask.reversible {
+        ""
+    } else {
+        " This cannot be undone."
+    };
+    let headline = format!(
+        "*{}* wants to run `{}`.{undo} Approve?",
+        mrkdwn::escape(ask.agent),
+        mrkdwn::escape(ask.tool)
+    );
+    let mut who: Vec<String> = ask.requester.iter().map(|u| format!("<@{u}>")).collect();
+    who.extend(ask.approvers.iter().map(|u| format!("<@{u}>")));
+    let mut context = format!("Who may decide: {}", if who.is_empty() { "the approvers".into() } else { who.join(", ") });
+    context.push_str(&format!("  ·  no decision in {} counts as Deny", ask.timeout));
+    if let Some(link) = ask.run_link {
+        context.push_str(&format!("  ·  <{link}|Run>"));
+    }
+    let value = approval_value(ask.approval, ask.run_id);
+    json!({
+        "text": format!("{} wants to run {}: approve or deny", ask.agent, ask.tool),
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": headline}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": format!("```\n{}\n```", mrkdwn::escape(&arguments))}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
+            {"type": "actions", "block_id": "steward_approval", "elements": [
+                {"type": "button", "action_id": "steward_approve", "style": "primary", "value": value,
+                 "text": {"type": "plain_text", "text": "Approve"}},
+                {"type": "button", "action_id": "steward_deny", "style": "danger", "value": value,
+                 "text": {"type": "plain_text", "text": "Deny"}}
+            ]}
+        ]
+    })
+}
+
+/// The request once decided: the same headline, the outcome instead of the buttons.
+pub fn approval_decided(agent: &str, tool: &str, outcome: &str) -> Value {
+    let text = format!("*{}* asked to run `{}`. {outcome}", mrkdwn::escape(agent), mrkdwn::escape(tool));
+    json!({"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

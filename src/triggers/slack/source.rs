@@ -7,7 +7,7 @@ use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
 use crate::integrations::slack::{SlackClient, message};
-use crate::triggers::source::{Fetched, Progress, Reply, Source};
+use crate::triggers::source::{ApprovalRequest, Fetched, Progress, Reply, Source};
 use crate::triggers::{Origin, TriggerEvent};
 
 pub struct SlackSource {
@@ -106,6 +106,17 @@ impl Source for SlackSource {
         }
     }
 
+    /// In the trigger's thread when it came from Slack; otherwise by DM to the
+    /// approvers (one conversation with all of them).
+    async fn ask_approval(
+        &self,
+        origin: &Origin,
+        request: &ApprovalRequest<'_>,
+    ) -> Option<Result<(String, String), ApiError>> {
+        let client = self.client.as_ref()?;
+        Some(ask(client, origin, request).await)
+    }
+
     /// Mentions as `@name`, channels as `#name`, links as Markdown.
     async fn readable(&self, text: &str) -> String {
         match &self.client {
@@ -196,4 +207,39 @@ impl Source for SlackSource {
         }
         out
     }
+}
+
+async fn ask(client: &SlackClient, origin: &Origin, request: &ApprovalRequest<'_>) -> Result<(String, String), ApiError> {
+    let (channel, thread_ts) = match thread(origin) {
+        Some((channel, ts)) => (channel.to_string(), ts.map(str::to_string)),
+        None if !request.approvers.is_empty() => {
+            let opened = client
+                .call("conversations.open", &json!({"users": request.approvers.join(",")}))
+                .await?;
+            let channel = opened["channel"]["id"].as_str().unwrap_or_default().to_string();
+            (channel, None)
+        }
+        None => return Err(ApiError::NotConfigured("approval.approvers (the trigger has no Slack thread)")),
+    };
+    let timeout = crate::types::duration::format_duration(request.timeout);
+    let mut msg = message::approval_request(&message::Ask {
+        approval: request.approval,
+        run_id: request.run_id,
+        agent: request.agent,
+        tool: request.tool,
+        arguments: request.arguments,
+        reversible: request.reversible,
+        requester: request.requester,
+        approvers: request.approvers,
+        timeout: &timeout,
+        run_link: request.run_link.as_deref(),
+    });
+    msg["channel"] = json!(channel);
+    if let Some(ts) = thread_ts {
+        msg["thread_ts"] = json!(ts);
+    }
+    let sent = client.call("chat.postMessage", &msg).await?;
+    let ts = sent["ts"].as_str().unwrap_or_default().to_string();
+    let channel = sent["channel"].as_str().map(str::to_string).unwrap_or(channel);
+    Ok((channel, ts))
 }

@@ -1,0 +1,147 @@
+//! `POST /slack/interactivity`: clicks on the Approve / Deny buttons of an approval
+//! request (`block_actions` payloads, form-encoded, signed like events). A click
+//! decides the request once; the run, parked in the store, is queued again and the
+//! dispatcher of whichever replica reconciles next resumes it.
+//!
+//! Refused without changing anything: a bad signature (401), a click by someone who
+//! is neither the requester nor an approver, a second click or one on a finished run
+//! ("already decided"), and a button whose value names a request of another run.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::handlers::HookError;
+use crate::integrations::slack::message;
+use crate::run::approval::{APPROVED, DENIED};
+use crate::triggers::auth;
+use crate::triggers::source::header;
+
+/// What a click came to, told to the person who clicked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Click {
+    /// Decided now; the request message is updated for everyone.
+    Decided { decision: &'static str },
+    /// A note only the clicker sees.
+    Refused(String),
+    /// Not an approval button (another app's action): nothing to do.
+    Ignored,
+}
+
+/// `POST /slack/interactivity`.
+pub async fn slack_interactivity(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HookError> {
+    let now = Utc::now().timestamp();
+    auth::verify_slack(
+        &state.secrets.slack_signing,
+        header(&headers, "x-slack-request-timestamp"),
+        header(&headers, "x-slack-signature"),
+        &body,
+        now,
+    )?;
+    let payload = form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "payload")
+        .map(|(_, v)| v.into_owned())
+        .ok_or_else(|| HookError::BadRequest("interactivity request without a payload field".into()))?;
+    let payload: Value = serde_json::from_str(&payload)
+        .map_err(|e| HookError::BadRequest(format!("payload is not JSON: {e}")))?;
+    handle(&state, &payload)
+        .await
+        .map_err(|e| HookError::Unavailable(e.to_string()))?;
+    Ok(StatusCode::OK.into_response())
+}
+
+/// Decides on a `block_actions` payload (from HTTP or Socket Mode) and tells Slack.
+pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    let click = decide(state, payload).await?;
+    let user = payload["user"]["id"].as_str().unwrap_or_default().to_string();
+    let channel = payload["channel"]["id"]
+        .as_str()
+        .or(payload["container"]["channel_id"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    if let (Click::Refused(text), Some(slack)) = (&click, &state.slack) {
+        let slack = slack.clone();
+        let body = json!({"channel": channel, "user": user, "text": text});
+        state.tasks.spawn(async move {
+            if let Err(e) = slack.call("chat.postEphemeral", &body).await {
+                tracing::warn!(error = %e, "cannot answer an approval click");
+            }
+        });
+    }
+    Ok(click)
+}
+
+async fn decide(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    if payload["type"] != "block_actions" {
+        return Ok(Click::Ignored);
+    }
+    let action = &payload["actions"][0];
+    let decision = match action["action_id"].as_str() {
+        Some("steward_approve") => APPROVED,
+        Some("steward_deny") => DENIED,
+        _ => return Ok(Click::Ignored),
+    };
+    let user = payload["user"]["id"].as_str().unwrap_or_default();
+    let value = action["value"].as_str().unwrap_or_default();
+    let Some((approval_id, run_id)) = value.split_once(':') else {
+        return Ok(Click::Refused("This button is not valid.".into()));
+    };
+    let store = &state.runner.store;
+    let row = match store.get_approval(approval_id).await? {
+        Some(row) if row.run_id == run_id => row,
+        _ => {
+            tracing::warn!(%user, value, "refused an approval click naming no such request");
+            return Ok(Click::Refused("This button does not match a request waiting for a decision.".into()));
+        }
+    };
+    if let Some(done) = &row.decision {
+        let by = row.decided_by.as_deref().map(|u| format!(" by <@{u}>")).unwrap_or_default();
+        return Ok(Click::Refused(format!("Already decided: {}{by}.", done.replace('_', " "))));
+    }
+    let allowed = row.requester.as_deref() == Some(user) || row.approvers.iter().any(|a| a == user);
+    if !allowed {
+        let mut who: Vec<String> = row.requester.iter().map(|u| format!("<@{u}>")).collect();
+        who.extend(row.approvers.iter().map(|u| format!("<@{u}>")));
+        return Ok(Click::Refused(format!("Only {} can decide this.", who.join(", "))));
+    }
+    if !store.decide_approval(&row.id, decision, Some(user), Utc::now()).await? {
+        return Ok(Click::Refused("Already decided.".into()));
+    }
+    tracing::info!(run = %row.run_id, tool = %row.tool, decision, %user, "approval decided");
+    state.resume.notify_one();
+    let verdict = if decision == APPROVED { "Approved" } else { "Denied" };
+    let outcome = format!("{verdict} by <@{user}>.");
+    let (store, slack) = (store.clone(), state.slack.clone());
+    state.tasks.spawn(async move { update_request(store.as_ref(), slack.as_ref(), &row, &outcome).await });
+    Ok(Click::Decided { decision })
+}
+
+/// Replaces the request's buttons with its outcome (`chat.update`).
+pub async fn update_request(
+    store: &dyn crate::store::Store,
+    slack: Option<&crate::integrations::slack::SlackClient>,
+    row: &crate::store::ApprovalRow,
+    outcome: &str,
+) {
+    let (Some(slack), Some(channel), Some(ts)) = (slack, &row.channel, &row.message_ts) else {
+        return;
+    };
+    let agent = match store.get_run(&row.run_id).await {
+        Ok(Some(run)) => run.agent,
+        _ => String::new(),
+    };
+    let mut body = message::approval_decided(&agent, &row.tool, outcome);
+    body["channel"] = json!(channel);
+    body["ts"] = json!(ts);
+    if let Err(e) = slack.call("chat.update", &body).await {
+        tracing::warn!(error = %e, "cannot update an approval request");
+    }
+}
