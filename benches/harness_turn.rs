@@ -19,8 +19,8 @@ use steward::provider::{
 };
 use steward::run::Runner;
 use steward::store::{
-    EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow, RunStatus, RunStore, SettingStore,
-    SqliteStore, Store, StoreError, StoredEvent, StoredFile,
+    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunRow,
+    RunStatus, RunStore, SettingStore, SqliteStore, Store, StoreError, StoredEvent, StoredFile,
 };
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;
@@ -233,6 +233,37 @@ impl SettingStore for NullStore {
 
     async fn set_setting(&self, _key: &str, _value: &str) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for NullStore {
+    async fn suspend_run(&self, _approval: &ApprovalRow) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn set_approval_message(&self, _id: &str, _channel: &str, _ts: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn get_approval(&self, _id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        Ok(None)
+    }
+    async fn latest_approval(&self, _run_id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        Ok(None)
+    }
+    async fn decide_approval(
+        &self,
+        _id: &str,
+        _decision: &str,
+        _by: Option<&str>,
+        _at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn overdue_approvals(
+        &self,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
     }
 }
 

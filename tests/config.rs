@@ -223,3 +223,51 @@ fn bad_triggers_and_values_are_rejected() {
         "{err}"
     );
 }
+
+#[test]
+fn approvals_are_checked_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(
+        dir.path(),
+        "agents/ok.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch, {name: current_time, approval: required}]\napproval: {approvers: [U0ADMIN], timeout: 2h}\n",
+    );
+    let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    let ok = config.agent("ok").unwrap();
+    assert_eq!(ok.approval.tools.iter().collect::<Vec<_>>(), ["current_time"]);
+    assert_eq!(ok.approval.approvers, ["U0ADMIN"]);
+    assert_eq!(ok.approval.timeout, Duration::from_secs(7200));
+    assert_eq!(ok.tool_names(), ["http_fetch", "current_time"]);
+
+    write(dir.path(), "scripts/s.rhai", "tool(\"current_time\", #{});\n");
+    write(
+        dir.path(),
+        "agents/script.yaml",
+        "coordinator: script\nscript: scripts/s.rhai\ntools:\n  - name: current_time\n    approval: required\n",
+    );
+    write(
+        dir.path(),
+        "agents/who.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\napproval: {approvers: [ada]}\n",
+    );
+    write(
+        dir.path(),
+        "agents/typo.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [{name: current_time, approval: maybe}]\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(
+        err.contains("agents/script.yaml:5:5: 'approval: required' works with LLM coordinators only"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/who.yaml:4:24: approver 'ada' is not a Slack user id (U… or W…)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/typo.yaml:3:")
+            && err.contains("unknown variant 'maybe', expected 'none' or 'required'"),
+        "{err}"
+    );
+}

@@ -62,11 +62,28 @@ pub struct AgentSpec {
 
 /// An agent's tool: its name, or `{name, approval: required}` for one a person must
 /// approve at each call.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolEntry {
     Name(String),
     Detailed(DetailedTool),
+}
+
+impl<'de> Deserialize<'de> for ToolEntry {
+    /// A name, or a mapping read as [`DetailedTool`] so a mistake in it is named
+    /// (`unknown variant 'maybe', expected 'none' or 'required'`) rather than "did not
+    /// match any variant".
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_yaml::Value::deserialize(d)? {
+            serde_yaml::Value::String(name) => Ok(ToolEntry::Name(name)),
+            v @ serde_yaml::Value::Mapping(_) => serde_yaml::from_value(v)
+                .map(ToolEntry::Detailed)
+                .map_err(|e| D::Error::custom(format!("in a tool entry: {e}"))),
+            _ => Err(D::Error::custom(
+                "a tool is a name or {name: <tool>, approval: required}",
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -75,10 +75,15 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
             ));
         }
     };
-    let checkpoint: Checkpoint = serde_json::from_slice(&plain)
-        .map_err(|e| RunError::Files(format!("unreadable checkpoint: {e}")))?;
+    let checkpoint: Checkpoint =
+        serde_json::from_slice(&plain).map_err(|e| RunError::Files(format!("unreadable checkpoint: {e}")))?;
     let by = match &row.decided_by {
-        Some(user) => cx.runner.sources.readable(&cx.trigger.origin, &format!("<@{user}>")).await,
+        Some(user) => {
+            cx.runner
+                .sources
+                .readable(&cx.trigger.origin, &format!("<@{user}>"))
+                .await
+        }
         None => String::new(),
     };
     cx.recorder.record(RunEvent::ApprovalDecided {
@@ -158,7 +163,9 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
     });
     cx.recorder.flush().await?;
     if !runner.store.suspend_run(&row).await? {
-        return Err(RunError::Files("the run left `running` before it could wait".into()));
+        return Err(RunError::Files(
+            "the run left `running` before it could wait".into(),
+        ));
     }
     let request = ApprovalRequest {
         approval: &row.id,
@@ -184,7 +191,10 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
         Err(e) => {
             // Nobody to ask: the run resumes at once with the call refused.
             tracing::warn!(run = %cx.run_id, error = %e, "cannot ask for approval");
-            runner.store.decide_approval(&row.id, UNDELIVERABLE, None, Utc::now()).await?;
+            runner
+                .store
+                .decide_approval(&row.id, UNDELIVERABLE, None, Utc::now())
+                .await?;
         }
     }
     tracing::info!(run = %cx.run_id, tool = %first.name, approval = %row.id, "run waiting for approval");

@@ -229,14 +229,18 @@ impl Dispatcher {
         let store = &self.runner.store;
         let mut n = 0;
         for id in store.overdue_approvals(now).await? {
-            if !store.decide_approval(&id, crate::run::approval::TIMED_OUT, None, now).await? {
+            if !store
+                .decide_approval(&id, crate::run::approval::TIMED_OUT, None, now)
+                .await?
+            {
                 continue;
             }
             n += 1;
             if let Some(row) = store.get_approval(&id).await? {
                 tracing::info!(run = %row.run_id, tool = %row.tool, "approval timed out; the call is denied");
                 let outcome = "No decision in time: denied.";
-                super::interactivity::update_request(store.as_ref(), self.slack.as_ref(), &row, outcome).await;
+                super::interactivity::update_request(store.as_ref(), self.slack.as_ref(), &row, outcome)
+                    .await;
             }
         }
         Ok(n)

@@ -99,28 +99,49 @@ async fn decide(state: &AppState, payload: &Value) -> Result<Click, crate::store
         Some(row) if row.run_id == run_id => row,
         _ => {
             tracing::warn!(%user, value, "refused an approval click naming no such request");
-            return Ok(Click::Refused("This button does not match a request waiting for a decision.".into()));
+            return Ok(Click::Refused(
+                "This button does not match a request waiting for a decision.".into(),
+            ));
         }
     };
     if let Some(done) = &row.decision {
-        let by = row.decided_by.as_deref().map(|u| format!(" by <@{u}>")).unwrap_or_default();
-        return Ok(Click::Refused(format!("Already decided: {}{by}.", done.replace('_', " "))));
+        let by = row
+            .decided_by
+            .as_deref()
+            .map(|u| format!(" by <@{u}>"))
+            .unwrap_or_default();
+        return Ok(Click::Refused(format!(
+            "Already decided: {}{by}.",
+            done.replace('_', " ")
+        )));
     }
     let allowed = row.requester.as_deref() == Some(user) || row.approvers.iter().any(|a| a == user);
     if !allowed {
         let mut who: Vec<String> = row.requester.iter().map(|u| format!("<@{u}>")).collect();
         who.extend(row.approvers.iter().map(|u| format!("<@{u}>")));
-        return Ok(Click::Refused(format!("Only {} can decide this.", who.join(", "))));
+        return Ok(Click::Refused(format!(
+            "Only {} can decide this.",
+            who.join(", ")
+        )));
     }
-    if !store.decide_approval(&row.id, decision, Some(user), Utc::now()).await? {
+    if !store
+        .decide_approval(&row.id, decision, Some(user), Utc::now())
+        .await?
+    {
         return Ok(Click::Refused("Already decided.".into()));
     }
     tracing::info!(run = %row.run_id, tool = %row.tool, decision, %user, "approval decided");
     state.resume.notify_one();
-    let verdict = if decision == APPROVED { "Approved" } else { "Denied" };
+    let verdict = if decision == APPROVED {
+        "Approved"
+    } else {
+        "Denied"
+    };
     let outcome = format!("{verdict} by <@{user}>.");
     let (store, slack) = (store.clone(), state.slack.clone());
-    state.tasks.spawn(async move { update_request(store.as_ref(), slack.as_ref(), &row, &outcome).await });
+    state
+        .tasks
+        .spawn(async move { update_request(store.as_ref(), slack.as_ref(), &row, &outcome).await });
     Ok(Click::Decided { decision })
 }
 

@@ -14,8 +14,9 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
-    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
+    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
+    RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile,
+    timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -33,7 +34,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claimed at",
         include_str!("migrations/postgres/0003_claimed_at.sql"),
     ),
-    (4, "approvals", include_str!("migrations/postgres/0004_approvals.sql")),
+    (
+        4,
+        "approvals",
+        include_str!("migrations/postgres/0004_approvals.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -546,10 +551,12 @@ impl ScoreStore for PgStore {
 impl ApprovalStore for PgStore {
     async fn suspend_run(&self, a: &ApprovalRow) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let parked = sqlx::query("UPDATE runs SET status = 'waiting', lease_until = NULL WHERE id = $1 AND status = 'running'")
-            .bind(&a.run_id)
-            .execute(&mut *tx)
-            .await?;
+        let parked = sqlx::query(
+            "UPDATE runs SET status = 'waiting', lease_until = NULL WHERE id = $1 AND status = 'running'",
+        )
+        .bind(&a.run_id)
+        .execute(&mut *tx)
+        .await?;
         if parked.rows_affected() != 1 {
             return Ok(false);
         }
@@ -587,7 +594,10 @@ impl ApprovalStore for PgStore {
 
     async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
         let sql = format!("SELECT {} FROM approvals WHERE id = $1", rows::APPROVAL_COLUMNS);
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::approval).transpose()
     }
 
@@ -596,7 +606,10 @@ impl ApprovalStore for PgStore {
             "SELECT {} FROM approvals WHERE run_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1",
             rows::APPROVAL_COLUMNS
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::approval).transpose()
     }
 
@@ -633,10 +646,12 @@ impl ApprovalStore for PgStore {
     }
 
     async fn overdue_approvals(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM approvals WHERE decision IS NULL AND deadline < $1 ORDER BY deadline")
-            .bind(timestamp(now))
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM approvals WHERE decision IS NULL AND deadline < $1 ORDER BY deadline",
+        )
+        .bind(timestamp(now))
+        .fetch_all(&self.pool)
+        .await?)
     }
 }
 

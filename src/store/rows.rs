@@ -6,7 +6,8 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use super::{
-    ApprovalRow, EventRow, ExpiredRun, RunRow, RunStatus, Score, StoreError, StoredEvent, StoredFile, parse_timestamp,
+    ApprovalRow, EventRow, ExpiredRun, RunRow, RunStatus, Score, StoreError, StoredEvent, StoredFile,
+    parse_timestamp,
 };
 use crate::types::Usage;
 
@@ -213,6 +214,10 @@ pub(super) fn approval(r: &impl Cols) -> Result<ApprovalRow, StoreError> {
         deadline: parse_timestamp(&r.text("deadline")?)?,
         decision: r.opt_text("decision")?,
         decided_by: r.opt_text("decided_by")?,
-        decided_at: r.opt_text("decided_at")?.as_deref().map(parse_timestamp).transpose()?,
+        decided_at: r
+            .opt_text("decided_at")?
+            .as_deref()
+            .map(parse_timestamp)
+            .transpose()?,
     })
 }

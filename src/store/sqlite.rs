@@ -15,8 +15,9 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter, RunRow, RunStatus, RunStore,
-    Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
+    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
+    RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile,
+    timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -606,10 +607,12 @@ impl ScoreStore for SqliteStore {
 impl ApprovalStore for SqliteStore {
     async fn suspend_run(&self, a: &ApprovalRow) -> Result<bool, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let parked = sqlx::query("UPDATE runs SET status = 'waiting', lease_until = NULL WHERE id = ? AND status = 'running'")
-            .bind(&a.run_id)
-            .execute(&mut *tx)
-            .await?;
+        let parked = sqlx::query(
+            "UPDATE runs SET status = 'waiting', lease_until = NULL WHERE id = ? AND status = 'running'",
+        )
+        .bind(&a.run_id)
+        .execute(&mut *tx)
+        .await?;
         if parked.rows_affected() != 1 {
             return Ok(false);
         }
@@ -647,7 +650,10 @@ impl ApprovalStore for SqliteStore {
 
     async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
         let sql = format!("SELECT {} FROM approvals WHERE id = ?", rows::APPROVAL_COLUMNS);
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::approval).transpose()
     }
 
@@ -656,7 +662,10 @@ impl ApprovalStore for SqliteStore {
             "SELECT {} FROM approvals WHERE run_id = ? ORDER BY created_at DESC, id DESC LIMIT 1",
             rows::APPROVAL_COLUMNS
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::approval).transpose()
     }
 
@@ -693,10 +702,12 @@ impl ApprovalStore for SqliteStore {
     }
 
     async fn overdue_approvals(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM approvals WHERE decision IS NULL AND deadline < ? ORDER BY deadline")
-            .bind(timestamp(now))
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM approvals WHERE decision IS NULL AND deadline < ? ORDER BY deadline",
+        )
+        .bind(timestamp(now))
+        .fetch_all(&self.pool)
+        .await?)
     }
 }
 
@@ -868,7 +879,7 @@ mod tests {
                 "DROP INDEX runs_agent; ALTER TABLE runs DROP COLUMN source; \
                  ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
                  ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; ALTER TABLE events DROP COLUMN sealed; \
-                 ALTER TABLE events DROP COLUMN claimed_at; \
+                 ALTER TABLE events DROP COLUMN claimed_at; DROP TABLE approvals; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -884,7 +895,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

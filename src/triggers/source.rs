@@ -300,7 +300,9 @@ impl Sources {
                 return result;
             }
         }
-        Err(ApiError::NotConfigured("Slack (SLACK_BOT_TOKEN) to ask for approvals"))
+        Err(ApiError::NotConfigured(
+            "Slack (SLACK_BOT_TOKEN) to ask for approvals",
+        ))
     }
 
     /// The trigger's text as a reader sees it (see [`Source::readable`]).

@@ -183,7 +183,14 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
     );
     let mut who: Vec<String> = ask.requester.iter().map(|u| format!("<@{u}>")).collect();
     who.extend(ask.approvers.iter().map(|u| format!("<@{u}>")));
-    let mut context = format!("Who may decide: {}", if who.is_empty() { "the approvers".into() } else { who.join(", ") });
+    let mut context = format!(
+        "Who may decide: {}",
+        if who.is_empty() {
+            "the approvers".into()
+        } else {
+            who.join(", ")
+        }
+    );
     context.push_str(&format!("  ·  no decision in {} counts as Deny", ask.timeout));
     if let Some(link) = ask.run_link {
         context.push_str(&format!("  ·  <{link}|Run>"));
@@ -207,7 +214,11 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
 
 /// The request once decided: the same headline, the outcome instead of the buttons.
 pub fn approval_decided(agent: &str, tool: &str, outcome: &str) -> Value {
-    let text = format!("*{}* asked to run `{}`. {outcome}", mrkdwn::escape(agent), mrkdwn::escape(tool));
+    let text = format!(
+        "*{}* asked to run `{}`. {outcome}",
+        mrkdwn::escape(agent),
+        mrkdwn::escape(tool)
+    );
     json!({"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]})
 }
 

@@ -209,17 +209,28 @@ impl Source for SlackSource {
     }
 }
 
-async fn ask(client: &SlackClient, origin: &Origin, request: &ApprovalRequest<'_>) -> Result<(String, String), ApiError> {
+async fn ask(
+    client: &SlackClient,
+    origin: &Origin,
+    request: &ApprovalRequest<'_>,
+) -> Result<(String, String), ApiError> {
     let (channel, thread_ts) = match thread(origin) {
         Some((channel, ts)) => (channel.to_string(), ts.map(str::to_string)),
         None if !request.approvers.is_empty() => {
             let opened = client
-                .call("conversations.open", &json!({"users": request.approvers.join(",")}))
+                .call(
+                    "conversations.open",
+                    &json!({"users": request.approvers.join(",")}),
+                )
                 .await?;
             let channel = opened["channel"]["id"].as_str().unwrap_or_default().to_string();
             (channel, None)
         }
-        None => return Err(ApiError::NotConfigured("approval.approvers (the trigger has no Slack thread)")),
+        None => {
+            return Err(ApiError::NotConfigured(
+                "approval.approvers (the trigger has no Slack thread)",
+            ));
+        }
     };
     let timeout = crate::types::duration::format_duration(request.timeout);
     let mut msg = message::approval_request(&message::Ask {

@@ -1,0 +1,478 @@
+//! Approval of irreversible tool calls, end to end through `steward serve`'s service on
+//! a real SQLite file with a fake Slack and a fake model on 127.0.0.1: the run parks
+//! (worker released), survives a restart, and resumes on a signed `block_actions`
+//! click from an allowed person; others, second clicks, tampered buttons and bad
+//! signatures change nothing; Deny and a timeout reach the model as a tool error.
+
+mod support;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Json;
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::slack::SlackClient;
+use steward::run::Runner;
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{RunStatus, SqliteStore, Store};
+use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
+use steward::triggers::auth::sign_hex;
+use support::*;
+use tower::ServiceExt;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const ASKER: &str = "U061F7AUR";
+const APPROVER: &str = "U0APPROVER";
+
+type Calls = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// An irreversible tool that counts its calls.
+struct Deploy(Arc<AtomicU32>);
+
+#[async_trait]
+impl Tool for Deploy {
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: std::sync::OnceLock<ToolSpec> = std::sync::OnceLock::new();
+        SPEC.get_or_init(|| ToolSpec {
+            name: "deploy".into(),
+            description: "Deploys a service to production.".into(),
+            parameters: json!({"type": "object", "properties": {"service": {"type": "string"}}}),
+            effect: Effect::Irreversible,
+        })
+    }
+    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::text(format!(
+            "deployed {}",
+            args["service"].as_str().unwrap_or("?")
+        )))
+    }
+    async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn registry(deploys: &Arc<AtomicU32>) -> ToolRegistry {
+    let mut r = ToolRegistry::core(Default::default());
+    r.register(Arc::new(Deploy(deploys.clone())));
+    r
+}
+
+fn config(root: &Path, deploys: &Arc<AtomicU32>, timeout: &str) -> Config {
+    write(root, "prompts/ops.md", "You deploy services when asked.");
+    write(
+        root,
+        "agents/ops.yaml",
+        &format!(
+            "model: openai/gpt-4.1\nprompt: prompts/ops.md\n\
+             tools: [current_time, {{name: deploy, approval: required}}]\n\
+             approval: {{approvers: [{APPROVER}], timeout: {timeout}}}\n\
+             triggers:\n  - slack_mention: {{}}\n"
+        ),
+    );
+    Config::load(
+        root,
+        &Known {
+            tools: registry(deploys).names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// A fake Slack recording every Web API call.
+async fn fake_slack() -> (SlackClient, Calls) {
+    let calls: Calls = Arc::default();
+    let c = calls.clone();
+    let app = Router::new().route(
+        "/{method}",
+        post(
+            move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
+                c.lock().unwrap().push((method.clone(), body.clone()));
+                async move {
+                    Json(
+                        json!({"ok": true, "channel": body["channel"].as_str().unwrap_or("C123ABC456"),
+                            "ts": format!("1700000{:03}.000100", body.to_string().len() % 1000)}),
+                    )
+                }
+            },
+        ),
+    );
+    let url = serve(app).await;
+    (
+        SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test"),
+        calls,
+    )
+}
+
+/// The model: asks to deploy, then reports what the tool said.
+fn model(fake: &FakeModel) {
+    fake.handler(|body| {
+        let messages = body["messages"].as_array().unwrap();
+        match messages.iter().rev().find(|m| m["role"] == "tool") {
+            Some(result) => Reply::ok(openai_text(&format!(
+                "Result: {}",
+                result["content"].as_str().unwrap_or("")
+            ))),
+            None => Reply::ok(openai_tools(&[("call_1", "deploy", r#"{"service":"billing"}"#)])),
+        }
+    });
+}
+
+struct Steward {
+    service: Option<Service>,
+    store: Arc<dyn Store>,
+}
+
+async fn start(
+    root: &Path,
+    fake: &FakeModel,
+    slack: &SlackClient,
+    deploys: &Arc<AtomicU32>,
+    timeout: &str,
+) -> Steward {
+    let config = Arc::new(config(root, deploys, timeout));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&root.join("steward.db")).await.unwrap());
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(fake), None))
+        .tools(registry(deploys))
+        .tokens(tokens())
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: Some(slack.clone()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        ..Secrets::default()
+    };
+    let settings = DispatchSettings {
+        lease: Duration::from_secs(60),
+        ..DispatchSettings::default()
+    };
+    let service = Service::start(runner, config, secrets, Some(slack.clone()), None, settings);
+    Steward {
+        service: Some(service),
+        store,
+    }
+}
+
+fn signed(path: &str, content_type: &str, raw: String, secret: &str) -> Request<Body> {
+    let ts = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        sign_hex(secret.as_bytes(), &[b"v0:", ts.as_bytes(), b":", raw.as_bytes()])
+    );
+    Request::post(path)
+        .header("content-type", content_type)
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(Body::from(raw))
+        .unwrap()
+}
+
+/// A `block_actions` payload as Slack posts it, form-encoded.
+fn click(user: &str, action: &str, value: &str) -> String {
+    let payload = json!({
+        "type": "block_actions", "token": "XXYYZZ", "api_app_id": "A123ABC456", "trigger_id": "1234.5678.abc",
+        "user": {"id": user, "username": "someone", "name": "someone", "team_id": "T123ABC456"},
+        "team": {"id": "T123ABC456", "domain": "acme"},
+        "container": {"type": "message", "message_ts": "1700000000.000200", "channel_id": "C123ABC456", "is_ephemeral": false},
+        "channel": {"id": "C123ABC456", "name": "ops"},
+        "response_url": "https://hooks.slack.com/actions/T123ABC456/1/abc",
+        "actions": [{"action_id": action, "block_id": "steward_approval", "type": "button", "value": value,
+                     "text": {"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000300"}]
+    });
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
+}
+
+impl Steward {
+    async fn send(&self, req: Request<Body>) -> StatusCode {
+        self.service
+            .as_ref()
+            .unwrap()
+            .router()
+            .oneshot(req)
+            .await
+            .unwrap()
+            .status()
+    }
+
+    async fn mention(&self, event_id: &str) -> StatusCode {
+        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+            "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
+            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
+            "event": {"type": "app_mention", "user": ASKER, "text": "<@UBOT> deploy billing",
+                      "ts": "1700000000.000100", "channel": "C123ABC456", "event_ts": "1700000000.000100"}});
+        self.send(signed(
+            "/slack/events",
+            "application/json",
+            body.to_string(),
+            SECRET,
+        ))
+        .await
+    }
+
+    async fn click(&self, user: &str, action: &str, value: &str) -> StatusCode {
+        let raw = click(user, action, value);
+        self.send(signed(
+            "/slack/interactivity",
+            "application/x-www-form-urlencoded",
+            raw,
+            SECRET,
+        ))
+        .await
+    }
+
+    async fn wait_status(&self, status: RunStatus) -> steward::store::RunRow {
+        for _ in 0..200 {
+            if let Some(run) = self
+                .store
+                .list_runs(10)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|r| r.status == status)
+            {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!(
+            "no run reached {status:?}: {:?}",
+            self.store.list_runs(10).await.unwrap()
+        );
+    }
+
+    async fn stop(&mut self) {
+        if let Some(s) = self.service.take() {
+            s.stop(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+fn posted(calls: &Calls, method: &str) -> Vec<Value> {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _)| m == method)
+        .map(|(_, b)| b.clone())
+        .collect()
+}
+
+/// The buttons' value of the approval request posted in the thread.
+fn button_value(calls: &Calls) -> String {
+    let request = posted(calls, "chat.postMessage")
+        .into_iter()
+        .find(|b| b["blocks"].to_string().contains("steward_approve"))
+        .expect("an approval request");
+    let actions = request["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "actions")
+        .unwrap()
+        .clone();
+    actions["elements"][0]["value"].as_str().unwrap().to_string()
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_once_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+
+    let mut first = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    assert_eq!(first.mention("EvAPPROVE1").await, StatusCode::OK);
+    let waiting = first.wait_status(RunStatus::Waiting).await;
+    assert_eq!(
+        deploys.load(Ordering::SeqCst),
+        0,
+        "nothing runs before a decision"
+    );
+    // The request: in the thread, the tool and its arguments readable, two buttons.
+    let request = posted(&calls, "chat.postMessage")
+        .into_iter()
+        .find(|b| b["blocks"].to_string().contains("steward_approve"))
+        .unwrap();
+    assert_eq!(request["thread_ts"], "1700000000.000100");
+    let blocks = request["blocks"].to_string();
+    assert!(
+        blocks.contains("*ops* wants to run `deploy`. This cannot be undone."),
+        "{blocks}"
+    );
+    assert!(blocks.contains(r#"\"service\": \"billing\""#), "{blocks}");
+    assert!(blocks.contains(&format!("<@{ASKER}>, <@{APPROVER}>")), "{blocks}");
+    let value = button_value(&calls);
+    assert!(value.ends_with(&format!(":{}", waiting.id)));
+
+    // The service restarts while the run waits: nothing is lost.
+    first.stop().await;
+    let second = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    assert_eq!(
+        second.store.get_run(&waiting.id).await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+
+    // A bad signature is refused outright.
+    let forged = signed(
+        "/slack/interactivity",
+        "application/x-www-form-urlencoded",
+        click(ASKER, "steward_approve", &value),
+        "wrong-secret",
+    );
+    assert_eq!(second.send(forged).await, StatusCode::UNAUTHORIZED);
+    // Someone who is neither the asker nor an approver: told so, nothing changes.
+    assert_eq!(
+        second.click("U0STRANGER", "steward_approve", &value).await,
+        StatusCode::OK
+    );
+    eventually("the stranger's ephemeral", || {
+        posted(&calls, "chat.postEphemeral")
+            .iter()
+            .any(|b| b["user"] == "U0STRANGER" && b["text"].as_str().unwrap().starts_with("Only "))
+    })
+    .await;
+    // A tampered button (a real request id with another run's id) is refused.
+    let (approval, _) = value.split_once(':').unwrap();
+    assert_eq!(
+        second
+            .click(ASKER, "steward_approve", &format!("{approval}:0000-other-run"))
+            .await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        second.store.get_run(&waiting.id).await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+
+    // The asker approves: the run resumes on the new process and the tool runs once.
+    assert_eq!(
+        second.click(ASKER, "steward_approve", &value).await,
+        StatusCode::OK
+    );
+    let done = second.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(done.id, waiting.id);
+    assert_eq!(deploys.load(Ordering::SeqCst), 1);
+    assert_eq!(done.final_text.as_deref(), Some("Result: deployed billing"));
+    eventually("the request updated", || {
+        posted(&calls, "chat.update").iter().any(|b| {
+            b["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Approved by <@{ASKER}>."))
+        })
+    })
+    .await;
+    // A second click changes nothing.
+    assert_eq!(
+        second.click(APPROVER, "steward_deny", &value).await,
+        StatusCode::OK
+    );
+    eventually("the already-decided note", || {
+        posted(&calls, "chat.postEphemeral").iter().any(|b| {
+            b["user"] == APPROVER
+                && b["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Already decided: approved")
+        })
+    })
+    .await;
+    assert_eq!(deploys.load(Ordering::SeqCst), 1);
+    // The decision is on the record.
+    let kinds: Vec<String> = second
+        .store
+        .run_events(&done.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&"approval_requested".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"approval_decided".to_string()), "{kinds:?}");
+    let approval_row = second.store.get_approval(approval).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            approval_row.decision.as_deref(),
+            approval_row.decided_by.as_deref()
+        ),
+        (Some("approved"), Some(ASKER))
+    );
+}
+
+#[tokio::test]
+async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let mut s = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+
+    s.mention("EvDENY1").await;
+    let waiting = s.wait_status(RunStatus::Waiting).await;
+    assert_eq!(
+        s.click(APPROVER, "steward_deny", &button_value(&calls)).await,
+        StatusCode::OK
+    );
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(done.id, waiting.id);
+    assert_eq!(deploys.load(Ordering::SeqCst), 0);
+    let text = done.final_text.unwrap();
+    assert!(
+        text.starts_with(&format!("Result: error: denied by @{APPROVER}")),
+        "{text}"
+    );
+    s.stop().await;
+
+    // No decision within the timeout counts as Deny.
+    let dir = tempfile::tempdir().unwrap();
+    calls.lock().unwrap().clear();
+    let mut s = start(dir.path(), &fake, &slack, &deploys, "1s").await;
+    s.mention("EvTIMEOUT1").await;
+    s.wait_status(RunStatus::Waiting).await;
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(deploys.load(Ordering::SeqCst), 0);
+    let text = done.final_text.unwrap();
+    assert!(text.contains("not approved: no one decided within 1s"), "{text}");
+    eventually("the request marked timed out", || {
+        posted(&calls, "chat.update")
+            .iter()
+            .any(|b| b["text"].as_str().unwrap().contains("No decision in time"))
+    })
+    .await;
+    s.stop().await;
+}
