@@ -81,6 +81,7 @@ fn config(root: &Path, deploys: &Arc<AtomicU32>, timeout: &str) -> Config {
             "model: openai/gpt-4.1\nprompt: prompts/ops.md\n\
              tools: [current_time, {{name: deploy, approval: required}}]\n\
              approval: {{approvers: [{APPROVER}], timeout: {timeout}}}\n\
+             output: {{feedback: true}}\n\
              triggers:\n  - slack_mention: {{}}\n"
         ),
     );
@@ -472,6 +473,58 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
         posted(&calls, "chat.update")
             .iter()
             .any(|b| b["text"].as_str().unwrap().contains("No decision in time"))
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn feedback_buttons_record_one_score_per_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let mut s = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    s.mention("EvFEEDBACK1").await;
+    s.wait_status(RunStatus::Waiting).await;
+    s.click(ASKER, "steward_approve", &button_value(&calls)).await;
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    // The answer carries 👍 / 👎 for its run.
+    let reply = posted(&calls, "chat.postMessage")
+        .into_iter()
+        .find(|b| b["text"] == "Result: deployed billing")
+        .unwrap();
+    let feedback = reply["blocks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(feedback["block_id"], "steward_feedback");
+    assert_eq!(feedback["elements"][0]["value"], format!("up:{}", done.id));
+
+    assert_eq!(
+        s.click(ASKER, "steward_feedback_up", &format!("up:{}", done.id))
+            .await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        s.click(ASKER, "steward_feedback_down", &format!("down:{}", done.id))
+            .await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        s.click(APPROVER, "steward_feedback_down", &format!("down:{}", done.id))
+            .await,
+        StatusCode::OK
+    );
+    let scores = s.store.run_scores(&done.id).await.unwrap();
+    let votes: Vec<(Option<&str>, f64)> = scores.iter().map(|x| (x.source.as_deref(), x.score)).collect();
+    assert_eq!(
+        votes,
+        [(Some(ASKER), 1.0), (Some(APPROVER), -1.0)],
+        "one vote each"
+    );
+    eventually("the second vote refused", || {
+        posted(&calls, "chat.postEphemeral")
+            .iter()
+            .any(|b| b["user"] == ASKER && b["text"] == "You already rated this answer.")
     })
     .await;
     s.stop().await;

@@ -361,6 +361,99 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
 }
 both!(settings_and_scores_on_both, settings_and_scores);
 
+async fn approvals_park_decide_once_and_time_out(s: Arc<dyn Store>) {
+    let now = Utc::now();
+    let row = |id: &str, run_id: &str, deadline: chrono::DateTime<Utc>| steward::store::ApprovalRow {
+        id: id.into(),
+        run_id: run_id.into(),
+        tool: "deploy".into(),
+        call_id: "call_1".into(),
+        requester: Some("U1".into()),
+        approvers: vec!["U2".into(), "U3".into()],
+        channel: None,
+        message_ts: None,
+        checkpoint: b"{\"messages\": []}".to_vec(),
+        created_at: now,
+        deadline,
+        decision: None,
+        decided_by: None,
+        decided_at: None,
+    };
+    for id in ["parked", "late"] {
+        // Runs of a stored event, as the dispatcher resumes those.
+        let new = NewRun {
+            event_id: Some(format!("ev-{id}")),
+            ..run(id, "ops")
+        };
+        s.create_run(&new).await.unwrap();
+    }
+    // Only a running run parks.
+    assert!(!s.suspend_run(&row("a0", "parked", now)).await.unwrap());
+    for id in ["parked", "late"] {
+        assert!(
+            s.transition(id, RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap()
+        );
+    }
+    let hour = chrono::Duration::hours(1);
+    assert!(s.suspend_run(&row("a1", "parked", now + hour)).await.unwrap());
+    assert!(s.suspend_run(&row("a2", "late", now - hour)).await.unwrap());
+    assert_eq!(
+        s.get_run("parked").await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    // A waiting run is not a dead one: no lease to expire.
+    assert!(
+        s.expired_runs(now + hour * 2)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.id != "parked")
+    );
+    s.set_approval_message("a1", "C1", "1700000000.000100")
+        .await
+        .unwrap();
+    let stored = s.get_approval("a1").await.unwrap().unwrap();
+    assert_eq!(
+        stored,
+        steward::store::ApprovalRow {
+            channel: Some("C1".into()),
+            message_ts: Some("1700000000.000100".into()),
+            created_at: stored.created_at,
+            deadline: stored.deadline,
+            ..row("a1", "parked", now + hour)
+        }
+    );
+    assert_eq!(s.overdue_approvals(now).await.unwrap(), ["a2"]);
+    // The first decision wins and queues the run with its lease already out.
+    assert!(
+        s.decide_approval("a1", "approved", Some("U2"), now)
+            .await
+            .unwrap()
+    );
+    assert!(!s.decide_approval("a1", "denied", Some("U3"), now).await.unwrap());
+    let decided = s.latest_approval("parked").await.unwrap().unwrap();
+    assert_eq!(
+        (decided.decision.as_deref(), decided.decided_by.as_deref()),
+        (Some("approved"), Some("U2"))
+    );
+    assert_eq!(
+        s.get_run("parked").await.unwrap().unwrap().status,
+        RunStatus::Queued
+    );
+    assert!(
+        s.expired_runs(now + chrono::Duration::seconds(1))
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "parked")
+    );
+    assert!(s.decide_approval("a2", "timed_out", None, now).await.unwrap());
+    assert!(s.overdue_approvals(now).await.unwrap().is_empty());
+}
+both!(approvals_on_both, approvals_park_decide_once_and_time_out);
+
 #[tokio::test]
 async fn steward_serve_runs_a_webhook_on_postgres() {
     use support::*;

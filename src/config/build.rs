@@ -508,6 +508,7 @@ fn build_agent(
             .output
             .status_reactions
             .unwrap_or(matches!(coordinator, Coordinator::Llm)),
+        feedback: spec.output.feedback.unwrap_or(d.feedback),
     };
 
     (diags.len() == before).then(|| AgentConfig {
@@ -618,6 +619,7 @@ fn build_subagent(
             reply: true,
             prompt_link: false,
             status_reactions: false,
+            feedback: false,
         },
         post_run: Default::default(),
         sandbox: Default::default(),

@@ -206,6 +206,8 @@ pub struct OutputSettings {
     /// ended (`:white_check_mark:` or `:x:`). Default: on for LLM agents, off for script
     /// coordinators (code workflows that add their own reactions).
     pub status_reactions: bool,
+    /// 👍 / 👎 buttons under Slack replies (`output: {feedback: true}`).
+    pub feedback: bool,
 }
 
 impl Default for OutputSettings {
@@ -214,6 +216,7 @@ impl Default for OutputSettings {
             reply: true,
             prompt_link: true,
             status_reactions: true,
+            feedback: false,
         }
     }
 }

@@ -337,6 +337,8 @@ pub struct OutputSpec {
     pub reply: Option<bool>,
     pub prompt_link: Option<bool>,
     pub status_reactions: Option<bool>,
+    /// 👍 / 👎 buttons under Slack replies; a click is a human score on the run.
+    pub feedback: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

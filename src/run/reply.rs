@@ -96,6 +96,7 @@ pub async fn post(
         text,
         prompt_link: link.as_deref(),
         run_link: run_link.as_deref(),
+        feedback: agent.output.feedback.then(|| recorder.run_id()),
         idempotency_key: format!("{}:reply", recorder.run_id()),
     };
     source.post_reply(origin, &reply).await.map(Some)

@@ -1,5 +1,6 @@
 //! `POST /slack/interactivity`: clicks on the Approve / Deny buttons of an approval
-//! request (`block_actions` payloads, form-encoded, signed like events). A click
+//! request and on the 👍 / 👎 buttons under an answer (`block_actions` payloads,
+//! form-encoded, signed like events). A click
 //! decides the request once; the run, parked in the store, is queued again and the
 //! dispatcher of whichever replica reconciles next resumes it.
 //!
@@ -26,6 +27,8 @@ use crate::triggers::source::header;
 pub enum Click {
     /// Decided now; the request message is updated for everyone.
     Decided { decision: &'static str },
+    /// A 👍 / 👎 on an answer, recorded as a human score.
+    Rated { up: bool },
     /// A note only the clicker sees.
     Refused(String),
     /// Not an approval button (another app's action): nothing to do.
@@ -84,13 +87,14 @@ async fn decide(state: &AppState, payload: &Value) -> Result<Click, crate::store
         return Ok(Click::Ignored);
     }
     let action = &payload["actions"][0];
+    let user = payload["user"]["id"].as_str().unwrap_or_default();
+    let value = action["value"].as_str().unwrap_or_default();
     let decision = match action["action_id"].as_str() {
         Some("steward_approve") => APPROVED,
         Some("steward_deny") => DENIED,
+        Some("steward_feedback_up" | "steward_feedback_down") => return rate(state, user, value).await,
         _ => return Ok(Click::Ignored),
     };
-    let user = payload["user"]["id"].as_str().unwrap_or_default();
-    let value = action["value"].as_str().unwrap_or_default();
     let Some((approval_id, run_id)) = value.split_once(':') else {
         return Ok(Click::Refused("This button is not valid.".into()));
     };
@@ -144,6 +148,42 @@ async fn decide(state: &AppState, payload: &Value) -> Result<Click, crate::store
         .spawn(async move { update_request(store.as_ref(), slack.as_ref(), &row, &outcome).await });
     Ok(Click::Decided { decision })
 }
+
+/// A 👍 / 👎 button: one human score per person and run (a second click is refused).
+async fn rate(state: &AppState, user: &str, value: &str) -> Result<Click, crate::store::StoreError> {
+    let Some((vote, run_id)) = value.split_once(':') else {
+        return Ok(Click::Refused("This button is not valid.".into()));
+    };
+    let up = vote == "up";
+    let store = &state.runner.store;
+    let Some(run) = store.get_run(run_id).await? else {
+        return Ok(Click::Refused("This answer's run is gone.".into()));
+    };
+    let scores = store.run_scores(run_id).await?;
+    if scores
+        .iter()
+        .any(|s| s.kind == "human" && s.criterion == FEEDBACK_CRITERION && s.source.as_deref() == Some(user))
+    {
+        return Ok(Click::Refused("You already rated this answer.".into()));
+    }
+    let score = crate::store::Score {
+        kind: "human".into(),
+        criterion: FEEDBACK_CRITERION.into(),
+        passed: Some(up),
+        score: if up { 1.0 } else { -1.0 },
+        explanation: None,
+        source: Some(user.to_string()),
+        cost_usd: 0.0,
+        at: Utc::now(),
+    };
+    store.add_score(run_id, &score).await?;
+    state.runner.metrics.feedback(&run.agent, up);
+    tracing::info!(run = %run_id, up, "feedback recorded");
+    Ok(Click::Rated { up })
+}
+
+/// The criterion of a score from the feedback buttons.
+pub const FEEDBACK_CRITERION: &str = "feedback_button";
 
 /// Replaces the request's buttons with its outcome (`chat.update`).
 pub async fn update_request(

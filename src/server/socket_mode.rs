@@ -146,6 +146,13 @@ async fn session(
                 }
             }
         }
+        if envelope["type"] == "interactive" {
+            // Button clicks (approvals, feedback), already authenticated by the socket.
+            if let Err(e) = super::interactivity::handle(state, &envelope["payload"]).await {
+                tracing::warn!(error = %e, "socket mode click not handled");
+                continue;
+            }
+        }
         ws.send(Message::Text(json!({"envelope_id": id}).to_string().into()))
             .await
             .map_err(|e| e.to_string())?;

@@ -74,6 +74,8 @@ pub struct Reply<'a> {
     pub prompt_link: Option<&'a str>,
     /// The run's page in the inspector, when `STEWARD_PUBLIC_URL` is set.
     pub run_link: Option<&'a str>,
+    /// Ask for 👍 / 👎 under the answer (`output.feedback`), for this run id.
+    pub feedback: Option<&'a str>,
     /// Stable for the run, so a retried post is recognisable.
     pub idempotency_key: String,
 }

@@ -145,6 +145,23 @@ pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&st
     (!items.is_empty()).then(|| items.join("  ·  "))
 }
 
+/// Adds 👍 / 👎 buttons for run `run_id` under the message `msg` (its last block).
+pub fn with_feedback(mut msg: Value, run_id: &str) -> Value {
+    let button = |id: &str, emoji: &str, vote: &str| {
+        json!({"type": "button", "action_id": id, "value": format!("{vote}:{run_id}"),
+               "text": {"type": "plain_text", "text": emoji, "emoji": true}})
+    };
+    if let Some(blocks) = msg["blocks"].as_array_mut() {
+        blocks.push(
+            json!({"type": "actions", "block_id": "steward_feedback", "elements": [
+                button("steward_feedback_up", ":thumbsup:", "up"),
+                button("steward_feedback_down", ":thumbsdown:", "down"),
+            ]}),
+        );
+    }
+    msg
+}
+
 /// What an approval request shows (see [`approval_request`]).
 pub struct Ask<'a> {
     pub approval: &'a str,

@@ -74,9 +74,15 @@ impl Source for SlackSource {
             }
             async move { client.call("chat.postMessage", &msg).await }
         };
+        let feedback = |msg: Value| match reply.feedback {
+            Some(run) => message::with_feedback(msg, run),
+            None => msg,
+        };
         let post_all = |messages: Vec<Value>| async move {
+            let last = messages.len().saturating_sub(1);
             let mut first = None;
             for (n, msg) in messages.into_iter().enumerate() {
+                let msg = if n == last { feedback(msg) } else { msg };
                 let sent = post(n, msg).await?;
                 first.get_or_insert(sent);
             }
@@ -96,7 +102,7 @@ impl Source for SlackSource {
                     .upload(channel, thread_ts, "answer.md", content.as_bytes(), None)
                     .await
                 {
-                    Ok(_) => post(0, message).await,
+                    Ok(_) => post(0, feedback(message)).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot attach a long answer; posting it in parts");
                         post_all(fallback).await
