@@ -85,6 +85,24 @@ struct NullStore;
 
 #[async_trait]
 impl RunStore for NullStore {
+    async fn start_within(&self, _id: &str, _agent: &str, _max: u32) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn runs_since(
+        &self,
+        _agent: &str,
+        _actor: &str,
+        _since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn cost_since(
+        &self,
+        _agent: &str,
+        _since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<f64, StoreError> {
+        Ok(0.0)
+    }
     async fn create_run(&self, _run: &NewRun) -> Result<(), StoreError> {
         Ok(())
     }

@@ -137,6 +137,8 @@ pub enum TriggerOutcome {
     BadRequest,
     /// Stored, but no agent's trigger matched it.
     NoAgent,
+    /// Matched an agent, but a limit refused the run (rate per person, daily budget).
+    Limited,
 }
 
 impl TriggerOutcome {
@@ -148,6 +150,7 @@ impl TriggerOutcome {
             TriggerOutcome::TooLarge => "too_large",
             TriggerOutcome::BadRequest => "bad_request",
             TriggerOutcome::NoAgent => "no_agent",
+            TriggerOutcome::Limited => "limited",
         }
     }
 }

@@ -271,3 +271,44 @@ fn approvals_are_checked_where_they_are_written() {
         "{err}"
     );
 }
+
+#[test]
+fn limits_and_owner_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(
+        dir.path(),
+        "agents/ok.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\nowner: U0OWNER\nlimits: {concurrency: 2, per_user_per_minute: 5, daily_cost_usd: 20}\n",
+    );
+    let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    let ok = config.agent("ok").unwrap();
+    assert_eq!(ok.owner.as_deref(), Some("U0OWNER"));
+    assert_eq!(
+        (
+            ok.limits.concurrency,
+            ok.limits.per_user_per_minute,
+            ok.limits.daily_cost_usd
+        ),
+        (Some(2), 5, Some(20.0))
+    );
+    write(
+        dir.path(),
+        "agents/bad.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\nlimits: {concurrency: 0, per_user_per_minute: 0, daily_cost_usd: -1}\n",
+    );
+    write(
+        dir.path(),
+        "subagents/helper.yaml",
+        "description: Helps.\nprompt: prompts/p.md\nlimits:\n  concurrency: 2\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    for want in [
+        "agents/bad.yaml:3:10: concurrency must be at least 1",
+        "agents/bad.yaml:3:26: per_user_per_minute must be at least 1",
+        "agents/bad.yaml:3:50: daily_cost_usd must be a positive number",
+        "subagents/helper.yaml:4:3: 'concurrency' applies to agents (what triggers start), not to subagents",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+}

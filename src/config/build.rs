@@ -403,7 +403,23 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
         max_cost_usd: spec.max_cost_usd,
         subagent_depth: spec.subagent_depth.unwrap_or(d.subagent_depth),
         subagent_concurrency: spec.subagent_concurrency.unwrap_or(d.subagent_concurrency),
+        concurrency: spec.concurrency,
+        per_user_per_minute: spec.per_user_per_minute.unwrap_or(d.per_user_per_minute),
+        daily_cost_usd: spec.daily_cost_usd,
     };
+    if limits.concurrency == Some(0) {
+        diags.push(src.error_at("concurrency", None, "concurrency must be at least 1"));
+    }
+    if limits.per_user_per_minute == 0 {
+        diags.push(src.error_at(
+            "per_user_per_minute",
+            None,
+            "per_user_per_minute must be at least 1",
+        ));
+    }
+    if limits.daily_cost_usd.is_some_and(|c| c.is_nan() || c <= 0.0) {
+        diags.push(src.error_at("daily_cost_usd", None, "daily_cost_usd must be a positive number"));
+    }
     if limits.subagent_concurrency == 0 {
         diags.push(src.error_at(
             "subagent_concurrency",
@@ -514,6 +530,7 @@ fn build_agent(
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
+        owner: spec.owner,
         file: src.rel.clone(),
         coordinator,
         models,
@@ -595,11 +612,25 @@ fn build_subagent(
     };
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
+    for (key, set) in [
+        ("concurrency", spec.limits.concurrency.is_some()),
+        ("per_user_per_minute", spec.limits.per_user_per_minute.is_some()),
+        ("daily_cost_usd", spec.limits.daily_cost_usd.is_some()),
+    ] {
+        if set {
+            diags.push(src.error_at(
+                key,
+                None,
+                format!("'{key}' applies to agents (what triggers start), not to subagents"),
+            ));
+        }
+    }
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, diags);
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
+        owner: None,
         file: src.rel.clone(),
         coordinator: Coordinator::Llm,
         models,

@@ -135,6 +135,12 @@ pub struct Limits {
     pub max_cost_usd: Option<f64>,
     pub subagent_depth: u32,
     pub subagent_concurrency: u32,
+    /// Runs at once across replicas (`None`: only the process's own per-agent cap).
+    pub concurrency: Option<u32>,
+    /// Slack-triggered runs per person per minute.
+    pub per_user_per_minute: u32,
+    /// Spend per UTC day before new runs are refused.
+    pub daily_cost_usd: Option<f64>,
 }
 
 impl Default for Limits {
@@ -147,6 +153,9 @@ impl Default for Limits {
             max_cost_usd: None,
             subagent_depth: 1,
             subagent_concurrency: 4,
+            concurrency: None,
+            per_user_per_minute: 10,
+            daily_cost_usd: None,
         }
     }
 }
@@ -227,6 +236,8 @@ impl Default for OutputSettings {
 pub struct AgentConfig {
     pub name: String,
     pub description: String,
+    /// Who to contact about the agent (a Slack user id or text).
+    pub owner: Option<String>,
     /// The YAML file it came from, relative to the root.
     pub file: PathBuf,
     pub coordinator: Coordinator,
@@ -255,6 +266,7 @@ impl AgentConfig {
         AgentConfig {
             name: name.to_string(),
             description: String::new(),
+            owner: None,
             file: PathBuf::from(format!("agents/{name}.yaml")),
             coordinator: Coordinator::Llm,
             models: vec![model],

@@ -16,6 +16,9 @@ pub struct AgentSpec {
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
+    /// Who to contact about this agent (a Slack user id such as `U0123ABC`, or text),
+    /// named when its daily budget is spent.
+    pub owner: Option<String>,
     /// Written as single-key maps (`- cron: {...}`), the shape people expect in YAML.
     #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
     pub triggers: Vec<TriggerSpec>,
@@ -329,6 +332,12 @@ pub struct LimitsSpec {
     pub subagent_depth: Option<u32>,
     /// Subagent runs at once per parent run.
     pub subagent_concurrency: Option<u32>,
+    /// Runs of this agent at once across all replicas (further events wait queued).
+    pub concurrency: Option<u32>,
+    /// Slack-triggered runs one person may start per minute (default 10).
+    pub per_user_per_minute: Option<u32>,
+    /// Spend per UTC day; once reached, new runs are refused with a reply.
+    pub daily_cost_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::ingest::{PrivateCache, event_row};
+use super::limits;
 use crate::config::{AgentConfig, Config};
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
@@ -128,6 +129,9 @@ pub struct Dispatcher {
     per_agent: BTreeMap<String, Arc<Semaphore>>,
     cron: Vec<CronJob>,
 }
+
+/// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
+const SLOT_POLL: Duration = Duration::from_millis(200);
 
 fn lease_until(lease: Duration) -> DateTime<Utc> {
     Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60))
@@ -339,7 +343,20 @@ impl Dispatcher {
             return Ok(0);
         };
         self.record_feedback(&trigger).await?;
-        let agents = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        let mut agents = Vec::new();
+        for agent in router::route(&self.config, &trigger, self.notion.as_ref()).await {
+            match limits::admit(self.runner.store.as_ref(), &agent, &trigger, Utc::now()).await? {
+                limits::Admit::Yes => agents.push(agent),
+                limits::Admit::No(reply) => {
+                    self.runner
+                        .metrics
+                        .trigger(&e.source, &e.kind, crate::metrics::TriggerOutcome::Limited);
+                    if let Some(text) = reply {
+                        self.tell(&trigger, &format!("refused:{}:{}", e.id, agent.name), text);
+                    }
+                }
+            }
+        }
         if agents.is_empty() {
             tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
             self.runner
@@ -380,6 +397,28 @@ impl Dispatcher {
         Ok(agents.len())
     }
 
+    /// Posts `text` where `trigger` came from, without a run (a limit's refusal).
+    fn tell(&self, trigger: &TriggerEvent, key: &str, text: String) {
+        let sources = self.runner.sources.clone();
+        let origin = trigger.origin.clone();
+        let key = key.to_string();
+        self.tracker.spawn(async move {
+            let Some(source) = sources.for_origin(&origin) else {
+                return;
+            };
+            let reply = crate::triggers::source::Reply {
+                text: &text,
+                prompt_link: None,
+                run_link: None,
+                feedback: None,
+                idempotency_key: key,
+            };
+            if let Err(e) = source.post_reply(&origin, &reply).await {
+                tracing::warn!(error = %e, "cannot tell a person their request was refused");
+            }
+        });
+    }
+
     /// Executes a queued run, or ends it `interrupted` with an apology when its private
     /// input was lost in a restart: never answer from an empty prompt.
     fn start(
@@ -411,6 +450,12 @@ impl Dispatcher {
         self.tracker.spawn(async move {
             let store = runner.store.clone();
             let work = async {
+                // A cap across replicas: wait (queued, lease renewed) for a free slot.
+                if let Some(max) = agent.limits.concurrency {
+                    while !store.start_within(&run_id, &agent.name, max).await? {
+                        tokio::time::sleep(SLOT_POLL).await;
+                    }
+                }
                 let _global = global.acquire_owned().await;
                 let _agent = match per_agent {
                     Some(s) => s.acquire_owned().await.ok(),

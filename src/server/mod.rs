@@ -7,6 +7,7 @@ pub mod handlers;
 pub mod ingest;
 pub mod inspector;
 pub mod interactivity;
+pub mod limits;
 pub mod scrape;
 pub mod socket_mode;
 

@@ -191,6 +191,13 @@ pub trait RunStore: Send + Sync {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError>;
     /// Moves `id` from `from` to `to`; false when the run was not in `from`.
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError>;
+    /// `queued` → `running` only while fewer than `max` runs of `agent` are running
+    /// (in one transaction, serialized across replicas); `false` means wait.
+    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError>;
+    /// Runs of `agent` started by `actor` since `since` (per-person rate limits).
+    async fn runs_since(&self, agent: &str, actor: &str, since: DateTime<Utc>) -> Result<u64, StoreError>;
+    /// What `agent`'s runs created since `since` cost, in US dollars.
+    async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError>;
     /// Ends a run that is in `from`; false when it was not.
     async fn finish_run(
         &self,

@@ -141,6 +141,50 @@ impl RunStore for PgStore {
         Ok(())
     }
 
+    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError> {
+        // The advisory lock (per agent, held to commit) serializes the count and the
+        // update across replicas; READ COMMITTED alone would let two both see room.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+            .bind(format!("steward.concurrency.{agent}"))
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'queued' \
+             AND (SELECT COUNT(*) FROM runs WHERE agent = $3 AND status = 'running') < $4",
+        )
+        .bind(timestamp(Utc::now()))
+        .bind(id)
+        .bind(agent)
+        .bind(i64::from(max))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn runs_since(&self, agent: &str, actor: &str, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE agent = $1 AND actor = $2 AND created_at >= $3 AND parent_id IS NULL",
+        )
+        .bind(agent)
+        .bind(actor)
+        .bind(timestamp(since))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError> {
+        let cost: Option<f64> =
+            sqlx::query_scalar("SELECT SUM(cost_usd) FROM runs WHERE agent = $1 AND created_at >= $2")
+                .bind(agent)
+                .bind(timestamp(since))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(cost.unwrap_or(0.0))
+    }
+
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError> {
         let started = (to == RunStatus::Running).then(|| timestamp(Utc::now()));
         let done = sqlx::query(

@@ -191,6 +191,44 @@ impl RunStore for SqliteStore {
         Ok(())
     }
 
+    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError> {
+        // One writer connection: the count and the update cannot interleave with
+        // another replica's (SQLite serializes writers on the file).
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued' \
+             AND (SELECT COUNT(*) FROM runs WHERE agent = ? AND status = 'running') < ?",
+        )
+        .bind(timestamp(Utc::now()))
+        .bind(id)
+        .bind(agent)
+        .bind(i64::from(max))
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn runs_since(&self, agent: &str, actor: &str, since: DateTime<Utc>) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE agent = ? AND actor = ? AND created_at >= ? AND parent_id IS NULL",
+        )
+        .bind(agent)
+        .bind(actor)
+        .bind(timestamp(since))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError> {
+        let cost: Option<f64> =
+            sqlx::query_scalar("SELECT SUM(cost_usd) FROM runs WHERE agent = ? AND created_at >= ?")
+                .bind(agent)
+                .bind(timestamp(since))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(cost.unwrap_or(0.0))
+    }
+
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError> {
         let started = (to == RunStatus::Running).then(|| timestamp(Utc::now()));
         let done = sqlx::query(

@@ -1,8 +1,11 @@
-//! Approval of irreversible tool calls, end to end through `steward serve`'s service on
-//! a real SQLite file with a fake Slack and a fake model on 127.0.0.1: the run parks
-//! (worker released), survives a restart, and resumes on a signed `block_actions`
-//! click from an allowed person; others, second clicks, tampered buttons and bad
-//! signatures change nothing; Deny and a timeout reach the model as a tool error.
+//! Slack through `steward serve`'s service, end to end on a real SQLite file with a
+//! fake Slack and a fake model on 127.0.0.1.
+//!
+//! Approvals: the run parks (worker released), survives a restart, and resumes on a
+//! signed `block_actions` click from an allowed person; others, second clicks,
+//! tampered buttons and bad signatures change nothing; Deny and a timeout reach the
+//! model as a tool error. Feedback buttons. Limits across two processes on one
+//! database: a person's rate, an agent's concurrency, its daily budget.
 
 mod support;
 
@@ -72,19 +75,20 @@ fn registry(deploys: &Arc<AtomicU32>) -> ToolRegistry {
     r
 }
 
-fn config(root: &Path, deploys: &Arc<AtomicU32>, timeout: &str) -> Config {
-    write(root, "prompts/ops.md", "You deploy services when asked.");
-    write(
-        root,
-        "agents/ops.yaml",
-        &format!(
-            "model: openai/gpt-4.1\nprompt: prompts/ops.md\n\
-             tools: [current_time, {{name: deploy, approval: required}}]\n\
-             approval: {{approvers: [{APPROVER}], timeout: {timeout}}}\n\
-             output: {{feedback: true}}\n\
-             triggers:\n  - slack_mention: {{}}\n"
-        ),
-    );
+/// The `ops` agent: deploys need approval from the asker or [`APPROVER`].
+fn ops(timeout: &str) -> String {
+    format!(
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\n\
+         tools: [current_time, {{name: deploy, approval: required}}]\n\
+         approval: {{approvers: [{APPROVER}], timeout: {timeout}}}\n\
+         output: {{feedback: true}}\n\
+         triggers:\n  - slack_mention: {{}}\n"
+    )
+}
+
+fn config(root: &Path, deploys: &Arc<AtomicU32>, agent: &str) -> Config {
+    write(root, "prompts/p.md", "You deploy services when asked.");
+    write(root, "agents/ops.yaml", agent);
     Config::load(
         root,
         &Known {
@@ -219,10 +223,14 @@ impl Steward {
     }
 
     async fn mention(&self, event_id: &str) -> StatusCode {
+        self.mention_from(event_id, ASKER).await
+    }
+
+    async fn mention_from(&self, event_id: &str, user: &str) -> StatusCode {
         let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
             "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
             "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
-            "event": {"type": "app_mention", "user": ASKER, "text": "<@UBOT> deploy billing",
+            "event": {"type": "app_mention", "user": user, "text": "<@UBOT> deploy billing",
                       "ts": "1700000000.000100", "channel": "C123ABC456", "event_ts": "1700000000.000100"}});
         self.send(signed(
             "/slack/events",
@@ -315,7 +323,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
     model(&fake);
     let deploys = Arc::new(AtomicU32::new(0));
 
-    let mut first = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    let mut first = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
     assert_eq!(first.mention("EvAPPROVE1").await, StatusCode::OK);
     let waiting = first.wait_status(RunStatus::Waiting).await;
     assert_eq!(
@@ -341,7 +349,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
 
     // The service restarts while the run waits: nothing is lost.
     first.stop().await;
-    let second = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    let second = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
     assert_eq!(
         second.store.get_run(&waiting.id).await.unwrap().unwrap().status,
         RunStatus::Waiting
@@ -441,7 +449,7 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
     let fake = FakeModel::start().await;
     model(&fake);
     let deploys = Arc::new(AtomicU32::new(0));
-    let mut s = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
 
     s.mention("EvDENY1").await;
     let waiting = s.wait_status(RunStatus::Waiting).await;
@@ -462,7 +470,7 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
     // No decision within the timeout counts as Deny.
     let dir = tempfile::tempdir().unwrap();
     calls.lock().unwrap().clear();
-    let mut s = start(dir.path(), &fake, &slack, &deploys, "1s").await;
+    let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("1s")).await;
     s.mention("EvTIMEOUT1").await;
     s.wait_status(RunStatus::Waiting).await;
     let done = s.wait_status(RunStatus::Succeeded).await;
@@ -485,7 +493,7 @@ async fn feedback_buttons_record_one_score_per_person() {
     let fake = FakeModel::start().await;
     model(&fake);
     let deploys = Arc::new(AtomicU32::new(0));
-    let mut s = start(dir.path(), &fake, &slack, &deploys, "24h").await;
+    let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
     s.mention("EvFEEDBACK1").await;
     s.wait_status(RunStatus::Waiting).await;
     s.click(ASKER, "steward_approve", &button_value(&calls)).await;
@@ -527,5 +535,109 @@ async fn feedback_buttons_record_one_score_per_person() {
             .any(|b| b["user"] == ASKER && b["text"] == "You already rated this answer.")
     })
     .await;
+    s.stop().await;
+}
+
+/// Waits until every stored event is routed (none queued or claimed).
+async fn routed(s: &Steward) {
+    for _ in 0..200 {
+        if s.store.queue_depth().await.unwrap().0 == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("events were not routed");
+}
+
+#[tokio::test]
+async fn a_persons_rate_and_an_agents_concurrency_hold_across_two_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("Done.")).delay(Duration::from_millis(250)));
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\n\
+                 limits: {concurrency: 1, per_user_per_minute: 3}\ntriggers:\n  - slack_mention: {}\n";
+    let mut a = start(dir.path(), &fake, &slack, &deploys, agent).await;
+    let mut b = start(dir.path(), &fake, &slack, &deploys, agent).await;
+    // Five requests from one person, alternating between the two processes, and two
+    // from someone else.
+    for n in 0..5 {
+        let s = if n % 2 == 0 { &a } else { &b };
+        assert_eq!(s.mention_from(&format!("EvRATE{n}"), ASKER).await, StatusCode::OK);
+        routed(s).await;
+    }
+    for n in 0..2 {
+        b.mention_from(&format!("EvOTHER{n}"), "U0OTHER").await;
+        routed(&b).await;
+    }
+    let runs = {
+        let mut done = Vec::new();
+        for _ in 0..400 {
+            done = a.store.list_runs(20).await.unwrap();
+            if done.len() == 5 && done.iter().all(|r| r.status.is_terminal()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        done
+    };
+    assert_eq!(
+        runs.len(),
+        5,
+        "three for the first person, two for the other: {runs:?}"
+    );
+    assert_eq!(
+        runs.iter().filter(|r| r.actor.as_deref() == Some(ASKER)).count(),
+        3
+    );
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    // One polite reply to the fourth request, silence for the fifth.
+    let notices: Vec<Value> = posted(&calls, "chat.postMessage")
+        .into_iter()
+        .filter(|b| b["text"].as_str().unwrap().contains("in the last minute"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    // Concurrency 1 across both processes: no two runs overlapped.
+    let mut spans: Vec<_> = runs
+        .iter()
+        .map(|r| (r.started_at.unwrap(), r.finished_at.unwrap()))
+        .collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "runs overlapped: {pair:?}");
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    // 1,200 input tokens of gpt-4.1: $0.0024, over the $0.002 budget.
+    fake.always(Reply::ok(openai_text("Done.")));
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\nowner: U0OWNER\n\
+                 limits: {daily_cost_usd: 0.002}\ntriggers:\n  - slack_mention: {}\n";
+    let mut s = start(dir.path(), &fake, &slack, &deploys, agent).await;
+    s.mention("EvBUDGET1").await;
+    let first = s.wait_status(RunStatus::Succeeded).await;
+    assert!(first.cost_usd > 0.002, "{}", first.cost_usd);
+    s.mention_from("EvBUDGET2", "U0OTHER").await;
+    routed(&s).await;
+    eventually("the budget reply", || {
+        posted(&calls, "chat.postMessage").iter().any(|b| {
+            let text = b["text"].as_str().unwrap();
+            text.contains("daily budget ($0.002)") && text.contains("contact <@U0OWNER>")
+        })
+    })
+    .await;
+    assert_eq!(
+        s.store.list_runs(10).await.unwrap().len(),
+        1,
+        "no run for the refused request"
+    );
     s.stop().await;
 }

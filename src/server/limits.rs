@@ -1,0 +1,100 @@
+//! Limits checked before a run is created, counted in the store so they hold across
+//! replicas: a per-person rate on Slack-triggered runs (one polite reply, then
+//! silence until the minute is over) and a daily cost budget per agent (refused with
+//! a reply naming the owner). The concurrency cap is applied when a run starts
+//! (`RunStore::start_within`, see `dispatch`).
+
+use chrono::{DateTime, Utc};
+
+use crate::config::AgentConfig;
+use crate::store::{Store, StoreError};
+use crate::triggers::TriggerEvent;
+
+/// Whether a run may be created, and what to tell the person when not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admit {
+    Yes,
+    /// Refused; the reply to post, if one is due.
+    No(Option<String>),
+}
+
+/// The rate window.
+const MINUTE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Checks `agent`'s daily budget and, for Slack triggers with a person, their rate.
+pub async fn admit(
+    store: &dyn Store,
+    agent: &AgentConfig,
+    trigger: &TriggerEvent,
+    now: DateTime<Utc>,
+) -> Result<Admit, StoreError> {
+    if let Some(budget) = agent.limits.daily_cost_usd {
+        let midnight = now
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .unwrap_or_default()
+            .and_utc();
+        let spent = store.cost_since(&agent.name, midnight).await?;
+        if spent >= budget {
+            tracing::warn!(agent = %agent.name, spent, budget, "daily budget spent; run refused");
+            return Ok(Admit::No(Some(format!(
+                "Sorry, *{}* has used its daily budget ({}) and takes new requests again at 00:00 UTC. \
+                 To raise it, contact {}.",
+                agent.name,
+                usd(budget),
+                owner(agent)
+            ))));
+        }
+    }
+    let limit = agent.limits.per_user_per_minute;
+    if trigger.source == "slack"
+        && let Some(person) = trigger.actor()
+    {
+        let recent = store.runs_since(&agent.name, &person, now - MINUTE).await?;
+        if recent >= u64::from(limit) {
+            // One reply per person and minute; the rest is silence.
+            let key = format!("rate_notice.{}.{person}", agent.name);
+            let noticed = store
+                .get_setting(&key)
+                .await?
+                .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+                .is_some_and(|t| now - t.with_timezone(&Utc) < MINUTE);
+            tracing::info!(agent = %agent.name, %person, recent, limit, "per-person rate reached; run refused");
+            if noticed {
+                return Ok(Admit::No(None));
+            }
+            store.set_setting(&key, &now.to_rfc3339()).await?;
+            return Ok(Admit::No(Some(format!(
+                "You have asked *{}* {limit} times in the last minute, which is its limit. \
+                 Please wait a minute; I will ignore further requests until then.",
+                agent.name
+            ))));
+        }
+    }
+    Ok(Admit::Yes)
+}
+
+/// Dollars as people write them: `$20.00`, `$0.002`.
+fn usd(amount: f64) -> String {
+    if amount >= 1.0 {
+        format!("${amount:.2}")
+    } else {
+        let text = format!("{amount:.4}");
+        format!("${}", text.trim_end_matches('0'))
+    }
+}
+
+/// The owner as a mention when it is a Slack user id, else as written.
+fn owner(agent: &AgentConfig) -> String {
+    match agent.owner.as_deref() {
+        Some(id)
+            if (id.starts_with('U') || id.starts_with('W'))
+                && id.len() > 1
+                && id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) =>
+        {
+            format!("<@{id}>")
+        }
+        Some(text) => text.to_string(),
+        None => format!("the owner of `{}`", agent.file.display()),
+    }
+}
