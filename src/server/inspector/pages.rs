@@ -14,7 +14,7 @@ th{font-size:.8rem;text-transform:uppercase;color:#666}
 .status{font-weight:600}.succeeded{color:#18794e}.failed,.interrupted{color:#b42318}.running,.queued{color:#8a6d00}
 form.filters{display:flex;flex-wrap:wrap;gap:.5rem;margin:1rem 0}form.filters input,form.filters select{padding:.3rem}
 ol.timeline{list-style:none;padding:0}ol.timeline li{border-left:4px solid #ccc;padding:.4rem .8rem;margin:.5rem 0;background:#fafafa}
-li.model{border-color:#0b57d0}li.tool{border-color:#7a4cc2}li.error{border-color:#b42318}li.reply{border-color:#18794e}
+li.model{border-color:#0b57d0}li.tool{border-color:#7a4cc2}li.error{border-color:#b42318}li.reply{border-color:#18794e}li.approval{border-color:#b54708}
 li.file,li.compaction{border-color:#8a6d00}.facts{color:#555;font-size:.85rem}
 pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #e3e3e3;padding:.5rem;margin:.3rem 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{color:#666}

@@ -201,6 +201,23 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
             s.facts.extend(text(&d["note"]));
             add_text(&mut s, "log", &d["text"]);
         }
+        "approval_requested" => {
+            s.class = "approval";
+            s.title = format!("Waiting for approval · {}", text(&d["name"]).unwrap_or_default());
+            s.facts.extend(text(&d["deadline"]).map(|t| format!("until {t}")));
+        }
+        "approval_decided" => {
+            let decision = text(&d["decision"]).unwrap_or_default();
+            s.class = if decision == "approved" {
+                "approval"
+            } else {
+                "error"
+            };
+            s.title = match text(&d["by"]) {
+                Some(by) => format!("{} by {by}", capitalize(&decision)),
+                None => capitalize(&decision.replace('_', " ")),
+            };
+        }
         "run_finished" => {
             s.title = format!(
                 "Finished: {} ({})",
@@ -214,6 +231,14 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
         }
     }
     Some(s)
+}
+
+fn capitalize(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Where a reply went, in words: `Slack C123 thread 1700.1`, `Jira ABC-1`.
@@ -247,6 +272,27 @@ mod tests {
             kind: kind.into(),
             data,
         }
+    }
+
+    #[test]
+    fn approvals_show_who_decided() {
+        let asked = event(
+            "approval_requested",
+            json!({"approval": "a1", "call_id": "c1", "name": "deploy", "deadline": "2026-11-25T10:00:00.000Z"}),
+        );
+        let decided = event(
+            "approval_decided",
+            json!({"approval": "a1", "decision": "denied", "by": "U0ADA"}),
+        );
+        let timed_out = event(
+            "approval_decided",
+            json!({"approval": "a1", "decision": "timed_out"}),
+        );
+        let s = steps(&[asked, decided, timed_out], false);
+        assert_eq!(s[0].title, "Waiting for approval · deploy");
+        assert_eq!(s[0].facts, ["until 2026-11-25T10:00:00.000Z"]);
+        assert_eq!((s[1].title.as_str(), s[1].class), ("Denied by U0ADA", "error"));
+        assert_eq!(s[2].title, "Timed out");
     }
 
     #[test]
