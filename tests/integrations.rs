@@ -102,7 +102,7 @@ async fn slack_tools_resolve_entities_and_handle_errors() {
             "/conversations.info",
             get(|q: Q| async move {
                 match q.0["channel"].as_str() {
-                    "C0HELP" => Json(json!({"ok": true, "channel": {"id": "C0HELP", "name": "help-platform", "is_private": false,
+                    "C0HELP" => Json(json!({"ok": true, "channel": {"id": "C0HELP", "name": "help-platform", "created": 1449252889, "is_channel": true, "is_private": false,
                                                                      "topic": {"value": "Ask us"}, "purpose": {"value": ""}}})),
                     _ => Json(json!({"ok": false, "error": "channel_not_found"})),
                 }
@@ -388,7 +388,7 @@ async fn slack_files_become_virtual_files_within_the_cap() {
     let url = serve(app).await;
     let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
     let payload = |files: Value| {
-        json!({"type": "event_callback", "event_id": "EvF1", "team_id": "T1",
+        json!({"token": "XXYYZZ", "type": "event_callback", "event_id": "EvF1", "team_id": "T1", "api_app_id": "A1", "event_time": 1700000000,
                "event": {"type": "message", "subtype": "file_share", "channel": "C0HELP", "channel_type": "channel", "user": "U1",
                          "text": "see attached", "ts": "1700000000.000100", "files": files}})
     };

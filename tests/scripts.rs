@@ -543,7 +543,7 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     ));
 
     // The :jira: reaction, as Slack delivers it.
-    let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "type": "event_callback", "event_id": "EvJIRA1", "event_time": 1700000020,
+    let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "type": "event_callback", "event_id": "EvJIRA1", "event_time": 1700000020,
         "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": "jira", "item_user": "U061F7AUR",
                   "item": {"type": "message", "channel": "C0HELP", "ts": "1700000000.000100"}, "event_ts": "1700000020.000400"}});
     let steward::triggers::slack::SlackPayload::Event { event, .. } =

@@ -58,7 +58,7 @@ async fn fake_slack(fail_upload: Arc<AtomicBool>) -> (String, Calls, Arc<AtomicU
                 l2.fetch_add(1, Ordering::SeqCst);
                 async move {
                     match q["channel"].as_str() {
-                        "C012AB3CD" => Json(json!({"ok": true, "channel": {"id": "C012AB3CD", "name": "general",
+                        "C012AB3CD" => Json(json!({"ok": true, "channel": {"id": "C012AB3CD", "name": "general", "created": 1449252889,
                             "is_channel": true, "is_private": false}})),
                         _ => Json(json!({"ok": false, "error": "channel_not_found"})),
                     }

@@ -13,7 +13,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use serde::Deserialize;
 use serde_json::{Value, json};
+use slack_morphism::events::{SlackInteractionActionContainer, SlackInteractionEvent};
 
 use super::AppState;
 use super::handlers::HookError;
@@ -61,38 +63,68 @@ pub async fn slack_interactivity(
     Ok(StatusCode::OK.into_response())
 }
 
+/// A button click, read through slack-morphism's `block_actions` model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ButtonClick {
+    pub user: String,
+    pub channel: String,
+    pub action_id: String,
+    pub value: String,
+}
+
+/// The click in an interactivity payload; `None` for other interactions (views,
+/// shortcuts) and payloads without a button.
+pub fn button_click(payload: &Value) -> Option<ButtonClick> {
+    let event = match SlackInteractionEvent::deserialize(payload) {
+        Ok(SlackInteractionEvent::BlockActions(event)) => event,
+        Ok(_) => return None,
+        Err(e) => {
+            tracing::debug!(error = %e, "interactivity payload not understood");
+            return None;
+        }
+    };
+    let action = event.actions.as_ref()?.first()?;
+    let container_channel = match &event.container {
+        SlackInteractionActionContainer::Message(m) => m.channel_id.as_ref().map(|c| c.to_string()),
+        _ => None,
+    };
+    Some(ButtonClick {
+        user: event.user.as_ref()?.id.to_string(),
+        channel: event
+            .channel
+            .as_ref()
+            .map(|c| c.id.to_string())
+            .or(container_channel)
+            .unwrap_or_default(),
+        action_id: action.action_id.to_string(),
+        value: action.value.clone().unwrap_or_default(),
+    })
+}
+
 /// Decides on a `block_actions` payload (from HTTP or Socket Mode) and tells Slack.
 pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
-    let click = decide(state, payload).await?;
-    let user = payload["user"]["id"].as_str().unwrap_or_default().to_string();
-    let channel = payload["channel"]["id"]
-        .as_str()
-        .or(payload["container"]["channel_id"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    if let (Click::Refused(text), Some(slack)) = (&click, &state.slack) {
+    let Some(click) = button_click(payload) else {
+        return Ok(Click::Ignored);
+    };
+    let outcome = decide(state, &click).await?;
+    if let (Click::Refused(text), Some(slack)) = (&outcome, &state.slack) {
         let slack = slack.clone();
-        let body = json!({"channel": channel, "user": user, "text": text});
+        let body = json!({"channel": click.channel, "user": click.user, "text": text});
         state.tasks.spawn(async move {
             if let Err(e) = slack.call("chat.postEphemeral", &body).await {
-                tracing::warn!(error = %e, "cannot answer an approval click");
+                tracing::warn!(error = %e, "cannot answer a click");
             }
         });
     }
-    Ok(click)
+    Ok(outcome)
 }
 
-async fn decide(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
-    if payload["type"] != "block_actions" {
-        return Ok(Click::Ignored);
-    }
-    let action = &payload["actions"][0];
-    let user = payload["user"]["id"].as_str().unwrap_or_default();
-    let value = action["value"].as_str().unwrap_or_default();
-    let decision = match action["action_id"].as_str() {
-        Some("steward_approve") => APPROVED,
-        Some("steward_deny") => DENIED,
-        Some("steward_feedback_up" | "steward_feedback_down") => return rate(state, user, value).await,
+async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::store::StoreError> {
+    let (user, value) = (click.user.as_str(), click.value.as_str());
+    let decision = match click.action_id.as_str() {
+        "steward_approve" => APPROVED,
+        "steward_deny" => DENIED,
+        "steward_feedback_up" | "steward_feedback_down" => return rate(state, user, value).await,
         _ => return Ok(Click::Ignored),
     };
     let Some((approval_id, run_id)) = value.split_once(':') else {
@@ -204,5 +236,36 @@ pub async fn update_request(
     body["ts"] = json!(ts);
     if let Err(e) = slack.call("chat.update", &body).await {
         tracing::warn!(error = %e, "cannot update an approval request");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_documented_block_actions_payload_is_a_click() {
+        let payload = json!({"type": "block_actions", "team": {"id": "T9TK3CUKW", "domain": "example"},
+            "user": {"id": "UA8RXUSPL", "username": "jtorrance", "team_id": "T9TK3CUKW"},
+            "api_app_id": "AABA1ABCD", "token": "9s8d9as89d8as9d8as989", "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+            "container": {"type": "message", "message_ts": "1548261231.000200", "channel_id": "CBR2V3XEX", "is_ephemeral": false},
+            "channel": {"id": "CBR2V3XEX", "name": "review-updates"},
+            "response_url": "https://hooks.slack.com/actions/AABA1ABCD/1232321/8BCtKMS0MI2RRaZJBwxLHSR",
+            "actions": [{"action_id": "steward_approve", "block_id": "steward_approval", "type": "button",
+                         "text": {"type": "plain_text", "text": "Approve", "emoji": true},
+                         "value": "a1:r1", "style": "primary", "action_ts": "1548426417.840180"}]});
+        assert_eq!(
+            button_click(&payload),
+            Some(ButtonClick {
+                user: "UA8RXUSPL".into(),
+                channel: "CBR2V3XEX".into(),
+                action_id: "steward_approve".into(),
+                value: "a1:r1".into(),
+            })
+        );
+        let view = json!({"type": "view_closed", "team": {"id": "T1", "domain": "x"}, "user": {"id": "U1"},
+            "api_app_id": "A1", "view": {"id": "V1"}, "is_cleared": false});
+        assert_eq!(button_click(&view), None);
+        assert_eq!(button_click(&json!({"type": "block_actions"})), None);
     }
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +68,26 @@ pub async fn run(
     }
 }
 
+/// A Socket Mode frame, by its `type` (Slack's documented envelope types).
+///
+/// slack-morphism 2.31.1 models these (`SlackSocketModeEvent`), but with its default
+/// features off the model is not reachable from outside the crate (its `socket_mode`
+/// listener module shadows the models' module of the same name), so this small enum
+/// stands in; the payloads inside are parsed with slack-morphism's types.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Envelope {
+    Hello,
+    Disconnect {
+        #[serde(default)]
+        reason: String,
+    },
+    EventsApi,
+    Interactive,
+    #[serde(other)]
+    Other,
+}
+
 /// Asks Slack for a WebSocket URL (`apps.connections.open`).
 async fn open_url(config: &SocketModeConfig, http: &reqwest::Client) -> Result<String, String> {
     let resp: Value = http
@@ -122,39 +143,71 @@ async fn session(
         };
         let envelope: Value =
             serde_json::from_str(text.as_str()).map_err(|e| format!("bad envelope: {e}"))?;
-        match envelope["type"].as_str() {
-            Some("hello") => continue,
-            Some("disconnect") => {
-                tracing::info!(
-                    reason = envelope["reason"].as_str().unwrap_or_default(),
-                    "socket mode asked to reconnect"
-                );
+        // The payload is handed on as JSON and parsed (through slack-morphism's models)
+        // by the same code as HTTP deliveries.
+        match Envelope::deserialize(&envelope) {
+            Ok(Envelope::Hello) => continue,
+            Ok(Envelope::Disconnect { reason }) => {
+                tracing::info!(%reason, "socket mode asked to reconnect");
                 return Ok(());
             }
-            _ => {}
+            Ok(Envelope::EventsApi) => {
+                // Persist first; acknowledge only what is stored (or refused for good).
+                if let Err(e) = handle_slack_payload(state, &envelope["payload"]).await {
+                    tracing::warn!(error = %e, "socket mode event not handled");
+                    if matches!(e, super::handlers::HookError::Unavailable(_)) {
+                        // Not acknowledged: Slack redelivers it.
+                        continue;
+                    }
+                }
+            }
+            Ok(Envelope::Interactive) => {
+                // Button clicks (approvals, feedback), authenticated by the socket.
+                if let Err(e) = super::interactivity::handle(state, &envelope["payload"]).await {
+                    tracing::warn!(error = %e, "socket mode click not handled");
+                    continue;
+                }
+            }
+            Ok(Envelope::Other) => {
+                tracing::debug!(kind = ?envelope["type"], "socket mode frame acknowledged, not handled");
+            }
+            Err(e) => tracing::debug!(error = %e, "socket mode frame not understood"),
         }
         let Some(id) = envelope["envelope_id"].as_str() else {
             continue;
         };
-        if envelope["type"] == "events_api" {
-            // Persist first; acknowledge only what is stored (or refused for good).
-            if let Err(e) = handle_slack_payload(state, &envelope["payload"]).await {
-                tracing::warn!(error = %e, "socket mode event not handled");
-                if matches!(e, super::handlers::HookError::Unavailable(_)) {
-                    // Not acknowledged: Slack redelivers it.
-                    continue;
-                }
-            }
-        }
-        if envelope["type"] == "interactive" {
-            // Button clicks (approvals, feedback), already authenticated by the socket.
-            if let Err(e) = super::interactivity::handle(state, &envelope["payload"]).await {
-                tracing::warn!(error = %e, "socket mode click not handled");
-                continue;
-            }
-        }
         ws.send(Message::Text(json!({"envelope_id": id}).to_string().into()))
             .await
             .map_err(|e| e.to_string())?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_frames_are_told_apart() {
+        let frame = |v: Value| Envelope::deserialize(&v).unwrap();
+        let hello = json!({"type": "hello", "num_connections": 1, "debug_info": {"host": "applink-7fc4fdbb64-4x5xq",
+            "build_number": 10, "approximate_connection_time": 18060}, "connection_info": {"app_id": "A01K58AR4RF"}});
+        assert_eq!(frame(hello), Envelope::Hello);
+        let disconnect = json!({"type": "disconnect", "reason": "refresh_requested",
+            "debug_info": {"host": "applink-7fc4fdbb64-4x5xq"}});
+        assert_eq!(
+            frame(disconnect),
+            Envelope::Disconnect {
+                reason: "refresh_requested".into()
+            }
+        );
+        let events = json!({"envelope_id": "dbdd0ef3-1543-4f94-bfb4-133d0e6c1545", "type": "events_api",
+            "accepts_response_payload": false, "payload": {"type": "event_callback"}});
+        assert_eq!(frame(events), Envelope::EventsApi);
+        let click = json!({"envelope_id": "57d6a792-4d35-4d0b-b6aa-3361493e1caf", "type": "interactive",
+            "accepts_response_payload": false, "payload": {"type": "block_actions"}});
+        assert_eq!(frame(click), Envelope::Interactive);
+        let command =
+            json!({"envelope_id": "1d3c79ab", "type": "slash_commands", "accepts_response_payload": true});
+        assert_eq!(frame(command), Envelope::Other);
     }
 }

@@ -7,8 +7,50 @@
 //! split over several messages only when the snippet cannot be uploaded.
 
 use serde_json::{Value, json};
+use slack_morphism::SlackActionId;
+use slack_morphism::blocks::{
+    SlackActionBlockElement, SlackActionsBlock, SlackBlock, SlackBlockButtonElement, SlackBlockButtonStyle,
+    SlackBlockId, SlackBlockMarkDownText, SlackBlockPlainText, SlackBlockText, SlackContextBlock,
+    SlackContextBlockElement, SlackSectionBlock,
+};
 
 use super::mrkdwn;
+
+/// A `section` block of mrkdwn.
+fn section(text: impl Into<String>) -> SlackBlock {
+    let text = SlackBlockText::MarkDown(SlackBlockMarkDownText::new(text.into()));
+    SlackBlock::Section(SlackSectionBlock::new().with_text(text))
+}
+
+/// A `context` block of one mrkdwn element.
+fn context(text: impl Into<String>) -> SlackBlock {
+    let element = SlackContextBlockElement::MarkDown(SlackBlockMarkDownText::new(text.into()));
+    SlackBlock::Context(SlackContextBlock::new(vec![element]))
+}
+
+/// A button sending `action_id` with `value`.
+fn button(
+    action_id: &str,
+    label: &str,
+    value: &str,
+    style: Option<SlackBlockButtonStyle>,
+) -> SlackActionBlockElement {
+    let text = SlackBlockPlainText::new(label.to_string()).with_emoji(true);
+    let mut b = SlackBlockButtonElement::new(text.into())
+        .with_action_id(SlackActionId(action_id.to_string()))
+        .with_value(value.to_string());
+    b.style = style;
+    SlackActionBlockElement::Button(b)
+}
+
+fn actions(block_id: &str, elements: Vec<SlackActionBlockElement>) -> SlackBlock {
+    SlackBlock::Actions(SlackActionsBlock::new(elements).with_block_id(SlackBlockId(block_id.to_string())))
+}
+
+/// Blocks as the Web API takes them.
+fn blocks_json(blocks: &[SlackBlock]) -> Value {
+    serde_json::to_value(blocks).unwrap_or(Value::Null)
+}
 
 /// Characters of a `section` block's text.
 pub const SECTION_CHARS: usize = 3_000;
@@ -63,16 +105,13 @@ pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
 
 /// One message: section blocks of at most [`SECTION_CHARS`] and the footer.
 fn message(text: &str, footer: Option<&str>) -> Value {
-    let mut blocks: Vec<Value> = split(text, SECTION_CHARS)
-        .into_iter()
-        .map(|part| json!({"type": "section", "text": {"type": "mrkdwn", "text": part}}))
-        .collect();
+    let mut blocks: Vec<SlackBlock> = split(text, SECTION_CHARS).into_iter().map(section).collect();
     if let Some(footer) = footer {
-        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": footer}]}));
+        blocks.push(context(footer));
     }
     // `text` is what notifications and screen readers show.
     let fallback = split(text, SECTION_CHARS).into_iter().next().unwrap_or_default();
-    json!({"text": fallback, "blocks": blocks})
+    json!({"text": fallback, "blocks": blocks_json(&blocks)})
 }
 
 /// Splits mrkdwn into parts of at most `limit` characters: at a blank line if one is
@@ -200,7 +239,7 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
     );
     let mut who: Vec<String> = ask.requester.iter().map(|u| format!("<@{u}>")).collect();
     who.extend(ask.approvers.iter().map(|u| format!("<@{u}>")));
-    let mut context = format!(
+    let mut context_line = format!(
         "Who may decide: {}",
         if who.is_empty() {
             "the approvers".into()
@@ -208,24 +247,36 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
             who.join(", ")
         }
     );
-    context.push_str(&format!("  ·  no decision in {} counts as Deny", ask.timeout));
+    context_line.push_str(&format!("  ·  no decision in {} counts as Deny", ask.timeout));
     if let Some(link) = ask.run_link {
-        context.push_str(&format!("  ·  <{link}|Run>"));
+        context_line.push_str(&format!("  ·  <{link}|Run>"));
     }
     let value = approval_value(ask.approval, ask.run_id);
+    let blocks = [
+        section(headline),
+        section(format!("```\n{}\n```", mrkdwn::escape(&arguments))),
+        context(context_line),
+        actions(
+            "steward_approval",
+            vec![
+                button(
+                    "steward_approve",
+                    "Approve",
+                    &value,
+                    Some(SlackBlockButtonStyle::Primary),
+                ),
+                button(
+                    "steward_deny",
+                    "Deny",
+                    &value,
+                    Some(SlackBlockButtonStyle::Danger),
+                ),
+            ],
+        ),
+    ];
     json!({
         "text": format!("{} wants to run {}: approve or deny", ask.agent, ask.tool),
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": headline}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": format!("```\n{}\n```", mrkdwn::escape(&arguments))}},
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
-            {"type": "actions", "block_id": "steward_approval", "elements": [
-                {"type": "button", "action_id": "steward_approve", "style": "primary", "value": value,
-                 "text": {"type": "plain_text", "text": "Approve"}},
-                {"type": "button", "action_id": "steward_deny", "style": "danger", "value": value,
-                 "text": {"type": "plain_text", "text": "Deny"}}
-            ]}
-        ]
+        "blocks": blocks_json(&blocks),
     })
 }
 

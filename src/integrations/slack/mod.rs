@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use slack_morphism::api::{SlackApiConversationsInfoResponse, SlackApiUsersInfoResponse};
 
 use super::ApiError;
 use crate::config::Settings;
@@ -73,6 +74,21 @@ impl SlackClient {
             self.http.get(format!("{}/{method}", self.base_url)).query(params)
         })
         .await
+    }
+
+    /// [`Self::get`], read into slack-morphism's response type `T`; an answer in another
+    /// shape is an [`ApiError::Api`] saying so.
+    pub async fn get_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &[(&str, String)],
+    ) -> Result<T, ApiError> {
+        let value = self.get(method, params).await?;
+        T::deserialize(&value).map_err(|e| ApiError::Api {
+            service: SERVICE,
+            method: method.into(),
+            message: format!("unexpected answer: {e}"),
+        })
     }
 
     /// Sends (and on 429 re-sends after `Retry-After`) the request `build` makes;
@@ -242,27 +258,31 @@ impl SlackClient {
         if let Some(name) = self.directory.get(id) {
             return Some(name);
         }
-        let v = match self.get(method, &[(param, id.clone())]).await {
-            Ok(v) => v,
+        let looked_up = if param == "user" {
+            self.get_typed::<SlackApiUsersInfoResponse>(method, &[(param, id.clone())])
+                .await
+                .map(|r| {
+                    let (display, profile_real) = match r.user.profile {
+                        Some(p) => (p.display_name, p.real_name),
+                        None => (None, None),
+                    };
+                    [display, r.user.real_name, profile_real, r.user.name]
+                        .into_iter()
+                        .flatten()
+                        .find(|n| !n.is_empty())
+                })
+        } else {
+            self.get_typed::<SlackApiConversationsInfoResponse>(method, &[(param, id.clone())])
+                .await
+                .map(|r| r.channel.name)
+        };
+        let name = match looked_up {
+            Ok(name) => name?,
             Err(e) => {
                 tracing::debug!(%id, error = %e, "cannot name a Slack entity");
                 return None;
             }
         };
-        let name = if param == "user" {
-            let u = &v["user"];
-            [
-                &u["profile"]["display_name"],
-                &u["real_name"],
-                &u["profile"]["real_name"],
-                &u["name"],
-            ]
-            .iter()
-            .find_map(|n| n.as_str().filter(|n| !n.is_empty()))
-            .map(str::to_string)
-        } else {
-            v["channel"]["name"].as_str().map(str::to_string)
-        }?;
         self.directory.put(id, &name);
         Some(name)
     }

@@ -1,6 +1,9 @@
 //! Slack Events API payloads (the same envelopes arrive over HTTP and Socket Mode).
 
+use serde::Deserialize;
 use serde_json::{Value, json};
+use slack_morphism::events::{SlackEventCallbackBody, SlackMessageEventType, SlackPushEvent};
+use slack_morphism::{SlackFile, SlackReactionsItem};
 
 use reqwest::header::HeaderMap;
 
@@ -27,107 +30,175 @@ pub enum SlackPayload {
 
 /// Message subtypes that carry a human's message; others (edits, joins, bot
 /// messages, deletions) are ignored.
-const HANDLED_SUBTYPES: &[&str] = &["file_share", "thread_broadcast"];
+const HANDLED_SUBTYPES: &[SlackMessageEventType] = &[
+    SlackMessageEventType::FileShare,
+    SlackMessageEventType::ThreadBroadcast,
+];
 
-fn s(v: &Value) -> Option<String> {
-    v.as_str().map(str::to_string)
+/// The parts of a message-like event steward acts on.
+struct Said {
+    kind: &'static str,
+    channel: Option<String>,
+    channel_type: Option<String>,
+    user: Option<String>,
+    text: Option<String>,
+    ts: Option<String>,
+    thread_ts: Option<String>,
+    reaction: Option<String>,
+    files: Vec<SlackFile>,
 }
 
-/// Parses an Events API body. `bot_user` is the bot's user id, when known, so its own
-/// messages are ignored (the payload's `authorizations` also name it).
+/// Parses an Events API body through slack-morphism's [`SlackPushEvent`]. `bot_user`
+/// is the bot's user id, when known, so its own messages are ignored (the payload's
+/// `authorizations` also name it). Event types steward does not act on, and known
+/// types in a shape the models do not cover, are acknowledged and ignored, never 400.
 pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, PayloadError> {
-    match body["type"].as_str() {
-        Some("url_verification") => {
-            return body["challenge"]
-                .as_str()
-                .map(|c| SlackPayload::Challenge(c.to_string()))
-                .ok_or_else(|| PayloadError::from("url_verification without a challenge"));
+    let push = match SlackPushEvent::deserialize(body) {
+        Ok(push) => push,
+        Err(e) => {
+            return match body["type"].as_str() {
+                Some(kind @ ("url_verification" | "event_callback")) => {
+                    Err(PayloadError(format!("malformed {kind} payload: {e}")))
+                }
+                other => Ok(SlackPayload::Ignored(format!("payload type {other:?}"))),
+            };
         }
-        Some("event_callback") => {}
-        other => return Ok(SlackPayload::Ignored(format!("payload type {other:?}"))),
-    }
-    let event_id = body["event_id"]
-        .as_str()
-        .ok_or("event_callback without event_id")?
-        .to_string();
+    };
+    let callback = match push {
+        SlackPushEvent::UrlVerification(v) => return Ok(SlackPayload::Challenge(v.challenge)),
+        SlackPushEvent::AppRateLimited(r) => {
+            tracing::warn!(team = %r.team_id, "Slack rate-limited this app's events");
+            return Ok(SlackPayload::Ignored("app_rate_limited".into()));
+        }
+        SlackPushEvent::EventCallback(callback) => callback,
+    };
+    let event_id = callback.event_id.to_string();
     let dedupe_key = format!("slack:{event_id}");
-    let ev = &body["event"];
-    let team = s(&body["team_id"]);
-    let bot = bot_user
-        .map(str::to_string)
-        .or_else(|| s(&body["authorizations"][0]["user_id"]));
-    let kind = ev["type"].as_str().unwrap_or_default().to_string();
-    let user = s(&ev["user"]);
-    if ev.get("bot_id").is_some_and(|b| !b.is_null()) || (user.is_some() && user == bot) {
-        return Ok(SlackPayload::Ignored("our own or a bot's message".into()));
-    }
-    let (channel, channel_type, text, ts, thread_ts, reaction) = match kind.as_str() {
-        "app_mention" => (
-            s(&ev["channel"]),
-            None,
-            s(&ev["text"]),
-            s(&ev["ts"]),
-            s(&ev["thread_ts"]),
-            None,
-        ),
-        "message" => {
-            if let Some(sub) = ev["subtype"].as_str()
-                && !HANDLED_SUBTYPES.contains(&sub)
+    let team = Some(callback.team_id.to_string());
+    let bot = bot_user.map(str::to_string).or_else(|| {
+        callback
+            .authorizations
+            .as_ref()
+            .and_then(|a| a.first())
+            .map(|a| a.user_id.to_string())
+    });
+    let said = match callback.event {
+        SlackEventCallbackBody::AppMention(m) => Said {
+            kind: "app_mention",
+            channel: Some(m.channel.to_string()),
+            channel_type: m.origin.channel_type.map(|t| t.to_string()),
+            user: Some(m.user.to_string()),
+            text: m.content.text,
+            ts: Some(m.origin.ts.to_string()),
+            thread_ts: m.origin.thread_ts.map(|t| t.to_string()),
+            reaction: None,
+            files: m.content.files.unwrap_or_default(),
+        },
+        SlackEventCallbackBody::Message(m) => {
+            if let Some(sub) = &m.subtype
+                && !HANDLED_SUBTYPES.contains(sub)
             {
-                return Ok(SlackPayload::Ignored(format!("message subtype {sub}")));
+                return Ok(SlackPayload::Ignored(format!("message subtype {sub:?}")));
             }
+            if m.sender.bot_id.is_some() {
+                return Ok(SlackPayload::Ignored("our own or a bot's message".into()));
+            }
+            let (text, files) = match m.content {
+                Some(c) => (c.text, c.files.unwrap_or_default()),
+                None => (None, Vec::new()),
+            };
+            let channel_type = m.origin.channel_type.map(|t| t.to_string());
             // A mention also arrives as app_mention; route the mention once.
-            if let (Some(b), Some(t)) = (&bot, ev["text"].as_str())
+            if let (Some(b), Some(t)) = (&bot, &text)
                 && t.contains(&format!("<@{b}>"))
-                && ev["channel_type"] != "im"
+                && channel_type.as_deref() != Some("im")
             {
                 return Ok(SlackPayload::Ignored(
                     "message that mentions the bot (handled as app_mention)".into(),
                 ));
             }
-            (
-                s(&ev["channel"]),
-                s(&ev["channel_type"]),
-                s(&ev["text"]),
-                s(&ev["ts"]),
-                s(&ev["thread_ts"]),
-                None,
-            )
+            Said {
+                kind: "message",
+                channel: m.origin.channel.map(|c| c.to_string()),
+                channel_type,
+                user: m.sender.user.map(|u| u.to_string()),
+                text,
+                ts: Some(m.origin.ts.to_string()),
+                thread_ts: m.origin.thread_ts.map(|t| t.to_string()),
+                reaction: None,
+                files,
+            }
         }
-        "reaction_added" => (
-            s(&ev["item"]["channel"]),
-            None,
-            None,
-            s(&ev["item"]["ts"]),
-            None,
-            s(&ev["reaction"]),
-        ),
-        "channel_created" => {
-            let channel = ev["channel"]["id"]
-                .as_str()
-                .ok_or("channel_created without channel.id")?
-                .to_string();
-            return Ok(SlackPayload::ChannelCreated { channel, dedupe_key });
+        SlackEventCallbackBody::ReactionAdded(r) => {
+            let SlackReactionsItem::Message(item) = r.item else {
+                return Ok(SlackPayload::Ignored("reaction on a file".into()));
+            };
+            Said {
+                kind: "reaction_added",
+                channel: item.origin.channel.map(|c| c.to_string()),
+                channel_type: None,
+                user: Some(r.user.to_string()),
+                text: None,
+                ts: Some(item.origin.ts.to_string()),
+                thread_ts: None,
+                reaction: Some(r.reaction.to_string()),
+                files: Vec::new(),
+            }
         }
-        other => return Ok(SlackPayload::Ignored(format!("event type {other}"))),
+        SlackEventCallbackBody::ChannelCreated(c) => {
+            return Ok(SlackPayload::ChannelCreated {
+                channel: c.channel.id.to_string(),
+                dedupe_key,
+            });
+        }
+        SlackEventCallbackBody::Unknown(v) => {
+            return Ok(SlackPayload::Ignored(format!(
+                "event type {}",
+                v["type"].as_str().unwrap_or("(none)")
+            )));
+        }
+        other => {
+            let kind = serde_json::to_value(&other)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            return Ok(SlackPayload::Ignored(format!("event type {kind}")));
+        }
     };
-    let channel = channel.ok_or_else(|| PayloadError(format!("{kind} event without a channel")))?;
+    if said.user.is_some() && said.user == bot {
+        return Ok(SlackPayload::Ignored("our own or a bot's message".into()));
+    }
+    let kind = said.kind.to_string();
+    let channel = said
+        .channel
+        .ok_or_else(|| PayloadError(format!("{kind} event without a channel")))?;
+    let channel_type = said.channel_type;
     // Private channels and DMs: ids starting with G or D, or a non-public channel_type.
     let private = channel.starts_with('G')
         || channel.starts_with('D')
         || matches!(channel_type.as_deref(), Some("group" | "im" | "mpim"));
+    let (text, ts, thread_ts, reaction, user) =
+        (said.text, said.ts, said.thread_ts, said.reaction, said.user);
     let summary = match (&reaction, &text) {
         (Some(r), _) => format!(":{r}: in {channel}"),
         (None, Some(t)) if !private => one_line(t, 120),
         _ => format!("{kind} in {channel}"),
     };
     // Files shared with the message: fetched (with the bot token) when the run starts.
-    let files: Vec<Value> = ev["files"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| json!({"id": f["id"], "name": f["name"], "mimetype": f["mimetype"], "size": f["size"],
-                        "url_private_download": f["url_private_download"].as_str().or(f["url_private"].as_str())}))
+    // slack-morphism's file model has no `size`; it is read from the raw event.
+    let raw_files = body["event"]["files"].as_array();
+    let files: Vec<Value> = said
+        .files
+        .iter()
+        .map(|f| {
+            let size = raw_files
+                .and_then(|all| all.iter().find(|r| r["id"] == f.id.to_string()))
+                .map(|r| r["size"].clone())
+                .unwrap_or(Value::Null);
+            let url = f.url_private_download.as_ref().or(f.url_private.as_ref()).map(|u| u.to_string());
+            json!({"id": f.id.to_string(), "name": f.name, "mimetype": f.mimetype.as_ref().map(|m| m.to_string()),
+                   "size": size, "url_private_download": url})
+        })
         .collect();
     let event = TriggerEvent {
         source: "slack".into(),
@@ -251,6 +322,65 @@ mod tests {
         let challenge = json!({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
         assert!(
             matches!(parse(&challenge, None).unwrap(), SlackPayload::Challenge(c) if c.starts_with("3eZbrw"))
+        );
+    }
+
+    #[test]
+    fn every_documented_payload_parses_through_the_typed_models() {
+        // A message in a public channel, with a file.
+        let channel = envelope(
+            json!({"type": "message", "subtype": "file_share", "channel": "C123ABC456",
+            "channel_type": "channel", "user": "U123ABC456", "text": "see <@U222>", "ts": "1355517523.000005",
+            "files": [{"id": "F0S43PZDF", "name": "notes.txt", "mimetype": "text/plain", "size": 26,
+                       "url_private": "https://files.slack.com/files-pri/T1-F0S43PZDF/notes.txt",
+                       "url_private_download": "https://files.slack.com/files-pri/T1-F0S43PZDF/download/notes.txt"}]}),
+        );
+        let SlackPayload::Event { event, .. } = parse(&channel, None).unwrap() else {
+            panic!()
+        };
+        assert!(!event.private);
+        assert_eq!(event.payload["files"][0]["size"], 26);
+        assert_eq!(
+            event.payload["files"][0]["url_private_download"],
+            "https://files.slack.com/files-pri/T1-F0S43PZDF/download/notes.txt"
+        );
+        // Events steward does not act on are acknowledged, never refused.
+        let file_shared = envelope(
+            json!({"type": "file_shared", "channel_id": "C024BE91L", "file_id": "F2147483862",
+            "user_id": "U024BE7LH", "file": {"id": "F2147483862"}, "event_ts": "1234567890.123456"}),
+        );
+        assert!(
+            matches!(parse(&file_shared, None).unwrap(), SlackPayload::Ignored(w) if w.contains("file_shared"))
+        );
+        let novel = envelope(json!({"type": "huddle_started", "channel": "C1", "event_ts": "1.2"}));
+        assert!(
+            matches!(parse(&novel, None).unwrap(), SlackPayload::Ignored(w) if w == "event type huddle_started")
+        );
+        let odd_subtype = envelope(
+            json!({"type": "message", "subtype": "channel_convert_to_private", "channel": "C1", "ts": "1.2"}),
+        );
+        assert!(matches!(
+            parse(&odd_subtype, None).unwrap(),
+            SlackPayload::Ignored(_)
+        ));
+        let limited = json!({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "type": "app_rate_limited", "team_id": "T123456",
+            "minute_rate_limited": 1518467820, "api_app_id": "A123456"});
+        assert!(
+            matches!(parse(&limited, None).unwrap(), SlackPayload::Ignored(w) if w == "app_rate_limited")
+        );
+        assert!(matches!(
+            parse(&json!({"type": "something_new"}), None).unwrap(),
+            SlackPayload::Ignored(_)
+        ));
+        // A callback missing what every callback has is a bad request.
+        let mut broken = envelope(
+            json!({"type": "app_mention", "user": "U1", "text": "hi", "ts": "1.2", "channel": "C1"}),
+        );
+        broken.as_object_mut().unwrap().remove("event_id");
+        let err = parse(&broken, None).unwrap_err();
+        assert!(
+            err.to_string().contains("malformed event_callback payload"),
+            "{err}"
         );
     }
 }
