@@ -140,9 +140,21 @@ fn deploy_yaml_parses_and_compose_config_passes() {
         "reactions:read",
         "users:read",
         "channels:join",
+        "files:write",
+        "im:write",
+        "groups:read",
     ] {
         assert!(scopes.contains(&needed), "missing scope {needed}");
     }
+    // Buttons (approvals, feedback) post to the interactivity route.
+    let interactivity = &manifest["settings"]["interactivity"];
+    assert_eq!(interactivity["is_enabled"].as_bool(), Some(true));
+    assert!(
+        interactivity["request_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/slack/interactivity")
+    );
     let has_compose = std::process::Command::new("docker")
         .args(["compose", "version"])
         .output()
