@@ -34,6 +34,7 @@ use tower::ServiceExt;
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const ASKER: &str = "U061F7AUR";
 const APPROVER: &str = "U0APPROVER";
+const HOOK_TOKEN: &str = "hook-token-123";
 
 type Calls = Arc<Mutex<Vec<(String, Value)>>>;
 
@@ -109,6 +110,9 @@ async fn fake_slack() -> (SlackClient, Calls) {
             move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
                 c.lock().unwrap().push((method.clone(), body.clone()));
                 async move {
+                    if method == "conversations.open" {
+                        return Json(json!({"ok": true, "channel": {"id": "D0APPROVERS"}}));
+                    }
                     Json(
                         json!({"ok": true, "channel": body["channel"].as_str().unwrap_or("C123ABC456"),
                             "ts": format!("1700000{:03}.000100", body.to_string().len() % 1000)}),
@@ -166,6 +170,7 @@ async fn start(
     let secrets = Secrets {
         slack_signing: SECRET.into(),
         slack_bot_user: Some("UBOT".into()),
+        hooks: [("deploys".to_string(), HOOK_TOKEN.to_string())].into(),
         ..Secrets::default()
     };
     let settings = DispatchSettings {
@@ -639,5 +644,66 @@ async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
         1,
         "no run for the refused request"
     );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_thread_the_approvers_are_asked_by_dm_and_a_private_run_needs_the_data_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = format!(
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [{{name: deploy, approval: required}}]\n\
+         approval: {{approvers: [{APPROVER}]}}\ntriggers:\n  - webhook: {{name: deploys}}\n  - slack_message: {{}}\n"
+    );
+    let mut s = start(dir.path(), &fake, &slack, &deploys, &agent).await;
+    let hook = Request::post("/hooks/deploys")
+        .header("authorization", format!("Bearer {HOOK_TOKEN}"))
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"text": "deploy billing"}"#))
+        .unwrap();
+    assert_eq!(s.send(hook).await, StatusCode::OK);
+    let waiting = s.wait_status(RunStatus::Waiting).await;
+    let opened = posted(&calls, "conversations.open");
+    assert_eq!(opened, [json!({"users": APPROVER})]);
+    let request = posted(&calls, "chat.postMessage").pop().unwrap();
+    assert_eq!(request["channel"], "D0APPROVERS");
+    assert!(request.get("thread_ts").is_none());
+    // Only the approvers may decide: a webhook has no asker.
+    let value = button_value(&calls);
+    s.click(APPROVER, "steward_approve", &value).await;
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(
+        (done.id.as_str(), deploys.load(Ordering::SeqCst)),
+        (waiting.id.as_str(), 1)
+    );
+
+    // A DM is private: without STEWARD_DATA_KEY its conversation cannot wait at rest.
+    let dm = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "type": "event_callback", "event_id": "EvDM1", "event_time": 1700000000,
+        "event": {"type": "message", "channel": "D024BE91L", "channel_type": "im", "user": ASKER,
+                  "text": "deploy billing please", "ts": "1700000500.000100"}});
+    assert_eq!(
+        s.send(signed(
+            "/slack/events",
+            "application/json",
+            dm.to_string(),
+            SECRET
+        ))
+        .await,
+        StatusCode::OK
+    );
+    let failed = s.wait_status(RunStatus::Failed).await;
+    // Its error names the key, but a private run's error is kept out of the store.
+    assert_eq!(failed.termination.as_deref(), Some("tool_error"));
+    assert_eq!(failed.error.as_deref(), Some("[private: 129 chars]"));
+    let requests = posted(&calls, "chat.postMessage")
+        .iter()
+        .filter(|b| b["blocks"].to_string().contains("steward_approve"))
+        .count();
+    assert_eq!(requests, 1, "no request for the private run");
+    assert_eq!(deploys.load(Ordering::SeqCst), 1, "its call did not run");
     s.stop().await;
 }
