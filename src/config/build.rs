@@ -450,6 +450,7 @@ fn build_context(src: &Source, spec: &ContextSpec, diags: &mut Vec<Diagnostic>) 
         file_threshold_tokens: spec.file_threshold_tokens.unwrap_or(d.file_threshold_tokens),
         file_preview_tokens: spec.file_preview_tokens.unwrap_or(d.file_preview_tokens),
         max_output_tokens: spec.max_output_tokens.unwrap_or(d.max_output_tokens),
+        thread: spec.thread.unwrap_or(d.thread),
     };
     if !(ctx.compact_at > 0.0 && ctx.compact_at <= 1.0) {
         diags.push(src.error_at("compact_at", None, "compact_at must be a fraction in (0, 1]"));
@@ -527,10 +528,27 @@ fn build_agent(
         feedback: spec.output.feedback.unwrap_or(d.feedback),
     };
 
+    let mentioned = spec
+        .triggers
+        .iter()
+        .any(|t| matches!(t, super::TriggerSpec::SlackMention(_)));
+    let follow_ups = spec.follow_ups.unwrap_or(mentioned).then(|| {
+        spec.follow_up_window
+            .map(|w| w.0)
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
+    });
+    if spec.follow_up_window.is_some() && spec.follow_ups == Some(false) {
+        diags.push(src.error_at(
+            "follow_up_window",
+            None,
+            "'follow_up_window' has no effect with 'follow_ups: false'",
+        ));
+    }
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
         owner: spec.owner,
+        follow_ups,
         file: src.rel.clone(),
         coordinator,
         models,
@@ -631,6 +649,7 @@ fn build_subagent(
         name,
         description: spec.description,
         owner: None,
+        follow_ups: None,
         file: src.rel.clone(),
         coordinator: Coordinator::Llm,
         models,

@@ -190,6 +190,8 @@ pub struct ContextSettings {
     pub file_threshold_tokens: u64,
     pub file_preview_tokens: u64,
     pub max_output_tokens: u32,
+    /// Start with the conversation the trigger is in (a Slack thread, a DM).
+    pub thread: bool,
 }
 
 impl Default for ContextSettings {
@@ -200,6 +202,7 @@ impl Default for ContextSettings {
             file_threshold_tokens: 10_000,
             file_preview_tokens: 1_000,
             max_output_tokens: 8_192,
+            thread: true,
         }
     }
 }
@@ -238,6 +241,9 @@ pub struct AgentConfig {
     pub description: String,
     /// Who to contact about the agent (a Slack user id or text).
     pub owner: Option<String>,
+    /// Follow-ups in its Slack threads reach it for this long after its last reply
+    /// there; `None`: they do not.
+    pub follow_ups: Option<Duration>,
     /// The YAML file it came from, relative to the root.
     pub file: PathBuf,
     pub coordinator: Coordinator,
@@ -267,6 +273,7 @@ impl AgentConfig {
             name: name.to_string(),
             description: String::new(),
             owner: None,
+            follow_ups: None,
             file: PathBuf::from(format!("agents/{name}.yaml")),
             coordinator: Coordinator::Llm,
             models: vec![model],

@@ -19,6 +19,11 @@ pub struct AgentSpec {
     /// Who to contact about this agent (a Slack user id such as `U0123ABC`, or text),
     /// named when its daily budget is spent.
     pub owner: Option<String>,
+    /// Answer later messages in a Slack thread it answered, without a new mention
+    /// (default: true for agents with a `slack_mention` trigger).
+    pub follow_ups: Option<bool>,
+    /// How long after its last reply in a thread follow-ups still reach it (default 24h).
+    pub follow_up_window: Option<HumanDuration>,
     /// Written as single-key maps (`- cron: {...}`), the shape people expect in YAML.
     #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
     pub triggers: Vec<TriggerSpec>,
@@ -206,6 +211,8 @@ pub enum TriggerSpec {
     SlackReaction(SlackReactionTrigger),
     SlackMention(SlackChannelsTrigger),
     SlackMessage(SlackChannelsTrigger),
+    /// Every direct message to the bot (`slack_dm: {}`).
+    SlackDm(SlackDmTrigger),
     Jira(JiraTrigger),
     Notion(NotionTrigger),
     Cron(CronTrigger),
@@ -228,6 +235,11 @@ pub struct SlackChannelsTrigger {
     #[serde(default)]
     pub channels: Vec<String>,
 }
+
+/// `slack_dm: {}` takes no options.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlackDmTrigger {}
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +329,8 @@ pub struct ContextSpec {
     pub file_preview_tokens: Option<u64>,
     /// Upper bound on the model's output per turn.
     pub max_output_tokens: Option<u32>,
+    /// Start with the conversation the trigger is in (a Slack thread, a DM); default true.
+    pub thread: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -33,11 +33,18 @@ pub struct Checkpoint {
     pub tool_calls: u32,
     /// Run time before parking (the wait does not count toward `limits.timeout`).
     pub elapsed_ms: u64,
+    /// The request's index when the run continues a thread (see `Compactor::request`).
+    #[serde(default)]
+    pub request_at: Option<usize>,
 }
 
 /// Where an LLM run starts.
 pub enum Start {
-    Fresh(Message),
+    /// The conversation so far (a Slack thread: earlier turns), then the request.
+    Fresh {
+        history: Vec<Message>,
+        opening: Message,
+    },
     Resume(Resume),
 }
 

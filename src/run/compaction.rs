@@ -28,6 +28,8 @@ pub struct Compacted {
     /// Tool outputs left out of the summary request to make it fit.
     pub dropped_outputs: usize,
     pub kept_messages: usize,
+    /// Where the request sits in `messages` (see [`Compactor::request`]).
+    pub request_at: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,10 @@ pub struct Compactor<'a> {
     /// skills and the original request. They open every compacted conversation
     /// verbatim, once each, and are never summarized.
     pub pinned: usize,
+    /// The request's index when it comes after other messages (a run continuing a
+    /// thread: the thread so far, then the request). It is never summarized: it follows
+    /// the summary of what came before it, verbatim.
+    pub request: Option<usize>,
 }
 
 /// Renders messages as a readable Markdown transcript.
@@ -117,8 +123,12 @@ impl Compactor<'_> {
 
         let pinned = self.pinned.min(messages.len());
         let cut = self.tail_start(messages, counts, pinned);
-        let head = &messages[pinned..cut];
-        let (summary, usage, cost, dropped, model) = self.summarize(head).await?;
+        let request = self.request.filter(|r| (pinned..cut).contains(r));
+        let head: Vec<Message> = (pinned..cut)
+            .filter(|i| Some(*i) != request)
+            .map(|i| messages[i].clone())
+            .collect();
+        let (summary, usage, cost, dropped, model) = self.summarize(&head).await?;
 
         let mut out: Vec<(Message, u64)> = Vec::new();
         for (m, t) in messages[..pinned].iter().zip(&counts[..pinned]) {
@@ -135,6 +145,9 @@ impl Compactor<'_> {
             file.id,
             file.size_tokens
         )));
+        if let Some(r) = request {
+            out.push((messages[r].clone(), counts[r]));
+        }
         for (m, t) in messages[cut..].iter().zip(&counts[cut..]) {
             out.push((m.clone(), *t));
         }
@@ -149,6 +162,11 @@ impl Compactor<'_> {
             tokens_after,
             dropped_outputs: dropped,
             kept_messages: messages.len() - cut,
+            request_at: match self.request {
+                Some(_) if request.is_some() => Some(pinned + 1),
+                Some(r) if r >= cut => Some(pinned + 1 + (r - cut)),
+                other => other,
+            },
         })
     }
 

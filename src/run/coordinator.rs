@@ -56,8 +56,9 @@ impl Coordinator for LlmCoordinator {
                 for note in &cx.attachment_notes {
                     prompt.push_str(&format!("\n[steward: {note}]"));
                 }
+                let history = super::thread::history(cx, &mut prompt).await;
                 let opening = inputs::opening_message(&cx.files, cx.agent, prompt, &cx.attachments).await?;
-                super::approval::Start::Fresh(opening)
+                super::approval::Start::Fresh { history, opening }
             }
         };
         let run = LlmRun {

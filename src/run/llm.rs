@@ -98,9 +98,20 @@ impl LlmRun<'_> {
         // The held round of a resumed run, with the refusals its decision makes.
         let mut held: Option<(Vec<ToolCall>, HashMap<String, String>)> = None;
         let mut spent = Duration::ZERO;
+        // Where the request sits when earlier turns of a thread come before it.
+        let mut request_at = None;
         match start {
-            Start::Fresh(opening) => {
-                for m in self.reinject.iter().cloned().chain(std::iter::once(opening)) {
+            Start::Fresh { history, opening } => {
+                if !history.is_empty() {
+                    request_at = Some(self.reinject.len() + history.len());
+                }
+                let all = self
+                    .reinject
+                    .iter()
+                    .cloned()
+                    .chain(history)
+                    .chain(std::iter::once(opening));
+                for m in all {
                     let t = message_tokens(&m);
                     conv.push(m, t);
                 }
@@ -115,6 +126,7 @@ impl LlmRun<'_> {
                 out.usage = c.usage;
                 out.cost_usd = c.cost_usd;
                 out.compactions = c.compactions;
+                request_at = c.request_at;
                 self.gateway.restore_calls(c.tool_calls);
                 spent = Duration::from_millis(c.elapsed_ms);
                 let refusals = match resume.refusal {
@@ -144,7 +156,7 @@ impl LlmRun<'_> {
                 ));
             }
             if conv.total() > compact_limit
-                && let Err(e) = self.compact(&mut conv, &mut out, window).await
+                && let Err(e) = self.compact(&mut conv, &mut out, window, &mut request_at).await
             {
                 return match e {
                     CompactError::Store(e) => Err(e),
@@ -214,6 +226,7 @@ impl LlmRun<'_> {
                     compactions: out.compactions,
                     tool_calls: out.tool_calls,
                     elapsed_ms: (spent + started.elapsed()).as_millis() as u64,
+                    request_at,
                 };
                 out.awaiting = serde_json::to_value(&checkpoint).ok();
                 return Ok(finish(out, Termination::AwaitingApproval, None));
@@ -310,6 +323,7 @@ impl LlmRun<'_> {
         conv: &mut Conversation,
         out: &mut RunOutcome,
         window: u64,
+        request_at: &mut Option<usize>,
     ) -> Result<(), CompactError> {
         let compactor = Compactor {
             chain: self.chain,
@@ -317,8 +331,10 @@ impl LlmRun<'_> {
             encoding: self.files.encoding(),
             files: &self.files,
             window,
-            // The required skills, then the original request: the conversation's start.
-            pinned: self.reinject.len() + 1,
+            // The required skills, then the original request: the conversation's start
+            // (after a thread's earlier turns, the request is kept on its own).
+            pinned: self.reinject.len() + usize::from(request_at.is_none()),
+            request: *request_at,
         };
         let n = out.compactions + 1;
         let span = tracing::info_span!(
@@ -346,6 +362,7 @@ impl LlmRun<'_> {
             cost_usd: done.cost_usd,
             model: done.model.clone(),
         });
+        *request_at = done.request_at;
         conv.replace(done.messages);
         Ok(())
     }

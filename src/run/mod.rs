@@ -11,6 +11,7 @@ pub mod context;
 pub mod conversation;
 pub mod coordinator;
 pub mod events;
+pub mod failure;
 pub mod gateway;
 pub mod inputs;
 pub mod llm;
@@ -22,6 +23,7 @@ pub mod report;
 pub mod script;
 pub mod status;
 pub mod subagents;
+pub mod thread;
 
 use std::sync::Arc;
 
@@ -219,6 +221,7 @@ impl Runner {
         if top_level && outcome.termination != Termination::AwaitingApproval {
             status::show(&self.sources, agent, trigger, status::progress_of(&outcome)).await;
             status::log(&self.sources, agent, trigger, &outcome).await;
+            failure::tell(&self.sources, agent, trigger, &outcome).await;
         }
         span.record("termination", outcome.termination.as_str());
         span.record("gen_ai.usage.input_tokens", outcome.usage.input_tokens);
@@ -294,12 +297,15 @@ impl Runner {
             (&result.final_text, agent.output.reply, completed, &cx.parent_id)
         {
             match reply::post(&self.sources, agent, &cx.trigger.origin, text, recorder).await {
-                Ok(Some(sent)) => recorder.record(RunEvent::ReplySent {
-                    ok: true,
-                    ts: Some(sent["ts"].clone()),
-                    id: Some(sent["id"].clone()),
-                    error: None,
-                }),
+                Ok(Some(sent)) => {
+                    recorder.record(RunEvent::ReplySent {
+                        ok: true,
+                        ts: Some(sent["ts"].clone()),
+                        id: Some(sent["id"].clone()),
+                        error: None,
+                    });
+                    thread::remember(self.store.as_ref(), &self.sources, agent, &cx.trigger.origin).await;
+                }
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(run = %cx.run_id, error = %e, "cannot post the reply");

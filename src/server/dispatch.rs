@@ -343,8 +343,17 @@ impl Dispatcher {
             return Ok(0);
         };
         self.record_feedback(&trigger).await?;
+        let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        if matched.is_empty()
+            && let Some(agent) =
+                super::follow_ups::owner(self.runner.store.as_ref(), &self.config, &trigger, Utc::now())
+                    .await?
+        {
+            tracing::debug!(event = %e.id, agent = %agent.name, "a follow-up in the agent's thread");
+            matched.push(agent);
+        }
         let mut agents = Vec::new();
-        for agent in router::route(&self.config, &trigger, self.notion.as_ref()).await {
+        for agent in matched {
             match limits::admit(self.runner.store.as_ref(), &agent, &trigger, Utc::now()).await? {
                 limits::Admit::Yes => agents.push(agent),
                 limits::Admit::No(reply) => {

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod dispatch;
+pub mod follow_ups;
 pub mod handlers;
 pub mod ingest;
 pub mod inspector;

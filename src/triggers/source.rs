@@ -80,6 +80,25 @@ pub struct Reply<'a> {
     pub idempotency_key: String,
 }
 
+/// One earlier message of the conversation a run continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadTurn {
+    /// Written by this bot (a reply of an earlier run).
+    pub own: bool,
+    /// Who wrote it, as a reader sees it (`@Ana Lee`, `app Jenkins`).
+    pub author: String,
+    /// Its text, entities resolved.
+    pub text: String,
+}
+
+/// The conversation before the triggering message: oldest first, the trigger itself
+/// left out; `omitted` counts older messages not read.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Thread {
+    pub turns: Vec<ThreadTurn>,
+    pub omitted: usize,
+}
+
 /// A request for a person to approve a tool call, as a source shows it.
 pub struct ApprovalRequest<'a> {
     /// The approval's id: the buttons carry it, with the run id.
@@ -139,6 +158,12 @@ pub trait Source: Send + Sync {
     /// places replaced by their names. The default keeps it as it is.
     async fn readable(&self, text: &str) -> String {
         text.to_string()
+    }
+
+    /// The conversation `trigger` continues (a Slack thread, a DM), re-read from the
+    /// service; `None` when it continues none.
+    async fn thread(&self, _trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
+        None
     }
 
     /// Asks for an approval where people can answer it: for a Slack source, in the
@@ -287,6 +312,11 @@ impl Sources {
             Some(source) => source.readable(text).await,
             None => text.to_string(),
         }
+    }
+
+    /// The conversation `trigger` continues (see [`Source::thread`]).
+    pub async fn thread(&self, trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
+        self.for_origin(&trigger.origin)?.thread(trigger).await
     }
 
     /// Asks for an approval through the origin's source, else any source that can.

@@ -7,7 +7,7 @@ use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
 use crate::integrations::slack::{SlackClient, message};
-use crate::triggers::source::{ApprovalRequest, Fetched, Progress, Reply, Source};
+use crate::triggers::source::{ApprovalRequest, Fetched, Progress, Reply, Source, Thread};
 use crate::triggers::{Origin, TriggerEvent};
 
 pub struct SlackSource {
@@ -22,15 +22,24 @@ impl SlackSource {
 }
 
 /// The thread to reply in: the thread root for a threaded message, else the message
-/// itself (a reaction's target, a mention).
+/// itself (a reaction's target, a mention). A message at the root of a direct message
+/// is answered at the root: a DM reads as a chat, not as threads.
 fn thread(origin: &Origin) -> Option<(&str, Option<&str>)> {
     match origin {
         Origin::Slack {
             channel,
+            channel_type,
             ts,
             thread_ts,
+            reaction,
             ..
-        } => Some((channel, thread_ts.as_deref().or(ts.as_deref()))),
+        } => {
+            let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
+            if dm && thread_ts.is_none() && reaction.is_none() {
+                return Some((channel, None));
+            }
+            Some((channel, thread_ts.as_deref().or(ts.as_deref())))
+        }
         _ => None,
     }
 }
@@ -121,6 +130,12 @@ impl Source for SlackSource {
     ) -> Option<Result<(String, String), ApiError>> {
         let client = self.client.as_ref()?;
         Some(ask(client, origin, request).await)
+    }
+
+    /// The thread the trigger is in, or a DM's recent exchange.
+    async fn thread(&self, trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
+        let client = self.client.as_ref()?;
+        super::thread::read(client, &trigger.origin).await
     }
 
     /// Mentions as `@name`, channels as `#name`, links as Markdown.

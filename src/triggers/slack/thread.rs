@@ -1,0 +1,153 @@
+//! The conversation a Slack-triggered run continues, re-read from Slack when the run
+//! starts (so edits and deletions count, and nothing of it is stored by steward): the
+//! thread it was asked in (`conversations.replies`), or for a message at the root of a
+//! direct message, the recent exchange there (`conversations.history`).
+
+use serde_json::Value;
+
+use crate::integrations::ApiError;
+use crate::integrations::slack::SlackClient;
+use crate::triggers::Origin;
+use crate::triggers::source::{Thread, ThreadTurn};
+
+/// Messages of a thread read at most (paged 200 at a time); past this the oldest are
+/// left out and the model is told so.
+pub const MAX_THREAD_MESSAGES: usize = 1_000;
+/// Messages of a DM's recent history read as context.
+pub const DM_HISTORY: usize = 20;
+
+/// Reads the conversation `origin` belongs to; `None` when it belongs to none (a
+/// mention at a channel's root, a reaction).
+pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<Thread, ApiError>> {
+    let Origin::Slack {
+        channel,
+        channel_type,
+        ts,
+        thread_ts,
+        reaction: None,
+        ..
+    } = origin
+    else {
+        return None;
+    };
+    let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
+    let raw = match (thread_ts, dm) {
+        (Some(root), _) => replies(client, channel, root).await,
+        (None, true) => history(client, channel).await,
+        (None, false) => return None,
+    };
+    Some(match raw {
+        Ok((messages, omitted)) => {
+            let mut turns = Vec::new();
+            for m in messages.iter().filter(|m| m["ts"].as_str() != ts.as_deref()) {
+                if let Some(turn) = turn(client, m).await {
+                    turns.push(turn);
+                }
+            }
+            Ok(Thread { turns, omitted })
+        }
+        Err(e) => Err(e),
+    })
+}
+
+/// A thread's messages, oldest first, paging with `cursor`; and how many were left out.
+async fn replies(client: &SlackClient, channel: &str, root: &str) -> Result<(Vec<Value>, usize), ApiError> {
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let mut params = vec![
+            ("channel", channel.to_string()),
+            ("ts", root.to_string()),
+            ("limit", "200".to_string()),
+            // Our own messages are known by their metadata (`steward_reply`, `steward_post`).
+            ("include_all_metadata", "true".to_string()),
+        ];
+        if !cursor.is_empty() {
+            params.push(("cursor", cursor.clone()));
+        }
+        let page = client.get("conversations.replies", &params).await?;
+        all.extend(page["messages"].as_array().cloned().unwrap_or_default());
+        cursor = page["response_metadata"]["next_cursor"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if cursor.is_empty() || !page["has_more"].as_bool().unwrap_or(false) {
+            break;
+        }
+    }
+    // The root first, then the newest replies up to the cap: the start of a thread and
+    // its latest turns matter most.
+    let omitted = all.len().saturating_sub(MAX_THREAD_MESSAGES);
+    if omitted > 0 {
+        all.drain(1..1 + omitted);
+    }
+    Ok((all, omitted))
+}
+
+/// A DM's recent messages, oldest first.
+async fn history(client: &SlackClient, channel: &str) -> Result<(Vec<Value>, usize), ApiError> {
+    let page = client
+        .get(
+            "conversations.history",
+            &[
+                ("channel", channel.to_string()),
+                ("limit", DM_HISTORY.to_string()),
+                ("include_all_metadata", "true".to_string()),
+            ],
+        )
+        .await?;
+    let mut messages = page["messages"].as_array().cloned().unwrap_or_default();
+    messages.reverse();
+    Ok((messages, 0))
+}
+
+/// One message as a turn; `None` for what is not a message someone wrote (joins,
+/// deletions, empty messages).
+async fn turn(client: &SlackClient, m: &Value) -> Option<ThreadTurn> {
+    if m["subtype"]
+        .as_str()
+        .is_some_and(|s| !matches!(s, "file_share" | "thread_broadcast" | "bot_message"))
+    {
+        return None;
+    }
+    let text = m["text"].as_str().unwrap_or_default();
+    let files: Vec<&str> = m["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    if text.is_empty() && files.is_empty() {
+        return None;
+    }
+    let mut text = client.humanize(text).await;
+    if !files.is_empty() {
+        text.push_str(&format!("\n[shared files: {}]", files.join(", ")));
+    }
+    let user = m["user"].as_str();
+    let own = matches!(
+        m["metadata"]["event_type"].as_str(),
+        Some("steward_reply" | "steward_post")
+    );
+    let author = if own {
+        "you".to_string()
+    } else if let Some(app) = m["bot_id"]
+        .as_str()
+        .filter(|_| user.is_none() || m["subtype"] == "bot_message")
+    {
+        let name = m["username"]
+            .as_str()
+            .or(m["bot_profile"]["name"].as_str())
+            .unwrap_or(app);
+        format!("app {name}")
+    } else {
+        match user {
+            Some(u) => format!(
+                "@{}",
+                client.humanize(&format!("<@{u}>")).await.trim_start_matches('@')
+            ),
+            None => "someone".to_string(),
+        }
+    };
+    Some(ThreadTurn { own, author, text })
+}

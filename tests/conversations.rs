@@ -1,0 +1,509 @@
+//! Conversations through `steward serve`'s service against a fake Slack that keeps its
+//! messages (so a thread read back holds the bot's own replies): the thread as context,
+//! follow-ups without a mention, direct messages, and a plain failure reply.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Json, Path as UrlPath, Query};
+use axum::http::{Request, StatusCode};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::slack::SlackClient;
+use steward::run::Runner;
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{RunStatus, SqliteStore, Store};
+use steward::triggers::auth::sign_hex;
+use support::*;
+use tower::ServiceExt;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const CHANNEL: &str = "C0HELP";
+const DM: &str = "D0ADA";
+
+/// Slack's side: every message, as `conversations.replies` / `history` return them.
+#[derive(Clone, Default)]
+struct Workspace(Arc<Mutex<Vec<Value>>>);
+
+impl Workspace {
+    fn say(&self, channel: &str, ts: &str, thread_ts: Option<&str>, user: &str, text: &str) {
+        let mut m = json!({"type": "message", "channel": channel, "user": user, "text": text, "ts": ts});
+        if let Some(t) = thread_ts {
+            m["thread_ts"] = json!(t);
+        }
+        self.0.lock().unwrap().push(m);
+    }
+
+    fn bot_posts(&self) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["user"] == "UBOT")
+            .cloned()
+            .collect()
+    }
+}
+
+async fn fake_slack(ws: Workspace) -> SlackClient {
+    let (w1, w2, w3) = (ws.clone(), ws.clone(), ws.clone());
+    let app = Router::new()
+        .route(
+            "/conversations.replies",
+            get(move |Query(q): Query<HashMap<String, String>>| {
+                let all = w1.0.lock().unwrap().clone();
+                async move {
+                    assert_eq!(q.get("include_all_metadata").map(String::as_str), Some("true"));
+                    let root = &q["ts"];
+                    let mut thread: Vec<Value> = all
+                        .into_iter()
+                        .filter(|m| m["channel"] == q["channel"].as_str() && (m["ts"] == root.as_str() || m["thread_ts"] == root.as_str()))
+                        .collect();
+                    thread.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
+                    Json(json!({"ok": true, "messages": thread, "has_more": false}))
+                }
+            }),
+        )
+        .route(
+            "/conversations.history",
+            get(move |Query(q): Query<HashMap<String, String>>| {
+                let all = w2.0.lock().unwrap().clone();
+                async move {
+                    let mut roots: Vec<Value> = all
+                        .into_iter()
+                        .filter(|m| m["channel"] == q["channel"].as_str() && m.get("thread_ts").is_none())
+                        .collect();
+                    roots.sort_by(|a, b| b["ts"].as_str().cmp(&a["ts"].as_str()));
+                    Json(json!({"ok": true, "messages": roots, "has_more": false}))
+                }
+            }),
+        )
+        .route(
+            "/users.info",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                let name = match q["user"].as_str() {
+                    "U0ADA" => "Ada",
+                    "U0BO" => "Bo",
+                    _ => return Json(json!({"ok": false, "error": "user_not_found"})),
+                };
+                Json(json!({"ok": true, "user": {"id": q["user"], "name": name.to_lowercase(), "profile": {"display_name": name}}}))
+            }),
+        )
+        .route(
+            "/{method}",
+            post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
+                let ws = w3.clone();
+                async move {
+                    if method != "chat.postMessage" {
+                        return Json(json!({"ok": true}));
+                    }
+                    let mut all = ws.0.lock().unwrap();
+                    let ts = format!("1700001{:03}.000100", all.len());
+                    let mut m = json!({"type": "message", "channel": body["channel"], "user": "UBOT", "bot_id": "B0BOT",
+                                       "text": body["text"], "ts": ts, "metadata": body["metadata"]});
+                    if let Some(t) = body["thread_ts"].as_str() {
+                        m["thread_ts"] = json!(t);
+                    }
+                    all.push(m);
+                    Json(json!({"ok": true, "channel": body["channel"], "ts": ts}))
+                }
+            }),
+        );
+    let url = serve(app).await;
+    SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test")
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+struct Steward {
+    service: Option<Service>,
+    store: Arc<dyn Store>,
+}
+
+async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient) -> Steward {
+    write(root, "prompts/p.md", "You help.");
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - slack_mention: {}\n  - slack_dm: {}\n",
+    );
+    let tools = steward::tools::ToolRegistry::core(Default::default());
+    let config = Config::load(
+        root,
+        &Known {
+            tools: tools.names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&root.join("steward.db")).await.unwrap());
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(fake), None))
+        .tools(tools)
+        .tokens(tokens())
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: Some(slack.clone()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        ..Secrets::default()
+    };
+    let service = Service::start(
+        runner,
+        Arc::new(config),
+        secrets,
+        Some(slack.clone()),
+        None,
+        DispatchSettings::default(),
+    );
+    Steward {
+        service: Some(service),
+        store,
+    }
+}
+
+impl Steward {
+    /// Delivers an event callback with `event`, signed.
+    async fn deliver(&self, event_id: &str, event: Value) -> StatusCode {
+        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+            "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
+            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}], "event": event})
+        .to_string();
+        let ts = chrono::Utc::now().timestamp().to_string();
+        let sig = format!(
+            "v0={}",
+            sign_hex(SECRET.as_bytes(), &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
+        );
+        let req = Request::post("/slack/events")
+            .header("content-type", "application/json")
+            .header("x-slack-request-timestamp", ts)
+            .header("x-slack-signature", sig)
+            .body(Body::from(body))
+            .unwrap();
+        self.service
+            .as_ref()
+            .unwrap()
+            .router()
+            .oneshot(req)
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Waits until `n` runs exist and all ended; returns them newest first.
+    async fn runs(&self, n: usize) -> Vec<steward::store::RunRow> {
+        for _ in 0..200 {
+            let runs = self.store.list_runs(50).await.unwrap();
+            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("runs: {:?}", self.store.list_runs(50).await.unwrap());
+    }
+
+    /// Waits until every stored event is routed.
+    async fn routed(&self) {
+        for _ in 0..200 {
+            if self.store.queue_depth().await.unwrap() == (0, 0) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("events not routed");
+    }
+
+    async fn stop(&mut self) {
+        if let Some(s) = self.service.take() {
+            s.stop(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+fn mention(channel: &str, user: &str, text: &str, ts: &str, thread_ts: Option<&str>) -> Value {
+    let mut e = json!({"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts});
+    if let Some(t) = thread_ts {
+        e["thread_ts"] = json!(t);
+    }
+    e
+}
+
+fn message(channel: &str, user: &str, text: &str, ts: &str, thread_ts: Option<&str>) -> Value {
+    let mut e = json!({"type": "message", "channel": channel, "channel_type": if channel.starts_with('D') { "im" } else { "channel" },
+                       "user": user, "text": text, "ts": ts, "event_ts": ts});
+    if let Some(t) = thread_ts {
+        e["thread_ts"] = json!(t);
+    }
+    e
+}
+
+/// The roles and contents of the messages of a Chat Completions request.
+fn turns(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_thread_is_the_context_and_follow_ups_need_no_mention() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text(
+        "The cert expires Friday; renew it with certbot.",
+    )));
+    fake.push(Reply::ok(openai_text("Yes: run `certbot renew` on the gateway.")));
+    fake.push(Reply::ok(openai_text("Third answer.")));
+    let mut s = start(dir.path(), &fake, &slack).await;
+
+    // A thread: Ada states a fact, Bo asks the bot.
+    let root = "1700000000.000100";
+    ws.say(
+        CHANNEL,
+        root,
+        None,
+        "U0ADA",
+        "The VPN certificate on gw-2 expires Friday.",
+    );
+    ws.say(
+        CHANNEL,
+        "1700000010.000100",
+        Some(root),
+        "U0BO",
+        "<@UBOT> what should we do?",
+    );
+    s.deliver(
+        "EvT1",
+        mention(
+            CHANNEL,
+            "U0BO",
+            "<@UBOT> what should we do?",
+            "1700000010.000100",
+            Some(root),
+        ),
+    )
+    .await;
+    s.runs(1).await;
+    let first = turns(&fake.requests()[0].body);
+    assert!(
+        first.iter().any(|(role, text)| role == "user" && text == "@Ada: The VPN certificate on gw-2 expires Friday."),
+        "{first:?}"
+    );
+    // The triggering message is last, marked as the request, and not repeated above.
+    let (role, last) = first.last().unwrap();
+    assert_eq!(role, "user");
+    assert!(last.starts_with("[steward: the newest message of the conversation, the one to answer:]"));
+    assert_eq!(
+        first
+            .iter()
+            .filter(|(_, t)| t.contains("what should we do?"))
+            .count(),
+        1
+    );
+
+    // A plain reply in the bot's thread continues it, with the bot's reply as its own turn.
+    ws.say(
+        CHANNEL,
+        "1700000020.000100",
+        Some(root),
+        "U0ADA",
+        "can you give me the exact command?",
+    );
+    s.deliver(
+        "EvT2",
+        message(
+            CHANNEL,
+            "U0ADA",
+            "can you give me the exact command?",
+            "1700000020.000100",
+            Some(root),
+        ),
+    )
+    .await;
+    let runs = s.runs(2).await;
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    let second = turns(&fake.requests()[1].body);
+    assert!(
+        second.contains(&(
+            "assistant".to_string(),
+            "The cert expires Friday; renew it with certbot.".to_string()
+        )),
+        "{second:?}"
+    );
+    let replies: Vec<Value> = ws.bot_posts();
+    assert_eq!(replies.len(), 2);
+    assert!(replies.iter().all(|r| r["thread_ts"] == root));
+
+    // Nothing starts for: a thread the bot never answered in, a reply addressed to
+    // someone else, another app's message, an edit.
+    let other_root = "1700000100.000100";
+    ws.say(CHANNEL, other_root, None, "U0ADA", "lunch?");
+    s.deliver(
+        "EvN1",
+        message(CHANNEL, "U0BO", "sure", "1700000110.000100", Some(other_root)),
+    )
+    .await;
+    s.deliver(
+        "EvN2",
+        message(
+            CHANNEL,
+            "U0BO",
+            "<@U0ADA> can you check?",
+            "1700000120.000100",
+            Some(root),
+        ),
+    )
+    .await;
+    let mut from_app = message(CHANNEL, "U0APP", "build passed", "1700000130.000100", Some(root));
+    from_app["bot_id"] = json!("B0CI");
+    s.deliver("EvN3", from_app).await;
+    let edit = json!({"type": "message", "subtype": "message_changed", "channel": CHANNEL, "ts": "1700000140.000100",
+        "message": {"type": "message", "user": "U0ADA", "text": "can you give me the exact command, please?", "ts": "1700000020.000100", "thread_ts": root},
+        "previous_message": {"type": "message", "user": "U0ADA", "text": "can you give me the exact command?", "ts": "1700000020.000100", "thread_ts": root}});
+    s.deliver("EvN4", edit).await;
+    s.routed().await;
+    assert_eq!(
+        s.store.list_runs(50).await.unwrap().len(),
+        2,
+        "none of them started a run"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn direct_messages_are_a_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Noted: your laptop is a ThinkPad X1.")));
+    fake.push(Reply::ok(openai_text("For the X1, hold F12 at boot.")));
+    let mut s = start(dir.path(), &fake, &slack).await;
+
+    ws.say(
+        DM,
+        "1700000200.000100",
+        None,
+        "U0ADA",
+        "my laptop is a ThinkPad X1",
+    );
+    s.deliver(
+        "EvD1",
+        message(
+            DM,
+            "U0ADA",
+            "my laptop is a ThinkPad X1",
+            "1700000200.000100",
+            None,
+        ),
+    )
+    .await;
+    s.runs(1).await;
+    ws.say(
+        DM,
+        "1700000300.000100",
+        None,
+        "U0ADA",
+        "how do I open its boot menu?",
+    );
+    s.deliver(
+        "EvD2",
+        message(
+            DM,
+            "U0ADA",
+            "how do I open its boot menu?",
+            "1700000300.000100",
+            None,
+        ),
+    )
+    .await;
+    let runs = s.runs(2).await;
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded && r.private));
+    let second = turns(&fake.requests()[1].body);
+    assert!(
+        second.contains(&("user".to_string(), "@Ada: my laptop is a ThinkPad X1".to_string())),
+        "{second:?}"
+    );
+    assert!(
+        second.contains(&(
+            "assistant".to_string(),
+            "Noted: your laptop is a ThinkPad X1.".to_string()
+        )),
+        "{second:?}"
+    );
+    // Answers in a DM go at its root, like a chat.
+    assert!(ws.bot_posts().iter().all(|p| p.get("thread_ts").is_none()));
+    // Nothing of the conversation is in the database.
+    s.stop().await;
+    drop(s);
+    let bytes: Vec<u8> = ["steward.db", "steward.db-wal"]
+        .iter()
+        .filter_map(|n| std::fs::read(dir.path().join(n)).ok())
+        .flatten()
+        .collect();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("ThinkPad"), "private text at rest");
+}
+
+#[tokio::test]
+async fn a_failed_run_says_so_in_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::status(
+        401,
+        openai_error(
+            "Incorrect API key provided: sk-test***",
+            "invalid_request_error",
+            "invalid_api_key",
+        ),
+    ));
+    let mut s = start(dir.path(), &fake, &slack).await;
+    s.deliver(
+        "EvF1",
+        mention(CHANNEL, "U0ADA", "<@UBOT> hello", "1700000400.000100", None),
+    )
+    .await;
+    let runs = s.runs(1).await;
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    let posts = ws.bot_posts();
+    assert_eq!(posts.len(), 1);
+    let text = posts[0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Sorry, I could not get an answer from the AI model"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("(run `{}`)", runs[0].id)), "{text}");
+    assert!(
+        !text.contains("sk-test") && !text.contains("invalid_api_key"),
+        "{text}"
+    );
+    assert_eq!(posts[0]["thread_ts"], "1700000400.000100");
+    s.stop().await;
+}
