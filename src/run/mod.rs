@@ -210,13 +210,18 @@ impl Runner {
             crate::telemetry::continue_trace(&span, traceparent);
         }
         let top_level = lineage.parent_id.is_none();
-        if top_level {
-            status::show(&self.sources, agent, trigger, Progress::Working).await;
-        }
-        let outcome = self
+        // The "working" mark goes up while the run starts, not before it: the person
+        // waits for one Slack call less. The final mark comes after both.
+        let working = async {
+            if top_level {
+                status::show(&self.sources, agent, trigger, Progress::Working).await;
+            }
+        };
+        let run = self
             .execute(agent, trigger, run_id, lineage, cancel)
-            .instrument(span.clone())
-            .await?;
+            .instrument(span.clone());
+        let ((), outcome) = tokio::join!(working, run);
+        let outcome = outcome?;
         // A run waiting for an approval has not ended: its marks stay as they are.
         if top_level && outcome.termination != Termination::AwaitingApproval {
             status::show(&self.sources, agent, trigger, status::progress_of(&outcome)).await;

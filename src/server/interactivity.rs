@@ -14,7 +14,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use slack_morphism::SlackMessageContent;
+use slack_morphism::api::{SlackApiChatPostEphemeralRequest, SlackApiChatUpdateRequest};
 use slack_morphism::events::{SlackInteractionActionContainer, SlackInteractionEvent};
 
 use super::AppState;
@@ -109,9 +111,13 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
     let outcome = decide(state, &click).await?;
     if let (Click::Refused(text), Some(slack)) = (&outcome, &state.slack) {
         let slack = slack.clone();
-        let body = json!({"channel": click.channel, "user": click.user, "text": text});
+        let request = SlackApiChatPostEphemeralRequest::new(
+            click.channel.as_str().into(),
+            click.user.as_str().into(),
+            SlackMessageContent::new().with_text(text.clone()),
+        );
         state.tasks.spawn(async move {
-            if let Err(e) = slack.call("chat.postEphemeral", &body).await {
+            if let Err(e) = slack.send("chat.postEphemeral", &request).await {
                 tracing::warn!(error = %e, "cannot answer a click");
             }
         });
@@ -231,10 +237,9 @@ pub async fn update_request(
         Ok(Some(run)) => run.agent,
         _ => String::new(),
     };
-    let mut body = message::approval_decided(&agent, &row.tool, outcome);
-    body["channel"] = json!(channel);
-    body["ts"] = json!(ts);
-    if let Err(e) = slack.call("chat.update", &body).await {
+    let content = message::approval_decided(&agent, &row.tool, outcome);
+    let request = SlackApiChatUpdateRequest::new(channel.as_str().into(), content, ts.as_str().into());
+    if let Err(e) = slack.send("chat.update", &request).await {
         tracing::warn!(error = %e, "cannot update an approval request");
     }
 }
@@ -242,6 +247,7 @@ pub async fn update_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_documented_block_actions_payload_is_a_click() {

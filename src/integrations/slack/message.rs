@@ -6,13 +6,13 @@
 //! a longer one is attached as a Markdown snippet with its opening in the message, and
 //! split over several messages only when the snippet cannot be uploaded.
 
-use serde_json::{Value, json};
-use slack_morphism::SlackActionId;
+use serde_json::Value;
 use slack_morphism::blocks::{
     SlackActionBlockElement, SlackActionsBlock, SlackBlock, SlackBlockButtonElement, SlackBlockButtonStyle,
     SlackBlockId, SlackBlockMarkDownText, SlackBlockPlainText, SlackBlockText, SlackContextBlock,
     SlackContextBlockElement, SlackSectionBlock,
 };
+use slack_morphism::{SlackActionId, SlackMessageContent};
 
 use super::mrkdwn;
 
@@ -47,9 +47,11 @@ fn actions(block_id: &str, elements: Vec<SlackActionBlockElement>) -> SlackBlock
     SlackBlock::Actions(SlackActionsBlock::new(elements).with_block_id(SlackBlockId(block_id.to_string())))
 }
 
-/// Blocks as the Web API takes them.
-fn blocks_json(blocks: &[SlackBlock]) -> Value {
-    serde_json::to_value(blocks).unwrap_or(Value::Null)
+/// A message: `text` (what notifications and screen readers show) and its blocks.
+fn content(text: impl Into<String>, blocks: Vec<SlackBlock>) -> SlackMessageContent {
+    SlackMessageContent::new()
+        .with_text(text.into())
+        .with_blocks(blocks)
 }
 
 /// Characters of a `section` block's text.
@@ -63,14 +65,14 @@ pub const SUMMARY_CHARS: usize = 600;
 /// The answer's layout.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Layout {
-    /// Messages to post in order, each `{text, blocks}`.
-    Messages(Vec<Value>),
+    /// Messages to post in order.
+    Messages(Vec<SlackMessageContent>),
     /// One message (the opening) with the whole answer attached as `answer.md`; the
     /// messages to post instead if the upload fails.
     Snippet {
-        message: Value,
+        message: SlackMessageContent,
         content: String,
-        fallback: Vec<Value>,
+        fallback: Vec<SlackMessageContent>,
     },
 }
 
@@ -79,7 +81,7 @@ pub enum Layout {
 pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
     let text = mrkdwn::to_mrkdwn(markdown.trim());
     let chars = text.chars().count();
-    let messages = |text: &str| -> Vec<Value> {
+    let messages = |text: &str| -> Vec<SlackMessageContent> {
         let parts = split(text, MESSAGE_CHARS);
         let last = parts.len().saturating_sub(1);
         parts
@@ -104,14 +106,13 @@ pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
 }
 
 /// One message: section blocks of at most [`SECTION_CHARS`] and the footer.
-fn message(text: &str, footer: Option<&str>) -> Value {
+fn message(text: &str, footer: Option<&str>) -> SlackMessageContent {
     let mut blocks: Vec<SlackBlock> = split(text, SECTION_CHARS).into_iter().map(section).collect();
     if let Some(footer) = footer {
         blocks.push(context(footer));
     }
-    // `text` is what notifications and screen readers show.
     let fallback = split(text, SECTION_CHARS).into_iter().next().unwrap_or_default();
-    json!({"text": fallback, "blocks": blocks_json(&blocks)})
+    content(fallback, blocks)
 }
 
 /// Splits mrkdwn into parts of at most `limit` characters: at a blank line if one is
@@ -185,19 +186,20 @@ pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&st
 }
 
 /// Adds 👍 / 👎 buttons for run `run_id` under the message `msg` (its last block).
-pub fn with_feedback(mut msg: Value, run_id: &str) -> Value {
-    let button = |id: &str, emoji: &str, vote: &str| {
-        json!({"type": "button", "action_id": id, "value": format!("{vote}:{run_id}"),
-               "text": {"type": "plain_text", "text": emoji, "emoji": true}})
-    };
-    if let Some(blocks) = msg["blocks"].as_array_mut() {
-        blocks.push(
-            json!({"type": "actions", "block_id": "steward_feedback", "elements": [
-                button("steward_feedback_up", ":thumbsup:", "up"),
-                button("steward_feedback_down", ":thumbsdown:", "down"),
-            ]}),
-        );
-    }
+pub fn with_feedback(mut msg: SlackMessageContent, run_id: &str) -> SlackMessageContent {
+    let block = actions(
+        "steward_feedback",
+        vec![
+            button("steward_feedback_up", ":thumbsup:", &format!("up:{run_id}"), None),
+            button(
+                "steward_feedback_down",
+                ":thumbsdown:",
+                &format!("down:{run_id}"),
+                None,
+            ),
+        ],
+    );
+    msg.blocks.get_or_insert_with(Vec::new).push(block);
     msg
 }
 
@@ -221,7 +223,7 @@ pub fn approval_value(approval: &str, run_id: &str) -> String {
 }
 
 /// The Block Kit request: what the run wants to do, readably, with Approve and Deny.
-pub fn approval_request(ask: &Ask<'_>) -> Value {
+pub fn approval_request(ask: &Ask<'_>) -> SlackMessageContent {
     let arguments = serde_json::from_str::<Value>(ask.arguments)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
@@ -252,7 +254,7 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
         context_line.push_str(&format!("  ·  <{link}|Run>"));
     }
     let value = approval_value(ask.approval, ask.run_id);
-    let blocks = [
+    let blocks = vec![
         section(headline),
         section(format!("```\n{}\n```", mrkdwn::escape(&arguments))),
         context(context_line),
@@ -274,20 +276,25 @@ pub fn approval_request(ask: &Ask<'_>) -> Value {
             ],
         ),
     ];
-    json!({
-        "text": format!("{} wants to run {}: approve or deny", ask.agent, ask.tool),
-        "blocks": blocks_json(&blocks),
-    })
+    content(
+        format!("{} wants to run {}: approve or deny", ask.agent, ask.tool),
+        blocks,
+    )
 }
 
 /// The request once decided: the same headline, the outcome instead of the buttons.
-pub fn approval_decided(agent: &str, tool: &str, outcome: &str) -> Value {
+pub fn approval_decided(agent: &str, tool: &str, outcome: &str) -> SlackMessageContent {
     let text = format!(
         "*{}* asked to run `{}`. {outcome}",
         mrkdwn::escape(agent),
         mrkdwn::escape(tool)
     );
-    json!({"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]})
+    content(text.clone(), vec![section(text)])
+}
+
+/// A message as JSON, for tests and logs.
+pub fn to_json(content: &SlackMessageContent) -> Value {
+    serde_json::to_value(content).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

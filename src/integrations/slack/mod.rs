@@ -68,6 +68,16 @@ impl SlackClient {
         .await
     }
 
+    /// Calls `method` with a slack-morphism request type as its JSON body.
+    pub async fn send<R: serde::Serialize>(&self, method: &str, request: &R) -> Result<Value, ApiError> {
+        let body = serde_json::to_value(request).map_err(|e| ApiError::Transport {
+            service: SERVICE,
+            method: method.into(),
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        self.call(method, &body).await
+    }
+
     /// Calls a read method with query parameters (GET), e.g. `conversations.history`.
     pub async fn get(&self, method: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
         self.exchange(method, || {

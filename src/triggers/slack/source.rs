@@ -9,6 +9,8 @@ use crate::integrations::ApiError;
 use crate::integrations::slack::{SlackClient, message};
 use crate::triggers::source::{ApprovalRequest, Fetched, Progress, Reply, Source, Thread};
 use crate::triggers::{Origin, TriggerEvent};
+use slack_morphism::api::SlackApiChatPostMessageRequest;
+use slack_morphism::{SlackMessageContent, SlackMessageMetadata};
 
 pub struct SlackSource {
     client: Option<SlackClient>,
@@ -68,26 +70,28 @@ impl Source for SlackSource {
         };
         let run = reply.run_link.map(|l| (l, "Run"));
         let footer = message::footer(reply.prompt_link, run, asker.as_deref());
-        let post = |n: usize, mut msg: Value| {
-            msg["channel"] = json!(channel);
-            msg["unfurl_links"] = json!(false);
-            // Retries and crash recovery recognise a post by its key.
+        let post = |n: usize, msg: SlackMessageContent| {
+            // Retries and crash recovery recognise a post by its key; later runs of
+            // the thread recognise their own turns by its event type.
             let key = match n {
                 0 => reply.idempotency_key.clone(),
                 n => format!("{}:{n}", reply.idempotency_key),
             };
-            msg["metadata"] =
-                json!({"event_type": "steward_reply", "event_payload": {"idempotency_key": key}});
-            if let Some(t) = thread_ts {
-                msg["thread_ts"] = json!(t);
-            }
-            async move { client.call("chat.postMessage", &msg).await }
+            let metadata = SlackMessageMetadata {
+                event_type: "steward_reply".into(),
+                event_payload: Some([("idempotency_key".to_string(), key)].into()),
+            };
+            let mut request =
+                SlackApiChatPostMessageRequest::new(channel.into(), msg.with_metadata(metadata))
+                    .with_unfurl_links(false);
+            request.thread_ts = thread_ts.map(Into::into);
+            async move { client.send("chat.postMessage", &request).await }
         };
-        let feedback = |msg: Value| match reply.feedback {
+        let feedback = |msg: SlackMessageContent| match reply.feedback {
             Some(run) => message::with_feedback(msg, run),
             None => msg,
         };
-        let post_all = |messages: Vec<Value>| async move {
+        let post_all = |messages: Vec<SlackMessageContent>| async move {
             let last = messages.len().saturating_sub(1);
             let mut first = None;
             for (n, msg) in messages.into_iter().enumerate() {
@@ -254,7 +258,7 @@ async fn ask(
         }
     };
     let timeout = crate::types::duration::format_duration(request.timeout);
-    let mut msg = message::approval_request(&message::Ask {
+    let msg = message::approval_request(&message::Ask {
         approval: request.approval,
         run_id: request.run_id,
         agent: request.agent,
@@ -266,11 +270,9 @@ async fn ask(
         timeout: &timeout,
         run_link: request.run_link.as_deref(),
     });
-    msg["channel"] = json!(channel);
-    if let Some(ts) = thread_ts {
-        msg["thread_ts"] = json!(ts);
-    }
-    let sent = client.call("chat.postMessage", &msg).await?;
+    let mut request = SlackApiChatPostMessageRequest::new(channel.as_str().into(), msg);
+    request.thread_ts = thread_ts.map(Into::into);
+    let sent = client.send("chat.postMessage", &request).await?;
     let ts = sent["ts"].as_str().unwrap_or_default().to_string();
     let channel = sent["channel"].as_str().map(str::to_string).unwrap_or(channel);
     Ok((channel, ts))
