@@ -70,7 +70,7 @@ pub enum Layout {
     /// One message (the opening) with the whole answer attached as `answer.md`; the
     /// messages to post instead if the upload fails.
     Snippet {
-        message: SlackMessageContent,
+        message: Box<SlackMessageContent>,
         content: String,
         fallback: Vec<SlackMessageContent>,
     },
@@ -99,7 +99,7 @@ pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
         markdown.chars().count()
     );
     Layout::Snippet {
-        message: message(&note, footer),
+        message: Box::new(message(&note, footer)),
         content: markdown.to_string(),
         fallback: messages(&text),
     }
@@ -312,6 +312,7 @@ mod tests {
         else {
             panic!("one message expected")
         };
+        let msgs: Vec<Value> = msgs.iter().map(to_json).collect();
         assert_eq!(msgs.len(), 1);
         let blocks = msgs[0]["blocks"].as_array().unwrap();
         assert_eq!(
@@ -332,6 +333,7 @@ mod tests {
         let Layout::Messages(msgs) = layout(&md, None) else {
             panic!()
         };
+        let msgs: Vec<Value> = msgs.iter().map(to_json).collect();
         assert_eq!(msgs.len(), 1);
         let blocks = msgs[0]["blocks"].as_array().unwrap();
         assert!(blocks.len() >= 3);
@@ -358,6 +360,10 @@ mod tests {
         else {
             panic!("snippet expected")
         };
+        let (message, fallback) = (
+            to_json(&message),
+            fallback.iter().map(to_json).collect::<Vec<_>>(),
+        );
         assert_eq!(content, md);
         let opening = message["blocks"][0]["text"]["text"].as_str().unwrap();
         assert!(opening.starts_with("*Report*\n\nFirst finding."), "{opening}");

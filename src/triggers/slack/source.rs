@@ -115,7 +115,7 @@ impl Source for SlackSource {
                     .upload(channel, thread_ts, "answer.md", content.as_bytes(), None)
                     .await
                 {
-                    Ok(_) => post(0, feedback(message)).await,
+                    Ok(_) => post(0, feedback(*message)).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot attach a long answer; posting it in parts");
                         post_all(fallback).await
