@@ -85,7 +85,13 @@ struct NullStore;
 
 #[async_trait]
 impl RunStore for NullStore {
-    async fn start_within(&self, _id: &str, _agent: &str, _max: u32) -> Result<bool, StoreError> {
+    async fn start_within(
+        &self,
+        _id: &str,
+        _agent: &str,
+        _max: Option<u32>,
+        _thread: Option<&str>,
+    ) -> Result<bool, StoreError> {
         Ok(true)
     }
     async fn runs_since(

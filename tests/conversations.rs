@@ -507,3 +507,54 @@ async fn a_failed_run_says_so_in_its_thread() {
     assert_eq!(posts[0]["thread_ts"], "1700000400.000100");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn one_run_of_a_thread_at_a_time_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("First answer.")).delay(Duration::from_millis(300)));
+    fake.push(Reply::ok(openai_text("Second answer.")).delay(Duration::from_millis(300)));
+    let mut s = start(dir.path(), &fake, &slack).await;
+    let root = "1700000500.000100";
+    ws.say(CHANNEL, root, None, "U0ADA", "<@UBOT> is gw-2 up?");
+    ws.say(
+        CHANNEL,
+        "1700000501.000100",
+        Some(root),
+        "U0BO",
+        "<@UBOT> and gw-3?",
+    );
+    // The second arrives while the first is still working.
+    s.deliver(
+        "EvQ1",
+        mention(CHANNEL, "U0ADA", "<@UBOT> is gw-2 up?", root, None),
+    )
+    .await;
+    s.deliver(
+        "EvQ2",
+        mention(
+            CHANNEL,
+            "U0BO",
+            "<@UBOT> and gw-3?",
+            "1700000501.000100",
+            Some(root),
+        ),
+    )
+    .await;
+    let mut runs = s.runs(2).await;
+    runs.sort_by_key(|r| r.started_at);
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    assert!(
+        runs[1].started_at.unwrap() >= runs[0].finished_at.unwrap(),
+        "the thread's runs overlapped: {runs:?}"
+    );
+    // So the second run reads the first one's answer as its own turn.
+    let second = turns(&fake.requests()[1].body);
+    assert!(
+        second.contains(&("assistant".to_string(), "First answer.".to_string())),
+        "{second:?}"
+    );
+    s.stop().await;
+}

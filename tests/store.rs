@@ -454,6 +454,41 @@ async fn approvals_park_decide_once_and_time_out(s: Arc<dyn Store>) {
 }
 both!(approvals_on_both, approvals_park_decide_once_and_time_out);
 
+async fn a_conversation_runs_one_at_a_time_in_order(s: Arc<dyn Store>) {
+    // uuid v7 ids sort by creation: "t1" before "t2".
+    for id in ["t1", "t2"] {
+        let new = NewRun {
+            thread_key: Some("C1:1700000000.000100".into()),
+            ..run(id, "helpdesk")
+        };
+        s.create_run(&new).await.unwrap();
+    }
+    s.create_run(&run("other", "helpdesk")).await.unwrap();
+    let thread = Some("C1:1700000000.000100");
+    assert!(
+        !s.start_within("t2", "helpdesk", None, thread).await.unwrap(),
+        "t1 came first"
+    );
+    assert!(s.start_within("t1", "helpdesk", None, thread).await.unwrap());
+    assert!(
+        !s.start_within("t2", "helpdesk", None, thread).await.unwrap(),
+        "t1 is running"
+    );
+    // Another conversation is not held up, but the agent's cap still counts t1.
+    assert!(!s.start_within("other", "helpdesk", Some(1), None).await.unwrap());
+    assert!(s.start_within("other", "helpdesk", Some(2), None).await.unwrap());
+    s.finish_run(
+        "t1",
+        RunStatus::Running,
+        &RunOutcome::new("t1"),
+        Privacy::Recorded,
+    )
+    .await
+    .unwrap();
+    assert!(s.start_within("t2", "helpdesk", None, thread).await.unwrap());
+}
+both!(conversations_on_both, a_conversation_runs_one_at_a_time_in_order);
+
 #[tokio::test]
 async fn steward_serve_runs_a_webhook_on_postgres() {
     use support::*;

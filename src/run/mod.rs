@@ -163,6 +163,7 @@ impl Runner {
                         kind: trigger.kind.clone(),
                         actor: trigger.actor(),
                         private: trigger.private,
+                        thread_key: None,
                     })
                     .await?;
                 id

@@ -384,6 +384,7 @@ impl Dispatcher {
                 kind: trigger.kind.clone(),
                 actor: trigger.actor(),
                 private: trigger.private,
+                thread_key: trigger.conversation_key(),
             })
             .collect();
         // The event leaves the queue in the same transaction that creates its runs, so a
@@ -459,9 +460,13 @@ impl Dispatcher {
         self.tracker.spawn(async move {
             let store = runner.store.clone();
             let work = async {
-                // A cap across replicas: wait (queued, lease renewed) for a free slot.
-                if let Some(max) = agent.limits.concurrency {
-                    while !store.start_within(&run_id, &agent.name, max).await? {
+                // Across replicas, wait (queued, lease renewed) for a slot under the
+                // agent's cap and for the conversation's earlier runs: one run of a
+                // thread at a time, in the order its messages came.
+                let thread = trigger.conversation_key();
+                if agent.limits.concurrency.is_some() || thread.is_some() {
+                    let max = agent.limits.concurrency;
+                    while !store.start_within(&run_id, &agent.name, max, thread.as_deref()).await? {
                         tokio::time::sleep(SLOT_POLL).await;
                     }
                 }

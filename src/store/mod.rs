@@ -36,6 +36,8 @@ pub struct NewRun {
     pub actor: Option<String>,
     /// From a private channel: the inspector shows metadata only.
     pub private: bool,
+    /// The conversation it answers in (a Slack thread): one run of it at a time.
+    pub thread_key: Option<String>,
 }
 
 /// An authenticated inbound event, as persisted before it is acknowledged.
@@ -192,8 +194,16 @@ pub trait RunStore: Send + Sync {
     /// Moves `id` from `from` to `to`; false when the run was not in `from`.
     async fn transition(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<bool, StoreError>;
     /// `queued` → `running` only while fewer than `max` runs of `agent` are running
-    /// (in one transaction, serialized across replicas); `false` means wait.
-    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError>;
+    /// (when `max` is set) and, when `thread` is set, no run of that conversation is
+    /// running and none queued before this one (one transaction, serialized across
+    /// replicas); `false` means wait.
+    async fn start_within(
+        &self,
+        id: &str,
+        agent: &str,
+        max: Option<u32>,
+        thread: Option<&str>,
+    ) -> Result<bool, StoreError>;
     /// Runs of `agent` started by `actor` since `since` (per-person rate limits).
     async fn runs_since(&self, agent: &str, actor: &str, since: DateTime<Utc>) -> Result<u64, StoreError>;
     /// What `agent`'s runs created since `since` cost, in US dollars.

@@ -39,6 +39,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "approvals",
         include_str!("migrations/postgres/0004_approvals.sql"),
     ),
+    (
+        5,
+        "thread key",
+        include_str!("migrations/postgres/0005_thread_key.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -123,8 +128,8 @@ impl PgStore {
 impl RunStore for PgStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private) \
-             VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private, thread_key) \
+             VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(&run.id)
         .bind(&run.agent)
@@ -136,27 +141,46 @@ impl RunStore for PgStore {
         .bind(&run.kind)
         .bind(&run.actor)
         .bind(run.private)
+        .bind(&run.thread_key)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError> {
-        // The advisory lock (per agent, held to commit) serializes the count and the
-        // update across replicas; READ COMMITTED alone would let two both see room.
+    async fn start_within(
+        &self,
+        id: &str,
+        agent: &str,
+        max: Option<u32>,
+        thread: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        // Advisory locks (per agent, per conversation; taken in that order, held to
+        // commit) serialize the checks and the update across replicas; READ COMMITTED
+        // alone would let two both see room.
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("steward.concurrency.{agent}"))
-            .execute(&mut *tx)
-            .await?;
+        if max.is_some() {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                .bind(format!("steward.concurrency.{agent}"))
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(thread) = thread {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                .bind(format!("steward.thread.{thread}"))
+                .execute(&mut *tx)
+                .await?;
+        }
         let done = sqlx::query(
             "UPDATE runs SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'queued' \
-             AND (SELECT COUNT(*) FROM runs WHERE agent = $3 AND status = 'running') < $4",
+             AND ($3::bigint IS NULL OR (SELECT COUNT(*) FROM runs WHERE agent = $4 AND status = 'running') < $3) \
+             AND ($5::text IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_key = $5 AND r.id <> $2 \
+                  AND (r.status = 'running' OR (r.status = 'queued' AND r.id < $2))))",
         )
         .bind(timestamp(Utc::now()))
         .bind(id)
+        .bind(max.map(i64::from))
         .bind(agent)
-        .bind(i64::from(max))
+        .bind(thread)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -475,7 +499,7 @@ impl EventQueue for PgStore {
         for run in runs {
             sqlx::query(
                 "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
-                 source, trigger_kind, actor, private) VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11)",
+                 source, trigger_kind, actor, private, thread_key) VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11, $12)",
             )
             .bind(&run.id)
             .bind(&run.agent)
@@ -488,6 +512,7 @@ impl EventQueue for PgStore {
             .bind(&run.kind)
             .bind(&run.actor)
             .bind(run.private)
+            .bind(&run.thread_key)
             .execute(&mut *tx)
             .await?;
         }

@@ -37,6 +37,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "sealed", include_str!("migrations/0007_sealed.sql")),
     (8, "claimed at", include_str!("migrations/0008_claimed_at.sql")),
     (9, "approvals", include_str!("migrations/0009_approvals.sql")),
+    (10, "thread key", include_str!("migrations/0010_thread_key.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -173,8 +174,8 @@ impl SqliteStore {
 impl RunStore for SqliteStore {
     async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private) \
-             VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, source, trigger_kind, actor, private, thread_key) \
+             VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&run.id)
         .bind(&run.agent)
@@ -186,22 +187,36 @@ impl RunStore for SqliteStore {
         .bind(&run.kind)
         .bind(&run.actor)
         .bind(run.private)
+        .bind(&run.thread_key)
         .execute(&self.writer)
         .await?;
         Ok(())
     }
 
-    async fn start_within(&self, id: &str, agent: &str, max: u32) -> Result<bool, StoreError> {
-        // One writer connection: the count and the update cannot interleave with
+    async fn start_within(
+        &self,
+        id: &str,
+        agent: &str,
+        max: Option<u32>,
+        thread: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        // One writer connection: the checks and the update cannot interleave with
         // another replica's (SQLite serializes writers on the file).
         let done = sqlx::query(
             "UPDATE runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued' \
-             AND (SELECT COUNT(*) FROM runs WHERE agent = ? AND status = 'running') < ?",
+             AND (? IS NULL OR (SELECT COUNT(*) FROM runs WHERE agent = ? AND status = 'running') < ?) \
+             AND (? IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_key = ? AND r.id <> ? \
+                  AND (r.status = 'running' OR (r.status = 'queued' AND r.id < ?))))",
         )
         .bind(timestamp(Utc::now()))
         .bind(id)
+        .bind(max.map(i64::from))
         .bind(agent)
-        .bind(i64::from(max))
+        .bind(max.map(i64::from))
+        .bind(thread)
+        .bind(thread)
+        .bind(id)
+        .bind(id)
         .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -525,7 +540,7 @@ impl EventQueue for SqliteStore {
         for run in runs {
             sqlx::query(
                 "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
-                 source, trigger_kind, actor, private) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+                 source, trigger_kind, actor, private, thread_key) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(&run.id)
             .bind(&run.agent)
@@ -538,6 +553,7 @@ impl EventQueue for SqliteStore {
             .bind(&run.kind)
             .bind(&run.actor)
             .bind(run.private)
+            .bind(&run.thread_key)
             .execute(&mut *tx)
             .await?;
         }
@@ -808,6 +824,7 @@ mod tests {
 
     fn new_run(id: &str) -> NewRun {
         NewRun {
+            thread_key: None,
             id: id.into(),
             agent: "a".into(),
             parent_id: None,
@@ -918,6 +935,7 @@ mod tests {
                  ALTER TABLE runs DROP COLUMN trigger_kind; ALTER TABLE runs DROP COLUMN actor; \
                  ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; ALTER TABLE events DROP COLUMN sealed; \
                  ALTER TABLE events DROP COLUMN claimed_at; DROP TABLE approvals; \
+                 DROP INDEX runs_thread; ALTER TABLE runs DROP COLUMN thread_key; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -933,7 +951,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

@@ -121,6 +121,29 @@ impl TriggerEvent {
         }
     }
 
+    /// The conversation the trigger belongs to, where runs answer one at a time: a
+    /// Slack thread (`channel:root ts`; a message or reaction at a channel's root starts
+    /// its own), or a whole direct message (`channel`). `None` for other sources.
+    pub fn conversation_key(&self) -> Option<String> {
+        let Origin::Slack {
+            channel,
+            channel_type,
+            ts,
+            thread_ts,
+            reaction,
+            ..
+        } = &self.origin
+        else {
+            return None;
+        };
+        let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
+        match thread_ts.as_deref().or(ts.as_deref()) {
+            _ if dm && thread_ts.is_none() && reaction.is_none() => Some(channel.clone()),
+            Some(root) => Some(format!("{channel}:{root}")),
+            None => None,
+        }
+    }
+
     /// The first user message of an LLM run.
     pub fn to_prompt(&self) -> String {
         self.to_prompt_with(self.text.as_deref())

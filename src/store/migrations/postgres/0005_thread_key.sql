@@ -1,0 +1,2 @@
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS thread_key TEXT;
+CREATE INDEX IF NOT EXISTS runs_thread ON runs(thread_key, status);
