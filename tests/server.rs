@@ -1239,3 +1239,36 @@ fn serve_listens_on_loopback_unless_told_otherwise() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("[default: 127.0.0.1:8080]"), "{help}");
 }
+
+#[tokio::test]
+async fn a_run_of_an_agent_removed_from_the_config_is_ended_not_left_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SqliteStore::open(&dir.path().join("steward.db")).await.unwrap();
+        let trigger = TriggerEvent::from_cli(json!({"text": "old work"}));
+        let row = steward::server::ingest::event_row(&trigger, "test:removed");
+        let event_id = row.id.clone();
+        store.insert_events(&[row]).await.unwrap();
+        store.claim_events(10).await.unwrap();
+        let run = NewRun {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent: "retired-agent".into(),
+            trigger_summary: "old".into(),
+            event_id: Some(event_id.clone()),
+            // A queued run holds its thread: left alone, the thread would wait forever.
+            thread_key: Some("C1:1700000000.000100".into()),
+            ..Default::default()
+        };
+        let expired = chrono::Utc::now() - chrono::Duration::seconds(5);
+        assert!(store.route_event(&event_id, &[run], expired).await.unwrap());
+    }
+    let fake = FakeModel::start().await;
+    let mut h = start(dir, fake, None, Duration::from_secs(60)).await;
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].status, RunStatus::Interrupted);
+    assert_eq!(
+        runs[0].error.as_deref(),
+        Some("agent 'retired-agent' is no longer in the configuration")
+    );
+    h.stop().await;
+}

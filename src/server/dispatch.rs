@@ -531,7 +531,11 @@ impl Dispatcher {
         for r in store.expired_runs(Utc::now()).await? {
             self.runner.metrics.lease_reclaimed();
             let Some(agent) = self.config.agents.get(&r.agent).cloned() else {
-                tracing::warn!(run = %r.id, agent = %r.agent, "expired run of an agent that no longer exists");
+                // Ended rather than left queued: a queued run holds its conversation.
+                let error = format!("agent '{}' is no longer in the configuration", r.agent);
+                if end_run(store.as_ref(), &r.id, Termination::Interrupted, &error).await? {
+                    tracing::warn!(run = %r.id, agent = %r.agent, "ended a run of an agent that no longer exists");
+                }
                 continue;
             };
             if r.status == RunStatus::Running && store.has_side_effects(&r.id).await? {
