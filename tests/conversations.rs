@@ -10,9 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Json, Path as UrlPath, Query};
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use steward::config::{Config, Known};
@@ -20,7 +19,6 @@ use steward::integrations::slack::SlackClient;
 use steward::run::Runner;
 use steward::server::{DispatchSettings, Secrets, Service};
 use steward::store::{RunStatus, SqliteStore, Store};
-use steward::triggers::auth::sign_hex;
 use support::*;
 use tower::ServiceExt;
 
@@ -181,21 +179,8 @@ async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient) -> Steward {
 impl Steward {
     /// Delivers an event callback with `event`, signed.
     async fn deliver(&self, event_id: &str, event: Value) -> StatusCode {
-        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
-            "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
-            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}], "event": event})
-        .to_string();
-        let ts = chrono::Utc::now().timestamp().to_string();
-        let sig = format!(
-            "v0={}",
-            sign_hex(SECRET.as_bytes(), &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
-        );
-        let req = Request::post("/slack/events")
-            .header("content-type", "application/json")
-            .header("x-slack-request-timestamp", ts)
-            .header("x-slack-signature", sig)
-            .body(Body::from(body))
-            .unwrap();
+        let body = event_callback(event_id, event).to_string();
+        let req = slack_signed("/slack/events", "application/json", body, SECRET);
         self.service
             .as_ref()
             .unwrap()

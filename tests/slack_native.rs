@@ -108,11 +108,11 @@ async fn fake_slack(fail_upload: Arc<AtomicBool>) -> (String, Calls, Arc<AtomicU
 
 /// An app_mention as Slack delivers it, parsed the way the server parses it.
 fn mention(event_id: &str, text: &str) -> TriggerEvent {
-    let payload = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
-        "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
-        "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
-        "event": {"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": "1700000000.000100",
-                  "channel": "C0HELP", "event_ts": "1700000000.000100"}});
+    let payload = event_callback(
+        event_id,
+        json!({"type": "app_mention", "user": "U061F7AUR", "text": text, "ts": "1700000000.000100",
+               "channel": "C0HELP", "event_ts": "1700000000.000100"}),
+    );
     match steward::triggers::slack::parse(&payload, None).unwrap() {
         steward::triggers::slack::SlackPayload::Event { event, .. } => *event,
         other => panic!("not an event: {other:?}"),

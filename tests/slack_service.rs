@@ -27,7 +27,6 @@ use steward::run::Runner;
 use steward::server::{DispatchSettings, Secrets, Service};
 use steward::store::{RunStatus, SqliteStore, Store};
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
-use steward::triggers::auth::sign_hex;
 use support::*;
 use tower::ServiceExt;
 
@@ -184,20 +183,6 @@ async fn start(
     }
 }
 
-fn signed(path: &str, content_type: &str, raw: String, secret: &str) -> Request<Body> {
-    let ts = chrono::Utc::now().timestamp().to_string();
-    let sig = format!(
-        "v0={}",
-        sign_hex(secret.as_bytes(), &[b"v0:", ts.as_bytes(), b":", raw.as_bytes()])
-    );
-    Request::post(path)
-        .header("content-type", content_type)
-        .header("x-slack-request-timestamp", ts)
-        .header("x-slack-signature", sig)
-        .body(Body::from(raw))
-        .unwrap()
-}
-
 /// A `block_actions` payload as Slack posts it, form-encoded.
 fn click(user: &str, action: &str, value: &str) -> String {
     let payload = json!({
@@ -232,12 +217,12 @@ impl Steward {
     }
 
     async fn mention_from(&self, event_id: &str, user: &str) -> StatusCode {
-        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
-            "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
-            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
-            "event": {"type": "app_mention", "user": user, "text": "<@UBOT> deploy billing",
-                      "ts": "1700000000.000100", "channel": "C123ABC456", "event_ts": "1700000000.000100"}});
-        self.send(signed(
+        let body = event_callback(
+            event_id,
+            json!({"type": "app_mention", "user": user, "text": "<@UBOT> deploy billing",
+                   "ts": "1700000000.000100", "channel": "C123ABC456", "event_ts": "1700000000.000100"}),
+        );
+        self.send(slack_signed(
             "/slack/events",
             "application/json",
             body.to_string(),
@@ -248,7 +233,7 @@ impl Steward {
 
     async fn click(&self, user: &str, action: &str, value: &str) -> StatusCode {
         let raw = click(user, action, value);
-        self.send(signed(
+        self.send(slack_signed(
             "/slack/interactivity",
             "application/x-www-form-urlencoded",
             raw,
@@ -361,7 +346,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
     );
 
     // A bad signature is refused outright.
-    let forged = signed(
+    let forged = slack_signed(
         "/slack/interactivity",
         "application/x-www-form-urlencoded",
         click(ASKER, "steward_approve", &value),
@@ -686,7 +671,7 @@ async fn without_a_thread_the_approvers_are_asked_by_dm_and_a_private_run_needs_
         "event": {"type": "message", "channel": "D024BE91L", "channel_type": "im", "user": ASKER,
                   "text": "deploy billing please", "ts": "1700000500.000100"}});
     assert_eq!(
-        s.send(signed(
+        s.send(slack_signed(
             "/slack/events",
             "application/json",
             dm.to_string(),

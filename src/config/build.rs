@@ -279,6 +279,13 @@ fn build_approval(
             "'approval: required' works with LLM coordinators only: a script cannot wait for a decision across restarts",
         ));
     }
+    if gated.is_empty() && *spec != super::spec::ApprovalSpec::default() {
+        diags.push(src.error_at(
+            "approval",
+            None,
+            "'approval' has no effect: no tool is marked 'approval: required'",
+        ));
+    }
     for id in &spec.approvers {
         if !(id.starts_with('U') || id.starts_with('W')) || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
             diags.push(src.error_at(
@@ -292,7 +299,7 @@ fn build_approval(
     super::ApprovalSettings {
         tools: gated,
         approvers: spec.approvers.clone(),
-        timeout: spec.approval_timeout().unwrap_or(d.timeout),
+        timeout: spec.timeout.map(|t| t.0).unwrap_or(d.timeout),
     }
 }
 
@@ -537,11 +544,11 @@ fn build_agent(
             .map(|w| w.0)
             .unwrap_or(std::time::Duration::from_secs(24 * 3600))
     });
-    if spec.follow_up_window.is_some() && spec.follow_ups == Some(false) {
+    if spec.follow_up_window.is_some() && follow_ups.is_none() {
         diags.push(src.error_at(
             "follow_up_window",
             None,
-            "'follow_up_window' has no effect with 'follow_ups: false'",
+            "'follow_up_window' needs follow-ups: set 'follow_ups: true' or give the agent a slack_mention trigger",
         ));
     }
     (diags.len() == before).then(|| AgentConfig {

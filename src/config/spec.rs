@@ -134,12 +134,6 @@ pub struct ApprovalSpec {
     pub timeout: Option<HumanDuration>,
 }
 
-impl ApprovalSpec {
-    pub fn approval_timeout(&self) -> Option<std::time::Duration> {
-        self.timeout.map(|t| t.0)
-    }
-}
-
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSpec {

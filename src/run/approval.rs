@@ -75,15 +75,15 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
         (false, _) => row.checkpoint.clone(),
         (true, Some(key)) => key
             .open(&row.checkpoint)
-            .map_err(|e| RunError::Files(format!("cannot open the run's checkpoint: {e}")))?,
+            .map_err(|e| RunError::Checkpoint(format!("cannot open it: {e}")))?,
         (true, None) => {
-            return Err(RunError::Files(
+            return Err(RunError::Checkpoint(
                 "the run's checkpoint is sealed and STEWARD_DATA_KEY is not set".into(),
             ));
         }
     };
     let checkpoint: Checkpoint =
-        serde_json::from_slice(&plain).map_err(|e| RunError::Files(format!("unreadable checkpoint: {e}")))?;
+        serde_json::from_slice(&plain).map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?;
     let by = match &row.decided_by {
         Some(user) => {
             cx.runner
@@ -118,12 +118,12 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
     let Some(checkpoint) = outcome.awaiting.clone() else {
         return Ok(outcome.stopped(Termination::ToolError, Some("no checkpoint to wait with".into())));
     };
-    let parsed: Checkpoint = serde_json::from_value(checkpoint.clone())
-        .map_err(|e| RunError::Files(format!("checkpoint: {e}")))?;
+    let parsed: Checkpoint =
+        serde_json::from_value(checkpoint.clone()).map_err(|e| RunError::Checkpoint(e.to_string()))?;
     let json = serde_json::to_vec(&checkpoint).unwrap_or_default();
     let sealed = match (cx.trigger.private, &runner.data_key) {
         (false, _) => json,
-        (true, Some(key)) => key.seal(&json).map_err(|e| RunError::Files(e.to_string()))?,
+        (true, Some(key)) => key.seal(&json).map_err(|e| RunError::Checkpoint(e.to_string()))?,
         (true, None) => {
             let mut out = outcome;
             out.awaiting = None;
@@ -138,7 +138,7 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
         .iter()
         .find(|c| parsed.gated.contains(&c.id))
         .cloned()
-        .ok_or_else(|| RunError::Files("checkpoint without a gated call".into()))?;
+        .ok_or_else(|| RunError::Checkpoint("no gated call in it".into()))?;
     let now = Utc::now();
     let deadline = now + chrono::Duration::from_std(cx.agent.approval.timeout).unwrap_or_default();
     let requester = match &cx.trigger.origin {
@@ -170,7 +170,7 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
     });
     cx.recorder.flush().await?;
     if !runner.store.suspend_run(&row).await? {
-        return Err(RunError::Files(
+        return Err(RunError::Checkpoint(
             "the run left `running` before it could wait".into(),
         ));
     }

@@ -120,6 +120,9 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Files(String),
+    /// A parked run's checkpoint could not be written, sealed or read back.
+    #[error("approval checkpoint: {0}")]
+    Checkpoint(String),
     #[error("run {0} is not queued (another worker took it)")]
     NotQueued(String),
 }

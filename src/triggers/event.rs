@@ -49,6 +49,31 @@ pub enum Origin {
     },
 }
 
+impl Origin {
+    /// Where a Slack reply goes: the channel, and the thread's root (the thread of a
+    /// threaded message, else the message itself: a reaction's target, a mention). A
+    /// message at the root of a direct message has no thread: a DM reads as a chat.
+    /// `None` for other origins.
+    pub fn slack_thread(&self) -> Option<(&str, Option<&str>)> {
+        let Origin::Slack {
+            channel,
+            channel_type,
+            ts,
+            thread_ts,
+            reaction,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
+        if dm && thread_ts.is_none() && reaction.is_none() {
+            return Some((channel, None));
+        }
+        Some((channel, thread_ts.as_deref().or(ts.as_deref())))
+    }
+}
+
 /// A normalized trigger: where it came from, a one-line summary for listings, and the
 /// payload the agent sees.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,23 +150,10 @@ impl TriggerEvent {
     /// Slack thread (`channel:root ts`; a message or reaction at a channel's root starts
     /// its own), or a whole direct message (`channel`). `None` for other sources.
     pub fn conversation_key(&self) -> Option<String> {
-        let Origin::Slack {
-            channel,
-            channel_type,
-            ts,
-            thread_ts,
-            reaction,
-            ..
-        } = &self.origin
-        else {
-            return None;
-        };
-        let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
-        match thread_ts.as_deref().or(ts.as_deref()) {
-            _ if dm && thread_ts.is_none() && reaction.is_none() => Some(channel.clone()),
-            Some(root) => Some(format!("{channel}:{root}")),
-            None => None,
-        }
+        self.origin.slack_thread().map(|(channel, root)| match root {
+            Some(root) => format!("{channel}:{root}"),
+            None => channel.to_string(),
+        })
     }
 
     /// The first user message of an LLM run.

@@ -441,3 +441,31 @@ pub fn intake_tree() -> tempfile::TempDir {
     );
     root
 }
+
+/// An Events API `event_callback` around `event`, as Slack documents it, with the bot
+/// `UBOT` in its `authorizations`.
+pub fn event_callback(event_id: &str, event: Value) -> Value {
+    json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
+        "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}], "event": event})
+}
+
+/// A request to `path` signed as Slack signs it (`v0` HMAC over timestamp and body).
+pub fn slack_signed(
+    path: &str,
+    content_type: &str,
+    body: String,
+    secret: &str,
+) -> axum::http::Request<axum::body::Body> {
+    let ts = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        steward::triggers::auth::sign_hex(secret.as_bytes(), &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
+    );
+    axum::http::Request::post(path)
+        .header("content-type", content_type)
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(axum::body::Body::from(body))
+        .unwrap()
+}

@@ -23,29 +23,6 @@ impl SlackSource {
     }
 }
 
-/// The thread to reply in: the thread root for a threaded message, else the message
-/// itself (a reaction's target, a mention). A message at the root of a direct message
-/// is answered at the root: a DM reads as a chat, not as threads.
-fn thread(origin: &Origin) -> Option<(&str, Option<&str>)> {
-    match origin {
-        Origin::Slack {
-            channel,
-            channel_type,
-            ts,
-            thread_ts,
-            reaction,
-            ..
-        } => {
-            let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
-            if dm && thread_ts.is_none() && reaction.is_none() {
-                return Some((channel, None));
-            }
-            Some((channel, thread_ts.as_deref().or(ts.as_deref())))
-        }
-        _ => None,
-    }
-}
-
 #[async_trait]
 impl Source for SlackSource {
     fn owns(&self, origin: &Origin) -> bool {
@@ -53,13 +30,17 @@ impl Source for SlackSource {
     }
 
     fn reply_destination(&self, origin: &Origin) -> Option<Value> {
-        thread(origin).map(|(channel, thread_ts)| json!({"slack": channel, "thread_ts": thread_ts}))
+        origin
+            .slack_thread()
+            .map(|(channel, thread_ts)| json!({"slack": channel, "thread_ts": thread_ts}))
     }
 
     /// The answer as mrkdwn sections with a footer (prompt, run, who asked), split or
     /// attached when long (see [`message::layout`]). Returns the first message posted.
     async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError> {
-        let (channel, thread_ts) = thread(origin).ok_or(ApiError::NotConfigured("a Slack origin"))?;
+        let (channel, thread_ts) = origin
+            .slack_thread()
+            .ok_or(ApiError::NotConfigured("a Slack origin"))?;
         let client = self
             .client
             .as_ref()
@@ -239,7 +220,7 @@ async fn ask(
     origin: &Origin,
     request: &ApprovalRequest<'_>,
 ) -> Result<(String, String), ApiError> {
-    let (channel, thread_ts) = match thread(origin) {
+    let (channel, thread_ts) = match origin.slack_thread() {
         Some((channel, ts)) => (channel.to_string(), ts.map(str::to_string)),
         None if !request.approvers.is_empty() => {
             let opened = client

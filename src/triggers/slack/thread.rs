@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::integrations::ApiError;
 use crate::integrations::slack::SlackClient;
+use crate::integrations::slack::entities::Entity;
 use crate::triggers::Origin;
 use crate::triggers::source::{Thread, ThreadTurn};
 
@@ -142,10 +143,10 @@ async fn turn(client: &SlackClient, m: &Value) -> Option<ThreadTurn> {
         format!("app {name}")
     } else {
         match user {
-            Some(u) => format!(
-                "@{}",
-                client.humanize(&format!("<@{u}>")).await.trim_start_matches('@')
-            ),
+            Some(u) => {
+                let name = client.name_of(&Entity::User(u.to_string())).await;
+                format!("@{}", name.as_deref().unwrap_or(u))
+            }
             None => "someone".to_string(),
         }
     };
