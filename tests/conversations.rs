@@ -130,6 +130,14 @@ struct Steward {
 }
 
 async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient) -> Steward {
+    start_with(root, fake, slack, &[]).await
+}
+
+/// [`start`] with more agents: `(file name, YAML)`.
+async fn start_with(root: &Path, fake: &FakeModel, slack: &SlackClient, agents: &[(&str, &str)]) -> Steward {
+    for (name, yaml) in agents {
+        write(root, &format!("agents/{name}.yaml"), yaml);
+    }
     write(root, "prompts/p.md", "You help.");
     write(
         root,
@@ -493,53 +501,112 @@ async fn a_failed_run_says_so_in_its_thread() {
     s.stop().await;
 }
 
+/// Waits until the fake model has had `n` requests.
+async fn model_requests(fake: &FakeModel, n: usize) {
+    for _ in 0..200 {
+        if fake.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the model had {} requests", fake.requests().len());
+}
+
 #[tokio::test]
-async fn one_run_of_a_thread_at_a_time_in_order() {
+async fn messages_sent_during_a_run_are_handed_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::default();
     let slack = fake_slack(ws.clone()).await;
     let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_text("First answer.")).delay(Duration::from_millis(300)));
-    fake.push(Reply::ok(openai_text("Second answer.")).delay(Duration::from_millis(300)));
+    fake.push(Reply::ok(openai_text("Draft about the printer.")).delay(Duration::from_millis(700)));
+    fake.push(Reply::ok(openai_text("Printer on floor 3: use queue P3; toner is in the closet.")));
     let mut s = start(dir.path(), &fake, &slack).await;
-    let root = "1700000500.000100";
-    ws.say(CHANNEL, root, None, "U0ADA", "<@UBOT> is gw-2 up?");
-    ws.say(
-        CHANNEL,
-        "1700000501.000100",
-        Some(root),
-        "U0BO",
-        "<@UBOT> and gw-3?",
+
+    // Three direct messages within a second: the first starts a run at once, the
+    // other two reach it while the model is still answering.
+    let lines = [
+        ("1700000600.000100", "the printer is broken"),
+        ("1700000600.300100", "the one on floor 3"),
+        ("1700000600.600100", "also where is the toner?"),
+    ];
+    for (i, (ts, text)) in lines.iter().enumerate() {
+        if i == 1 {
+            model_requests(&fake, 1).await;
+        }
+        ws.say(DM, ts, None, "U0ADA", text);
+        s.deliver(&format!("EvB{i}"), message(DM, "U0ADA", text, ts, None)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let runs = s.runs(1).await;
+    s.routed().await;
+    assert_eq!(s.store.list_runs(50).await.unwrap().len(), 1, "one run for the burst");
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let last = turns(&requests[1].body);
+    // The draft stays as the model's turn; the later messages follow it, each once.
+    assert!(
+        last.contains(&("assistant".to_string(), "Draft about the printer.".to_string())),
+        "{last:?}"
     );
-    // The second arrives while the first is still working.
-    s.deliver(
-        "EvQ1",
-        mention(CHANNEL, "U0ADA", "<@UBOT> is gw-2 up?", root, None),
-    )
-    .await;
-    s.deliver(
-        "EvQ2",
-        mention(
-            CHANNEL,
-            "U0BO",
-            "<@UBOT> and gw-3?",
-            "1700000501.000100",
-            Some(root),
-        ),
-    )
-    .await;
+    let (role, handed) = last.last().unwrap();
+    assert_eq!(role, "user");
+    assert!(handed.contains("@Ada: the one on floor 3\n@Ada: also where is the toner?"), "{handed}");
+    for (_, text) in &lines[1..] {
+        assert_eq!(last.iter().filter(|(_, t)| t.contains(text)).count(), 1, "{text} in {last:?}");
+    }
+    // One answer, the final one.
+    let posts = ws.bot_posts();
+    assert_eq!(posts.len(), 1);
+    assert!(posts[0]["text"].as_str().unwrap().contains("queue P3"));
+    let events = s.store.run_events(&runs[0].id).await.unwrap();
+    let handed_in: Vec<_> = events.iter().filter(|e| e.kind == "messages_handed_in").collect();
+    assert_eq!(handed_in.len(), 1);
+    assert_eq!(handed_in[0].data["count"], 2);
+    // A DM is private: the handed text is recorded by length only.
+    assert!(handed_in[0].data["text"].as_str().unwrap().starts_with("[private:"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_queued_behind_another_waits_for_quiet_and_answers_the_burst_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("gw-2 is up.")).delay(Duration::from_millis(600)));
+    fake.push(Reply::ok(openai_text("Logged both.")));
+    let ops = "C0OPS";
+    let watcher = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\nfollow_ups: false\ndebounce: 300ms\ntriggers:\n  - slack_message: {channels: [C0OPS]}\n";
+    let mut s = start_with(dir.path(), &fake, &slack, &[("watcher", watcher)]).await;
+
+    let root = "1700000700.000100";
+    ws.say(ops, root, None, "U0ADA", "<@UBOT> is gw-2 up?");
+    s.deliver("EvW1", mention(ops, "U0ADA", "<@UBOT> is gw-2 up?", root, None)).await;
+    model_requests(&fake, 1).await;
+    // While the helpdesk answers, two messages for the watcher in the same thread.
+    for (i, (ts, text)) in [("1700000701.000100", "deploy 41 started"), ("1700000701.500100", "deploy 41 done")]
+        .iter()
+        .enumerate()
+    {
+        ws.say(ops, ts, Some(root), "U0BO", text);
+        s.deliver(&format!("EvW{}", i + 2), message(ops, "U0BO", text, ts, Some(root))).await;
+    }
     let mut runs = s.runs(2).await;
+    s.routed().await;
+    assert_eq!(s.store.list_runs(50).await.unwrap().len(), 2, "the burst became one run");
     runs.sort_by_key(|r| r.started_at);
-    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    assert_eq!(runs[1].agent, "watcher");
     assert!(
         runs[1].started_at.unwrap() >= runs[0].finished_at.unwrap(),
         "the thread's runs overlapped: {runs:?}"
     );
-    // So the second run reads the first one's answer as its own turn.
     let second = turns(&fake.requests()[1].body);
-    assert!(
-        second.contains(&("assistant".to_string(), "First answer.".to_string())),
-        "{second:?}"
-    );
+    // It read the first run's answer, then its own message with the one after it.
+    assert!(second.contains(&("assistant".to_string(), "gw-2 is up.".to_string())), "{second:?}");
+    let (_, request) = second.last().unwrap();
+    assert!(request.contains("deploy 41 started"), "{request}");
+    assert!(request.contains("[steward: written after it in the conversation, answer these too:]\n@Bo: deploy 41 done"), "{request}");
+    assert_eq!(second.iter().filter(|(_, t)| t.contains("deploy 41 done")).count(), 1, "{second:?}");
     s.stop().await;
 }

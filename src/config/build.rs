@@ -551,11 +551,20 @@ fn build_agent(
             "'follow_up_window' needs follow-ups: set 'follow_ups: true' or give the agent a slack_mention trigger",
         ));
     }
+    let debounce = spec.debounce.map_or(super::DEFAULT_DEBOUNCE, |d| d.0);
+    if spec.debounce.is_some() && matches!(coordinator, Coordinator::Script { .. }) {
+        diags.push(src.error_at(
+            "debounce",
+            None,
+            "'debounce' applies to LLM agents: a script run reads no messages that arrive after it was queued",
+        ));
+    }
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
         owner: spec.owner,
         follow_ups,
+        debounce,
         file: src.rel.clone(),
         coordinator,
         models,
@@ -657,6 +666,7 @@ fn build_subagent(
         description: spec.description,
         owner: None,
         follow_ups: None,
+        debounce: super::DEFAULT_DEBOUNCE,
         file: src.rel.clone(),
         coordinator: Coordinator::Llm,
         models,

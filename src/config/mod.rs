@@ -22,6 +22,9 @@ pub use settings::Settings;
 pub use spec::{SkillsSpec, TriggerSpec};
 
 /// Names of the tools every agent gets without listing them (the virtual-file tools).
+/// How long a conversation must be quiet before a run queued in it starts (`debounce`).
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(2);
+
 pub const BASE_TOOLS: &[&str] = &[
     "extract_file",
     "file_read",
@@ -244,6 +247,9 @@ pub struct AgentConfig {
     /// Follow-ups in its Slack threads reach it for this long after its last reply
     /// there; `None`: they do not.
     pub follow_ups: Option<Duration>,
+    /// A run queued behind another of its conversation starts once no message came for
+    /// this long, so a burst becomes one turn.
+    pub debounce: Duration,
     /// The YAML file it came from, relative to the root.
     pub file: PathBuf,
     pub coordinator: Coordinator,
@@ -267,6 +273,12 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
+    /// Whether later messages of its conversation can be handed to a running run:
+    /// the LLM loop reads them between model calls; a script cannot.
+    pub fn takes_handoffs(&self) -> bool {
+        !matches!(self.coordinator, Coordinator::Script { .. })
+    }
+
     /// A minimal LLM agent, for tests and embedding; configs normally come from YAML.
     pub fn new(name: &str, model: ModelRef, prompt: &str, tools: Vec<String>) -> Self {
         AgentConfig {
@@ -274,6 +286,7 @@ impl AgentConfig {
             description: String::new(),
             owner: None,
             follow_ups: None,
+            debounce: DEFAULT_DEBOUNCE,
             file: PathBuf::from(format!("agents/{name}.yaml")),
             coordinator: Coordinator::Llm,
             models: vec![model],

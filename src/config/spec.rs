@@ -24,6 +24,10 @@ pub struct AgentSpec {
     pub follow_ups: Option<bool>,
     /// How long after its last reply in a thread follow-ups still reach it (default 24h).
     pub follow_up_window: Option<HumanDuration>,
+    /// Messages of a conversation that arrive this close together while a run of it is
+    /// queued become one turn: a queued run starts only once the conversation has been
+    /// quiet this long (default 2s; `0s` turns it off).
+    pub debounce: Option<HumanDuration>,
     /// Written as single-key maps (`- cron: {...}`), the shape people expect in YAML.
     #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
     pub triggers: Vec<TriggerSpec>,

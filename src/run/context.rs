@@ -46,6 +46,8 @@ pub struct RunContext<'a> {
     /// Message content may go on spans: the operator asked for it
     /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) and the run is not private.
     pub capture_content: bool,
+    /// Later messages of the conversation, handed in while the run works.
+    pub inbox: Option<Arc<super::inbox::Inbox>>,
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -173,6 +175,7 @@ pub async fn prepare<'a>(
         child_totals,
         cancel,
         capture_content,
+        inbox: lineage.inbox,
     })
 }
 

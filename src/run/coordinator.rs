@@ -72,6 +72,7 @@ impl Coordinator for LlmCoordinator {
             reinject: required.map(crate::provider::Message::user).into_iter().collect(),
             system: cx.system.clone(),
             child_totals: cx.child_totals.clone(),
+            inbox: cx.inbox.clone(),
         };
         Ok(run.run(start).await?)
     }

@@ -154,6 +154,13 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         by: Option<String>,
     },
+    /// Messages of the conversation that arrived while the run waited or worked, read by
+    /// the model before its next call instead of starting another run.
+    MessagesHandedIn {
+        turn: u32,
+        count: usize,
+        text: Private,
+    },
     /// Found after a crash: the run had made a side effect, so it is not re-run.
     Interrupted {
         reason: &'static str,

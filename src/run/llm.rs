@@ -50,6 +50,9 @@ pub struct LlmRun<'a> {
     pub system: String,
     /// Usage and cost of finished subagent runs, not yet added to this run's totals.
     pub child_totals: Arc<ChildTotals>,
+    /// Messages of the conversation handed to this run while it works (see
+    /// [`super::inbox`]); read before each model call.
+    pub inbox: Option<Arc<super::inbox::Inbox>>,
 }
 
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
@@ -75,6 +78,29 @@ pub fn window_of(agent: &AgentConfig, chain: &ModelChain) -> u64 {
             pricing::context_window(&m.provider, &m.model)
         })
     })
+}
+
+impl LlmRun<'_> {
+    /// Adds the conversation's new messages as one user turn, and records that they
+    /// were handed in.
+    fn hand_in(&self, messages: Vec<super::inbox::Handed>, conv: &mut Conversation, turn: u32) {
+        if messages.is_empty() {
+            return;
+        }
+        let lines: Vec<String> = messages.iter().map(|m| m.text.clone()).collect();
+        let text = format!(
+            "[steward: new messages in this conversation since your last turn, oldest first; answer them too:]\n{}",
+            lines.join("\n")
+        );
+        self.recorder.record(RunEvent::MessagesHandedIn {
+            turn,
+            count: messages.len(),
+            text: self.recorder.wrap(lines.join("\n")),
+        });
+        let m = Message::user(text);
+        let t = message_tokens(&m);
+        conv.push(m, t);
+    }
 }
 
 enum Step<T> {
@@ -163,6 +189,9 @@ impl LlmRun<'_> {
                     CompactError::Provider(e) => Ok(stop(out, Termination::ProviderError, e.to_string())),
                 };
             }
+            if let Some(inbox) = &self.inbox {
+                self.hand_in(inbox.take(), &mut conv, out.turns);
+            }
             self.files.set_budget(compact_limit.saturating_sub(conv.total()));
             let outcome = match self
                 .model_turn(&system, conv.messages(), conv.wire(), &defs, out.turns, deadline)
@@ -179,8 +208,28 @@ impl LlmRun<'_> {
             out.cost_usd += cost;
 
             if response.tool_calls.is_empty() {
-                out.final_text = response.text;
-                return Ok(out);
+                // Messages that came while the model wrote this answer: it answers
+                // them too, with its draft before it, rather than leave them unread.
+                let late = match &self.inbox {
+                    Some(i) if out.turns < limits.max_turns => i.take_or_close(),
+                    Some(i) => {
+                        i.close();
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                };
+                if late.is_empty() {
+                    out.final_text = response.text;
+                    return Ok(out);
+                }
+                let draft = Message::Assistant {
+                    text: response.text,
+                    tool_calls: Vec::new(),
+                };
+                let t = message_tokens(&draft);
+                conv.push(draft, t);
+                self.hand_in(late, &mut conv, out.turns);
+                continue;
             }
             if let Some(max) = limits.max_cost_usd
                 && out.cost_usd >= max

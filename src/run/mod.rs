@@ -13,6 +13,7 @@ pub mod coordinator;
 pub mod events;
 pub mod failure;
 pub mod gateway;
+pub mod inbox;
 pub mod inputs;
 pub mod llm;
 pub mod metering;
@@ -96,6 +97,9 @@ pub struct Lineage {
     pub files: Option<(Arc<RunFiles>, Vec<String>)>,
     /// A run row created beforehand (by the server's dispatcher) to execute.
     pub existing_run: Option<String>,
+    /// Where later messages of the run's conversation are handed to it (LLM runs the
+    /// server starts in a conversation).
+    pub inbox: Option<Arc<inbox::Inbox>>,
 }
 
 impl Lineage {
@@ -109,6 +113,7 @@ impl Lineage {
             parent_models: Vec::new(),
             files: None,
             existing_run: None,
+            inbox: None,
         }
     }
 }

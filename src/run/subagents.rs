@@ -107,6 +107,7 @@ impl SubagentLauncher for Launcher {
             parent_models: self.parent_models.clone(),
             files: Some((self.parent_files.clone(), files.to_vec())),
             existing_run: None,
+            inbox: None,
         };
         let outcome = self
             .runner

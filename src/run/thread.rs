@@ -20,9 +20,20 @@ pub async fn history(cx: &RunContext<'_>, prompt: &mut String) -> Vec<Message> {
             ));
             return Vec::new();
         }
-        Some(Ok(thread)) if thread.turns.is_empty() => return Vec::new(),
         Some(Ok(thread)) => thread,
     };
+    if let Some(inbox) = &cx.inbox {
+        inbox.seen(thread.later.iter().map(|t| t.id.clone()));
+    }
+    if !thread.later.is_empty() {
+        prompt.push_str("\n[steward: written after it in the conversation, answer these too:]\n");
+        for turn in &thread.later {
+            prompt.push_str(&format!("{}: {}\n", turn.author, turn.text));
+        }
+    }
+    if thread.turns.is_empty() {
+        return Vec::new();
+    }
     let omitted = match thread.omitted {
         0 => String::new(),
         n => format!(" ({n} older messages are not shown)"),

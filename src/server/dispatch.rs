@@ -128,6 +128,8 @@ pub struct Dispatcher {
     global: Arc<Semaphore>,
     per_agent: BTreeMap<String, Arc<Semaphore>>,
     cron: Vec<CronJob>,
+    /// The runs of conversations that take their later messages.
+    handoffs: Arc<super::handoff::Handoffs>,
 }
 
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
@@ -165,6 +167,7 @@ impl Dispatcher {
             global: Arc::new(Semaphore::new(settings.global_concurrency.max(1))),
             per_agent,
             cron: jobs(&config),
+            handoffs: Arc::default(),
             runner,
             config,
             notify,
@@ -372,6 +375,14 @@ impl Dispatcher {
                 .metrics
                 .trigger(&e.source, &e.kind, crate::metrics::TriggerOutcome::NoAgent);
         }
+        // A run of the same conversation and agent that is queued or working here
+        // takes the message instead of a new run starting.
+        let conversation = trigger.conversation_key();
+        let (handed, agents): (Vec<_>, Vec<_>) = agents.into_iter().partition(|a| {
+            conversation
+                .as_deref()
+                .is_some_and(|c| a.takes_handoffs() && self.handoffs.has(c, &a.name))
+        });
         let runs: Vec<NewRun> = agents
             .iter()
             .map(|agent| NewRun {
@@ -384,7 +395,7 @@ impl Dispatcher {
                 kind: trigger.kind.clone(),
                 actor: trigger.actor(),
                 private: trigger.private,
-                thread_key: trigger.conversation_key(),
+                thread_key: conversation.clone(),
             })
             .collect();
         // The event leaves the queue in the same transaction that creates its runs, so a
@@ -401,10 +412,50 @@ impl Dispatcher {
             // Nothing will read it.
             self.runner.store.erase_sealed(&e.id).await?;
         }
-        for (run, agent) in runs.into_iter().zip(&agents) {
-            self.start(run.id, e.id.clone(), agent.clone(), trigger.clone(), whole);
+        let started = agents.len() + handed.len();
+        for (run, agent) in runs.into_iter().zip(agents) {
+            self.start(run.id, e.id.clone(), agent, trigger.clone(), whole);
         }
-        Ok(agents.len())
+        if let Some(conversation) = conversation.filter(|_| !handed.is_empty()) {
+            self.hand_over(&e.id, &conversation, handed, &trigger).await?;
+        }
+        Ok(started)
+    }
+
+    /// Hands the message of `trigger` to the run of each agent working in
+    /// `conversation`; where that run ended meanwhile, starts one of its own.
+    async fn hand_over(
+        &self,
+        event_id: &str,
+        conversation: &str,
+        agents: Vec<Arc<AgentConfig>>,
+        trigger: &TriggerEvent,
+    ) -> Result<(), StoreError> {
+        let message = crate::run::inbox::Handed::from_trigger(&self.runner.sources, trigger).await;
+        for agent in agents {
+            if self.handoffs.offer(conversation, &agent.name, message.clone()) {
+                tracing::debug!(event = %event_id, agent = %agent.name, "handed to the conversation's run");
+                continue;
+            }
+            let run = NewRun {
+                id: uuid::Uuid::now_v7().to_string(),
+                agent: agent.name.clone(),
+                parent_id: None,
+                trigger_summary: trigger_summary(trigger),
+                event_id: Some(event_id.to_string()),
+                source: trigger.source.clone(),
+                kind: trigger.kind.clone(),
+                actor: trigger.actor(),
+                private: trigger.private,
+                thread_key: Some(conversation.to_string()),
+            };
+            let store = &self.runner.store;
+            store.create_run(&run).await?;
+            store.renew_lease(&run.id, lease_until(self.settings.lease)).await?;
+            // The trigger is whole: it is the one just routed, still in memory.
+            self.spawn(run.id, event_id.to_string(), agent, trigger.clone());
+        }
+        Ok(())
     }
 
     /// Posts `text` where `trigger` came from, without a run (a limit's refusal).
@@ -457,17 +508,37 @@ impl Dispatcher {
         let global = self.global.clone();
         let per_agent = self.per_agent.get(&agent.name).cloned();
         let lease = self.settings.lease;
+        let thread = trigger.conversation_key();
+        // From now until it ends, the run takes its conversation's later messages.
+        let inbox = thread
+            .as_deref()
+            .filter(|_| agent.takes_handoffs())
+            .map(|c| (c.to_string(), self.handoffs.open(c, &agent.name)));
+        let handoffs = self.handoffs.clone();
         self.tracker.spawn(async move {
             let store = runner.store.clone();
             let work = async {
                 // Across replicas, wait (queued, lease renewed) for a slot under the
                 // agent's cap and for the conversation's earlier runs: one run of a
                 // thread at a time, in the order its messages came.
-                let thread = trigger.conversation_key();
                 if agent.limits.concurrency.is_some() || thread.is_some() {
                     let max = agent.limits.concurrency;
+                    let mut waited = false;
                     while !store.start_within(&run_id, &agent.name, max, thread.as_deref()).await? {
+                        waited = true;
                         tokio::time::sleep(SLOT_POLL).await;
+                    }
+                    // A run that waited its turn starts once the conversation is quiet,
+                    // so a burst of messages becomes one turn. A first message starts
+                    // at once.
+                    if let Some((_, inbox)) = inbox.as_ref().filter(|_| waited) {
+                        loop {
+                            let quiet = inbox.quiet_in(agent.debounce);
+                            if quiet.is_zero() {
+                                break;
+                            }
+                            tokio::time::sleep(quiet).await;
+                        }
                     }
                 }
                 let _global = global.acquire_owned().await;
@@ -477,6 +548,7 @@ impl Dispatcher {
                 };
                 let mut lineage = Lineage::root(&agent);
                 lineage.existing_run = Some(run_id.clone());
+                lineage.inbox = inbox.as_ref().map(|(_, i)| i.clone());
                 runner.run_in(&agent, &trigger, lineage, runner.interrupt.child_token()).await
             };
             let renew = async {
@@ -500,6 +572,9 @@ impl Dispatcher {
                 },
                 _ = renew => None,
             };
+            if let Some((conversation, inbox)) = &inbox {
+                handoffs.close(conversation, &agent.name, inbox);
+            }
             // A private event's sealed text goes once no run of it is left to read it.
             if trigger.private
                 && let Err(e) = store.erase_sealed(&event_id).await

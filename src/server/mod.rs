@@ -4,6 +4,7 @@
 pub mod access;
 pub mod dispatch;
 pub mod follow_ups;
+pub mod handoff;
 pub mod handlers;
 pub mod ingest;
 pub mod inspector;

@@ -80,9 +80,11 @@ pub struct Reply<'a> {
     pub idempotency_key: String,
 }
 
-/// One earlier message of the conversation a run continues.
+/// One message of the conversation a run continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadTurn {
+    /// The message's id in its source (a Slack `ts`, a comment id).
+    pub id: String,
     /// Written by this bot (a reply of an earlier run).
     pub own: bool,
     /// Who wrote it, as a reader sees it (`@Ana Lee`, `app Jenkins`).
@@ -91,11 +93,14 @@ pub struct ThreadTurn {
     pub text: String,
 }
 
-/// The conversation before the triggering message: oldest first, the trigger itself
-/// left out; `omitted` counts older messages not read.
+/// The conversation around the triggering message, the trigger itself left out:
+/// `turns` came before it (and the bot's own replies after it), oldest first; `later`
+/// holds people's messages written after it, which the run answers with it (they
+/// arrived while it waited for its turn); `omitted` counts older messages not read.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Thread {
     pub turns: Vec<ThreadTurn>,
+    pub later: Vec<ThreadTurn>,
     pub omitted: usize,
 }
 

@@ -39,13 +39,23 @@ pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<Thread
     };
     Some(match raw {
         Ok((messages, omitted)) => {
-            let mut turns = Vec::new();
+            let at = ts.as_deref().and_then(ts_order);
+            let mut thread = Thread {
+                omitted,
+                ..Thread::default()
+            };
             for m in messages.iter().filter(|m| m["ts"].as_str() != ts.as_deref()) {
-                if let Some(turn) = turn(client, m).await {
-                    turns.push(turn);
+                let Some(turn) = turn(client, m).await else {
+                    continue;
+                };
+                let after = at.is_some_and(|at| ts_order(&turn.id).is_some_and(|t| t > at));
+                if after && !turn.own {
+                    thread.later.push(turn);
+                } else {
+                    thread.turns.push(turn);
                 }
             }
-            Ok(Thread { turns, omitted })
+            Ok(thread)
         }
         Err(e) => Err(e),
     })
@@ -150,5 +160,17 @@ async fn turn(client: &SlackClient, m: &Value) -> Option<ThreadTurn> {
             None => "someone".to_string(),
         }
     };
-    Some(ThreadTurn { own, author, text })
+    Some(ThreadTurn {
+        id: m["ts"].as_str().unwrap_or_default().to_string(),
+        own,
+        author,
+        text,
+    })
+}
+
+/// A Slack `ts` (`1700000000.000100`) as (seconds, microseconds), to order messages
+/// without floating point.
+fn ts_order(ts: &str) -> Option<(u64, u64)> {
+    let (secs, micros) = ts.split_once('.').unwrap_or((ts, "0"));
+    Some((secs.parse().ok()?, micros.parse().ok()?))
 }
