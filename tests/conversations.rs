@@ -51,6 +51,11 @@ impl Workspace {
 }
 
 async fn fake_slack(ws: Workspace) -> SlackClient {
+    fake_slack_at(ws).await.0
+}
+
+/// The fake Slack and its base URL (files are served under `/files/`).
+async fn fake_slack_at(ws: Workspace) -> (SlackClient, String) {
     let (w1, w2, w3) = (ws.clone(), ws.clone(), ws.clone());
     let app = Router::new()
         .route(
@@ -95,6 +100,10 @@ async fn fake_slack(ws: Workspace) -> SlackClient {
             }),
         )
         .route(
+            "/files/{name}",
+            get(|UrlPath(name): UrlPath<String>| async move { format!("contents of {name}: restart nginx with `systemctl restart nginx`.") }),
+        )
+        .route(
             "/{method}",
             post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
                 let ws = w3.clone();
@@ -115,7 +124,10 @@ async fn fake_slack(ws: Workspace) -> SlackClient {
             }),
         );
     let url = serve(app).await;
-    SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test")
+    (
+        SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test"),
+        url,
+    )
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
@@ -135,15 +147,16 @@ async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient) -> Steward {
 
 /// [`start`] with more agents: `(file name, YAML)`.
 async fn start_with(root: &Path, fake: &FakeModel, slack: &SlackClient, agents: &[(&str, &str)]) -> Steward {
-    for (name, yaml) in agents {
-        write(root, &format!("agents/{name}.yaml"), yaml);
-    }
     write(root, "prompts/p.md", "You help.");
     write(
         root,
         "agents/helpdesk.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - slack_mention: {}\n  - slack_dm: {}\n",
     );
+    // After the default, so a test may replace it.
+    for (name, yaml) in agents {
+        write(root, &format!("agents/{name}.yaml"), yaml);
+    }
     let tools = steward::tools::ToolRegistry::core(Default::default());
     let config = Config::load(
         root,
@@ -161,6 +174,7 @@ async fn start_with(root: &Path, fake: &FakeModel, slack: &SlackClient, agents: 
         .sources(steward::triggers::Sources::new(
             steward::triggers::source::SourceSettings {
                 slack: Some(slack.clone()),
+                egress: steward::http::Egress::new(steward::http::EgressPolicy::parse("127.0.0.1").unwrap()),
                 ..Default::default()
             },
         ))
@@ -519,7 +533,9 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
     let slack = fake_slack(ws.clone()).await;
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_text("Draft about the printer.")).delay(Duration::from_millis(700)));
-    fake.push(Reply::ok(openai_text("Printer on floor 3: use queue P3; toner is in the closet.")));
+    fake.push(Reply::ok(openai_text(
+        "Printer on floor 3: use queue P3; toner is in the closet.",
+    )));
     let mut s = start(dir.path(), &fake, &slack).await;
 
     // Three direct messages within a second: the first starts a run at once, the
@@ -534,12 +550,17 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
             model_requests(&fake, 1).await;
         }
         ws.say(DM, ts, None, "U0ADA", text);
-        s.deliver(&format!("EvB{i}"), message(DM, "U0ADA", text, ts, None)).await;
+        s.deliver(&format!("EvB{i}"), message(DM, "U0ADA", text, ts, None))
+            .await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let runs = s.runs(1).await;
     s.routed().await;
-    assert_eq!(s.store.list_runs(50).await.unwrap().len(), 1, "one run for the burst");
+    assert_eq!(
+        s.store.list_runs(50).await.unwrap().len(),
+        1,
+        "one run for the burst"
+    );
     assert_eq!(runs[0].status, RunStatus::Succeeded);
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
@@ -551,9 +572,16 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
     );
     let (role, handed) = last.last().unwrap();
     assert_eq!(role, "user");
-    assert!(handed.contains("@Ada: the one on floor 3\n@Ada: also where is the toner?"), "{handed}");
+    assert!(
+        handed.contains("@Ada: the one on floor 3\n@Ada: also where is the toner?"),
+        "{handed}"
+    );
     for (_, text) in &lines[1..] {
-        assert_eq!(last.iter().filter(|(_, t)| t.contains(text)).count(), 1, "{text} in {last:?}");
+        assert_eq!(
+            last.iter().filter(|(_, t)| t.contains(text)).count(),
+            1,
+            "{text} in {last:?}"
+        );
     }
     // One answer, the final one.
     let posts = ws.bot_posts();
@@ -564,7 +592,12 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
     assert_eq!(handed_in.len(), 1);
     assert_eq!(handed_in[0].data["count"], 2);
     // A DM is private: the handed text is recorded by length only.
-    assert!(handed_in[0].data["text"].as_str().unwrap().starts_with("[private:"));
+    assert!(
+        handed_in[0].data["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[private:")
+    );
     s.stop().await;
 }
 
@@ -582,19 +615,31 @@ async fn a_run_queued_behind_another_waits_for_quiet_and_answers_the_burst_once(
 
     let root = "1700000700.000100";
     ws.say(ops, root, None, "U0ADA", "<@UBOT> is gw-2 up?");
-    s.deliver("EvW1", mention(ops, "U0ADA", "<@UBOT> is gw-2 up?", root, None)).await;
+    s.deliver("EvW1", mention(ops, "U0ADA", "<@UBOT> is gw-2 up?", root, None))
+        .await;
     model_requests(&fake, 1).await;
     // While the helpdesk answers, two messages for the watcher in the same thread.
-    for (i, (ts, text)) in [("1700000701.000100", "deploy 41 started"), ("1700000701.500100", "deploy 41 done")]
-        .iter()
-        .enumerate()
+    for (i, (ts, text)) in [
+        ("1700000701.000100", "deploy 41 started"),
+        ("1700000701.500100", "deploy 41 done"),
+    ]
+    .iter()
+    .enumerate()
     {
         ws.say(ops, ts, Some(root), "U0BO", text);
-        s.deliver(&format!("EvW{}", i + 2), message(ops, "U0BO", text, ts, Some(root))).await;
+        s.deliver(
+            &format!("EvW{}", i + 2),
+            message(ops, "U0BO", text, ts, Some(root)),
+        )
+        .await;
     }
     let mut runs = s.runs(2).await;
     s.routed().await;
-    assert_eq!(s.store.list_runs(50).await.unwrap().len(), 2, "the burst became one run");
+    assert_eq!(
+        s.store.list_runs(50).await.unwrap().len(),
+        2,
+        "the burst became one run"
+    );
     runs.sort_by_key(|r| r.started_at);
     assert_eq!(runs[1].agent, "watcher");
     assert!(
@@ -603,10 +648,132 @@ async fn a_run_queued_behind_another_waits_for_quiet_and_answers_the_burst_once(
     );
     let second = turns(&fake.requests()[1].body);
     // It read the first run's answer, then its own message with the one after it.
-    assert!(second.contains(&("assistant".to_string(), "gw-2 is up.".to_string())), "{second:?}");
+    assert!(
+        second.contains(&("assistant".to_string(), "gw-2 is up.".to_string())),
+        "{second:?}"
+    );
     let (_, request) = second.last().unwrap();
     assert!(request.contains("deploy 41 started"), "{request}");
-    assert!(request.contains("[steward: written after it in the conversation, answer these too:]\n@Bo: deploy 41 done"), "{request}");
-    assert_eq!(second.iter().filter(|(_, t)| t.contains("deploy 41 done")).count(), 1, "{second:?}");
+    assert!(
+        request.contains(
+            "[steward: written after it in the conversation, answer these too:]\n@Bo: deploy 41 done"
+        ),
+        "{request}"
+    );
+    assert_eq!(
+        second
+            .iter()
+            .filter(|(_, t)| t.contains("deploy 41 done"))
+            .count(),
+        1,
+        "{second:?}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn files_of_the_thread_and_of_earlier_runs_are_there_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let (slack, url) = fake_slack_at(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
+    fake.push(Reply::ok(openai_text("Restart nginx; I noted the time.")));
+    fake.push(Reply::ok(openai_text("Done before, see above.")));
+    // Every tool output over a few tokens becomes a file.
+    let helpdesk = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ncontext: {file_threshold_tokens: 5, file_preview_tokens: 2}\ntriggers:\n  - slack_mention: {}\n";
+    let mut s = start_with(dir.path(), &fake, &slack, &[("helpdesk", helpdesk)]).await;
+
+    let root = "1700000800.000100";
+    ws.say(CHANNEL, root, None, "U0ADA", "runbook attached");
+    ws.0.lock().unwrap()[0]["files"] = json!([{"id": "F1", "name": "runbook.txt", "mimetype": "text/plain", "size": 80,
+        "url_private_download": format!("{url}/files/runbook.txt")}]);
+    let ask = "1700000810.000100";
+    ws.say(
+        CHANNEL,
+        ask,
+        Some(root),
+        "U0BO",
+        "<@UBOT> what does the runbook say?",
+    );
+    s.deliver(
+        "EvFi1",
+        mention(
+            CHANNEL,
+            "U0BO",
+            "<@UBOT> what does the runbook say?",
+            ask,
+            Some(root),
+        ),
+    )
+    .await;
+    let first = s.runs(1).await;
+    let opening = turns(&fake.requests()[0].body);
+    // The thread's file is a virtual file of the run, listed with the earlier turns.
+    let preamble = &opening
+        .iter()
+        .find(|(_, t)| t.starts_with("[steward: this request continues"))
+        .unwrap()
+        .1;
+    assert!(preamble.contains("f_1 runbook.txt (text/plain"), "{preamble}");
+    assert!(
+        opening
+            .iter()
+            .any(|(_, t)| t.contains("[shared files: runbook.txt]")),
+        "{opening:?}"
+    );
+    let files = s.store.run_files(&first[0].id).await.unwrap();
+    assert_eq!(
+        files[0].content,
+        b"contents of runbook.txt: restart nginx with `systemctl restart nginx`."
+    );
+    let produced = files
+        .iter()
+        .find(|f| f.meta["source"] == "tool_output")
+        .expect("the tool output was kept as a file");
+
+    // A later run of the thread has the file the first one produced, under a new id
+    // that names the old one.
+    let again = "1700000820.000100";
+    ws.say(
+        CHANNEL,
+        again,
+        Some(root),
+        "U0ADA",
+        "<@UBOT> did you already check the time?",
+    );
+    s.deliver(
+        "EvFi2",
+        mention(
+            CHANNEL,
+            "U0ADA",
+            "<@UBOT> did you already check the time?",
+            again,
+            Some(root),
+        ),
+    )
+    .await;
+    let runs = s.runs(2).await;
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded), "{runs:?}");
+    let later = turns(&fake.requests()[2].body);
+    let preamble = &later
+        .iter()
+        .find(|(_, t)| t.starts_with("[steward: this request continues"))
+        .unwrap()
+        .1;
+    let from = format!("(was {} of run {})", produced.id, first[0].id);
+    assert!(preamble.contains(&from), "{preamble}");
+    assert!(preamble.contains("f_2 "), "{preamble}");
+    let second_files = s.store.run_files(&runs[0].id).await.unwrap();
+    let sources: Vec<&str> = second_files
+        .iter()
+        .map(|f| f.meta["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources[..2],
+        ["attachment", "tool_output"],
+        "the thread's file, then the carried one"
+    );
+    assert_eq!(second_files[1].content, produced.content);
     s.stop().await;
 }

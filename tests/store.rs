@@ -489,6 +489,52 @@ async fn a_conversation_runs_one_at_a_time_in_order(s: Arc<dyn Store>) {
 }
 both!(conversations_on_both, a_conversation_runs_one_at_a_time_in_order);
 
+async fn a_conversation_s_files_come_from_its_other_public_runs(s: Arc<dyn Store>) {
+    let key = "C1:1700000000.000200";
+    let file = |id: &str, text: &str| StoredFile {
+        id: id.into(),
+        meta: serde_json::json!({"id": id, "source": "tool_output"}),
+        content: text.as_bytes().to_vec(),
+    };
+    for (id, private, thread) in [
+        ("a1", false, Some(key)),
+        ("a2", false, Some(key)),
+        ("dm", true, Some(key)),
+        ("elsewhere", false, None),
+    ] {
+        let new = NewRun {
+            thread_key: thread.map(str::to_string),
+            private,
+            ..run(id, "helpdesk")
+        };
+        s.create_run(&new).await.unwrap();
+        for n in [2, 10] {
+            s.put_file(id, &file(&format!("f_{n}"), &format!("{id} {n}")))
+                .await
+                .unwrap();
+        }
+    }
+    let got: Vec<(String, String)> = s
+        .conversation_files(key, "a2")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(run, f)| (run, String::from_utf8(f.content).unwrap()))
+        .collect();
+    // Not the asking run's own, not a private run's, in file-number order.
+    assert_eq!(
+        got,
+        [
+            ("a1".to_string(), "a1 2".to_string()),
+            ("a1".to_string(), "a1 10".to_string())
+        ]
+    );
+}
+both!(
+    conversation_files_on_both,
+    a_conversation_s_files_come_from_its_other_public_runs
+);
+
 #[tokio::test]
 async fn steward_serve_runs_a_webhook_on_postgres() {
     use support::*;

@@ -56,7 +56,9 @@ impl Coordinator for LlmCoordinator {
                 for note in &cx.attachment_notes {
                     prompt.push_str(&format!("\n[steward: {note}]"));
                 }
-                let history = super::thread::history(cx, &mut prompt).await;
+                // Files of the conversation are listed with its earlier turns, not as
+                // the request's attachments.
+                let history = super::thread::history(cx, &mut prompt).await?;
                 let opening = inputs::opening_message(&cx.files, cx.agent, prompt, &cx.attachments).await?;
                 super::approval::Start::Fresh { history, opening }
             }

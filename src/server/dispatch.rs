@@ -451,7 +451,9 @@ impl Dispatcher {
             };
             let store = &self.runner.store;
             store.create_run(&run).await?;
-            store.renew_lease(&run.id, lease_until(self.settings.lease)).await?;
+            store
+                .renew_lease(&run.id, lease_until(self.settings.lease))
+                .await?;
             // The trigger is whole: it is the one just routed, still in memory.
             self.spawn(run.id, event_id.to_string(), agent, trigger.clone());
         }

@@ -4,8 +4,8 @@
 pub mod access;
 pub mod dispatch;
 pub mod follow_ups;
-pub mod handoff;
 pub mod handlers;
+pub mod handoff;
 pub mod ingest;
 pub mod inspector;
 pub mod interactivity;

@@ -258,6 +258,13 @@ pub trait FileStore: Send + Sync {
     async fn update_file(&self, run_id: &str, file_id: &str, meta: &Value) -> Result<(), StoreError>;
     /// Every file of a run, in id order.
     async fn run_files(&self, run_id: &str) -> Result<Vec<StoredFile>, StoreError>;
+    /// The files of the other top-level, non-private runs of a conversation
+    /// (`thread_key`), oldest run first, each run's in id order, with their run ids.
+    async fn conversation_files(
+        &self,
+        thread_key: &str,
+        except_run: &str,
+    ) -> Result<Vec<(String, StoredFile)>, StoreError>;
 }
 
 /// The durable queue of acknowledged trigger events.

@@ -443,6 +443,25 @@ impl FileStore for PgStore {
             .await?;
         rows.iter().map(rows::file).collect()
     }
+
+    async fn conversation_files(
+        &self,
+        thread_key: &str,
+        except_run: &str,
+    ) -> Result<Vec<(String, StoredFile)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT f.run_id, f.file_id, f.meta, f.content FROM run_files f JOIN runs r ON r.id = f.run_id \
+             WHERE r.thread_key = $1 AND r.private = false AND r.parent_id IS NULL AND r.id <> $2 \
+             ORDER BY r.created_at, r.id, CAST(substr(f.file_id, 3) AS INTEGER)",
+        )
+        .bind(thread_key)
+        .bind(except_run)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((rows::Cols::text(r, "run_id")?, rows::file(r)?)))
+            .collect()
+    }
 }
 
 #[async_trait]

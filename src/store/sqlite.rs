@@ -476,6 +476,25 @@ impl FileStore for SqliteStore {
             .await?;
         rows.iter().map(rows::file).collect()
     }
+
+    async fn conversation_files(
+        &self,
+        thread_key: &str,
+        except_run: &str,
+    ) -> Result<Vec<(String, StoredFile)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT f.run_id, f.file_id, f.meta, f.content FROM run_files f JOIN runs r ON r.id = f.run_id \
+             WHERE r.thread_key = ? AND r.private = 0 AND r.parent_id IS NULL AND r.id <> ? \
+             ORDER BY r.created_at, r.id, CAST(substr(f.file_id, 3) AS INTEGER)",
+        )
+        .bind(thread_key)
+        .bind(except_run)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((rows::Cols::text(r, "run_id")?, rows::file(r)?)))
+            .collect()
+    }
 }
 
 #[async_trait]

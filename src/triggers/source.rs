@@ -97,11 +97,15 @@ pub struct ThreadTurn {
 /// `turns` came before it (and the bot's own replies after it), oldest first; `later`
 /// holds people's messages written after it, which the run answers with it (they
 /// arrived while it waited for its turn); `omitted` counts older messages not read.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct Thread {
     pub turns: Vec<ThreadTurn>,
     pub later: Vec<ThreadTurn>,
     pub omitted: usize,
+    /// Files shared in the conversation (the newest few), loaded under the cap.
+    pub files: Vec<NewFile>,
+    /// Why some of its files were not loaded.
+    pub notes: Vec<String>,
 }
 
 /// A request for a person to approve a tool call, as a source shows it.
@@ -167,7 +171,8 @@ pub trait Source: Send + Sync {
 
     /// The conversation `trigger` continues (a Slack thread, a DM), re-read from the
     /// service; `None` when it continues none.
-    async fn thread(&self, _trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
+    /// Files shared in it come along, each at most `cap` bytes.
+    async fn thread(&self, _trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
         None
     }
 
@@ -321,7 +326,9 @@ impl Sources {
 
     /// The conversation `trigger` continues (see [`Source::thread`]).
     pub async fn thread(&self, trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
-        self.for_origin(&trigger.origin)?.thread(trigger).await
+        self.for_origin(&trigger.origin)?
+            .thread(trigger, self.attachment_cap)
+            .await
     }
 
     /// Asks for an approval through the origin's source, else any source that can.

@@ -118,9 +118,17 @@ impl Source for SlackSource {
     }
 
     /// The thread the trigger is in, or a DM's recent exchange.
-    async fn thread(&self, trigger: &TriggerEvent) -> Option<Result<Thread, ApiError>> {
+    async fn thread(&self, trigger: &TriggerEvent, cap: u64) -> Option<Result<Thread, ApiError>> {
         let client = self.client.as_ref()?;
-        super::thread::read(client, &trigger.origin).await
+        Some(match super::thread::read(client, &trigger.origin).await? {
+            Ok((mut thread, files)) => {
+                let fetched = self.download(files, cap).await;
+                thread.files = fetched.files;
+                thread.notes = fetched.notes;
+                Ok(thread)
+            }
+            Err(e) => Err(e),
+        })
     }
 
     /// Mentions as `@name`, channels as `#name`, links as Markdown.
@@ -176,8 +184,16 @@ impl Source for SlackSource {
     }
 
     async fn attachments(&self, trigger: &TriggerEvent, cap: u64) -> Fetched {
-        let mut out = Fetched::default();
         let listed: Vec<Value> = trigger.payload["files"].as_array().cloned().unwrap_or_default();
+        self.download(listed, cap).await
+    }
+}
+
+impl SlackSource {
+    /// Downloads Slack files (`files` objects of messages), each at most `cap` bytes;
+    /// what cannot be loaded is said in a note.
+    async fn download(&self, listed: Vec<Value>, cap: u64) -> Fetched {
+        let mut out = Fetched::default();
         if listed.is_empty() {
             return out;
         }

@@ -16,10 +16,13 @@ use crate::triggers::source::{Thread, ThreadTurn};
 pub const MAX_THREAD_MESSAGES: usize = 1_000;
 /// Messages of a DM's recent history read as context.
 pub const DM_HISTORY: usize = 20;
+/// Files shared in the conversation loaded with it, the newest first chosen.
+pub const MAX_THREAD_FILES: usize = 10;
 
-/// Reads the conversation `origin` belongs to; `None` when it belongs to none (a
-/// mention at a channel's root, a reaction).
-pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<Thread, ApiError>> {
+/// Reads the conversation `origin` belongs to, with the Slack `files` objects shared
+/// in it (the triggering message's aside: they are its attachments); `None` when it
+/// belongs to none (a mention at a channel's root, a reaction).
+pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<(Thread, Vec<Value>), ApiError>> {
     let Origin::Slack {
         channel,
         channel_type,
@@ -44,7 +47,14 @@ pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<Thread
                 omitted,
                 ..Thread::default()
             };
-            for m in messages.iter().filter(|m| m["ts"].as_str() != ts.as_deref()) {
+            let others = || messages.iter().filter(|m| m["ts"].as_str() != ts.as_deref());
+            let mut files: Vec<Value> = others()
+                .rev()
+                .flat_map(|m| m["files"].as_array().cloned().unwrap_or_default())
+                .take(MAX_THREAD_FILES)
+                .collect();
+            files.reverse();
+            for m in others() {
                 let Some(turn) = turn(client, m).await else {
                     continue;
                 };
@@ -55,7 +65,7 @@ pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<Thread
                     thread.turns.push(turn);
                 }
             }
-            Ok(thread)
+            Ok((thread, files))
         }
         Err(e) => Err(e),
     })
