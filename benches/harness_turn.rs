@@ -189,6 +189,14 @@ impl FileStore for NullStore {
     async fn run_files(&self, _run_id: &str) -> Result<Vec<StoredFile>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn conversation_files(
+        &self,
+        _thread_key: &str,
+        _except_run: &str,
+    ) -> Result<Vec<(String, StoredFile)>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait]

@@ -535,10 +535,14 @@ fn build_agent(
         feedback: spec.output.feedback.unwrap_or(d.feedback),
     };
 
-    let mentioned = spec
-        .triggers
-        .iter()
-        .any(|t| matches!(t, super::TriggerSpec::SlackMention(_)));
+    // Agents people address (a Slack mention) or that answer on an issue or a page
+    // take follow-ups unless told not to.
+    let mentioned = spec.triggers.iter().any(|t| {
+        matches!(
+            t,
+            super::TriggerSpec::SlackMention(_) | super::TriggerSpec::Jira(_) | super::TriggerSpec::Notion(_)
+        )
+    });
     let follow_ups = spec.follow_ups.unwrap_or(mentioned).then(|| {
         spec.follow_up_window
             .map(|w| w.0)
@@ -548,7 +552,7 @@ fn build_agent(
         diags.push(src.error_at(
             "follow_up_window",
             None,
-            "'follow_up_window' needs follow-ups: set 'follow_ups: true' or give the agent a slack_mention trigger",
+            "'follow_up_window' needs follow-ups: set 'follow_ups: true' or give the agent a slack_mention, jira or notion trigger",
         ));
     }
     let debounce = spec.debounce.map_or(super::DEFAULT_DEBOUNCE, |d| d.0);

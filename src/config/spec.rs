@@ -19,8 +19,9 @@ pub struct AgentSpec {
     /// Who to contact about this agent (a Slack user id such as `U0123ABC`, or text),
     /// named when its daily budget is spent.
     pub owner: Option<String>,
-    /// Answer later messages in a Slack thread it answered, without a new mention
-    /// (default: true for agents with a `slack_mention` trigger).
+    /// Answer later messages in a Slack thread it answered without a new mention, and
+    /// Jira or Notion comments that mention the bot where it answered (default: true
+    /// for agents with a `slack_mention`, `jira` or `notion` trigger).
     pub follow_ups: Option<bool>,
     /// How long after its last reply in a thread follow-ups still reach it (default 24h).
     pub follow_up_window: Option<HumanDuration>,

@@ -17,6 +17,8 @@ pub struct JiraClient {
     token: String,
     /// Largest attachment `jira_get_attachment` downloads.
     attachment_cap: u64,
+    /// The account these credentials belong to (the bot's), looked up once.
+    account: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl JiraClient {
@@ -27,6 +29,7 @@ impl JiraClient {
             email: email.into(),
             token: token.into(),
             attachment_cap: crate::config::settings::DEFAULT_ATTACHMENT_CAP,
+            account: Default::default(),
         }
     }
 
@@ -100,6 +103,42 @@ impl JiraClient {
             5,
             message,
         ))
+    }
+
+    /// The `accountId` steward comments as (`GET /rest/api/3/myself`), looked up once.
+    pub async fn account_id(&self) -> Result<String, ApiError> {
+        self.account
+            .get_or_try_init(|| async {
+                let me = self
+                    .send(reqwest::Method::GET, "/rest/api/3/myself", None)
+                    .await?;
+                me["accountId"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::Api {
+                        service: SERVICE,
+                        method: "GET /rest/api/3/myself".into(),
+                        message: "no accountId in the answer".into(),
+                    })
+            })
+            .await
+            .cloned()
+    }
+
+    /// The newest `max` comments of an issue, oldest first, and how many older ones
+    /// there are (`GET /rest/api/3/issue/{key}/comment`).
+    pub async fn comments(&self, key: &str, max: usize) -> Result<(Vec<Value>, usize), ApiError> {
+        let page = self
+            .send(
+                reqwest::Method::GET,
+                &format!("/rest/api/3/issue/{key}/comment?orderBy=-created&maxResults={max}"),
+                None,
+            )
+            .await?;
+        let mut comments = page["comments"].as_array().cloned().unwrap_or_default();
+        comments.reverse();
+        let total = page["total"].as_u64().unwrap_or(0) as usize;
+        Ok((comments.clone(), total.saturating_sub(comments.len())))
     }
 
     pub async fn get_issue(&self, key: &str) -> Result<Value, ApiError> {

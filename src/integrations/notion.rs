@@ -17,6 +17,8 @@ pub struct NotionClient {
     http: reqwest::Client,
     base_url: String,
     token: String,
+    /// The integration's bot user, looked up once.
+    bot_user: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl NotionClient {
@@ -25,6 +27,7 @@ impl NotionClient {
             http,
             base_url: base_url.trim_end_matches('/').to_string(),
             token: token.to_string(),
+            bot_user: Default::default(),
         }
     }
 
@@ -166,6 +169,53 @@ impl NotionClient {
         super::download_capped(SERVICE, "file download", request, cap).await
     }
 
+    /// The integration's bot user id (`GET /v1/users/me`), looked up once.
+    pub async fn bot_user_id(&self) -> Result<String, ApiError> {
+        self.bot_user
+            .get_or_try_init(|| async {
+                let me = self.send(reqwest::Method::GET, "/v1/users/me", None).await?;
+                me["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::Api {
+                        service: SERVICE,
+                        method: "GET /v1/users/me".into(),
+                        message: "no id in the answer".into(),
+                    })
+            })
+            .await
+            .cloned()
+    }
+
+    /// The open comments on a page or block, oldest first, at most `max`
+    /// (`GET /v1/comments?block_id=`, paged).
+    pub async fn comments(&self, block_id: &str, max: usize) -> Result<Vec<Value>, ApiError> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        while out.len() < max {
+            let mut path = format!("/v1/comments?block_id={block_id}&page_size=100");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&start_cursor={c}"));
+            }
+            let page = self.send(reqwest::Method::GET, &path, None).await?;
+            out.extend(page["results"].as_array().cloned().unwrap_or_default());
+            cursor = page["next_cursor"].as_str().map(str::to_string);
+            if cursor.is_none() || page["has_more"] != true {
+                break;
+            }
+        }
+        out.truncate(max);
+        Ok(out)
+    }
+
+    /// `POST /v1/comments` in an existing discussion thread.
+    pub async fn reply_in_discussion(&self, discussion_id: &str, text: &str) -> Result<Value, ApiError> {
+        let body = serde_json::json!({"discussion_id": discussion_id,
+            "rich_text": [{"type": "text", "text": {"content": text}}]});
+        self.send(reqwest::Method::POST, "/v1/comments", Some(&body))
+            .await
+    }
+
     /// `POST /v1/comments` on a page.
     pub async fn add_comment(&self, page_id: &str, text: &str) -> Result<Value, ApiError> {
         let body = serde_json::json!({"parent": {"page_id": page_id},
@@ -175,7 +225,8 @@ impl NotionClient {
     }
 }
 
-fn rich_text(v: &Value) -> String {
+/// A rich-text array as Markdown (`plain_text`, with code, bold and links).
+pub fn rich_text(v: &Value) -> String {
     v.as_array()
         .into_iter()
         .flatten()

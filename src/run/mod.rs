@@ -318,7 +318,7 @@ impl Runner {
                         id: Some(sent["id"].clone()),
                         error: None,
                     });
-                    thread::remember(self.store.as_ref(), &self.sources, agent, &cx.trigger.origin).await;
+                    thread::remember(self.store.as_ref(), agent, &cx.trigger.origin).await;
                 }
                 Ok(None) => {}
                 Err(e) => {

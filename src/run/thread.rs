@@ -49,6 +49,9 @@ pub async fn history(cx: &RunContext<'_>, prompt: &mut String) -> Result<Vec<Mes
     for (from, meta) in carried(cx).await? {
         listed.push(format!("{} (was {from})", meta.describe()));
     }
+    if let Some(request) = &thread.request {
+        prompt.push_str(&format!("\nThe comment, as it reads now:\n{request}\n"));
+    }
     for note in &thread.notes {
         prompt.push_str(&format!("\n[steward: {note}]"));
     }
@@ -125,36 +128,28 @@ fn record_file(cx: &RunContext<'_>, meta: &FileMeta) {
     });
 }
 
-/// The setting naming the agent that last answered in a Slack thread.
-pub fn owner_key(channel: &str, thread_ts: &str) -> String {
-    format!("slack_thread:{channel}:{thread_ts}")
+/// The setting naming the agent that last answered in a conversation (see
+/// [`crate::triggers::Origin::conversation`]).
+pub fn owner_key(conversation: &str) -> String {
+    format!("conversation_owner:{conversation}")
 }
 
-/// Records that `agent` answered in the thread `origin`'s reply went to, so later
-/// messages there reach it without a mention (when it takes follow-ups).
+/// Records that `agent` answered in the conversation of `origin` (a Slack thread, a
+/// Jira issue, a Notion page), so later messages there reach it (when it takes
+/// follow-ups).
 pub async fn remember(
     store: &dyn crate::store::Store,
-    sources: &crate::triggers::Sources,
     agent: &crate::config::AgentConfig,
     origin: &crate::triggers::Origin,
 ) {
-    if agent.follow_ups.is_none() {
-        return;
-    }
-    let Some(destination) = sources
-        .for_origin(origin)
-        .and_then(|s| s.reply_destination(origin))
-    else {
-        return;
-    };
-    let (Some(channel), Some(ts)) = (destination["slack"].as_str(), destination["thread_ts"].as_str()) else {
+    let Some(conversation) = origin.conversation().filter(|_| agent.follow_ups.is_some()) else {
         return;
     };
     let owner = serde_json::json!({"agent": agent.name, "at": chrono::Utc::now().to_rfc3339()});
     if let Err(e) = store
-        .set_setting(&owner_key(channel, ts), &owner.to_string())
+        .set_setting(&owner_key(&conversation), &owner.to_string())
         .await
     {
-        tracing::warn!(error = %e, "cannot record the thread's agent; follow-ups there need a mention");
+        tracing::warn!(error = %e, "cannot record the conversation's agent; follow-ups there need a mention");
     }
 }

@@ -348,9 +348,14 @@ impl Dispatcher {
         self.record_feedback(&trigger).await?;
         let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
         if matched.is_empty()
-            && let Some(agent) =
-                super::follow_ups::owner(self.runner.store.as_ref(), &self.config, &trigger, Utc::now())
-                    .await?
+            && let Some(agent) = super::follow_ups::owner(
+                self.runner.store.as_ref(),
+                &self.runner.sources,
+                &self.config,
+                &trigger,
+                Utc::now(),
+            )
+            .await?
         {
             tracing::debug!(event = %e.id, agent = %agent.name, "a follow-up in the agent's thread");
             matched.push(agent);

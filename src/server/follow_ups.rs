@@ -1,7 +1,8 @@
 //! Follow-ups: a person's message in a Slack thread that an agent answered reaches
 //! that agent again without a new mention, within its `follow_up_window` after its
-//! last reply there. One agent per thread (the last to answer), so two never both
-//! answer the same follow-up.
+//! last reply there; so does a Jira or Notion comment that mentions the bot on an
+//! issue or page where an agent answered. One agent per conversation (the last to
+//! answer), so two never both answer the same follow-up.
 
 use std::sync::Arc;
 
@@ -10,34 +11,45 @@ use chrono::{DateTime, Utc};
 use crate::config::{AgentConfig, Config};
 use crate::run::thread::owner_key;
 use crate::store::{Store, StoreError};
-use crate::triggers::{Origin, TriggerEvent};
+use crate::triggers::event::COMMENT_KINDS;
+use crate::triggers::{Origin, Sources, TriggerEvent};
 
-/// The agent a thread message continues, if any: a plain message (not a mention, an
-/// edit, a bot's) from a person, in a channel thread an agent answered recently, that
-/// does not address someone else.
+/// Whether `trigger` may continue its conversation: in Slack, a plain message (not a
+/// mention, an edit, a bot's) from a person in a channel thread that does not address
+/// someone else; on Jira or Notion, a comment that mentions the bot.
+async fn continues(sources: &Sources, trigger: &TriggerEvent) -> bool {
+    match &trigger.origin {
+        Origin::Slack {
+            thread_ts: Some(_),
+            user: Some(_),
+            ..
+        } => {
+            // Addressed to someone else (a mention of the bot arrives as app_mention).
+            trigger.kind == "message" && !trigger.text.as_deref().is_some_and(|t| t.contains("<@"))
+        }
+        Origin::Jira { .. } | Origin::Notion { .. } => {
+            COMMENT_KINDS.contains(&trigger.kind.as_str()) && sources.addresses_bot(trigger).await
+        }
+        _ => false,
+    }
+}
+
+/// The agent a message continues, if any: one that answered in its conversation
+/// recently, when the message may continue it (see [`continues`]).
 pub async fn owner(
     store: &dyn Store,
+    sources: &Sources,
     config: &Config,
     trigger: &TriggerEvent,
     now: DateTime<Utc>,
 ) -> Result<Option<Arc<AgentConfig>>, StoreError> {
-    let Origin::Slack {
-        channel,
-        thread_ts: Some(thread_ts),
-        user: Some(_),
-        ..
-    } = &trigger.origin
-    else {
+    let Some(conversation) = trigger.conversation_key() else {
         return Ok(None);
     };
-    if trigger.kind != "message" {
+    if !continues(sources, trigger).await {
         return Ok(None);
     }
-    // Addressed to someone else (a mention of the bot arrives as app_mention instead).
-    if trigger.text.as_deref().is_some_and(|t| t.contains("<@")) {
-        return Ok(None);
-    }
-    let Some(recorded) = store.get_setting(&owner_key(channel, thread_ts)).await? else {
+    let Some(recorded) = store.get_setting(&owner_key(&conversation)).await? else {
         return Ok(None);
     };
     let Ok(recorded) = serde_json::from_str::<serde_json::Value>(&recorded) else {

@@ -34,6 +34,9 @@ pub enum Origin {
         entity_type: Option<String>,
         /// The database a page belongs to, dashes removed.
         database_id: Option<String>,
+        /// The page the event is about (the page itself, or a comment's page).
+        #[serde(default)]
+        page_id: Option<String>,
     },
     Webhook {
         name: String,
@@ -72,7 +75,26 @@ impl Origin {
         }
         Some((channel, thread_ts.as_deref().or(ts.as_deref())))
     }
+
+    /// Where a reply to this origin lands, as a conversation: a Slack thread
+    /// (`channel:root ts`) or DM (`channel`), a Jira issue's comments (`jira:KEY`), a
+    /// Notion page's comments (`notion:page`). `None` for the other sources.
+    pub fn conversation(&self) -> Option<String> {
+        match self {
+            Origin::Jira { issue_key, .. } if !issue_key.is_empty() => Some(format!("jira:{issue_key}")),
+            Origin::Notion {
+                page_id: Some(page), ..
+            } => Some(format!("notion:{page}")),
+            _ => self.slack_thread().map(|(channel, root)| match root {
+                Some(root) => format!("{channel}:{root}"),
+                None => channel.to_string(),
+            }),
+        }
+    }
 }
+
+/// Event kinds that are a comment: a turn of the conversation on their issue or page.
+pub const COMMENT_KINDS: &[&str] = &["comment_created", "comment.created"];
 
 /// A normalized trigger: where it came from, a one-line summary for listings, and the
 /// payload the agent sees.
@@ -146,14 +168,19 @@ impl TriggerEvent {
         }
     }
 
-    /// The conversation the trigger belongs to, where runs answer one at a time: a
+    /// The conversation the trigger is a turn of, where runs answer one at a time: a
     /// Slack thread (`channel:root ts`; a message or reaction at a channel's root starts
-    /// its own), or a whole direct message (`channel`). `None` for other sources.
+    /// its own) or a whole direct message (`channel`); a comment on a Jira issue or a
+    /// Notion page. `None` for other events (an issue update is no turn of its
+    /// comments).
     pub fn conversation_key(&self) -> Option<String> {
-        self.origin.slack_thread().map(|(channel, root)| match root {
-            Some(root) => format!("{channel}:{root}"),
-            None => channel.to_string(),
-        })
+        match &self.origin {
+            Origin::Slack { .. } => self.origin.conversation(),
+            Origin::Jira { .. } | Origin::Notion { .. } if COMMENT_KINDS.contains(&self.kind.as_str()) => {
+                self.origin.conversation()
+            }
+            _ => None,
+        }
     }
 
     /// The first user message of an LLM run.

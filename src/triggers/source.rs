@@ -106,6 +106,9 @@ pub struct Thread {
     pub files: Vec<NewFile>,
     /// Why some of its files were not loaded.
     pub notes: Vec<String>,
+    /// The triggering message's text as read now, for events that carry none (a
+    /// Notion comment event holds only ids).
+    pub request: Option<String>,
 }
 
 /// A request for a person to approve a tool call, as a source shows it.
@@ -171,6 +174,13 @@ pub trait Source: Send + Sync {
 
     /// The conversation `trigger` continues (a Slack thread, a DM), re-read from the
     /// service; `None` when it continues none.
+    /// Whether `trigger` (a comment) addresses the bot: it mentions the bot's account
+    /// and is not the bot's own. Follow-ups on Jira and Notion need this; Slack's are
+    /// decided by thread and author.
+    async fn addresses_bot(&self, _trigger: &TriggerEvent) -> bool {
+        false
+    }
+
     /// Files shared in it come along, each at most `cap` bytes.
     async fn thread(&self, _trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
         None
@@ -321,6 +331,14 @@ impl Sources {
         match self.for_origin(origin) {
             Some(source) => source.readable(text).await,
             None => text.to_string(),
+        }
+    }
+
+    /// Whether `trigger` addresses the bot (see [`Source::addresses_bot`]).
+    pub async fn addresses_bot(&self, trigger: &TriggerEvent) -> bool {
+        match self.for_origin(&trigger.origin) {
+            Some(source) => source.addresses_bot(trigger).await,
+            None => false,
         }
     }
 

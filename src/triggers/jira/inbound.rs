@@ -87,6 +87,7 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
             "status": issue["fields"]["status"]["name"], "issuetype": issue["fields"]["issuetype"]["name"],
             "reporter": issue["fields"]["reporter"]["displayName"], "changes": changes,
             "user": body["user"]["displayName"],
+            "comment": comment_facts(&body["comment"]),
         }),
         private: false,
         origin: Origin::Jira {
@@ -99,6 +100,44 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         traceparent: None,
     };
     Ok((event, dedupe))
+}
+
+/// What routing needs of a comment: its id, its author's account and the accounts it
+/// mentions; `null` for events without one.
+fn comment_facts(comment: &Value) -> Value {
+    if comment.is_null() {
+        return Value::Null;
+    }
+    let mut mentioned = Vec::new();
+    mentions(&comment["body"], &mut mentioned);
+    json!({"id": comment["id"], "author": comment["author"]["accountId"],
+           "created": comment["created"], "mentions": mentioned})
+}
+
+/// Account ids mentioned in a comment body: ADF `mention` nodes, or `[~accountid:…]`
+/// in wiki markup.
+pub fn mentions(body: &Value, out: &mut Vec<String>) {
+    match body {
+        Value::String(text) => {
+            for part in text.split("[~accountid:").skip(1) {
+                if let Some((id, _)) = part.split_once(']') {
+                    out.push(id.to_string());
+                }
+            }
+        }
+        Value::Object(node) => {
+            if node.get("type").and_then(Value::as_str) == Some("mention")
+                && let Some(id) = body["attrs"]["id"].as_str()
+            {
+                out.push(id.to_string());
+            }
+            if let Some(children) = node.get("content") {
+                mentions(children, out);
+            }
+        }
+        Value::Array(nodes) => nodes.iter().for_each(|n| mentions(n, out)),
+        _ => {}
+    }
 }
 
 /// Authenticates a request to `/jira/webhook` (`X-Hub-Signature` over the body, replay
@@ -128,6 +167,19 @@ pub fn receive(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comment_mentions_from_adf_and_wiki_markup() {
+        let adf = json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
+            {"type": "mention", "attrs": {"id": "5b10ac8d82e05b22cc7d4ef5", "text": "@Steward"}},
+            {"type": "text", "text": " why P1?"}]}]});
+        let mut found = Vec::new();
+        mentions(&adf, &mut found);
+        assert_eq!(found, ["5b10ac8d82e05b22cc7d4ef5"]);
+        let mut found = Vec::new();
+        mentions(&json!("[~accountid:abc] and [~accountid:def] please"), &mut found);
+        assert_eq!(found, ["abc", "def"]);
+    }
 
     #[test]
     fn issue_updated_with_changelog_and_adf() {

@@ -4,9 +4,13 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::integrations::ApiError;
+use crate::integrations::adf_text::field_text;
 use crate::integrations::jira::JiraClient;
-use crate::triggers::Origin;
-use crate::triggers::source::{Reply, Source};
+use crate::triggers::source::{Reply, Source, Thread, ThreadTurn};
+use crate::triggers::{Origin, TriggerEvent};
+
+/// Comments of an issue read as its conversation, the newest.
+pub const MAX_COMMENTS: usize = 100;
 
 pub struct JiraSource {
     client: Option<JiraClient>,
@@ -50,5 +54,67 @@ impl Source for JiraSource {
             body.push_str(&links.join(" · "));
         }
         client.add_comment(issue_key, &body).await
+    }
+
+    /// A comment that mentions the account steward comments as, written by someone else.
+    async fn addresses_bot(&self, trigger: &TriggerEvent) -> bool {
+        let Some(client) = self.client.as_ref().filter(|_| trigger.kind == "comment_created") else {
+            return false;
+        };
+        let Ok(me) = client.account_id().await else {
+            return false;
+        };
+        let comment = &trigger.payload["comment"];
+        comment["author"].as_str() != Some(me.as_str())
+            && comment["mentions"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|id| id.as_str() == Some(me.as_str())))
+    }
+
+    /// For a comment: the issue's comments, steward's own as its turns.
+    async fn thread(&self, trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
+        let Origin::Jira { issue_key, .. } = &trigger.origin else {
+            return None;
+        };
+        trigger.conversation_key()?;
+        let client = self.client.as_ref()?;
+        let this = trigger.payload["comment"]["id"].as_str();
+        Some(
+            async {
+                let me = client.account_id().await?;
+                let (comments, omitted) = client.comments(issue_key, MAX_COMMENTS).await?;
+                let mut thread = Thread {
+                    omitted,
+                    ..Thread::default()
+                };
+                let mut after = false;
+                for c in comments {
+                    let id = c["id"].as_str().unwrap_or_default().to_string();
+                    if Some(id.as_str()) == this {
+                        after = true;
+                        continue;
+                    }
+                    let own = c["author"]["accountId"].as_str() == Some(me.as_str());
+                    let author = match c["author"]["displayName"].as_str() {
+                        _ if own => "you".to_string(),
+                        Some(name) => format!("@{name}"),
+                        None => "someone".to_string(),
+                    };
+                    let turn = ThreadTurn {
+                        id,
+                        own,
+                        author,
+                        text: field_text(&c["body"]),
+                    };
+                    if after && !own {
+                        thread.later.push(turn);
+                    } else {
+                        thread.turns.push(turn);
+                    }
+                }
+                Ok(thread)
+            }
+            .await,
+        )
     }
 }

@@ -36,6 +36,10 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
     let entity_id = body["entity"]["id"].as_str().map(str::to_string);
     let entity_type = body["entity"]["type"].as_str().map(str::to_string);
     let parent = &body["data"]["parent"];
+    let page_id = match entity_type.as_deref() {
+        Some("page") => entity_id.clone(),
+        _ => body["data"]["page_id"].as_str().map(str::to_string),
+    };
     let database_id = match parent["type"].as_str() {
         Some("database") | Some("data_source") => parent["id"].as_str().map(normalize_id),
         _ => None,
@@ -54,6 +58,7 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
             entity_id,
             entity_type,
             database_id,
+            page_id,
         },
         attachments: Vec::new(),
         traceparent: None,

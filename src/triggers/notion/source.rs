@@ -7,8 +7,13 @@ use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
 use crate::integrations::notion::NotionClient;
-use crate::triggers::source::{Fetched, Reply, Source};
+use crate::integrations::notion::rich_text;
+use crate::triggers::notion::inbound::normalize_id;
+use crate::triggers::source::{Fetched, Reply, Source, Thread, ThreadTurn};
 use crate::triggers::{Origin, TriggerEvent};
+
+/// Comments of a page read to find a discussion, at most.
+pub const MAX_COMMENTS: usize = 500;
 
 pub struct NotionSource {
     client: Option<NotionClient>,
@@ -21,14 +26,74 @@ impl NotionSource {
     }
 }
 
+/// The page an origin is about (a comment's page for a comment).
 fn page(origin: &Origin) -> Option<&str> {
     match origin {
         Origin::Notion {
-            entity_id: Some(page),
-            ..
+            page_id: Some(page), ..
         } => Some(page),
+        Origin::Notion {
+            entity_id: Some(page),
+            entity_type,
+            ..
+        } if entity_type.as_deref() != Some("comment") => Some(page),
         _ => None,
     }
+}
+
+/// The comment an origin is about, for a comment event.
+fn comment(origin: &Origin) -> Option<&str> {
+    match origin {
+        Origin::Notion {
+            entity_id: Some(id),
+            entity_type: Some(t),
+            ..
+        } if t == "comment" => Some(id),
+        _ => None,
+    }
+}
+
+/// A comment's discussion on its page: the bot's user id, the triggering comment and
+/// every comment of its discussion, oldest first.
+struct Discussion {
+    me: String,
+    this: Value,
+    comments: Vec<Value>,
+}
+
+async fn discussion(
+    client: &NotionClient,
+    page: &str,
+    comment: &str,
+) -> Result<Option<Discussion>, ApiError> {
+    let me = client.bot_user_id().await?;
+    let all = client.comments(page, MAX_COMMENTS).await?;
+    let wanted = normalize_id(comment);
+    let Some(this) = all
+        .iter()
+        .find(|c| c["id"].as_str().map(normalize_id).as_deref() == Some(wanted.as_str()))
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let comments = all
+        .into_iter()
+        .filter(|c| c["discussion_id"] == this["discussion_id"])
+        .collect();
+    Ok(Some(Discussion { me, this, comments }))
+}
+
+/// Whether a comment's rich text mentions `user`.
+fn mentions(comment: &Value, user: &str) -> bool {
+    comment["rich_text"].as_array().into_iter().flatten().any(|t| {
+        t["type"] == "mention"
+            && t["mention"]["type"] == "user"
+            && t["mention"]["user"]["id"].as_str().map(normalize_id) == Some(normalize_id(user))
+    })
+}
+
+fn author_id(comment: &Value) -> Option<String> {
+    comment["created_by"]["id"].as_str().map(normalize_id)
 }
 
 #[async_trait]
@@ -57,7 +122,72 @@ impl Source for NotionSource {
             body.push_str("\n\n");
             body.push_str(&links.join(" · "));
         }
+        // A comment is answered in its discussion; anything else on the page.
+        if let Some(comment) = comment(origin)
+            && let Some(d) = discussion(client, page, comment).await?
+            && let Some(id) = d.this["discussion_id"].as_str()
+        {
+            return client.reply_in_discussion(id, &body).await;
+        }
         client.add_comment(page, &body).await
+    }
+
+    /// A comment that mentions the integration, written by someone else.
+    async fn addresses_bot(&self, trigger: &TriggerEvent) -> bool {
+        let (Some(client), Some(page), Some(comment)) =
+            (&self.client, page(&trigger.origin), comment(&trigger.origin))
+        else {
+            return false;
+        };
+        match discussion(client, page, comment).await {
+            Ok(Some(d)) => author_id(&d.this) != Some(normalize_id(&d.me)) && mentions(&d.this, &d.me),
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a Notion comment to see whom it addresses");
+                false
+            }
+        }
+    }
+
+    /// For a comment: its discussion, the integration's comments as its own turns, and
+    /// the comment's text (the event carries only ids).
+    async fn thread(&self, trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
+        let (client, page, comment) = (
+            self.client.as_ref()?,
+            page(&trigger.origin)?,
+            comment(&trigger.origin)?,
+        );
+        Some(match discussion(client, page, comment).await {
+            Ok(Some(d)) => {
+                let me = normalize_id(&d.me);
+                let mut thread = Thread {
+                    request: Some(rich_text(&d.this["rich_text"])),
+                    ..Thread::default()
+                };
+                let mut after = false;
+                for c in &d.comments {
+                    if c["id"] == d.this["id"] {
+                        after = true;
+                        continue;
+                    }
+                    let own = author_id(c).as_deref() == Some(me.as_str());
+                    let turn = ThreadTurn {
+                        id: c["id"].as_str().unwrap_or_default().to_string(),
+                        own,
+                        author: if own { "you".into() } else { "a Notion user".into() },
+                        text: rich_text(&c["rich_text"]),
+                    };
+                    if after && !own {
+                        thread.later.push(turn);
+                    } else {
+                        thread.turns.push(turn);
+                    }
+                }
+                Ok(thread)
+            }
+            Ok(None) => Ok(Thread::default()),
+            Err(e) => Err(e),
+        })
     }
 
     /// `notion:<page-id>`: the page as Markdown (nested blocks included).
