@@ -777,3 +777,48 @@ async fn files_of_the_thread_and_of_earlier_runs_are_there_by_id() {
     assert_eq!(second_files[1].content, produced.content);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_400_message_thread_stays_under_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    // Summaries for compaction, then the answer: every request is answered the same.
+    fake.handler(|_| Reply::ok(openai_text("Summary so far: the team debugged gw-2 for days.")));
+    let window = 12_000;
+    let helpdesk = format!(
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ncontext: {{window_tokens: {window}}}\ntriggers:\n  - slack_mention: {{}}\n"
+    );
+    let mut s = start_with(dir.path(), &fake, &slack, &[("helpdesk", &helpdesk)]).await;
+    let root = "1700001000.000100";
+    ws.say(CHANNEL, root, None, "U0ADA", "gw-2 keeps dropping tunnels, let's track it here");
+    for i in 1..400 {
+        let who = if i % 2 == 0 { "U0ADA" } else { "U0BO" };
+        ws.say(
+            CHANNEL,
+            &format!("1700001{:03}.000100", i),
+            Some(root),
+            who,
+            &format!("update {i}: checked tunnel {i} on gw-2, the keepalive timer was reset and the logs show rekey at minute {i}; still flapping after the change"),
+        );
+    }
+    let ask = "1700001999.000100";
+    ws.say(CHANNEL, ask, Some(root), "U0ADA", "<@UBOT> summarize where we are");
+    s.deliver("EvL1", mention(CHANNEL, "U0ADA", "<@UBOT> summarize where we are", ask, Some(root)))
+        .await;
+    let runs = s.runs(1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded, "{:?}", runs[0]);
+    let requests = fake.requests();
+    for r in &requests {
+        let tokens = request_tokens(&r.body);
+        assert!(tokens < window, "a request of {tokens} tokens over the {window}-token window");
+    }
+    // Compacted, not cut: a summary request was made, and the answer request still
+    // holds the request verbatim, last.
+    let events = s.store.run_events(&runs[0].id).await.unwrap();
+    assert!(events.iter().any(|e| e.kind == "compaction"), "no compaction");
+    let last = turns(&requests.last().unwrap().body);
+    assert!(last.last().unwrap().1.contains("summarize where we are"));
+    s.stop().await;
+}
