@@ -792,7 +792,13 @@ async fn a_400_message_thread_stays_under_the_window() {
     );
     let mut s = start_with(dir.path(), &fake, &slack, &[("helpdesk", &helpdesk)]).await;
     let root = "1700001000.000100";
-    ws.say(CHANNEL, root, None, "U0ADA", "gw-2 keeps dropping tunnels, let's track it here");
+    ws.say(
+        CHANNEL,
+        root,
+        None,
+        "U0ADA",
+        "gw-2 keeps dropping tunnels, let's track it here",
+    );
     for i in 1..400 {
         let who = if i % 2 == 0 { "U0ADA" } else { "U0BO" };
         ws.say(
@@ -804,15 +810,33 @@ async fn a_400_message_thread_stays_under_the_window() {
         );
     }
     let ask = "1700001999.000100";
-    ws.say(CHANNEL, ask, Some(root), "U0ADA", "<@UBOT> summarize where we are");
-    s.deliver("EvL1", mention(CHANNEL, "U0ADA", "<@UBOT> summarize where we are", ask, Some(root)))
-        .await;
+    ws.say(
+        CHANNEL,
+        ask,
+        Some(root),
+        "U0ADA",
+        "<@UBOT> summarize where we are",
+    );
+    s.deliver(
+        "EvL1",
+        mention(
+            CHANNEL,
+            "U0ADA",
+            "<@UBOT> summarize where we are",
+            ask,
+            Some(root),
+        ),
+    )
+    .await;
     let runs = s.runs(1).await;
     assert_eq!(runs[0].status, RunStatus::Succeeded, "{:?}", runs[0]);
     let requests = fake.requests();
     for r in &requests {
         let tokens = request_tokens(&r.body);
-        assert!(tokens < window, "a request of {tokens} tokens over the {window}-token window");
+        assert!(
+            tokens < window,
+            "a request of {tokens} tokens over the {window}-token window"
+        );
     }
     // Compacted, not cut: a summary request was made, and the answer request still
     // holds the request verbatim, last.
@@ -820,5 +844,43 @@ async fn a_400_message_thread_stays_under_the_window() {
     assert!(events.iter().any(|e| e.kind == "compaction"), "no compaction");
     let last = turns(&requests.last().unwrap().body);
     assert!(last.last().unwrap().1.contains("summarize where we are"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_reaction_on_a_threaded_message_reads_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::default();
+    let slack = fake_slack(ws.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Filed: printers on floors 3 and 4 jam.")));
+    let ticket = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - slack_reaction: {reaction: ticket}\n";
+    let mut s = start_with(dir.path(), &fake, &slack, &[("ticket", ticket)]).await;
+    let root = "1700002000.000100";
+    let reply = "1700002010.000100";
+    ws.say(CHANNEL, root, None, "U0ADA", "the printer on 3 is jammed");
+    ws.say(CHANNEL, reply, Some(root), "U0BO", "same on 4");
+    let reaction = json!({"type": "reaction_added", "user": "U0ADA", "reaction": "ticket", "item_user": "U0BO",
+                          "item": {"type": "message", "channel": CHANNEL, "ts": reply}, "event_ts": "1700002020.000100"});
+    s.deliver("EvR1", reaction).await;
+    let runs = s.runs(1).await;
+    assert_eq!(runs[0].agent, "ticket");
+    let request = turns(&fake.requests()[0].body);
+    assert!(
+        request.contains(&("user".to_string(), "@Ada: the printer on 3 is jammed".to_string())),
+        "{request:?}"
+    );
+    assert!(
+        request.contains(&("user".to_string(), "@Bo: same on 4".to_string())),
+        "{request:?}"
+    );
+    assert!(
+        request
+            .last()
+            .unwrap()
+            .1
+            .starts_with("[steward: the event to act on, a :ticket: reaction"),
+        "{request:?}"
+    );
     s.stop().await;
 }

@@ -217,10 +217,15 @@ impl Steward {
     }
 
     async fn mention_from(&self, event_id: &str, user: &str) -> StatusCode {
+        self.mention_at(event_id, user, "1700000000.000100").await
+    }
+
+    /// A mention from `user` in its own message `ts` (a conversation of its own).
+    async fn mention_at(&self, event_id: &str, user: &str, ts: &str) -> StatusCode {
         let body = event_callback(
             event_id,
             json!({"type": "app_mention", "user": user, "text": "<@UBOT> deploy billing",
-                   "ts": "1700000000.000100", "channel": "C123ABC456", "event_ts": "1700000000.000100"}),
+                   "ts": ts, "channel": "C123ABC456", "event_ts": ts}),
         );
         self.send(slack_signed(
             "/slack/events",
@@ -551,14 +556,19 @@ async fn a_persons_rate_and_an_agents_concurrency_hold_across_two_processes() {
     let mut a = start(dir.path(), &fake, &slack, &deploys, agent).await;
     let mut b = start(dir.path(), &fake, &slack, &deploys, agent).await;
     // Five requests from one person, alternating between the two processes, and two
-    // from someone else.
+    // from someone else, each a message of its own.
     for n in 0..5 {
         let s = if n % 2 == 0 { &a } else { &b };
-        assert_eq!(s.mention_from(&format!("EvRATE{n}"), ASKER).await, StatusCode::OK);
+        let ts = format!("17000001{n:02}.000100");
+        assert_eq!(
+            s.mention_at(&format!("EvRATE{n}"), ASKER, &ts).await,
+            StatusCode::OK
+        );
         routed(s).await;
     }
     for n in 0..2 {
-        b.mention_from(&format!("EvOTHER{n}"), "U0OTHER").await;
+        let ts = format!("17000002{n:02}.000100");
+        b.mention_at(&format!("EvOTHER{n}"), "U0OTHER", &ts).await;
         routed(&b).await;
     }
     let runs = {

@@ -82,10 +82,17 @@ pub async fn history(cx: &RunContext<'_>, prompt: &mut String) -> Result<Vec<Mes
             Message::user(format!("{}: {}", turn.author, turn.text))
         });
     }
-    prompt.insert_str(
-        0,
-        "[steward: the newest message of the conversation, the one to answer:]\n",
-    );
+    let what = match &cx.trigger.origin {
+        crate::triggers::Origin::Slack {
+            reaction: Some(r), ..
+        } => {
+            format!(
+                "[steward: the event to act on, a :{r}: reaction on a message of the conversation above:]\n"
+            )
+        }
+        _ => "[steward: the newest message of the conversation, the one to answer:]\n".to_string(),
+    };
+    prompt.insert_str(0, &what);
     Ok(out)
 }
 

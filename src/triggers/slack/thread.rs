@@ -28,18 +28,23 @@ pub async fn read(client: &SlackClient, origin: &Origin) -> Option<Result<(Threa
         channel_type,
         ts,
         thread_ts,
-        reaction: None,
+        reaction,
         ..
     } = origin
     else {
         return None;
     };
     let dm = channel_type.as_deref() == Some("im") || channel.starts_with('D');
-    let raw = match (thread_ts, dm) {
-        (Some(root), _) => replies(client, channel, root).await,
-        (None, true) => history(client, channel).await,
-        (None, false) => return None,
+    let raw = match (thread_ts, reaction, ts) {
+        (Some(root), _, _) => replies(client, channel, root).await,
+        // A reaction names only its message: read the thread that message is in (a
+        // lone message is a thread of one), the message itself included.
+        (None, Some(_), Some(message)) => reacted_thread(client, channel, message).await,
+        (None, None, _) if dm => history(client, channel).await,
+        _ => return None,
     };
+    // A reaction's message stays among the turns: it is what the reaction is about.
+    let ts = if reaction.is_some() { &None } else { ts };
     Some(match raw {
         Ok((messages, omitted)) => {
             let at = ts.as_deref().and_then(ts_order);
@@ -103,6 +108,26 @@ async fn replies(client: &SlackClient, channel: &str, root: &str) -> Result<(Vec
         all.drain(1..1 + omitted);
     }
     Ok((all, omitted))
+}
+
+/// The thread a reacted-to message belongs to. `conversations.replies` with a reply's
+/// `ts` answers with that reply only, which names its root; the root then gives the
+/// whole thread.
+async fn reacted_thread(
+    client: &SlackClient,
+    channel: &str,
+    message: &str,
+) -> Result<(Vec<Value>, usize), ApiError> {
+    let (messages, omitted) = replies(client, channel, message).await?;
+    let root = messages
+        .first()
+        .and_then(|m| m["thread_ts"].as_str())
+        .filter(|root| *root != message)
+        .map(str::to_string);
+    match root {
+        Some(root) => replies(client, channel, &root).await,
+        None => Ok((messages, omitted)),
+    }
 }
 
 /// A DM's recent messages, oldest first.
