@@ -130,12 +130,6 @@ async fn fake_slack_at(ws: Workspace) -> (SlackClient, String) {
     )
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 struct Steward {
     service: Option<Service>,
     store: Arc<dyn Store>,
@@ -215,25 +209,12 @@ impl Steward {
 
     /// Waits until `n` runs exist and all ended; returns them newest first.
     async fn runs(&self, n: usize) -> Vec<steward::store::RunRow> {
-        for _ in 0..200 {
-            let runs = self.store.list_runs(50).await.unwrap();
-            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("runs: {:?}", self.store.list_runs(50).await.unwrap());
+        ended_runs(self.store.as_ref(), n).await
     }
 
     /// Waits until every stored event is routed.
     async fn routed(&self) {
-        for _ in 0..200 {
-            if self.store.queue_depth().await.unwrap() == (0, 0) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("events not routed");
+        all_routed(self.store.as_ref()).await
     }
 
     async fn stop(&mut self) {
@@ -258,21 +239,6 @@ fn message(channel: &str, user: &str, text: &str, ts: &str, thread_ts: Option<&s
         e["thread_ts"] = json!(t);
     }
     e
-}
-
-/// The roles and contents of the messages of a Chat Completions request.
-fn turns(body: &Value) -> Vec<(String, String)> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -316,7 +282,7 @@ async fn a_thread_is_the_context_and_follow_ups_need_no_mention() {
     )
     .await;
     s.runs(1).await;
-    let first = turns(&fake.requests()[0].body);
+    let first = chat_turns(&fake.requests()[0].body);
     assert!(
         first.iter().any(|(role, text)| role == "user" && text == "@Ada: The VPN certificate on gw-2 expires Friday."),
         "{first:?}"
@@ -354,7 +320,7 @@ async fn a_thread_is_the_context_and_follow_ups_need_no_mention() {
     .await;
     let runs = s.runs(2).await;
     assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
-    let second = turns(&fake.requests()[1].body);
+    let second = chat_turns(&fake.requests()[1].body);
     assert!(
         second.contains(&(
             "assistant".to_string(),
@@ -451,7 +417,7 @@ async fn direct_messages_are_a_conversation() {
     .await;
     let runs = s.runs(2).await;
     assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded && r.private));
-    let second = turns(&fake.requests()[1].body);
+    let second = chat_turns(&fake.requests()[1].body);
     assert!(
         second.contains(&("user".to_string(), "@Ada: my laptop is a ThinkPad X1".to_string())),
         "{second:?}"
@@ -564,7 +530,7 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
     assert_eq!(runs[0].status, RunStatus::Succeeded);
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
-    let last = turns(&requests[1].body);
+    let last = chat_turns(&requests[1].body);
     // The draft stays as the model's turn; the later messages follow it, each once.
     assert!(
         last.contains(&("assistant".to_string(), "Draft about the printer.".to_string())),
@@ -646,7 +612,7 @@ async fn a_run_queued_behind_another_waits_for_quiet_and_answers_the_burst_once(
         runs[1].started_at.unwrap() >= runs[0].finished_at.unwrap(),
         "the thread's runs overlapped: {runs:?}"
     );
-    let second = turns(&fake.requests()[1].body);
+    let second = chat_turns(&fake.requests()[1].body);
     // It read the first run's answer, then its own message with the one after it.
     assert!(
         second.contains(&("assistant".to_string(), "gw-2 is up.".to_string())),
@@ -708,7 +674,7 @@ async fn files_of_the_thread_and_of_earlier_runs_are_there_by_id() {
     )
     .await;
     let first = s.runs(1).await;
-    let opening = turns(&fake.requests()[0].body);
+    let opening = chat_turns(&fake.requests()[0].body);
     // The thread's file is a virtual file of the run, listed with the earlier turns.
     let preamble = &opening
         .iter()
@@ -755,7 +721,7 @@ async fn files_of_the_thread_and_of_earlier_runs_are_there_by_id() {
     .await;
     let runs = s.runs(2).await;
     assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded), "{runs:?}");
-    let later = turns(&fake.requests()[2].body);
+    let later = chat_turns(&fake.requests()[2].body);
     let preamble = &later
         .iter()
         .find(|(_, t)| t.starts_with("[steward: this request continues"))
@@ -842,7 +808,7 @@ async fn a_400_message_thread_stays_under_the_window() {
     // holds the request verbatim, last.
     let events = s.store.run_events(&runs[0].id).await.unwrap();
     assert!(events.iter().any(|e| e.kind == "compaction"), "no compaction");
-    let last = turns(&requests.last().unwrap().body);
+    let last = chat_turns(&requests.last().unwrap().body);
     assert!(last.last().unwrap().1.contains("summarize where we are"));
     s.stop().await;
 }
@@ -865,7 +831,7 @@ async fn a_reaction_on_a_threaded_message_reads_its_thread() {
     s.deliver("EvR1", reaction).await;
     let runs = s.runs(1).await;
     assert_eq!(runs[0].agent, "ticket");
-    let request = turns(&fake.requests()[0].body);
+    let request = chat_turns(&fake.requests()[0].body);
     assert!(
         request.contains(&("user".to_string(), "@Ada: the printer on 3 is jammed".to_string())),
         "{request:?}"

@@ -9,12 +9,6 @@ use std::process::Output;
 use serde_json::{Value, json};
 use support::*;
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// A tree with one agent (`clock`, which may call `current_time` and `http_fetch`) and
 /// a judge subagent on another model.
 fn tree() -> tempfile::TempDir {

@@ -134,12 +134,6 @@ async fn fake_notion(comments: Comments) -> String {
     serve(app).await
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 struct Steward {
     service: Service,
     store: Arc<dyn Store>,
@@ -208,24 +202,11 @@ impl Steward {
 
     /// Waits until `n` runs exist and all ended, newest first.
     async fn runs(&self, n: usize) -> Vec<RunRow> {
-        for _ in 0..200 {
-            let runs = self.store.list_runs(50).await.unwrap();
-            if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("runs: {:?}", self.store.list_runs(50).await.unwrap());
+        ended_runs(self.store.as_ref(), n).await
     }
 
     async fn routed(&self) {
-        for _ in 0..200 {
-            if self.store.queue_depth().await.unwrap() == (0, 0) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("events not routed");
+        all_routed(self.store.as_ref()).await
     }
 }
 
@@ -264,21 +245,6 @@ fn comment_created(id: &str, author: (&str, &str), body: Value) -> Value {
            "comment": {"id": id, "author": {"accountId": author.0, "displayName": author.1}, "body": body,
                        "created": "2026-11-24T10:10:00.000+0000", "updated": "2026-11-24T10:10:00.000+0000"},
            "issue": issue()})
-}
-
-/// The roles and contents of a Chat Completions request.
-fn turns(body: &Value) -> Vec<(String, String)> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -320,7 +286,7 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
     let runs = s.runs(2).await;
     assert_eq!(runs[0].agent, "triage");
     assert_eq!(runs[0].status, RunStatus::Succeeded);
-    let second = turns(&fake.requests()[1].body);
+    let second = chat_turns(&fake.requests()[1].body);
     assert!(
         second.contains(&(
             "assistant".to_string(),
@@ -378,7 +344,7 @@ async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() 
     let runs = s.runs(2).await;
     assert_eq!(runs[0].agent, "pages");
     assert_eq!(runs[0].status, RunStatus::Succeeded);
-    let second = turns(&fake.requests()[1].body);
+    let second = chat_turns(&fake.requests()[1].body);
     assert!(
         second.contains(&("assistant".to_string(), "The page needs an owner.".to_string())),
         "{second:?}"

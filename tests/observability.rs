@@ -56,12 +56,6 @@ impl Tool for Lookup {
     }
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 fn registry() -> ToolRegistry {
     let mut r = ToolRegistry::new();
     r.register(Arc::new(Lookup));

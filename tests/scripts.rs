@@ -21,12 +21,6 @@ use steward::triggers::TriggerEvent;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// A fake Slack workspace: one channel's messages, with reactions that `reactions.add`
 /// really adds.
 #[derive(Clone, Default)]

@@ -19,7 +19,7 @@ use steward::files::extractor::Extractor;
 use steward::http::{Egress, EgressPolicy};
 use steward::tools::http_fetch::HttpFetch;
 use steward::tools::{Tool, ToolCtx, ToolError};
-use support::free_local_addr;
+use support::{free_local_addr, write};
 
 /// A listener standing in for an internal service; counts the requests that reach it.
 async fn internal_service() -> (String, Arc<AtomicUsize>) {
@@ -276,12 +276,6 @@ fn serve(
         std::thread::sleep(Duration::from_millis(50));
     }
     (child, format!("http://{addr}"))
-}
-
-fn write(root: &std::path::Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -29,12 +29,6 @@ const JIRA_SECRET: &str = "jira-webhook-secret";
 const HOOK_TOKEN: &str = "hook-token-123";
 const DB: &str = "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6";
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 fn tree(root: &Path) -> Config {
     write(root, "prompts/p.md", "You are a test agent.");
     let agent = |name: &str, triggers: &str| {

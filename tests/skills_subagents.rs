@@ -16,12 +16,6 @@ use steward::triggers::TriggerEvent;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 fn skill(root: &Path, folder: &str, front: &str, body: &str) {
     write(
         root,

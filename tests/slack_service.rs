@@ -63,12 +63,6 @@ impl Tool for Deploy {
     }
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 fn registry(deploys: &Arc<AtomicU32>) -> ToolRegistry {
     let mut r = ToolRegistry::core(Default::default());
     r.register(Arc::new(Deploy(deploys.clone())));

@@ -300,12 +300,6 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
     assert_eq!(chat.trace_id, ingest.trace_id);
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
 /// The model of a boss that delegates once to `helper`, and of the helper.
 fn delegating_model(fake: &FakeModel) {
     fake.handler(|body| {

@@ -469,3 +469,48 @@ pub fn slack_signed(
         .body(axum::body::Body::from(body))
         .unwrap()
 }
+
+/// Writes `text` to `rel` under `root`, creating its folders.
+pub fn write(root: &std::path::Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// The roles and contents of the messages of a Chat Completions request.
+pub fn chat_turns(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `n` runs exist and all ended; returns them newest first.
+pub async fn ended_runs(store: &dyn steward::store::Store, n: usize) -> Vec<steward::store::RunRow> {
+    for _ in 0..200 {
+        let runs = store.list_runs(50).await.unwrap();
+        if runs.len() >= n && runs.iter().all(|r| r.status.is_terminal()) {
+            return runs;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("runs: {:?}", store.list_runs(50).await.unwrap());
+}
+
+/// Waits until every stored event is routed (none queued or claimed).
+pub async fn all_routed(store: &dyn steward::store::Store) {
+    for _ in 0..200 {
+        if store.queue_depth().await.unwrap() == (0, 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("events not routed");
+}
