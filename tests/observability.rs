@@ -72,6 +72,7 @@ fn tree(root: &Path) -> Config {
         root,
         "agents/helpdesk.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  - slack_mention: {}\n\
+         output: { status: both }\n\
          evals: { post_run: [\"The answer says whether the ticket is open.\"], model: openai/judge-model }\n",
     );
     Config::load(
@@ -405,6 +406,35 @@ async fn metrics_status_and_inspector_after_slack_runs() {
             ("reactions.add".to_string(), "white_check_mark".to_string()),
         ]
     );
+    // And Slack's own: the thinking status in the thread with what the run did, cleared
+    // at the end; an agent session opened as processing and closed.
+    let native: Vec<(String, Value)> = calls
+        .iter()
+        .filter(|(m, b)| {
+            (m == "assistant.threads.setStatus" || m == "agents.sessions.setStatus")
+                && b["thread_ts"] == "1515449522.000016"
+        })
+        .cloned()
+        .collect();
+    let statuses: Vec<&str> = native
+        .iter()
+        .filter(|(m, _)| m == "assistant.threads.setStatus")
+        .map(|(_, b)| b["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses.first(), Some(&"is thinking…"), "{native:?}");
+    assert_eq!(statuses.last(), Some(&""), "cleared at the end: {native:?}");
+    assert!(
+        native
+            .iter()
+            .any(|(_, b)| b["loading_messages"] == json!(["Running lookup…"])),
+        "the tool call shows: {native:?}"
+    );
+    let sessions: Vec<&str> = native
+        .iter()
+        .filter(|(m, _)| m == "agents.sessions.setStatus")
+        .map(|(_, b)| b["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions, ["processing", "closed"]);
     let log_lines: Vec<&Value> = calls
         .iter()
         .filter(|(m, b)| m == "chat.postMessage" && b["channel"] == "C0LOG")

@@ -528,10 +528,10 @@ fn build_agent(
     let output = OutputSettings {
         reply: spec.output.reply.unwrap_or(d.reply),
         prompt_link: spec.output.prompt_link.unwrap_or(d.prompt_link),
-        status_reactions: spec
-            .output
-            .status_reactions
-            .unwrap_or(matches!(coordinator, Coordinator::Llm)),
+        status: spec.output.status.unwrap_or(match coordinator {
+            Coordinator::Llm => super::StatusMode::Native,
+            _ => super::StatusMode::None,
+        }),
         feedback: spec.output.feedback.unwrap_or(d.feedback),
     };
 
@@ -689,7 +689,7 @@ fn build_subagent(
         output: OutputSettings {
             reply: true,
             prompt_link: false,
-            status_reactions: false,
+            status: super::StatusMode::None,
             feedback: false,
         },
         post_run: Default::default(),

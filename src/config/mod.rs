@@ -210,6 +210,29 @@ impl Default for ContextSettings {
     }
 }
 
+/// How a run's status shows in Slack (`output.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusMode {
+    /// `:eyes:` on the triggering message, then `:white_check_mark:` or `:x:`.
+    Reaction,
+    /// Slack's thinking status in the thread (`assistant.threads.setStatus`, with what
+    /// the run is doing) and an agent session with a Stop button.
+    Native,
+    Both,
+    None,
+}
+
+impl StatusMode {
+    pub fn reactions(self) -> bool {
+        matches!(self, StatusMode::Reaction | StatusMode::Both)
+    }
+
+    pub fn native(self) -> bool {
+        matches!(self, StatusMode::Native | StatusMode::Both)
+    }
+}
+
 /// What happens to the final answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputSettings {
@@ -217,10 +240,11 @@ pub struct OutputSettings {
     /// agent acts only through tools and its final text is discarded.
     pub reply: bool,
     pub prompt_link: bool,
-    /// Mark the triggering Slack message while the run works (`:eyes:`) and how it
-    /// ended (`:white_check_mark:` or `:x:`). Default: on for LLM agents, off for script
-    /// coordinators (code workflows that add their own reactions).
-    pub status_reactions: bool,
+    /// How a Slack-triggered run shows it is working (`output.status`): Slack's own
+    /// thinking status and agent session, reactions on the triggering message, both, or
+    /// nothing. Default: native for LLM agents, none for script coordinators (code
+    /// workflows that add their own reactions).
+    pub status: StatusMode,
     /// 👍 / 👎 buttons under Slack replies (`output: {feedback: true}`).
     pub feedback: bool,
 }
@@ -230,7 +254,7 @@ impl Default for OutputSettings {
         OutputSettings {
             reply: true,
             prompt_link: true,
-            status_reactions: true,
+            status: StatusMode::Native,
             feedback: false,
         }
     }

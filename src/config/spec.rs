@@ -358,7 +358,8 @@ pub struct LimitsSpec {
 pub struct OutputSpec {
     pub reply: Option<bool>,
     pub prompt_link: Option<bool>,
-    pub status_reactions: Option<bool>,
+    /// `reaction | native | both | none` (default native for LLM agents).
+    pub status: Option<super::StatusMode>,
     /// 👍 / 👎 buttons under Slack replies; a click is a human score on the run.
     pub feedback: Option<bool>,
 }

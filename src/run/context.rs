@@ -48,6 +48,8 @@ pub struct RunContext<'a> {
     pub capture_content: bool,
     /// Later messages of the conversation, handed in while the run works.
     pub inbox: Option<Arc<super::inbox::Inbox>>,
+    /// The run's status where it was asked (top-level Slack runs).
+    pub presence: Option<Arc<super::presence::Presence>>,
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -156,6 +158,7 @@ pub async fn prepare<'a>(
         max_tool_calls: agent.limits.max_tool_calls,
         tool_timeout: agent.limits.tool_timeout,
         capture_content,
+        presence: lineage.presence.clone(),
     });
     Ok(RunContext {
         runner,
@@ -176,6 +179,7 @@ pub async fn prepare<'a>(
         cancel,
         capture_content,
         inbox: lineage.inbox,
+        presence: lineage.presence,
     })
 }
 

@@ -76,6 +76,10 @@ impl Coordinator for LlmCoordinator {
             child_totals: cx.child_totals.clone(),
             inbox: cx.inbox.clone(),
         };
+        // People see the run working before the model is asked.
+        if let Some(presence) = &cx.presence {
+            presence.started().await;
+        }
         Ok(run.run(start).await?)
     }
 }

@@ -14,7 +14,10 @@ use crate::types::{RunOutcome, Termination};
 pub fn explain(agent: &AgentConfig, termination: Termination) -> Option<String> {
     let l = &agent.limits;
     Some(match termination {
-        Termination::Completed | Termination::AwaitingApproval | Termination::Cancelled => return None,
+        Termination::Completed
+        | Termination::AwaitingApproval
+        | Termination::Cancelled
+        | Termination::StoppedByUser => return None,
         Termination::ProviderError => {
             "Sorry, I could not get an answer from the AI model (it failed or refused); please try again in a few minutes.".into()
         }

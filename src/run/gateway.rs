@@ -40,6 +40,8 @@ pub struct GatewayParts {
     pub tool_timeout: Duration,
     /// Record arguments and results on `execute_tool` spans (never for private runs).
     pub capture_content: bool,
+    /// Where the run's status shows what it does (top-level Slack runs).
+    pub presence: Option<Arc<super::presence::Presence>>,
 }
 
 /// A call refused because the run's `max_tool_calls` budget would be exceeded.
@@ -219,6 +221,9 @@ impl Gateway {
         );
         if capture {
             span.record("gen_ai.tool.call.arguments", arguments);
+        }
+        if let Some(presence) = &self.parts.presence {
+            presence.step(self.parts.tools.status_of(name));
         }
         let result = async {
             let ctx = self.ctx(call_id, cancel);

@@ -17,12 +17,14 @@ pub mod inbox;
 pub mod inputs;
 pub mod llm;
 pub mod metering;
+pub mod presence;
 pub mod prompts;
 pub mod recorder;
 pub mod reply;
 pub mod report;
 pub mod script;
 pub mod status;
+pub mod stop;
 pub mod subagents;
 pub mod thread;
 
@@ -44,7 +46,6 @@ use crate::tools::ToolRegistry;
 use crate::tools::skills::SKILL_TOOLS;
 use crate::types::ModelRef;
 
-use crate::triggers::source::Progress;
 use crate::triggers::{Origin, Sources, TriggerEvent};
 pub use crate::types::{RunOutcome, Termination};
 pub use events::RunEvent;
@@ -100,6 +101,11 @@ pub struct Lineage {
     /// Where later messages of the run's conversation are handed to it (LLM runs the
     /// server starts in a conversation).
     pub inbox: Option<Arc<inbox::Inbox>>,
+    /// The run's status where it was asked (top-level runs; set by `run_in`).
+    pub presence: Option<Arc<presence::Presence>>,
+    /// A person's Stop for this run (runs the server starts from Slack); the run's
+    /// cancellation token is its token.
+    pub stop: Option<Arc<stop::StopSignal>>,
 }
 
 impl Lineage {
@@ -114,6 +120,8 @@ impl Lineage {
             files: None,
             existing_run: None,
             inbox: None,
+            presence: None,
+            stop: None,
         }
     }
 }
@@ -219,21 +227,27 @@ impl Runner {
             crate::telemetry::continue_trace(&span, traceparent);
         }
         let top_level = lineage.parent_id.is_none();
-        // The "working" mark goes up while the run starts, not before it: the person
-        // waits for one Slack call less. The final mark comes after both.
-        let working = async {
-            if top_level {
-                status::show(&self.sources, agent, trigger, Progress::Working).await;
-            }
-        };
-        let run = self
+        // The "working" status goes up while the run starts, not before it: the person
+        // waits for one Slack call less (the first model call waits for it).
+        let mut lineage = lineage;
+        if top_level {
+            lineage.presence = presence::Presence::start(self.sources.clone(), agent, trigger);
+        }
+        let presence = lineage.presence.clone();
+        let outcome = self
             .execute(agent, trigger, run_id, lineage, cancel)
-            .instrument(span.clone());
-        let ((), outcome) = tokio::join!(working, run);
+            .instrument(span.clone())
+            .await;
+        // A run waiting for an approval has not ended: its status stays to the request.
+        let ended = outcome
+            .as_ref()
+            .ok()
+            .filter(|o| o.termination != Termination::AwaitingApproval);
+        if let Some(p) = &presence {
+            p.end(ended.map(status::progress_of)).await;
+        }
         let outcome = outcome?;
-        // A run waiting for an approval has not ended: its marks stay as they are.
         if top_level && outcome.termination != Termination::AwaitingApproval {
-            status::show(&self.sources, agent, trigger, status::progress_of(&outcome)).await;
             status::log(&self.sources, agent, trigger, &outcome).await;
             failure::tell(&self.sources, agent, trigger, &outcome).await;
         }
@@ -280,11 +294,17 @@ impl Runner {
         lineage: Lineage,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        let stop = lineage.stop.clone();
         let cx = context::prepare(self, agent, trigger, run_id, lineage, cancel).await?;
         let mut result = coordinator::for_agent(agent).coordinate(&cx).await?;
         if result.termination == Termination::Cancelled && self.interrupt.is_cancelled() {
             result.termination = Termination::Interrupted;
             result.error = Some("steward stopped before this run finished (the grace period ran out)".into());
+        } else if result.termination == Termination::Cancelled
+            && let Some(by) = stop.as_ref().and_then(|s| s.stopped_by())
+        {
+            result.termination = Termination::StoppedByUser;
+            result.error = Some(format!("stopped by {by}"));
         }
         self.finish(cx, result).await
     }

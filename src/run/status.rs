@@ -1,25 +1,12 @@
-//! A run's status where people look: reactions on the triggering Slack message while
-//! it works and when it ends (`output.status_reactions`), and one line per finished
-//! top-level run in the log channel (`STEWARD_LOG_CHANNEL`), never for private runs.
-//! Both are best effort: a failure is logged and never fails the run.
+//! A run's status where people look: how it ended, as its presence shows it (see
+//! [`super::presence`]), and one line per finished top-level run in the log channel
+//! (`STEWARD_LOG_CHANNEL`), never for private runs. Best effort: a failure is logged
+//! and never fails the run.
 
 use crate::config::AgentConfig;
 use crate::triggers::source::Progress;
 use crate::triggers::{Sources, TriggerEvent};
 use crate::types::{RunOutcome, Termination};
-
-/// Shows `progress` on the triggering message, when the agent wants status reactions.
-pub async fn show(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, progress: Progress) {
-    if !agent.output.status_reactions {
-        return;
-    }
-    let Some(source) = sources.for_origin(&trigger.origin) else {
-        return;
-    };
-    if let Err(e) = source.show_progress(&trigger.origin, progress).await {
-        tracing::warn!(error = %e, ?progress, "cannot show the run's status on the triggering message");
-    }
-}
 
 /// How a run ended, as the status reactions show it.
 pub fn progress_of(outcome: &RunOutcome) -> Progress {

@@ -108,6 +108,8 @@ impl SubagentLauncher for Launcher {
             files: Some((self.parent_files.clone(), files.to_vec())),
             existing_run: None,
             inbox: None,
+            presence: None,
+            stop: None,
         };
         let outcome = self
             .runner

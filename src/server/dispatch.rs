@@ -130,6 +130,8 @@ pub struct Dispatcher {
     cron: Vec<CronJob>,
     /// The runs of conversations that take their later messages.
     handoffs: Arc<super::handoff::Handoffs>,
+    /// What a person's Stop reaches.
+    stops: Arc<super::stops::Stops>,
 }
 
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
@@ -168,6 +170,7 @@ impl Dispatcher {
             per_agent,
             cron: jobs(&config),
             handoffs: Arc::default(),
+            stops: Arc::default(),
             runner,
             config,
             notify,
@@ -346,6 +349,16 @@ impl Dispatcher {
             return Ok(0);
         };
         self.record_feedback(&trigger).await?;
+        // A Stop (Slack's button, or the stop reaction on a message a run works on)
+        // cancels the runs it names and starts nothing.
+        if let Some((key, user)) = super::stops::request(&trigger) {
+            let stopped = self.stops.stop(&key, user);
+            if !stopped.is_empty() || trigger.kind == "agent_session_stopped" {
+                tracing::info!(event = %e.id, runs = ?stopped, "stop requested");
+                self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
+                return Ok(0);
+            }
+        }
         let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
         if matched.is_empty()
             && let Some(agent) = super::follow_ups::owner(
@@ -522,6 +535,9 @@ impl Dispatcher {
             .filter(|_| agent.takes_handoffs())
             .map(|c| (c.to_string(), self.handoffs.open(c, &agent.name)));
         let handoffs = self.handoffs.clone();
+        let stop = Arc::new(crate::run::stop::StopSignal::new(&runner.interrupt));
+        let stops = self.stops.clone();
+        stops.add(&run_id, &trigger, stop.clone());
         self.tracker.spawn(async move {
             let store = runner.store.clone();
             let work = async {
@@ -556,7 +572,8 @@ impl Dispatcher {
                 let mut lineage = Lineage::root(&agent);
                 lineage.existing_run = Some(run_id.clone());
                 lineage.inbox = inbox.as_ref().map(|(_, i)| i.clone());
-                runner.run_in(&agent, &trigger, lineage, runner.interrupt.child_token()).await
+                lineage.stop = Some(stop.clone());
+                runner.run_in(&agent, &trigger, lineage, stop.token()).await
             };
             let renew = async {
                 loop {
@@ -582,6 +599,7 @@ impl Dispatcher {
             if let Some((conversation, inbox)) = &inbox {
                 handoffs.close(conversation, &agent.name, inbox);
             }
+            stops.remove(&run_id, &trigger);
             // A private event's sealed text goes once no run of it is left to read it.
             if trigger.private
                 && let Err(e) = store.erase_sealed(&event_id).await

@@ -12,6 +12,7 @@ pub mod interactivity;
 pub mod limits;
 pub mod scrape;
 pub mod socket_mode;
+pub mod stops;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

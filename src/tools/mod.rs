@@ -9,6 +9,7 @@ pub mod registry;
 pub mod schema;
 pub mod skill_script;
 pub mod skills;
+pub mod status;
 pub mod subagent;
 
 use async_trait::async_trait;
@@ -155,6 +156,10 @@ impl From<crate::skills::access::SkillError> for ToolError {
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
+    /// What a run is doing while it calls this tool, for Slack's thinking status.
+    fn status(&self) -> String {
+        status::of(&self.spec().name)
+    }
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult;
     /// Realistic canned output with the same shape as [`Tool::call`], touching nothing.
     async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult;

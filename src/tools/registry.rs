@@ -61,6 +61,13 @@ impl ToolRegistry {
         self.tools.get(name)
     }
 
+    /// What a run is doing while it calls `name` ([`Tool::status`]).
+    pub fn status_of(&self, name: &str) -> String {
+        self.tools
+            .get(name)
+            .map_or_else(|| super::status::of(name), |t| t.status())
+    }
+
     /// Definitions for the model, in name order so the request prefix is byte-stable.
     pub fn definitions(&self, names: &[String]) -> Vec<ToolDef> {
         let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();

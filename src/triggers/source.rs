@@ -129,11 +129,14 @@ pub struct ApprovalRequest<'a> {
     pub run_link: Option<String>,
 }
 
-/// A run's progress as shown on its triggering message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A run's progress as shown where it was asked (see [`crate::config::StatusMode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
-    /// The run started (`:eyes:` on Slack).
-    Working,
+    /// The run started (`:eyes:`; Slack's thinking status and an agent session named
+    /// `title`, started by `user`).
+    Working { title: String, user: Option<String> },
+    /// What it is doing now ("Searching Jira…"), for the thinking status.
+    Step(String),
     /// It completed (`:white_check_mark:`).
     Done,
     /// It ended any other way (`:x:`).
@@ -162,7 +165,12 @@ pub trait Source: Send + Sync {
 
     /// Shows a run's progress on the message that triggered it; `Ok(false)` when this
     /// source has no such marks (only Slack does).
-    async fn show_progress(&self, _origin: &Origin, _progress: Progress) -> Result<bool, ApiError> {
+    async fn show_progress(
+        &self,
+        _origin: &Origin,
+        _mode: crate::config::StatusMode,
+        _progress: &Progress,
+    ) -> Result<bool, ApiError> {
         Ok(false)
     }
 

@@ -70,6 +70,8 @@ pub enum Termination {
     /// A coordinator script failed (syntax, runtime error, or a sandbox limit).
     ScriptError,
     Cancelled,
+    /// A person stopped it (Slack's Stop button, or a `:octagonal_sign:` reaction).
+    StoppedByUser,
     /// The service stopped and the run did not finish within the grace period.
     Interrupted,
     /// The agent's prompt (hosted in Notion) could not be loaded and no copy was cached.
@@ -92,6 +94,7 @@ impl Termination {
             Termination::ToolError => "tool_error",
             Termination::ScriptError => "script_error",
             Termination::Cancelled => "cancelled",
+            Termination::StoppedByUser => "stopped_by_user",
             Termination::Interrupted => "interrupted",
             Termination::PromptUnavailable => "prompt_unavailable",
             Termination::CrashLoop => "crash_loop",
@@ -103,7 +106,7 @@ impl Termination {
     pub fn status(self) -> RunStatus {
         match self {
             Termination::Completed => RunStatus::Succeeded,
-            Termination::Cancelled => RunStatus::Cancelled,
+            Termination::Cancelled | Termination::StoppedByUser => RunStatus::Cancelled,
             Termination::Interrupted => RunStatus::Interrupted,
             Termination::AwaitingApproval => RunStatus::Waiting,
             _ => RunStatus::Failed,

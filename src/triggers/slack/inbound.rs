@@ -145,6 +145,21 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
                 files: Vec::new(),
             }
         }
+        // Slack's Stop button on an agent session: routed as an event of its thread.
+        SlackEventCallbackBody::AgentSessionStopped(stopped) => {
+            let thread = stopped.thread_ts.map(|t| t.to_string());
+            Said {
+                kind: "agent_session_stopped",
+                channel: Some(stopped.channel.to_string()),
+                channel_type: None,
+                user: stopped.user.map(|u| u.to_string()),
+                text: None,
+                ts: thread.clone(),
+                thread_ts: thread,
+                reaction: None,
+                files: Vec::new(),
+            }
+        }
         SlackEventCallbackBody::ChannelCreated(c) => {
             return Ok(SlackPayload::ChannelCreated {
                 channel: c.channel.id.to_string(),

@@ -4,6 +4,7 @@
 mod inbound;
 pub mod route;
 mod source;
+pub mod status;
 pub mod thread;
 
 pub use inbound::*;

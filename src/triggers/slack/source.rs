@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use crate::config::StatusMode;
 use crate::files::{NewFile, mime};
 use crate::http::Egress;
 use crate::integrations::ApiError;
@@ -140,47 +141,30 @@ impl Source for SlackSource {
     }
 
     /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.
-    async fn show_progress(&self, origin: &Origin, progress: Progress) -> Result<bool, ApiError> {
-        let Origin::Slack {
-            channel,
-            ts: Some(ts),
-            ..
-        } = origin
-        else {
-            return Ok(false);
-        };
+    async fn show_progress(
+        &self,
+        origin: &Origin,
+        mode: StatusMode,
+        progress: &Progress,
+    ) -> Result<bool, ApiError> {
         let client = self
             .client
             .as_ref()
             .ok_or(ApiError::NotConfigured("SLACK_BOT_TOKEN"))?;
-        let react = |method: &'static str, name: &'static str| {
-            let body = json!({"channel": channel, "timestamp": ts, "name": name});
-            async move {
-                match client.call(method, &body).await {
-                    Ok(_) => Ok(()),
-                    // Someone (or a retry) already did it: the mark is as wanted.
-                    Err(ApiError::Api { message, .. })
-                        if message == "already_reacted" || message == "no_reaction" =>
-                    {
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
+        let native = async {
+            match mode.native() {
+                true => super::status::show(client, origin, progress).await,
+                false => Ok(false),
             }
         };
-        match progress {
-            Progress::Working => react("reactions.add", "eyes").await?,
-            Progress::Done | Progress::Failed => {
-                react("reactions.remove", "eyes").await?;
-                let mark = if progress == Progress::Done {
-                    "white_check_mark"
-                } else {
-                    "x"
-                };
-                react("reactions.add", mark).await?;
+        let reactions = async {
+            match mode.reactions() {
+                true => react(client, origin, progress).await,
+                false => Ok(false),
             }
-        }
-        Ok(true)
+        };
+        let (native, reactions) = tokio::join!(native, reactions);
+        Ok(native? | reactions?)
     }
 
     async fn attachments(&self, trigger: &TriggerEvent, cap: u64) -> Fetched {
@@ -273,4 +257,46 @@ async fn ask(
     let ts = sent["ts"].as_str().unwrap_or_default().to_string();
     let channel = sent["channel"].as_str().map(str::to_string).unwrap_or(channel);
     Ok((channel, ts))
+}
+
+/// `:eyes:` on the triggering message while a run works, then `:white_check_mark:` or
+/// `:x:`; nothing for steps.
+async fn react(client: &SlackClient, origin: &Origin, progress: &Progress) -> Result<bool, ApiError> {
+    let Origin::Slack {
+        channel,
+        ts: Some(ts),
+        ..
+    } = origin
+    else {
+        return Ok(false);
+    };
+    let react = |method: &'static str, name: &'static str| {
+        let body = json!({"channel": channel, "timestamp": ts, "name": name});
+        async move {
+            match client.call(method, &body).await {
+                Ok(_) => Ok(()),
+                // Someone (or a retry) already did it: the mark is as wanted.
+                Err(ApiError::Api { message, .. })
+                    if message == "already_reacted" || message == "no_reaction" =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match progress {
+        Progress::Working { .. } => react("reactions.add", "eyes").await?,
+        Progress::Step(_) => return Ok(false),
+        Progress::Done | Progress::Failed => {
+            react("reactions.remove", "eyes").await?;
+            let mark = if *progress == Progress::Done {
+                "white_check_mark"
+            } else {
+                "x"
+            };
+            react("reactions.add", mark).await?;
+        }
+    }
+    Ok(true)
 }

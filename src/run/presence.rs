@@ -1,0 +1,117 @@
+//! A run's presence where it was asked, while it works: Slack's thinking status (what
+//! the run is doing now, from the tool it calls) and agent session, or reactions on the
+//! triggering message (`output.status`). Best effort: a failure is logged and never
+//! fails the run.
+//!
+//! One task per run sends the updates, at most one step per [`STEP_INTERVAL`] (the
+//! newest wins), so tool calls never wait for Slack. The task is aborted when the run
+//! ends.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{AgentConfig, StatusMode};
+use crate::triggers::source::Progress;
+use crate::triggers::{Origin, Sources, TriggerEvent};
+
+/// Slack throttles `assistant.threads.setStatus`; a status changes at most this often.
+pub const STEP_INTERVAL: Duration = Duration::from_secs(2);
+/// How long the first model call waits for the "working" status to be up.
+const START_WAIT: Duration = Duration::from_secs(1);
+
+/// The presence of one top-level run.
+pub struct Presence {
+    sources: Arc<Sources>,
+    mode: StatusMode,
+    origin: Origin,
+    steps: watch::Sender<Option<String>>,
+    started: watch::Receiver<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Presence {
+    /// Starts showing that the run works; `None` when the agent shows no status or the
+    /// trigger's source has nowhere to show it.
+    pub fn start(
+        sources: Arc<Sources>,
+        agent: &AgentConfig,
+        trigger: &TriggerEvent,
+    ) -> Option<Arc<Presence>> {
+        let mode = agent.output.status;
+        if mode == StatusMode::None || !matches!(trigger.origin, Origin::Slack { .. }) {
+            return None;
+        }
+        sources.for_origin(&trigger.origin)?;
+        let (steps, mut step_rx) = watch::channel(None::<String>);
+        let (started_tx, started) = watch::channel(false);
+        let working = Progress::Working {
+            title: trigger.summary.clone(),
+            user: trigger.actor(),
+        };
+        let (src, origin) = (sources.clone(), trigger.origin.clone());
+        let task = tokio::spawn(async move {
+            show(&src, mode, &origin, &working).await;
+            started_tx.send_replace(true);
+            while step_rx.changed().await.is_ok() {
+                let step = step_rx.borrow_and_update().clone();
+                if let Some(text) = step {
+                    show(&src, mode, &origin, &Progress::Step(text)).await;
+                    tokio::time::sleep(STEP_INTERVAL).await;
+                }
+            }
+        });
+        Some(Arc::new(Presence {
+            sources,
+            mode,
+            origin: trigger.origin.clone(),
+            steps,
+            started,
+            task: Mutex::new(Some(task)),
+        }))
+    }
+
+    /// Says what the run does now ("Searching Jira…").
+    pub fn step(&self, text: String) {
+        self.steps.send_replace(Some(text));
+    }
+
+    /// Waits (a little) until the "working" status is up, so people see it before
+    /// the model is asked.
+    pub async fn started(&self) {
+        let mut rx = self.started.clone();
+        let _ = tokio::time::timeout(START_WAIT, rx.wait_for(|up| *up)).await;
+    }
+
+    fn stop_task(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+    }
+
+    /// The run ended: no more steps; shows how (`None` leaves the status to what
+    /// comes next, as for a run that waits for an approval).
+    pub async fn end(&self, progress: Option<Progress>) {
+        self.stop_task();
+        if let Some(p) = progress {
+            show(&self.sources, self.mode, &self.origin, &p).await;
+        }
+    }
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        self.stop_task();
+    }
+}
+
+async fn show(sources: &Sources, mode: StatusMode, origin: &Origin, progress: &Progress) {
+    let Some(source) = sources.for_origin(origin) else {
+        return;
+    };
+    if let Err(e) = source.show_progress(origin, mode, progress).await {
+        tracing::warn!(error = %e, ?progress, "cannot show the run's status in Slack");
+    }
+}

@@ -1,0 +1,264 @@
+//! Slack's agent surface through `steward serve`'s service against a fake Slack that
+//! records every call with its time: the thinking status before the model is asked,
+//! the agent session, and a Stop (Slack's button or the stop reaction) that stops a run
+//! mid-loop.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Json, Path as UrlPath, Query};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::slack::SlackClient;
+use steward::run::Runner;
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{RunStatus, SqliteStore, Store};
+use support::*;
+use tower::ServiceExt;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const CHANNEL: &str = "C0HELP";
+
+type Calls = Arc<Mutex<Vec<(String, Value, Instant)>>>;
+
+async fn fake_slack(calls: Calls) -> SlackClient {
+    let app = Router::new()
+        .route(
+            "/conversations.replies",
+            get(|Query(_q): Query<HashMap<String, String>>| async {
+                Json(json!({"ok": true, "messages": [], "has_more": false}))
+            }),
+        )
+        .route(
+            "/{method}",
+            post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
+                let calls = calls.clone();
+                async move {
+                    calls
+                        .lock()
+                        .unwrap()
+                        .push((method.clone(), body.clone(), Instant::now()));
+                    Json(json!({"ok": true, "channel": body["channel"], "ts": "1700009999.000100"}))
+                }
+            }),
+        );
+    let url = serve(app).await;
+    SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test")
+}
+
+struct Steward {
+    service: Service,
+    store: Arc<dyn Store>,
+}
+
+async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient, agent: &str) -> Steward {
+    write(root, "prompts/p.md", "You help.");
+    write(root, "agents/helpdesk.yaml", agent);
+    let tools = steward::tools::ToolRegistry::core(Default::default());
+    let config = Config::load(
+        root,
+        &Known {
+            tools: tools.names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&root.join("steward.db")).await.unwrap());
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(fake), None))
+        .tools(tools)
+        .tokens(tokens())
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: Some(slack.clone()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        ..Secrets::default()
+    };
+    let service = Service::start(
+        runner,
+        Arc::new(config),
+        secrets,
+        Some(slack.clone()),
+        None,
+        DispatchSettings::default(),
+    );
+    Steward { service, store }
+}
+
+impl Steward {
+    async fn deliver(&self, event_id: &str, event: Value) -> StatusCode {
+        let body = event_callback(event_id, event).to_string();
+        let req = slack_signed("/slack/events", "application/json", body, SECRET);
+        self.service.router().oneshot(req).await.unwrap().status()
+    }
+}
+
+const AGENT: &str =
+    "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - slack_mention: {}\n";
+
+fn mention(ts: &str) -> Value {
+    json!({"type": "app_mention", "user": "U0ADA", "text": "<@UBOT> what time is it?", "ts": ts, "channel": CHANNEL, "event_ts": ts})
+}
+
+fn methods(calls: &Calls, method: &str) -> Vec<Value> {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _, _)| m == method)
+        .map(|(_, b, _)| b.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_thinking_status_is_up_before_the_model_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = fake_slack(calls.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
+    fake.push(Reply::ok(openai_text("It is noon.")));
+    let s = start(dir.path(), &fake, &slack, AGENT).await;
+    let ts = "1700003000.000100";
+    s.deliver("EvS1", mention(ts)).await;
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+
+    let recorded = calls.lock().unwrap().clone();
+    let (_, first_status, status_at) = recorded
+        .iter()
+        .find(|(m, _, _)| m == "assistant.threads.setStatus")
+        .expect("a thinking status")
+        .clone();
+    let first_model = fake.requests()[0].at;
+    assert!(
+        status_at <= first_model,
+        "the status came after the model was asked"
+    );
+    assert_eq!(first_status["channel_id"], CHANNEL);
+    assert_eq!(
+        first_status["thread_ts"], ts,
+        "under the mention, where the answer goes"
+    );
+    assert_eq!(first_status["status"], "is thinking…");
+    // The tool call shows as a step; the status is cleared at the end.
+    let statuses = methods(&calls, "assistant.threads.setStatus");
+    assert!(
+        statuses
+            .iter()
+            .any(|b| b["loading_messages"] == json!(["Checking the time…"])),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.last().unwrap()["status"], "");
+    let sessions = methods(&calls, "agents.sessions.setStatus");
+    assert_eq!(sessions[0]["status"], "processing");
+    assert_eq!(sessions[0]["initiator_user_id"], "U0ADA");
+    assert_eq!(sessions.last().unwrap()["status"], "closed");
+    // No reactions unless the agent asks for them (`output.status: reaction | both`).
+    assert!(methods(&calls, "reactions.add").is_empty());
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+/// Waits until the fake model has had `n` requests.
+async fn model_requests(fake: &FakeModel, n: usize) {
+    for _ in 0..400 {
+        if fake.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the model had {} requests", fake.requests().len());
+}
+
+async fn stopped_mid_loop(stop: impl Fn(&str) -> Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = fake_slack(calls.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
+    // The second model call takes long: the Stop arrives while it is in flight.
+    fake.push(Reply::ok(openai_tools(&[("c2", "current_time", "{}")])).delay(Duration::from_secs(5)));
+    fake.push(Reply::ok(openai_text("never reached")));
+    let s = start(dir.path(), &fake, &slack, AGENT).await;
+    let ts = "1700004000.000100";
+    s.deliver("EvX1", mention(ts)).await;
+    model_requests(&fake, 2).await;
+    let asked = Instant::now();
+    assert_eq!(s.deliver("EvX2", stop(ts)).await, StatusCode::OK);
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "the model call in flight was dropped"
+    );
+    let run = &runs[0];
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_eq!(run.termination.as_deref(), Some("stopped_by_user"));
+    assert_eq!(run.error.as_deref(), Some("stopped by U0ADA"));
+    assert_eq!(fake.requests().len(), 2, "no model call after the stop");
+    assert_eq!(runs.len(), 1, "a stop starts nothing");
+    // Slack does not set the session back; steward does. No answer, no failure note.
+    assert_eq!(
+        methods(&calls, "agents.sessions.setStatus").last().unwrap()["status"],
+        "closed"
+    );
+    assert_eq!(
+        methods(&calls, "assistant.threads.setStatus").last().unwrap()["status"],
+        ""
+    );
+    assert!(methods(&calls, "chat.postMessage").is_empty());
+    // A stop for a run that already ended does nothing.
+    assert_eq!(s.deliver("EvX3", stop(ts)).await, StatusCode::OK);
+    all_routed(s.store.as_ref()).await;
+    assert_eq!(s.store.list_runs(10).await.unwrap().len(), 1);
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn slacks_stop_button_stops_the_run_mid_loop() {
+    stopped_mid_loop(|ts| {
+        json!({"type": "agent_session_stopped", "channel": CHANNEL, "thread_ts": ts, "user": "U0ADA",
+               "streaming_message_ts": [], "event_ts": "1700004010.000100"})
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stop_reaction_on_the_request_stops_the_run() {
+    stopped_mid_loop(|ts| {
+        json!({"type": "reaction_added", "user": "U0ADA", "reaction": "octagonal_sign", "item_user": "U0ADA",
+               "item": {"type": "message", "channel": CHANNEL, "ts": ts}, "event_ts": "1700004010.000100"})
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unsigned_stop_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let slack = fake_slack(Calls::default()).await;
+    let fake = FakeModel::start().await;
+    let s = start(dir.path(), &fake, &slack, AGENT).await;
+    let body = event_callback(
+        "EvF1",
+        json!({"type": "agent_session_stopped", "channel": CHANNEL, "thread_ts": "1.1", "user": "U0ADA"}),
+    )
+    .to_string();
+    let forged = slack_signed("/slack/events", "application/json", body, "not-the-secret");
+    assert_eq!(
+        s.service.router().oneshot(forged).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    s.service.stop(Duration::from_secs(5)).await;
+}
