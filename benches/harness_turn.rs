@@ -255,6 +255,16 @@ impl steward::store::ScoreStore for NullStore {
     async fn run_by_reply_ts(&self, _ts: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+
+    async fn explain_score(
+        &self,
+        _run: &str,
+        _criterion: &str,
+        _source: &str,
+        _text: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
 }
 
 #[async_trait]

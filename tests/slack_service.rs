@@ -194,7 +194,35 @@ fn click(user: &str, action: &str, value: &str) -> String {
         .finish()
 }
 
+/// A click on Slack's feedback buttons (`feedback_buttons` in a `context_actions`
+/// block), as Slack sends it.
+fn feedback_click(user: &str, value: &str) -> String {
+    let payload = json!({
+        "type": "block_actions", "token": "XXYYZZ", "api_app_id": "A123ABC456", "trigger_id": "1234.5678.abc",
+        "user": {"id": user, "username": "someone", "name": "someone", "team_id": "T123ABC456"},
+        "team": {"id": "T123ABC456", "domain": "acme"},
+        "container": {"type": "message", "message_ts": "1700000000.000200", "channel_id": "C123ABC456", "is_ephemeral": false},
+        "channel": {"id": "C123ABC456", "name": "ops"},
+        "actions": [{"action_id": "steward_feedback", "block_id": "steward_feedback", "type": "feedback_buttons",
+                     "value": value, "action_ts": "1700000001.000300"}]
+    });
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
+}
+
 impl Steward {
+    async fn feedback_click(&self, path: &str, user: &str, value: &str) -> StatusCode {
+        let raw = feedback_click(user, value);
+        self.send(slack_signed(
+            path,
+            "application/x-www-form-urlencoded",
+            raw,
+            SECRET,
+        ))
+        .await
+    }
+
     async fn send(&self, req: Request<Body>) -> StatusCode {
         self.service
             .as_ref()
@@ -493,29 +521,75 @@ async fn feedback_buttons_record_one_score_per_person() {
         .find(|b| b["text"] == "Result: deployed billing")
         .unwrap();
     let feedback = reply["blocks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(feedback["type"], "context_actions");
     assert_eq!(feedback["block_id"], "steward_feedback");
-    assert_eq!(feedback["elements"][0]["value"], format!("up:{}", done.id));
+    let buttons = &feedback["elements"][0];
+    assert_eq!(buttons["type"], "feedback_buttons");
+    assert_eq!(buttons["positive_button"]["value"], format!("up:{}", done.id));
+    assert_eq!(buttons["negative_button"]["value"], format!("down:{}", done.id));
 
+    // Clicks come to /slack/events as well as to the interactivity route.
     assert_eq!(
-        s.click(ASKER, "steward_feedback_up", &format!("up:{}", done.id))
+        s.feedback_click("/slack/events", ASKER, &format!("up:{}", done.id))
             .await,
         StatusCode::OK
     );
     assert_eq!(
-        s.click(ASKER, "steward_feedback_down", &format!("down:{}", done.id))
+        s.feedback_click("/slack/interactivity", ASKER, &format!("down:{}", done.id))
             .await,
         StatusCode::OK
     );
     assert_eq!(
-        s.click(APPROVER, "steward_feedback_down", &format!("down:{}", done.id))
+        s.feedback_click("/slack/events", APPROVER, &format!("down:{}", done.id))
             .await,
         StatusCode::OK
     );
+    // A 👎 asks what went wrong; the answer is stored with that score.
+    eventually("the modal opened", || !posted(&calls, "views.open").is_empty()).await;
+    let opened = posted(&calls, "views.open");
+    assert_eq!(opened[0]["trigger_id"], "1234.5678.abc");
+    assert_eq!(opened[0]["view"]["private_metadata"], done.id.as_str());
+    let submission = json!({"type": "view_submission", "team": {"id": "T123ABC456", "domain": "acme"},
+        "user": {"id": APPROVER, "username": "lead", "name": "lead", "team_id": "T123ABC456"},
+        "api_app_id": "A123ABC456", "trigger_id": "1234.9999.def",
+        "view": {"id": "V0FEEDBACK", "type": "modal", "callback_id": "steward_feedback_comment", "private_metadata": done.id,
+                 "title": {"type": "plain_text", "text": "Feedback"}, "blocks": [],
+                 "state": {"values": {"comment": {"text": {"type": "plain_text_input", "value": "It deployed the wrong service."}}}}}});
+    let raw = form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &submission.to_string())
+        .finish();
+    let status = s
+        .send(slack_signed(
+            "/slack/events",
+            "application/x-www-form-urlencoded",
+            raw,
+            SECRET,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // A click for an unknown run stores nothing; an unsigned one is a 401.
+    assert_eq!(
+        s.feedback_click("/slack/events", ASKER, "up:no-such-run").await,
+        StatusCode::OK
+    );
+    let unsigned = slack_signed(
+        "/slack/events",
+        "application/x-www-form-urlencoded",
+        feedback_click(ASKER, &format!("up:{}", done.id)),
+        "wrong-secret",
+    );
+    assert_eq!(s.send(unsigned).await, StatusCode::UNAUTHORIZED);
     let scores = s.store.run_scores(&done.id).await.unwrap();
-    let votes: Vec<(Option<&str>, f64)> = scores.iter().map(|x| (x.source.as_deref(), x.score)).collect();
+    let votes: Vec<(Option<&str>, f64, Option<&str>)> = scores
+        .iter()
+        .map(|x| (x.source.as_deref(), x.score, x.explanation.as_deref()))
+        .collect();
     assert_eq!(
         votes,
-        [(Some(ASKER), 1.0), (Some(APPROVER), -1.0)],
+        [
+            (Some(ASKER), 1.0, None),
+            (Some(APPROVER), -1.0, Some("It deployed the wrong service."))
+        ],
         "one vote each"
     );
     eventually("the second vote refused", || {
@@ -524,6 +598,11 @@ async fn feedback_buttons_record_one_score_per_person() {
             .any(|b| b["user"] == ASKER && b["text"] == "You already rated this answer.")
     })
     .await;
+    assert!(
+        posted(&calls, "chat.postEphemeral")
+            .iter()
+            .any(|b| b["user"] == ASKER && b["text"] == "Thanks for the feedback.")
+    );
     s.stop().await;
 }
 

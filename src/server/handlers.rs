@@ -126,12 +126,18 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
     }
 }
 
-/// `POST /slack/events`.
+/// `POST /slack/events`. Interactivity payloads (form-encoded `payload=`, signed the
+/// same way) are accepted here too, as Bolt apps do, so one Request URL serves both.
 pub async fn slack_events(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HookError> {
+    let form = crate::triggers::source::header(&headers, "content-type")
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        return super::interactivity::slack_interactivity(State(state), headers, body).await;
+    }
     let secrets = &state.secrets;
     let bot = secrets.slack_bot_user.as_deref();
     let now = chrono::Utc::now().timestamp();

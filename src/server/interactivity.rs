@@ -33,6 +33,8 @@ pub enum Click {
     Decided { decision: &'static str },
     /// A 👍 / 👎 on an answer, recorded as a human score.
     Rated { up: bool },
+    /// What went wrong, written after a 👎, stored with that score.
+    Commented,
     /// A note only the clicker sees.
     Refused(String),
     /// Not an approval button (another app's action): nothing to do.
@@ -72,6 +74,8 @@ pub struct ButtonClick {
     pub channel: String,
     pub action_id: String,
     pub value: String,
+    /// Lets the app open a modal for the clicker (a few seconds).
+    pub trigger_id: String,
 }
 
 /// The click in an interactivity payload; `None` for other interactions (views,
@@ -100,29 +104,92 @@ pub fn button_click(payload: &Value) -> Option<ButtonClick> {
             .unwrap_or_default(),
         action_id: action.action_id.to_string(),
         value: action.value.clone().unwrap_or_default(),
+        trigger_id: event.trigger_id.to_string(),
     })
 }
 
-/// Decides on a `block_actions` payload (from HTTP or Socket Mode) and tells Slack.
+/// Decides on an interactivity payload (from HTTP or Socket Mode) and tells Slack: a
+/// button click, or the comment of a 👎. Other payload types are logged and
+/// acknowledged.
 pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    if payload["type"] == "view_submission" && payload["view"]["callback_id"] == message::FEEDBACK_COMMENT {
+        return comment(state, payload).await;
+    }
     let Some(click) = button_click(payload) else {
+        tracing::info!(
+            kind = payload["type"].as_str().unwrap_or("(none)"),
+            "interactivity payload ignored"
+        );
         return Ok(Click::Ignored);
     };
     let outcome = decide(state, &click).await?;
-    if let (Click::Refused(text), Some(slack)) = (&outcome, &state.slack) {
-        let slack = slack.clone();
-        let request = SlackApiChatPostEphemeralRequest::new(
-            click.channel.as_str().into(),
-            click.user.as_str().into(),
-            SlackMessageContent::new().with_text(text.clone()),
-        );
-        state.tasks.spawn(async move {
+    let Some(slack) = state.slack.clone() else {
+        return Ok(outcome);
+    };
+    let note = match &outcome {
+        Click::Refused(text) => Some(text.clone()),
+        Click::Rated { .. } => Some("Thanks for the feedback.".to_string()),
+        _ => None,
+    };
+    // A 👎 asks what went wrong, in a modal (it must open within Slack's 3 s).
+    let modal = match &outcome {
+        Click::Rated { up: false } => click.value.split_once(':').map(|(_, run)| {
+            serde_json::json!({"trigger_id": click.trigger_id, "view": message::feedback_modal(run)})
+        }),
+        _ => None,
+    };
+    state.tasks.spawn(async move {
+        if let Some(body) = modal
+            && let Err(e) = slack.call("views.open", &body).await
+        {
+            tracing::warn!(error = %e, "cannot ask what went wrong");
+        }
+        if let Some(text) = note {
+            let request = SlackApiChatPostEphemeralRequest::new(
+                click.channel.as_str().into(),
+                click.user.as_str().into(),
+                SlackMessageContent::new().with_text(text),
+            );
             if let Err(e) = slack.send("chat.postEphemeral", &request).await {
                 tracing::warn!(error = %e, "cannot answer a click");
             }
-        });
-    }
+        }
+    });
     Ok(outcome)
+}
+
+/// What a person wrote in the 👎 modal, stored with their score. A private run keeps
+/// no text at rest: only that a comment was given.
+async fn comment(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    let (Some(user), Some(run_id)) = (
+        payload["user"]["id"].as_str(),
+        payload["view"]["private_metadata"].as_str(),
+    ) else {
+        return Ok(Click::Ignored);
+    };
+    let text = payload["view"]["state"]["values"]["comment"]["text"]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .trim();
+    let store = &state.runner.store;
+    let Some(run) = store.get_run(run_id).await? else {
+        return Ok(Click::Ignored);
+    };
+    if text.is_empty() {
+        return Ok(Click::Ignored);
+    }
+    let kept = crate::types::Privacy::from_private(run.private)
+        .wrap(text)
+        .to_string();
+    if !store
+        .explain_score(run_id, FEEDBACK_CRITERION, user, &kept)
+        .await?
+    {
+        tracing::warn!(run = %run_id, "a feedback comment without a score");
+        return Ok(Click::Ignored);
+    }
+    tracing::info!(run = %run_id, "feedback comment recorded");
+    Ok(Click::Commented)
 }
 
 async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::store::StoreError> {
@@ -130,7 +197,11 @@ async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::s
     let decision = match click.action_id.as_str() {
         "steward_approve" => APPROVED,
         "steward_deny" => DENIED,
-        "steward_feedback_up" | "steward_feedback_down" => return rate(state, user, value).await,
+        // `steward_feedback_up` / `_down`: the buttons of answers posted before Slack's
+        // feedback buttons; their clicks still count.
+        message::FEEDBACK_ACTION | "steward_feedback_up" | "steward_feedback_down" => {
+            return rate(state, user, value).await;
+        }
         _ => return Ok(Click::Ignored),
     };
     let Some((approval_id, run_id)) = value.split_once(':') else {
@@ -267,6 +338,7 @@ mod tests {
                 channel: "CBR2V3XEX".into(),
                 action_id: "steward_approve".into(),
                 value: "a1:r1".into(),
+                trigger_id: "13345224609.738474920.8088930838d88f008e0".into(),
             })
         );
         let view = json!({"type": "view_closed", "team": {"id": "T1", "domain": "x"}, "user": {"id": "U1"},

@@ -184,6 +184,15 @@ pub trait ScoreStore: Send + Sync {
     async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError>;
     /// The run whose reply was posted as Slack message `ts`, if any.
     async fn run_by_reply_ts(&self, ts: &str) -> Result<Option<String>, StoreError>;
+    /// Sets the explanation of the `criterion` score `source` gave run `run_id` (what
+    /// a person wrote after a 👎); false when there is no such score.
+    async fn explain_score(
+        &self,
+        run_id: &str,
+        criterion: &str,
+        source: &str,
+        explanation: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Runs and their event logs: creation, state transitions, leases, the record.

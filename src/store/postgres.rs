@@ -612,6 +612,25 @@ impl ScoreStore for PgStore {
         Ok(())
     }
 
+    async fn explain_score(
+        &self,
+        run_id: &str,
+        criterion: &str,
+        source: &str,
+        explanation: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE run_scores SET explanation = $1 WHERE run_id = $2 AND criterion = $3 AND source = $4",
+        )
+        .bind(explanation)
+        .bind(run_id)
+        .bind(criterion)
+        .bind(source)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError> {
         let rows = sqlx::query(
             "SELECT kind, criterion, passed, score, explanation, source, cost_usd, at FROM run_scores \

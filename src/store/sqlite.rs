@@ -653,6 +653,25 @@ impl ScoreStore for SqliteStore {
         Ok(())
     }
 
+    async fn explain_score(
+        &self,
+        run_id: &str,
+        criterion: &str,
+        source: &str,
+        explanation: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE run_scores SET explanation = ? WHERE run_id = ? AND criterion = ? AND source = ?",
+        )
+        .bind(explanation)
+        .bind(run_id)
+        .bind(criterion)
+        .bind(source)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError> {
         let rows = sqlx::query(
             "SELECT kind, criterion, passed, score, explanation, source, cost_usd, at FROM run_scores \

@@ -9,8 +9,9 @@
 use serde_json::Value;
 use slack_morphism::blocks::{
     SlackActionBlockElement, SlackActionsBlock, SlackBlock, SlackBlockButtonElement, SlackBlockButtonStyle,
-    SlackBlockId, SlackBlockMarkDownText, SlackBlockPlainText, SlackBlockText, SlackContextBlock,
-    SlackContextBlockElement, SlackSectionBlock,
+    SlackBlockFeedbackButtonsElement, SlackBlockId, SlackBlockMarkDownText, SlackBlockPlainText,
+    SlackBlockPlainTextOnly, SlackBlockText, SlackContextActionsBlock, SlackContextBlock,
+    SlackContextBlockElement, SlackFeedbackButtonItem, SlackSectionBlock,
 };
 use slack_morphism::{SlackActionId, SlackMessageContent};
 
@@ -185,23 +186,52 @@ pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&st
     (!items.is_empty()).then(|| items.join("  ·  "))
 }
 
-/// Adds 👍 / 👎 buttons for run `run_id` under the message `msg` (its last block).
+/// The `action_id` of the feedback buttons under an answer.
+pub const FEEDBACK_ACTION: &str = "steward_feedback";
+
+/// Adds Slack's feedback buttons (👍 / 👎, a `context_actions` block with
+/// `feedback_buttons`) for run `run_id` under the message `msg` (its last block). Their
+/// values carry the run: `up:<run>` and `down:<run>`.
 pub fn with_feedback(mut msg: SlackMessageContent, run_id: &str) -> SlackMessageContent {
-    let block = actions(
-        "steward_feedback",
-        vec![
-            button("steward_feedback_up", ":thumbsup:", &format!("up:{run_id}"), None),
-            button(
-                "steward_feedback_down",
-                ":thumbsdown:",
-                &format!("down:{run_id}"),
-                None,
-            ),
-        ],
-    );
-    msg.blocks.get_or_insert_with(Vec::new).push(block);
+    let item = |label: &str, value: String| SlackFeedbackButtonItem {
+        text: SlackBlockPlainTextOnly::from(label.to_string()),
+        value,
+        accessibility_label: None,
+    };
+    let buttons = SlackBlockFeedbackButtonsElement {
+        action_id: Some(SlackActionId(FEEDBACK_ACTION.to_string())),
+        positive_button: item("Good answer", format!("up:{run_id}")),
+        negative_button: item("Bad answer", format!("down:{run_id}")),
+    };
+    let block = SlackContextActionsBlock {
+        block_id: Some(SlackBlockId(FEEDBACK_ACTION.to_string())),
+        elements: vec![buttons.into()],
+    };
+    msg.blocks.get_or_insert_with(Vec::new).push(block.into());
     msg
 }
+
+/// The modal a 👎 opens: what went wrong, in a few words. Its `private_metadata` is
+/// the run id; the answer comes back as a `view_submission` with
+/// [`FEEDBACK_COMMENT`] as its callback id.
+pub fn feedback_modal(run_id: &str) -> Value {
+    serde_json::json!({
+        "type": "modal",
+        "callback_id": FEEDBACK_COMMENT,
+        "private_metadata": run_id,
+        "title": {"type": "plain_text", "text": "Feedback"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Skip"},
+        "blocks": [{
+            "type": "input", "block_id": "comment", "optional": true,
+            "label": {"type": "plain_text", "text": "What went wrong?"},
+            "element": {"type": "plain_text_input", "action_id": "text", "multiline": true, "max_length": 2000}
+        }]
+    })
+}
+
+/// The callback id of the feedback modal.
+pub const FEEDBACK_COMMENT: &str = "steward_feedback_comment";
 
 /// What an approval request shows (see [`approval_request`]).
 pub struct Ask<'a> {
