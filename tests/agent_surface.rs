@@ -262,3 +262,86 @@ async fn an_unsigned_stop_is_refused() {
     );
     s.service.stop(Duration::from_secs(5)).await;
 }
+
+const DM_AGENT: &str = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - slack_dm: {}\n\
+suggested_prompts:\n  - {title: Reset my password, message: How do I reset my SSO password?}\n  - {title: VPN, message: The VPN keeps dropping}\n";
+
+#[tokio::test]
+async fn the_agent_view_suggests_prompts_knows_the_channel_in_view_and_titles_its_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = fake_slack(calls.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Open the SSO portal and choose Reset.")));
+    let s = start(dir.path(), &fake, &slack, DM_AGENT).await;
+
+    // Opening the Messages tab suggests the DM agent's prompts; nothing runs.
+    s.deliver("EvH1", json!({"type": "app_home_opened", "user": "U0ADA", "channel": "D0ADA", "tab": "messages", "event_ts": "1700005000.000100"}))
+        .await;
+    let thread = "1700005001.000100";
+    s.deliver(
+        "EvH2",
+        json!({"type": "assistant_thread_started", "event_ts": "1700005001.000200",
+               "assistant_thread": {"user_id": "U0ADA", "channel_id": "D0ADA", "thread_ts": thread,
+                                    "context": {"channel_id": "C0VIEW", "team_id": "T1", "enterprise_id": null}}}),
+    )
+    .await;
+    all_routed(s.store.as_ref()).await;
+    let suggested = methods(&calls, "assistant.threads.setSuggestedPrompts");
+    assert_eq!(suggested.len(), 2, "{suggested:?}");
+    assert_eq!(suggested[0]["channel_id"], "D0ADA");
+    assert!(suggested[0].get("thread_ts").is_none());
+    assert_eq!(suggested[1]["thread_ts"], thread);
+    assert_eq!(
+        suggested[1]["prompts"],
+        json!([{"title": "Reset my password", "message": "How do I reset my SSO password?"},
+               {"title": "VPN", "message": "The VPN keeps dropping"}])
+    );
+    assert!(s.store.list_runs(10).await.unwrap().is_empty());
+
+    // A message in that thread: the run knows the channel in view; its first answer
+    // names the thread.
+    let ts = "1700005002.000100";
+    s.deliver(
+        "EvH3",
+        json!({"type": "message", "channel": "D0ADA", "channel_type": "im", "user": "U0ADA",
+               "text": "How do I reset my SSO password?", "ts": ts, "thread_ts": thread, "event_ts": ts}),
+    )
+    .await;
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    let request = chat_turns(&fake.requests()[0].body);
+    assert!(
+        request
+            .last()
+            .unwrap()
+            .1
+            .contains("\"viewing_channel\": \"C0VIEW\""),
+        "{request:?}"
+    );
+    let titles = methods(&calls, "assistant.threads.setTitle");
+    assert_eq!(titles.len(), 1);
+    assert_eq!(titles[0]["thread_ts"], thread);
+    assert_eq!(titles[0]["title"], "How do I reset my SSO password?");
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+#[test]
+fn suggested_prompts_need_a_dm_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "You help.");
+    write(
+        dir.path(),
+        "agents/helpdesk.yaml",
+        &DM_AGENT.replace("  - slack_dm: {}\n", "  - slack_mention: {}\n"),
+    );
+    let known = Known {
+        tools: steward::tools::ToolRegistry::core(Default::default()).names(),
+        skills: Default::default(),
+    };
+    let err = Config::load(dir.path(), &known).unwrap_err().to_string();
+    assert!(
+        err.contains("'suggested_prompts' are shown in Slack's agent DM view"),
+        "{err}"
+    );
+}

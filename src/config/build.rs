@@ -556,6 +556,27 @@ fn build_agent(
         ));
     }
     let debounce = spec.debounce.map_or(super::DEFAULT_DEBOUNCE, |d| d.0);
+    let dm = spec
+        .triggers
+        .iter()
+        .any(|t| matches!(t, super::TriggerSpec::SlackDm(_)));
+    if !spec.suggested_prompts.is_empty() && !dm {
+        diags.push(src.error_at(
+            "suggested_prompts",
+            None,
+            "'suggested_prompts' are shown in Slack's agent DM view: give the agent a 'slack_dm: {}' trigger",
+        ));
+    }
+    if spec.suggested_prompts.len() > 4 {
+        diags.push(src.error_at(
+            "suggested_prompts",
+            None,
+            format!(
+                "Slack shows at most 4 suggested prompts; this agent has {}",
+                spec.suggested_prompts.len()
+            ),
+        ));
+    }
     if spec.debounce.is_some() && matches!(coordinator, Coordinator::Script { .. }) {
         diags.push(src.error_at(
             "debounce",
@@ -569,6 +590,7 @@ fn build_agent(
         owner: spec.owner,
         follow_ups,
         debounce,
+        suggested_prompts: spec.suggested_prompts,
         file: src.rel.clone(),
         coordinator,
         models,
@@ -671,6 +693,7 @@ fn build_subagent(
         owner: None,
         follow_ups: None,
         debounce: super::DEFAULT_DEBOUNCE,
+        suggested_prompts: Vec::new(),
         file: src.rel.clone(),
         coordinator: Coordinator::Llm,
         models,

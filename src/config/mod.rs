@@ -274,6 +274,8 @@ pub struct AgentConfig {
     /// A run queued behind another of its conversation starts once no message came for
     /// this long, so a burst becomes one turn.
     pub debounce: Duration,
+    /// What Slack's agent DM view suggests (agents with a `slack_dm` trigger).
+    pub suggested_prompts: Vec<spec::SuggestedPrompt>,
     /// The YAML file it came from, relative to the root.
     pub file: PathBuf,
     pub coordinator: Coordinator,
@@ -311,6 +313,7 @@ impl AgentConfig {
             owner: None,
             follow_ups: None,
             debounce: DEFAULT_DEBOUNCE,
+            suggested_prompts: Vec::new(),
             file: PathBuf::from(format!("agents/{name}.yaml")),
             coordinator: Coordinator::Llm,
             models: vec![model],

@@ -25,6 +25,10 @@ pub struct AgentSpec {
     pub follow_ups: Option<bool>,
     /// How long after its last reply in a thread follow-ups still reach it (default 24h).
     pub follow_up_window: Option<HumanDuration>,
+    /// Prompts Slack's agent DM view offers when a person opens it (at most 4); for an
+    /// agent with a `slack_dm` trigger.
+    #[serde(default)]
+    pub suggested_prompts: Vec<SuggestedPrompt>,
     /// Messages of a conversation that arrive this close together while a run of it is
     /// queued become one turn: a queued run starts only once the conversation has been
     /// quiet this long (default 2s; `0s` turns it off).
@@ -351,6 +355,14 @@ pub struct LimitsSpec {
     pub per_user_per_minute: Option<u32>,
     /// Spend per UTC day; once reached, new runs are refused with a reply.
     pub daily_cost_usd: Option<f64>,
+}
+
+/// A prompt Slack's agent view suggests: a short `title` and the `message` sent.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuggestedPrompt {
+    pub title: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

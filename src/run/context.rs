@@ -50,6 +50,9 @@ pub struct RunContext<'a> {
     pub inbox: Option<Arc<super::inbox::Inbox>>,
     /// The run's status where it was asked (top-level Slack runs).
     pub presence: Option<Arc<super::presence::Presence>>,
+    /// The conversation it continues already holds an answer of the bot's (set when
+    /// the thread is read); the first answer names an agent-view thread.
+    pub answered_before: std::sync::atomic::AtomicBool,
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -180,6 +183,7 @@ pub async fn prepare<'a>(
         capture_content,
         inbox: lineage.inbox,
         presence: lineage.presence,
+        answered_before: Default::default(),
     })
 }
 

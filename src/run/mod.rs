@@ -339,6 +339,14 @@ impl Runner {
                         error: None,
                     });
                     thread::remember(self.store.as_ref(), agent, &cx.trigger.origin).await;
+                    if !cx.answered_before.load(std::sync::atomic::Ordering::Relaxed)
+                        && let Some(source) = self.sources.for_origin(&cx.trigger.origin)
+                        // The person's own words name it; a title lives in Slack only.
+                        && let title = cx.trigger.text.as_deref().unwrap_or(&cx.trigger.summary)
+                        && let Err(e) = source.name_conversation(&cx.trigger.origin, title).await
+                    {
+                        tracing::debug!(error = %e, "cannot title the conversation");
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => {

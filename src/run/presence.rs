@@ -47,8 +47,10 @@ impl Presence {
         sources.for_origin(&trigger.origin)?;
         let (steps, mut step_rx) = watch::channel(None::<String>);
         let (started_tx, started) = watch::channel(false);
+        // The session's title is the request in the person's words (it shows only in
+        // Slack, to people who see the thread).
         let working = Progress::Working {
-            title: trigger.summary.clone(),
+            title: trigger.text.clone().unwrap_or_else(|| trigger.summary.clone()),
             user: trigger.actor(),
         };
         let (src, origin) = (sources.clone(), trigger.origin.clone());

@@ -34,6 +34,10 @@ pub async fn history(cx: &RunContext<'_>, prompt: &mut String) -> Result<Vec<Mes
     if let Some(inbox) = &cx.inbox {
         inbox.seen(thread.later.iter().map(|t| t.id.clone()));
     }
+    if thread.turns.iter().any(|t| t.own) {
+        cx.answered_before
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if !thread.later.is_empty() {
         prompt.push_str("\n[steward: written after it in the conversation, answer these too:]\n");
         for turn in &thread.later {

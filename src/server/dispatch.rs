@@ -343,11 +343,18 @@ impl Dispatcher {
 
     /// Starts a run for every matching agent; returns how many.
     async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
-        let Some((trigger, whole)) = self.trigger_of(&e) else {
+        let Some((mut trigger, whole)) = self.trigger_of(&e) else {
             // Unreadable: record that nothing can run for it rather than retry forever.
             self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
             return Ok(0);
         };
+        // Slack's agent view: suggested prompts and the channel a person looks at.
+        let store = self.runner.store.as_ref();
+        if super::agent_view::handle(store, self.slack.as_ref(), &self.config, &trigger).await? {
+            store.route_event(&e.id, &[], Utc::now()).await?;
+            return Ok(0);
+        }
+        super::agent_view::add_context(store, &mut trigger).await?;
         self.record_feedback(&trigger).await?;
         // A Stop (Slack's button, or the stop reaction on a message a run works on)
         // cancels the runs it names and starts nothing.

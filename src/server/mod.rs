@@ -2,6 +2,7 @@
 //! background service (event writer, router, workers, cron) and graceful shutdown.
 
 pub mod access;
+pub mod agent_view;
 pub mod dispatch;
 pub mod follow_ups;
 pub mod handlers;

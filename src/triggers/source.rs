@@ -182,6 +182,12 @@ pub trait Source: Send + Sync {
 
     /// The conversation `trigger` continues (a Slack thread, a DM), re-read from the
     /// service; `None` when it continues none.
+    /// Names the conversation `origin` belongs to after its first answer (a thread of
+    /// Slack's agent DM view gets a title). Best effort; the default does nothing.
+    async fn name_conversation(&self, _origin: &Origin, _title: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Whether `trigger` (a comment) addresses the bot: it mentions the bot's account
     /// and is not the bot's own. Follow-ups on Jira and Notion need this; Slack's are
     /// decided by thread and author.

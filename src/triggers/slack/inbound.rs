@@ -2,7 +2,10 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use slack_morphism::events::{SlackEventCallbackBody, SlackMessageEventType, SlackPushEvent};
+use slack_morphism::events::{
+    SlackAssistantThreadContextChangedEvent, SlackAssistantThreadStartedEvent, SlackEventCallbackBody,
+    SlackMessageEventType, SlackPushEvent,
+};
 use slack_morphism::{SlackFile, SlackReactionsItem};
 
 use reqwest::header::HeaderMap;
@@ -46,6 +49,8 @@ struct Said {
     thread_ts: Option<String>,
     reaction: Option<String>,
     files: Vec<SlackFile>,
+    /// The channel a person looks at beside the agent's DM view (its context).
+    viewing: Option<String>,
 }
 
 /// Parses an Events API body through slack-morphism's [`SlackPushEvent`]. `bot_user`
@@ -93,6 +98,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             thread_ts: m.origin.thread_ts.map(|t| t.to_string()),
             reaction: None,
             files: m.content.files.unwrap_or_default(),
+            viewing: None,
         },
         SlackEventCallbackBody::Message(m) => {
             if let Some(sub) = &m.subtype
@@ -127,6 +133,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
                 thread_ts: m.origin.thread_ts.map(|t| t.to_string()),
                 reaction: None,
                 files,
+                viewing: None,
             }
         }
         SlackEventCallbackBody::ReactionAdded(r) => {
@@ -143,6 +150,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
                 thread_ts: None,
                 reaction: Some(r.reaction.to_string()),
                 files: Vec::new(),
+                viewing: None,
             }
         }
         // Slack's Stop button on an agent session: routed as an event of its thread.
@@ -158,8 +166,46 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
                 thread_ts: thread,
                 reaction: None,
                 files: Vec::new(),
+                viewing: None,
             }
         }
+        // The agent DM view: a thread opened (suggested prompts go up), or the channel
+        // the person looks at changed (runs of that thread may know it).
+        SlackEventCallbackBody::AssistantThreadStarted(SlackAssistantThreadStartedEvent {
+            assistant_thread: t,
+            ..
+        })
+        | SlackEventCallbackBody::AssistantThreadContextChanged(SlackAssistantThreadContextChangedEvent {
+            assistant_thread: t,
+            ..
+        }) => Said {
+            kind: if body["event"]["type"] == "assistant_thread_started" {
+                "assistant_thread_started"
+            } else {
+                "assistant_thread_context_changed"
+            },
+            channel: Some(t.channel_id.to_string()),
+            channel_type: Some("im".into()),
+            user: Some(t.user_id.to_string()),
+            text: None,
+            ts: Some(t.thread_ts.to_string()),
+            thread_ts: Some(t.thread_ts.to_string()),
+            reaction: None,
+            files: Vec::new(),
+            viewing: t.context.channel_id.map(|c| c.to_string()),
+        },
+        SlackEventCallbackBody::AppHomeOpened(home) if home.tab.as_deref() == Some("messages") => Said {
+            kind: "app_home_opened",
+            channel: Some(home.channel.to_string()),
+            channel_type: Some("im".into()),
+            user: Some(home.user.to_string()),
+            text: None,
+            ts: None,
+            thread_ts: None,
+            reaction: None,
+            files: Vec::new(),
+            viewing: None,
+        },
         SlackEventCallbackBody::ChannelCreated(c) => {
             return Ok(SlackPayload::ChannelCreated {
                 channel: c.channel.id.to_string(),
@@ -210,7 +256,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
                    "size": size, "url_private_download": url})
         })
         .collect();
-    let event = TriggerEvent {
+    let mut event = TriggerEvent {
         source: "slack".into(),
         kind: kind.clone(),
         summary,
@@ -232,6 +278,10 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         attachments: Vec::new(),
         traceparent: None,
     };
+    // Only agent-view events name the channel a person looks at.
+    if let Some(viewing) = said.viewing {
+        event.payload["viewing_channel"] = json!(viewing);
+    }
     Ok(SlackPayload::Event {
         event: Box::new(event),
         dedupe_key,

@@ -141,6 +141,27 @@ impl Source for SlackSource {
     }
 
     /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.
+    /// A thread of a DM (the agent view's threads) gets a title: its first request.
+    async fn name_conversation(&self, origin: &Origin, title: &str) -> Result<(), ApiError> {
+        let (
+            Some(client),
+            Origin::Slack {
+                channel,
+                thread_ts: Some(ts),
+                ..
+            },
+        ) = (&self.client, origin)
+        else {
+            return Ok(());
+        };
+        if !channel.starts_with('D') {
+            return Ok(());
+        }
+        let body = json!({"channel_id": channel, "thread_ts": ts,
+                          "title": crate::triggers::event::one_line(title, 60)});
+        client.call("assistant.threads.setTitle", &body).await.map(|_| ())
+    }
+
     async fn show_progress(
         &self,
         origin: &Origin,
