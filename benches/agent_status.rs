@@ -1,0 +1,213 @@
+//! Slack's thinking status under load: 50 mentions at once (each its own message, from
+//! ten people), posted signed to `/slack/events`; for each, the time from posting the
+//! event to the arrival of its `assistant.threads.setStatus` at a fake Slack (which
+//! answers every call after 50 ms, like a real one on a good day). In-process service,
+//! SQLite, a model on 127.0.0.1 answering after 200 ms. Goal: p99 under 300 ms.
+//!
+//! Run with `cargo bench --bench agent_status` (`MENTIONS` sets how many at once).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Json, Path as UrlPath};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::integrations::slack::SlackClient;
+use steward::run::Runner;
+use steward::server::{DispatchSettings, Secrets, Service};
+use steward::store::{SqliteStore, Store};
+use steward::triggers::auth::sign_hex;
+use tower::ServiceExt;
+
+const SECRET: &str = "bench-signing-secret";
+const SLACK_LATENCY: Duration = Duration::from_millis(50);
+const MODEL_LATENCY: Duration = Duration::from_millis(200);
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn main() {
+    let mentions: usize = std::env::var("MENTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(bench(mentions));
+}
+
+async fn bench(mentions: usize) {
+    // Fake Slack: notes when each thread's first status arrives.
+    let statuses: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let s = statuses.clone();
+    let slack_app = Router::new()
+        .route(
+            "/conversations.replies",
+            get(|| async {
+                tokio::time::sleep(SLACK_LATENCY).await;
+                Json(json!({"ok": true, "messages": [], "has_more": false}))
+            }),
+        )
+        .route(
+            "/{method}",
+            post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
+                if method == "assistant.threads.setStatus"
+                    && let Some(ts) = body["thread_ts"].as_str()
+                {
+                    s.lock()
+                        .unwrap()
+                        .entry(ts.to_string())
+                        .or_insert_with(Instant::now);
+                }
+                async {
+                    tokio::time::sleep(SLACK_LATENCY).await;
+                    Json(json!({"ok": true, "channel": "C0HELP", "ts": "1700009999.000100"}))
+                }
+            }),
+        );
+    let slack_url = serve(slack_app).await;
+    let model_app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(MODEL_LATENCY).await;
+            Json(json!({"id": "chatcmpl-b", "object": "chat.completion", "model": "gpt-4.1-mini",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Done."}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 5}}))
+        }),
+    );
+    let model_url = serve(model_app).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "You help.");
+    // Limits out of the way: this measures the status, not the admission rules.
+    write(
+        dir.path(),
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1-mini\nprompt: prompts/p.md\ntools: [current_time]\n\
+         limits: {per_user_per_minute: 1000}\ntriggers:\n  - slack_mention: {}\n",
+    );
+    let http = steward::http::client().unwrap();
+    let slack = SlackClient::new(http.clone(), &slack_url, "xoxb-bench");
+    let tools = steward::tools::ToolRegistry::core(Default::default());
+    let config = Config::load(
+        dir.path(),
+        &Known {
+            tools: tools.names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+    let endpoint = steward::provider::settings::Endpoint {
+        base_url: format!("{model_url}/v1"),
+        api_key: Some("sk-bench".into()),
+    };
+    let providers = steward::provider::ProviderSet::new(steward::provider::retry::RetryPolicy::default())
+        .with(
+            "openai",
+            Arc::new(steward::provider::openai::OpenAi::new(
+                http,
+                endpoint,
+                Duration::from_secs(10),
+            )),
+        );
+    let runner = Runner::builder(store.clone())
+        .providers(providers)
+        .tools(tools)
+        .sources(steward::triggers::Sources::new(
+            steward::triggers::source::SourceSettings {
+                slack: Some(slack.clone()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    let secrets = Secrets {
+        slack_signing: SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        ..Secrets::default()
+    };
+    let settings = DispatchSettings {
+        global_concurrency: 64,
+        agent_concurrency: 64,
+        ..DispatchSettings::default()
+    };
+    let service = Service::start(runner, Arc::new(config), secrets, Some(slack), None, settings);
+    let app = service.router();
+
+    let mut posted = HashMap::new();
+    let mut sends = Vec::new();
+    for i in 0..mentions {
+        let ts = format!("1700001{i:03}.000100");
+        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+            "type": "event_callback", "event_id": format!("EvLOAD{i}"), "event_time": 1700000000,
+            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
+            "event": {"type": "app_mention", "user": format!("U0P{:02}", i % 10), "text": "<@UBOT> is the VPN down?",
+                      "ts": ts, "channel": "C0HELP", "event_ts": ts}})
+        .to_string();
+        let now = chrono::Utc::now().timestamp().to_string();
+        let sig = format!(
+            "v0={}",
+            sign_hex(
+                SECRET.as_bytes(),
+                &[b"v0:", now.as_bytes(), b":", body.as_bytes()]
+            )
+        );
+        let req = axum::http::Request::post("/slack/events")
+            .header("content-type", "application/json")
+            .header("x-slack-request-timestamp", now)
+            .header("x-slack-signature", sig)
+            .body(axum::body::Body::from(body))
+            .unwrap();
+        posted.insert(ts, Instant::now());
+        let app = app.clone();
+        sends.push(tokio::spawn(
+            async move { app.oneshot(req).await.unwrap().status() },
+        ));
+    }
+    for s in sends {
+        assert!(s.await.unwrap().is_success());
+    }
+    for _ in 0..3000 {
+        if statuses.lock().unwrap().len() >= mentions {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let seen = statuses.lock().unwrap().clone();
+    assert_eq!(seen.len(), mentions, "every mention got a status");
+    let mut latencies: Vec<f64> = posted
+        .iter()
+        .map(|(ts, at)| (seen[ts] - *at).as_secs_f64() * 1000.0)
+        .collect();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    println!("event posted → assistant.threads.setStatus at Slack, {mentions} mentions at once:");
+    println!(
+        "  p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.9),
+        percentile(&latencies, 0.99),
+        latencies[latencies.len() - 1]
+    );
+    service.stop(Duration::from_secs(10)).await;
+}
