@@ -53,6 +53,38 @@ async fn fake_slack(calls: Calls) -> SlackClient {
     SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test")
 }
 
+/// A slow tool with side effects: it notes when it starts and when it is done (in
+/// [`DEPLOYS`]: only one test calls it).
+struct Deploy;
+
+static DEPLOYS: (std::sync::atomic::AtomicU32, std::sync::atomic::AtomicU32) = (
+    std::sync::atomic::AtomicU32::new(0),
+    std::sync::atomic::AtomicU32::new(0),
+);
+
+#[async_trait::async_trait]
+impl steward::tools::Tool for Deploy {
+    fn spec(&self) -> &steward::tools::ToolSpec {
+        static SPEC: std::sync::OnceLock<steward::tools::ToolSpec> = std::sync::OnceLock::new();
+        SPEC.get_or_init(|| steward::tools::ToolSpec {
+            name: "deploy".into(),
+            description: "Deploys a service (side effect).".into(),
+            parameters: json!({"type": "object"}),
+            effect: steward::tools::Effect::SideEffecting,
+        })
+    }
+    async fn call(&self, _ctx: &steward::tools::ToolCtx, _args: Value) -> steward::tools::ToolResult {
+        use std::sync::atomic::Ordering;
+        DEPLOYS.0.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        DEPLOYS.1.fetch_add(1, Ordering::SeqCst);
+        Ok(steward::tools::ToolOutput::text("deployed"))
+    }
+    async fn mock(&self, ctx: &steward::tools::ToolCtx, args: Value) -> steward::tools::ToolResult {
+        self.call(ctx, args).await
+    }
+}
+
 struct Steward {
     service: Service,
     store: Arc<dyn Store>,
@@ -61,7 +93,8 @@ struct Steward {
 async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient, agent: &str) -> Steward {
     write(root, "prompts/p.md", "You help.");
     write(root, "agents/helpdesk.yaml", agent);
-    let tools = steward::tools::ToolRegistry::core(Default::default());
+    let mut tools = steward::tools::ToolRegistry::core(Default::default());
+    tools.register(Arc::new(Deploy));
     let config = Config::load(
         root,
         &Known {
@@ -344,4 +377,39 @@ fn suggested_prompts_need_a_dm_trigger() {
         err.contains("'suggested_prompts' are shown in Slack's agent DM view"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_stop_lets_a_side_effecting_call_under_way_finish() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = fake_slack(calls.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "deploy", "{}")])));
+    fake.push(Reply::ok(openai_text("never reached")));
+    let agent = AGENT.replace("tools: [current_time]", "tools: [deploy]");
+    let s = start(dir.path(), &fake, &slack, &agent).await;
+    let ts = "1700006000.000100";
+    s.deliver("EvD1", mention(ts)).await;
+    while DEPLOYS.0.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stop = json!({"type": "agent_session_stopped", "channel": CHANNEL, "thread_ts": ts, "user": "U0ADA"});
+    s.deliver("EvD2", stop).await;
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert_eq!(runs[0].termination.as_deref(), Some("stopped_by_user"));
+    assert_eq!(
+        (DEPLOYS.0.load(Ordering::SeqCst), DEPLOYS.1.load(Ordering::SeqCst)),
+        (1, 1),
+        "the deploy finished"
+    );
+    let events = s.store.run_events(&runs[0].id).await.unwrap();
+    let result = events
+        .iter()
+        .find(|e| e.kind == "tool_result")
+        .expect("its result is recorded");
+    assert_eq!(result.data["ok"], true);
+    assert_eq!(fake.requests().len(), 1, "no model call after the stop");
+    s.service.stop(Duration::from_secs(5)).await;
 }

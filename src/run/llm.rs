@@ -531,12 +531,18 @@ impl LlmRun<'_> {
             }
         });
         let all = join_all(futures);
+        tokio::pin!(all);
         let results = tokio::select! {
             _ = self.cancel.cancelled() => {
+                // A call with side effects already under way finishes (within the
+                // run's time) and is recorded, rather than being cut off half done.
+                if acts {
+                    let _ = tokio::time::timeout_at(deadline, &mut all).await;
+                }
                 round.cancel();
                 return Ok(Step::Stop(Termination::Cancelled, Some("cancelled".into())));
             }
-            r = tokio::time::timeout_at(deadline, all) => match r {
+            r = tokio::time::timeout_at(deadline, &mut all) => match r {
                 Ok(r) => r,
                 Err(_) => {
                     round.cancel();
