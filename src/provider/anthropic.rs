@@ -45,8 +45,98 @@ impl Provider for Anthropic {
         if let Some(key) = &self.endpoint.api_key {
             http = http.header("x-api-key", key);
         }
-        let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
-        Ok(decode_response(response))
+        let Some(deltas) = request.stream else {
+            let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
+            return Ok(decode_response(response));
+        };
+        let mut stream = Streamed::default();
+        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        Ok(decode_response(stream.response()?))
+    }
+}
+
+/// A streamed Messages answer put back together from its events: `message_start` (id,
+/// model, input usage), `content_block_start` / `_delta` (text, tool input as partial
+/// JSON), `message_delta` (stop reason, output usage); an `error` event fails the call.
+#[derive(Default)]
+struct Streamed {
+    message: Value,
+    /// Blocks by index: the block as started, and the text or partial JSON it grew.
+    blocks: Vec<(Value, String)>,
+}
+
+impl Streamed {
+    fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
+        let event: Value = serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                NAME,
+                ErrorKind::Decode,
+                format!("cannot decode a stream event: {e}"),
+            )
+        })?;
+        let index = event["index"].as_u64().unwrap_or(0) as usize;
+        match event["type"].as_str().unwrap_or_default() {
+            "message_start" => self.message = event["message"].clone(),
+            "content_block_start" => {
+                if self.blocks.len() <= index {
+                    self.blocks.resize(index + 1, (Value::Null, String::new()));
+                }
+                self.blocks[index].0 = event["content_block"].clone();
+            }
+            "content_block_delta" => {
+                let Some((_, grown)) = self.blocks.get_mut(index) else {
+                    return Ok(());
+                };
+                let delta = &event["delta"];
+                if let Some(text) = delta["text"].as_str() {
+                    grown.push_str(text);
+                    deltas.text(text);
+                } else if let Some(json) = delta["partial_json"].as_str() {
+                    grown.push_str(json);
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    self.message["stop_reason"] = Value::String(reason.to_string());
+                }
+                if let Some(out) = event["usage"]["output_tokens"].as_u64() {
+                    self.message["usage"]["output_tokens"] = out.into();
+                }
+            }
+            "error" => return Err(wire::stream_error(NAME, data)),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The answer as the non-streamed API would have sent it.
+    fn response(mut self) -> Result<WireResponse, ProviderError> {
+        let content: Vec<Value> = self
+            .blocks
+            .into_iter()
+            .map(|(mut block, grown)| {
+                match block["type"].as_str() {
+                    Some("text") => block["text"] = Value::String(grown),
+                    Some("tool_use") => {
+                        // An empty input streams no JSON at all.
+                        block["input"] = match grown.trim() {
+                            "" => serde_json::json!({}),
+                            json => serde_json::from_str(json).unwrap_or(Value::String(grown.clone())),
+                        };
+                    }
+                    _ => {}
+                }
+                block
+            })
+            .collect();
+        self.message["content"] = Value::Array(content);
+        serde_json::from_value(self.message).map_err(|e| {
+            ProviderError::new(
+                NAME,
+                ErrorKind::Decode,
+                format!("cannot assemble a streamed answer: {e}"),
+            )
+        })
     }
 }
 
@@ -58,6 +148,8 @@ struct WireRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
 }
 
 #[derive(Serialize)]
@@ -181,6 +273,7 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         }
     }
     let body = WireRequest {
+        stream: request.stream.is_some(),
         model: request.model,
         max_tokens: request.max_output_tokens,
         system: [SystemBlock {
@@ -321,6 +414,7 @@ mod tests {
             wire: &[],
             tools: &[],
             max_output_tokens: 1024,
+            stream: None,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();

@@ -50,6 +50,8 @@ impl ModelChain {
 
     /// Calls the first model, retrying retryable errors per the policy, then falls back
     /// to the next model when the error allows it. Returns the last error otherwise.
+    /// With `stream`, answers stream and their text goes there as it comes (restarted
+    /// before every attempt).
     pub async fn chat(
         &self,
         system: &str,
@@ -57,6 +59,7 @@ impl ModelChain {
         wire: &[WireCache],
         tools: &[ToolDef],
         max_output_tokens: u32,
+        stream: Option<&dyn super::Deltas>,
     ) -> Result<ChatOutcome, ProviderError> {
         let mut failed = Vec::new();
         for (index, (model, provider)) in self.entries.iter().enumerate() {
@@ -67,6 +70,7 @@ impl ModelChain {
                 wire,
                 tools,
                 max_output_tokens,
+                stream,
             };
             let span = tracing::info_span!(
                 "chat",
@@ -173,6 +177,9 @@ impl ModelChain {
     ) -> Result<ChatResponse, ProviderError> {
         let mut attempt = 0;
         loop {
+            if let Some(stream) = request.stream {
+                stream.restart();
+            }
             match provider.chat(request).await {
                 Ok(r) => return Ok(r),
                 Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {

@@ -47,8 +47,102 @@ impl Provider for OpenAi {
         if let Some(key) = &self.endpoint.api_key {
             http = http.bearer_auth(key);
         }
-        let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
-        decode_response(response)
+        let Some(deltas) = request.stream else {
+            let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
+            return decode_response(response);
+        };
+        let mut stream = Streamed::default();
+        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        decode_response(stream.response()?)
+    }
+}
+
+/// A streamed Chat Completions answer put back together: `choices[0].delta` pieces of
+/// content and tool calls (by index), the finish reason, and the usage of the last
+/// chunk (`stream_options.include_usage`).
+#[derive(Default)]
+struct Streamed {
+    id: String,
+    model: String,
+    content: String,
+    /// (id, name, arguments) by the index the deltas name.
+    calls: Vec<(String, String, String)>,
+    finish: Option<String>,
+    usage: Option<Value>,
+}
+
+impl Streamed {
+    fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                NAME,
+                ErrorKind::Decode,
+                format!("cannot decode a stream chunk: {e}"),
+            )
+        })?;
+        if !chunk["error"].is_null() {
+            return Err(wire::stream_error(NAME, data));
+        }
+        if let Some(id) = chunk["id"].as_str() {
+            self.id = id.to_string();
+        }
+        if let Some(model) = chunk["model"].as_str() {
+            self.model = model.to_string();
+        }
+        if !chunk["usage"].is_null() {
+            self.usage = Some(chunk["usage"].clone());
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            return Ok(());
+        };
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            self.content.push_str(text);
+            deltas.text(text);
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = call["index"].as_u64().unwrap_or(0) as usize;
+            if self.calls.len() <= index {
+                self.calls.resize(index + 1, Default::default());
+            }
+            let slot = &mut self.calls[index];
+            if let Some(id) = call["id"].as_str() {
+                slot.0 = id.to_string();
+            }
+            if let Some(name) = call["function"]["name"].as_str() {
+                slot.1.push_str(name);
+            }
+            if let Some(args) = call["function"]["arguments"].as_str() {
+                slot.2.push_str(args);
+            }
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            self.finish = Some(reason.to_string());
+        }
+        Ok(())
+    }
+
+    /// The answer as the non-streamed API would have sent it.
+    fn response(self) -> Result<WireResponse, ProviderError> {
+        let calls: Vec<Value> = self
+            .calls
+            .into_iter()
+            .map(|(id, name, arguments)| {
+                serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+            })
+            .collect();
+        let content = (!self.content.is_empty()).then_some(self.content);
+        let whole = serde_json::json!({
+            "id": self.id, "model": self.model, "usage": self.usage,
+            "choices": [{"finish_reason": self.finish, "message": {"content": content, "tool_calls": calls}}],
+        });
+        serde_json::from_value(whole).map_err(|e| {
+            ProviderError::new(
+                NAME,
+                ErrorKind::Decode,
+                format!("cannot assemble a streamed answer: {e}"),
+            )
+        })
     }
 }
 
@@ -60,6 +154,11 @@ struct WireRequest<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    /// With `stream`: a last chunk carries the usage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -226,6 +325,8 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         messages,
         parallel_tool_calls: (!tools.is_empty()).then_some(true),
         tools,
+        stream: request.stream.is_some(),
+        stream_options: request.stream.map(|_| serde_json::json!({"include_usage": true})),
     };
     serde_json::to_writer(&mut out, &body)?;
     Ok(out)
@@ -359,6 +460,7 @@ mod tests {
             wire,
             tools: &[],
             max_output_tokens: 100,
+            stream: None,
         };
         let plain = encode_request(&request(&[])).unwrap();
         let wire: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
@@ -411,6 +513,7 @@ mod tests {
             wire: &[],
             tools: &tools,
             max_output_tokens: 100,
+            stream: None,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();

@@ -70,6 +70,15 @@ pub struct WireCache {
     pub openai: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
 }
 
+/// Receives a model's answer text as it streams from the provider.
+pub trait Deltas: Send + Sync + std::fmt::Debug {
+    /// The next piece of the answer's text.
+    fn text(&self, delta: &str);
+    /// A new attempt begins (a retry, a fallback model): the pieces given so far belong
+    /// to an answer that will not be.
+    fn restart(&self);
+}
+
 /// One model call.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
@@ -82,6 +91,9 @@ pub struct ChatRequest<'a> {
     pub wire: &'a [WireCache],
     pub tools: &'a [ToolDef],
     pub max_output_tokens: u32,
+    /// Stream the answer and hand its text here as it comes; `None` asks for the whole
+    /// answer at once.
+    pub stream: Option<&'a dyn Deltas>,
 }
 
 /// The model's answer to one call (serializable for eval cassettes).

@@ -37,7 +37,66 @@ pub async fn post_json<T: DeserializeOwned>(
             )
         });
     }
-    let (code, message) = error_fields(&bytes);
+    Err(failure(provider, status, wait, &bytes))
+}
+
+/// Posts `body` asking for server-sent events and hands each event's `data` (JSON, the
+/// `[DONE]` marker left out) to `on_data` as it arrives; a non-2xx answer becomes a
+/// classified [`ProviderError`], as for [`post_json`].
+pub async fn post_sse(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    body: Vec<u8>,
+    timeout: Duration,
+    mut on_data: impl FnMut(&str) -> Result<(), ProviderError>,
+) -> Result<(), ProviderError> {
+    let mut response = request
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .timeout(timeout)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
+    let status = response.status();
+    if !status.is_success() {
+        let wait = retry_after(response.headers());
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
+        return Err(failure(provider, status, wait, &bytes));
+    }
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ProviderError::from_reqwest(provider, &e))?
+    {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if let Some(data) = line.strip_prefix("data:").map(str::trim)
+                && !data.is_empty()
+                && data != "[DONE]"
+            {
+                on_data(data)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A non-2xx answer as a classified error with the vendor's message.
+fn failure(
+    provider: &'static str,
+    status: reqwest::StatusCode,
+    wait: Option<Duration>,
+    bytes: &[u8],
+) -> ProviderError {
+    let (code, message) = error_fields(bytes);
     let mut err = ProviderError::new(
         provider,
         classify(status.as_u16(), &code, &message),
@@ -45,7 +104,7 @@ pub async fn post_json<T: DeserializeOwned>(
             "HTTP {}: {}",
             status.as_u16(),
             if message.is_empty() {
-                snippet(&bytes)
+                snippet(bytes)
             } else {
                 message
             }
@@ -53,7 +112,25 @@ pub async fn post_json<T: DeserializeOwned>(
     );
     err.status = Some(status.as_u16());
     err.retry_after = wait;
-    Err(err)
+    err
+}
+
+/// An `error` event inside a stream (Anthropic sends `overloaded_error` this way) as a
+/// classified error.
+pub fn stream_error(provider: &'static str, data: &str) -> ProviderError {
+    let (code, message) = error_fields(data.as_bytes());
+    // Classified as the HTTP status the same error gets before a stream starts.
+    let status = match code.as_str() {
+        "overloaded_error" => 529,
+        "api_error" => 500,
+        "rate_limit_error" => 429,
+        _ => 400,
+    };
+    ProviderError::new(
+        provider,
+        classify(status, &code, &message),
+        format!("stream error: {code}: {message}"),
+    )
 }
 
 /// Pulls `(code or type, message)` out of OpenAI (`{"error":{"code","type","message"}}`)

@@ -220,7 +220,7 @@ impl Compactor<'_> {
             ))];
             match self
                 .chain
-                .chat(COMPACTION_PROMPT, &request, &[], &[], max_output)
+                .chat(COMPACTION_PROMPT, &request, &[], &[], max_output, None)
                 .await
             {
                 Ok(outcome) => {

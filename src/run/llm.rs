@@ -433,9 +433,14 @@ impl LlmRun<'_> {
             tools: defs.len(),
         });
         let started = Instant::now();
-        let call = self
-            .chain
-            .chat(system, messages, wire, defs, self.agent.context.max_output_tokens);
+        let call = self.chain.chat(
+            system,
+            messages,
+            wire,
+            defs,
+            self.agent.context.max_output_tokens,
+            None,
+        );
         let mut call = std::pin::pin!(tokio::time::timeout_at(deadline, call));
         // Events are group-committed before the tool round (the durability point); a
         // model that is slow to answer gets them written while it thinks, so the log of
