@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::{Json, Path as UrlPath, Query};
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use steward::config::{Config, Known};
@@ -412,4 +413,196 @@ async fn a_stop_lets_a_side_effecting_call_under_way_finish() {
     assert_eq!(result.data["ok"], true);
     assert_eq!(fake.requests().len(), 1, "no model call after the stop");
     s.service.stop(Duration::from_secs(5)).await;
+}
+
+/// A fake Slack that streams: `chat.startStream` gives the message a ts; `fail` names
+/// a method and the answer it gets instead (status, body, Retry-After).
+async fn streaming_slack(calls: Calls, fail: Option<(&'static str, u16, Value)>) -> SlackClient {
+    let app = Router::new()
+        .route(
+            "/conversations.replies",
+            get(|| async { Json(json!({"ok": true, "messages": [], "has_more": false})) }),
+        )
+        .route(
+            "/{method}",
+            post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
+                let calls = calls.clone();
+                let fail = fail.clone();
+                async move {
+                    calls
+                        .lock()
+                        .unwrap()
+                        .push((method.clone(), body.clone(), Instant::now()));
+                    if let Some((m, status, answer)) = fail
+                        && m == method
+                    {
+                        let mut resp = (StatusCode::from_u16(status).unwrap(), Json(answer)).into_response();
+                        resp.headers_mut().insert("retry-after", "0".parse().unwrap());
+                        return resp;
+                    }
+                    Json(json!({"ok": true, "channel": body["channel"], "ts": "1700007777.000100"}))
+                        .into_response()
+                }
+            }),
+        );
+    let url = serve(app).await;
+    SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test")
+}
+
+/// A long answer: 2,000 characters in sentences.
+fn long_answer() -> String {
+    let mut text = String::new();
+    let mut n = 0;
+    while text.len() < 2_000 {
+        n += 1;
+        text.push_str(&format!(
+            "Step {n}: check the tunnel on gw-{n} and restart it if the keepalive is off. "
+        ));
+    }
+    text.truncate(2_000);
+    text
+}
+
+/// The text people see of a reply: what streamed, then what was posted.
+fn shown(calls: &Calls) -> String {
+    let mut text = String::new();
+    for (m, b, _) in calls.lock().unwrap().iter() {
+        match m.as_str() {
+            "chat.startStream" | "chat.appendStream" => {
+                text.push_str(b["markdown_text"].as_str().unwrap_or_default())
+            }
+            "chat.postMessage" => text.push_str(&b["blocks"].to_string()),
+            _ => {}
+        }
+    }
+    text
+}
+
+#[tokio::test]
+async fn an_answer_streams_into_its_thread_with_its_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = streaming_slack(calls.clone(), None).await;
+    let fake = FakeModel::start().await;
+    let answer = long_answer();
+    fake.push(Reply::ok(openai_tools(&[("c1", "current_time", "{}")])));
+    fake.push(Reply::ok(openai_text(&answer)));
+    let agent = format!("{AGENT}output: {{feedback: true}}\n");
+    let s = start(dir.path(), &fake, &slack, &agent).await;
+    let ts = "1700008000.000100";
+    s.deliver("EvST1", mention(ts)).await;
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert!(fake.requests().iter().all(|r| r.body["stream"] == true));
+
+    let recorded = calls.lock().unwrap().clone();
+    let at = |method: &str| {
+        recorded
+            .iter()
+            .position(|(m, _, _)| m == method)
+            .unwrap_or_else(|| panic!("no {method}"))
+    };
+    assert!(at("assistant.threads.setStatus") < at("chat.startStream"));
+    assert!(at("chat.startStream") < at("chat.stopStream"));
+    let start_body = &recorded[at("chat.startStream")].1;
+    assert_eq!(start_body["channel"], CHANNEL);
+    assert_eq!(start_body["thread_ts"], ts);
+    assert_eq!(start_body["recipient_user_id"], "U0ADA");
+    // The tool call is a task: in progress, then complete with a line of its output.
+    let tasks: Vec<Value> = recorded
+        .iter()
+        .filter(|(m, _, _)| m.ends_with("Stream"))
+        .flat_map(|(_, b, _)| b["chunks"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "task_update")
+        .collect();
+    let states: Vec<&str> = tasks.iter().map(|t| t["status"].as_str().unwrap()).collect();
+    assert_eq!(states, ["in_progress", "complete"], "{tasks:?}");
+    assert_eq!(tasks[0]["id"], "c1");
+    assert_eq!(tasks[0]["title"], "Checking the time…");
+    // The text arrived whole, once, in few calls; no separate reply.
+    assert_eq!(shown(&calls), answer);
+    let stream_calls = recorded.iter().filter(|(m, _, _)| m.ends_with("Stream")).count();
+    assert!(
+        stream_calls <= 12,
+        "{stream_calls} stream calls for 2,000 characters"
+    );
+    let text_calls = recorded
+        .iter()
+        .filter(|(m, b, _)| m.ends_with("Stream") && b["markdown_text"].is_string())
+        .count();
+    assert!(text_calls <= 10, "{text_calls} calls carried the text");
+    assert!(methods(&calls, "chat.postMessage").is_empty());
+    let stop = &recorded[at("chat.stopStream")].1;
+    assert_eq!(stop["ts"], "1700007777.000100");
+    assert_eq!(
+        stop["metadata"]["event_type"], "steward_reply",
+        "later runs know it as their own"
+    );
+    assert_eq!(stop["blocks"][0]["type"], "context");
+    assert_eq!(
+        stop["blocks"][1]["type"], "context_actions",
+        "feedback buttons end the answer"
+    );
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+async fn falls_back(fail: (&'static str, u16, Value)) {
+    let failing = fail.0;
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = streaming_slack(calls.clone(), Some(fail)).await;
+    let fake = FakeModel::start().await;
+    let answer = long_answer();
+    fake.push(Reply::ok(openai_text(&answer)));
+    let s = start(dir.path(), &fake, &slack, AGENT).await;
+    s.deliver("EvFB1", mention("1700008100.000100")).await;
+    let runs = ended_runs(s.store.as_ref(), 1).await;
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    // Nothing lost, nothing twice: what Slack accepted of the stream, then the reply,
+    // make the answer.
+    let posted = methods(&calls, "chat.postMessage");
+    assert_eq!(posted.len(), 1, "the rest goes as one reply");
+    let recorded = calls.lock().unwrap().clone();
+    assert!(
+        recorded.iter().any(|(m, _, _)| m == "chat.startStream"),
+        "streaming was tried"
+    );
+    let accepted: String = recorded
+        .iter()
+        .filter(|(m, _, _)| (m == "chat.startStream" || m == "chat.appendStream") && m != failing)
+        .map(|(_, b, _)| b["markdown_text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let rest = posted[0]["text"].as_str().unwrap();
+    assert_eq!(format!("{accepted}{rest}"), answer);
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_refused_stream_posts_the_answer_as_a_reply() {
+    falls_back((
+        "chat.startStream",
+        200,
+        json!({"ok": false, "error": "not_allowed_token_type"}),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_stream_slack_ended_posts_the_rest() {
+    falls_back((
+        "chat.appendStream",
+        200,
+        json!({"ok": false, "error": "message_not_in_streaming_state"}),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_rate_limited_stream_posts_the_rest() {
+    falls_back((
+        "chat.appendStream",
+        429,
+        json!({"ok": false, "error": "ratelimited"}),
+    ))
+    .await;
 }

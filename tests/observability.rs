@@ -72,7 +72,7 @@ fn tree(root: &Path) -> Config {
         root,
         "agents/helpdesk.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  - slack_mention: {}\n\
-         output: { status: both }\n\
+         output: { status: both, stream: false }\n\
          evals: { post_run: [\"The answer says whether the ticket is open.\"], model: openai/judge-model }\n",
     );
     Config::load(

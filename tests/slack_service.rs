@@ -75,7 +75,7 @@ fn ops(timeout: &str) -> String {
         "model: openai/gpt-4.1\nprompt: prompts/p.md\n\
          tools: [current_time, {{name: deploy, approval: required}}]\n\
          approval: {{approvers: [{APPROVER}], timeout: {timeout}}}\n\
-         output: {{feedback: true}}\n\
+         output: {{feedback: true, stream: false}}\n\
          triggers:\n  - slack_mention: {{}}\n"
     )
 }

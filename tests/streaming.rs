@@ -31,6 +31,7 @@ impl Deltas for Recorded {
     fn restart(&self) {
         self.0.lock().unwrap().push("<restart>".into());
     }
+    fn settled(&self) {}
 }
 
 /// A server answering every POST with `events` as SSE, sent in 7-byte pieces.

@@ -532,8 +532,19 @@ fn build_agent(
             Coordinator::Llm => super::StatusMode::Native,
             _ => super::StatusMode::None,
         }),
+        stream: spec
+            .output
+            .stream
+            .unwrap_or(matches!(coordinator, Coordinator::Llm)),
         feedback: spec.output.feedback.unwrap_or(d.feedback),
     };
+    if spec.output.stream == Some(true) && !matches!(coordinator, Coordinator::Llm) {
+        diags.push(src.error_at(
+            "stream",
+            None,
+            "'output.stream' applies to LLM agents: a script's answer is known only when it ends",
+        ));
+    }
 
     // Agents people address (a Slack mention) or that answer on an issue or a page
     // take follow-ups unless told not to.
@@ -713,6 +724,7 @@ fn build_subagent(
             reply: true,
             prompt_link: false,
             status: super::StatusMode::None,
+            stream: false,
             feedback: false,
         },
         post_run: Default::default(),

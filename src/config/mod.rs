@@ -245,6 +245,10 @@ pub struct OutputSettings {
     /// nothing. Default: native for LLM agents, none for script coordinators (code
     /// workflows that add their own reactions).
     pub status: StatusMode,
+    /// Stream a Slack reply into its thread while the run works (`output.stream`):
+    /// the model's text as it comes and each tool call as a task. Default: on for LLM
+    /// agents that reply.
+    pub stream: bool,
     /// 👍 / 👎 buttons under Slack replies (`output: {feedback: true}`).
     pub feedback: bool,
 }
@@ -255,6 +259,7 @@ impl Default for OutputSettings {
             reply: true,
             prompt_link: true,
             status: StatusMode::Native,
+            stream: true,
             feedback: false,
         }
     }

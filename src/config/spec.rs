@@ -372,6 +372,8 @@ pub struct OutputSpec {
     pub prompt_link: Option<bool>,
     /// `reaction | native | both | none` (default native for LLM agents).
     pub status: Option<super::StatusMode>,
+    /// Stream Slack replies while the run works (default true for LLM agents).
+    pub stream: Option<bool>,
     /// 👍 / 👎 buttons under Slack replies; a click is a human score on the run.
     pub feedback: Option<bool>,
 }

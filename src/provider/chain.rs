@@ -51,7 +51,7 @@ impl ModelChain {
     /// Calls the first model, retrying retryable errors per the policy, then falls back
     /// to the next model when the error allows it. Returns the last error otherwise.
     /// With `stream`, answers stream and their text goes there as it comes (restarted
-    /// before every attempt).
+    /// before a retry or a fallback, settled when an answer arrives).
     pub async fn chat(
         &self,
         system: &str,
@@ -177,11 +177,19 @@ impl ModelChain {
     ) -> Result<ChatResponse, ProviderError> {
         let mut attempt = 0;
         loop {
-            if let Some(stream) = request.stream {
+            // A retry, or the first try of a fallback model, replaces what streamed.
+            if let Some(stream) = request.stream
+                && (attempt > 0 || !failed.is_empty())
+            {
                 stream.restart();
             }
             match provider.chat(request).await {
-                Ok(r) => return Ok(r),
+                Ok(r) => {
+                    if let Some(stream) = request.stream {
+                        stream.settled();
+                    }
+                    return Ok(r);
+                }
                 Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {
                     let wait = self.retry.delay(attempt, &err);
                     tracing::warn!(error = %err, attempt, wait_ms = wait.as_millis() as u64, "retrying model call");

@@ -74,9 +74,11 @@ pub struct WireCache {
 pub trait Deltas: Send + Sync + std::fmt::Debug {
     /// The next piece of the answer's text.
     fn text(&self, delta: &str);
-    /// A new attempt begins (a retry, a fallback model): the pieces given so far belong
-    /// to an answer that will not be.
+    /// Another attempt begins (a retry, a fallback model): the pieces given since the
+    /// last settled answer belong to an answer that will not be.
     fn restart(&self);
+    /// An answer arrived whole: its pieces stand.
+    fn settled(&self);
 }
 
 /// One model call.

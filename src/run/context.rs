@@ -50,6 +50,8 @@ pub struct RunContext<'a> {
     pub inbox: Option<Arc<super::inbox::Inbox>>,
     /// The run's status where it was asked (top-level Slack runs).
     pub presence: Option<Arc<super::presence::Presence>>,
+    /// The reply streaming into its Slack thread (top-level LLM runs).
+    pub live: Option<Arc<dyn crate::triggers::source::Live>>,
     /// The conversation it continues already holds an answer of the bot's (set when
     /// the thread is read); the first answer names an agent-view thread.
     pub answered_before: std::sync::atomic::AtomicBool,
@@ -162,6 +164,7 @@ pub async fn prepare<'a>(
         tool_timeout: agent.limits.tool_timeout,
         capture_content,
         presence: lineage.presence.clone(),
+        live: lineage.live.clone(),
     });
     Ok(RunContext {
         runner,
@@ -183,6 +186,7 @@ pub async fn prepare<'a>(
         capture_content,
         inbox: lineage.inbox,
         presence: lineage.presence,
+        live: lineage.live,
         answered_before: Default::default(),
     })
 }

@@ -75,6 +75,7 @@ impl Coordinator for LlmCoordinator {
             system: cx.system.clone(),
             child_totals: cx.child_totals.clone(),
             inbox: cx.inbox.clone(),
+            live: cx.live.clone(),
         };
         // People see the run working before the model is asked.
         if let Some(presence) = &cx.presence {

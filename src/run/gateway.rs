@@ -42,6 +42,8 @@ pub struct GatewayParts {
     pub capture_content: bool,
     /// Where the run's status shows what it does (top-level Slack runs).
     pub presence: Option<Arc<super::presence::Presence>>,
+    /// The streamed reply, where each call shows as a task.
+    pub live: Option<Arc<dyn crate::triggers::source::Live>>,
 }
 
 /// A call refused because the run's `max_tool_calls` budget would be exceeded.
@@ -222,8 +224,17 @@ impl Gateway {
         if capture {
             span.record("gen_ai.tool.call.arguments", arguments);
         }
+        let status = self.parts.tools.status_of(name);
         if let Some(presence) = &self.parts.presence {
-            presence.step(self.parts.tools.status_of(name));
+            presence.step(status.clone());
+        }
+        if let Some(live) = &self.parts.live {
+            live.task(
+                call_id,
+                &status,
+                crate::triggers::source::TaskState::Running,
+                None,
+            );
         }
         let result = async {
             let ctx = self.ctx(call_id, cancel);
@@ -284,6 +295,14 @@ impl Gateway {
                 }
             };
             recorder.record(event);
+            if let Some(live) = &self.parts.live {
+                use crate::triggers::source::TaskState;
+                let (state, line) = match &result {
+                    Ok(output) => (TaskState::Done, output.model_text().to_string()),
+                    Err(e) => (TaskState::Failed, e.to_string()),
+                };
+                live.task(call_id, &status, state, Some(&line));
+            }
             result
         }
         .instrument(span.clone())

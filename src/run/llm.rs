@@ -53,6 +53,8 @@ pub struct LlmRun<'a> {
     /// Messages of the conversation handed to this run while it works (see
     /// [`super::inbox`]); read before each model call.
     pub inbox: Option<Arc<super::inbox::Inbox>>,
+    /// Where the model's text streams as it comes (a reply streaming into Slack).
+    pub live: Option<Arc<dyn crate::triggers::source::Live>>,
 }
 
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
@@ -439,7 +441,7 @@ impl LlmRun<'_> {
             wire,
             defs,
             self.agent.context.max_output_tokens,
-            None,
+            self.live.as_deref().map(|l| l as &dyn crate::provider::Deltas),
         );
         let mut call = std::pin::pin!(tokio::time::timeout_at(deadline, call));
         // Events are group-committed before the tool round (the durability point); a

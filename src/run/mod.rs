@@ -106,6 +106,9 @@ pub struct Lineage {
     /// A person's Stop for this run (runs the server starts from Slack); the run's
     /// cancellation token is its token.
     pub stop: Option<Arc<stop::StopSignal>>,
+    /// The reply streaming where it will land (top-level LLM runs answering in a Slack
+    /// thread; set by `run_in`).
+    pub live: Option<Arc<dyn crate::triggers::source::Live>>,
 }
 
 impl Lineage {
@@ -122,6 +125,7 @@ impl Lineage {
             inbox: None,
             presence: None,
             stop: None,
+            live: None,
         }
     }
 }
@@ -232,6 +236,12 @@ impl Runner {
         let mut lineage = lineage;
         if top_level {
             lineage.presence = presence::Presence::start(self.sources.clone(), agent, trigger);
+            let streams = agent.output.stream && agent.output.reply && agent.takes_handoffs();
+            lineage.live = self
+                .sources
+                .for_origin(&trigger.origin)
+                .filter(|_| streams)
+                .and_then(|s| s.live(&trigger.origin));
         }
         let presence = lineage.presence.clone();
         let outcome = self
@@ -316,6 +326,12 @@ impl Runner {
         cx: context::RunContext<'_>,
         mut result: RunOutcome,
     ) -> Result<RunOutcome, RunError> {
+        // A stream that will carry no answer closes as it is (its text stays).
+        let answering =
+            result.termination == Termination::Completed && result.final_text.is_some() && agent_replies(&cx);
+        if !answering && let Some(live) = &cx.live {
+            live.abandon().await;
+        }
         if result.termination == Termination::AwaitingApproval {
             let parked = approval::park(self, &cx, result).await?;
             if parked.termination == Termination::AwaitingApproval {
@@ -330,7 +346,16 @@ impl Runner {
         if let (Some(text), true, true, None) =
             (&result.final_text, agent.output.reply, completed, &cx.parent_id)
         {
-            match reply::post(&self.sources, agent, &cx.trigger.origin, text, recorder).await {
+            match reply::post(
+                &self.sources,
+                agent,
+                &cx.trigger.origin,
+                text,
+                recorder,
+                cx.live.as_deref(),
+            )
+            .await
+            {
                 Ok(Some(sent)) => {
                     recorder.record(RunEvent::ReplySent {
                         ok: true,
@@ -437,4 +462,10 @@ fn allowed_tools(
         allowed.retain(|t| t != "subagent");
     }
     allowed
+}
+
+/// Whether a run's answer is posted where its trigger came from (a top-level run of an
+/// agent that replies).
+fn agent_replies(cx: &context::RunContext<'_>) -> bool {
+    cx.agent.output.reply && cx.parent_id.is_none()
 }

@@ -60,6 +60,7 @@ pub async fn post(
     origin: &Origin,
     text: &str,
     recorder: &Recorder,
+    live: Option<&dyn crate::triggers::source::Live>,
 ) -> Result<Option<Value>, ApiError> {
     let Some(source) = sources.for_origin(origin) else {
         return Ok(None);
@@ -99,5 +100,18 @@ pub async fn post(
         feedback: agent.output.feedback.then(|| recorder.run_id()),
         idempotency_key: format!("{}:reply", recorder.run_id()),
     };
+    // A streamed reply ends its stream; what people have not seen of the answer (all
+    // of it when nothing streamed) is posted as a normal reply.
+    let rest = match live {
+        Some(live) => match live.finish(&reply).await {
+            crate::triggers::source::Finished::Streamed(sent) => return Ok(Some(sent)),
+            crate::triggers::source::Finished::Post { rest } => rest,
+        },
+        None => return source.post_reply(origin, &reply).await.map(Some),
+    };
+    if rest.trim().is_empty() {
+        return Ok(Some(Value::Null));
+    }
+    let reply = Reply { text: &rest, ..reply };
     source.post_reply(origin, &reply).await.map(Some)
 }

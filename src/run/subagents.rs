@@ -110,6 +110,7 @@ impl SubagentLauncher for Launcher {
             inbox: None,
             presence: None,
             stop: None,
+            live: None,
         };
         let outcome = self
             .runner

@@ -95,6 +95,7 @@ async fn input_lost(
         &trigger.origin,
         LOST_INPUT_REPLY,
         &recorder,
+        None,
     )
     .await
     {

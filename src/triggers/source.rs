@@ -143,6 +143,39 @@ pub enum Progress {
     Failed,
 }
 
+/// Where a tool call of a streamed answer stands (a task in Slack's timeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    Done,
+    Failed,
+}
+
+/// How a streamed reply ended.
+#[derive(Debug)]
+pub enum Finished {
+    /// The stream carried the whole answer; what the service sent back.
+    Streamed(Value),
+    /// Streaming was refused or broke: `rest`, the part of the answer people have not
+    /// seen, is to be posted as a normal reply (all of it when nothing was streamed).
+    Post { rest: String },
+}
+
+/// A reply that streams where it will land while the run works: the model's text as
+/// it comes ([`crate::provider::Deltas`]) and its tool calls as tasks. Best effort: a
+/// failure to stream never loses the answer (see [`Finished::Post`]).
+#[async_trait]
+pub trait Live: crate::provider::Deltas {
+    /// A tool call started or ended; `title` says what it does, `output` one line of
+    /// what came of it.
+    fn task(&self, id: &str, title: &str, state: TaskState, output: Option<&str>);
+    /// The run answered `reply.text` (the last text it streamed): ends the stream
+    /// with the reply's footer and feedback.
+    async fn finish(&self, reply: &Reply<'_>) -> Finished;
+    /// The run ended without an answer: closes a started stream as it is.
+    async fn abandon(&self);
+}
+
 /// Files fetched for a trigger, and one note for each file that could not be.
 #[derive(Debug, Default)]
 pub struct Fetched {
@@ -186,6 +219,12 @@ pub trait Source: Send + Sync {
     /// Slack's agent DM view gets a title). Best effort; the default does nothing.
     async fn name_conversation(&self, _origin: &Origin, _title: &str) -> Result<(), ApiError> {
         Ok(())
+    }
+
+    /// A reply that streams to `origin` while the run works; `None` where this source
+    /// cannot stream (only Slack threads can).
+    fn live(&self, _origin: &Origin) -> Option<std::sync::Arc<dyn Live>> {
+        None
     }
 
     /// Whether `trigger` (a comment) addresses the bot: it mentions the bot's account

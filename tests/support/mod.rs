@@ -160,11 +160,21 @@ async fn handle(
             .into_response();
     };
     tokio::time::sleep(reply.delay).await;
-    let mut resp = (
-        StatusCode::from_u16(reply.status).unwrap(),
-        axum::Json(reply.body),
-    )
-        .into_response();
+    // A request that asks for a stream gets the same answer as server-sent events.
+    let mut resp = if reply.status == 200 && body["stream"] == true {
+        let sse = if uri.path().ends_with("/messages") {
+            anthropic_sse(&reply.body)
+        } else {
+            openai_sse(&reply.body)
+        };
+        ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+    } else {
+        (
+            StatusCode::from_u16(reply.status).unwrap(),
+            axum::Json(reply.body),
+        )
+            .into_response()
+    };
     for (k, v) in reply.headers {
         resp.headers_mut().insert(
             axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
@@ -513,4 +523,102 @@ pub async fn all_routed(store: &dyn steward::store::Store) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("events not routed");
+}
+
+/// Text in the pieces a server streams it in (a few words at a time).
+fn pieces(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut piece = String::new();
+    for (i, word) in text.split_inclusive(' ').enumerate() {
+        piece.push_str(word);
+        if i % 3 == 2 {
+            out.push(std::mem::take(&mut piece));
+        }
+    }
+    if !piece.is_empty() {
+        out.push(piece);
+    }
+    out
+}
+
+/// A Chat Completions answer as its stream of chunks (`stream_options.include_usage`).
+pub fn openai_sse(answer: &Value) -> String {
+    let choice = &answer["choices"][0];
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": answer["id"], "object": "chat.completion.chunk", "model": answer["model"],
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    if let Some(text) = choice["message"]["content"].as_str() {
+        for p in pieces(text) {
+            out.push_str(&chunk(json!({"content": p}), Value::Null));
+        }
+    }
+    for (i, call) in choice["message"]["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        out.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}]}),
+            Value::Null,
+        ));
+    }
+    out.push_str(&chunk(json!({}), choice["finish_reason"].clone()));
+    out.push_str(&format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"id": answer["id"], "object": "chat.completion.chunk", "model": answer["model"], "choices": [], "usage": answer["usage"]})
+    ));
+    out
+}
+
+/// A Messages answer as its stream of events.
+pub fn anthropic_sse(answer: &Value) -> String {
+    let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
+    let mut start = answer.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    let mut out = event(
+        "message_start",
+        json!({"type": "message_start", "message": start}),
+    );
+    for (i, block) in answer["content"].as_array().into_iter().flatten().enumerate() {
+        match block["type"].as_str() {
+            Some("text") => {
+                out.push_str(&event("content_block_start", json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})));
+                for p in pieces(block["text"].as_str().unwrap_or_default()) {
+                    out.push_str(&event("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": p}})));
+                }
+            }
+            _ => {
+                let mut started = block.clone();
+                started["input"] = json!({});
+                out.push_str(&event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": started}),
+                ));
+                out.push_str(&event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+                ));
+            }
+        }
+        out.push_str(&event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    out.push_str(&event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"]},
+        "usage": {"output_tokens": answer["usage"]["output_tokens"]}}),
+    ));
+    out.push_str(&event("message_stop", json!({"type": "message_stop"})));
+    out
 }

@@ -23,8 +23,8 @@ fn section(text: impl Into<String>) -> SlackBlock {
     SlackBlock::Section(SlackSectionBlock::new().with_text(text))
 }
 
-/// A `context` block of one mrkdwn element.
-fn context(text: impl Into<String>) -> SlackBlock {
+/// A `context` block of one mrkdwn element (a reply's footer).
+pub fn context_block(text: impl Into<String>) -> SlackBlock {
     let element = SlackContextBlockElement::MarkDown(SlackBlockMarkDownText::new(text.into()));
     SlackBlock::Context(SlackContextBlock::new(vec![element]))
 }
@@ -110,7 +110,7 @@ pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
 fn message(text: &str, footer: Option<&str>) -> SlackMessageContent {
     let mut blocks: Vec<SlackBlock> = split(text, SECTION_CHARS).into_iter().map(section).collect();
     if let Some(footer) = footer {
-        blocks.push(context(footer));
+        blocks.push(context_block(footer));
     }
     let fallback = split(text, SECTION_CHARS).into_iter().next().unwrap_or_default();
     content(fallback, blocks)
@@ -287,7 +287,7 @@ pub fn approval_request(ask: &Ask<'_>) -> SlackMessageContent {
     let blocks = vec![
         section(headline),
         section(format!("```\n{}\n```", mrkdwn::escape(&arguments))),
-        context(context_line),
+        context_block(context_line),
         actions(
             "steward_approval",
             vec![

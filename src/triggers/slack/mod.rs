@@ -5,6 +5,7 @@ mod inbound;
 pub mod route;
 mod source;
 pub mod status;
+pub mod stream;
 pub mod thread;
 
 pub use inbound::*;

@@ -141,6 +141,13 @@ impl Source for SlackSource {
     }
 
     /// `:eyes:` while working; then `:white_check_mark:` or `:x:` in its place.
+    /// Replies in a Slack thread stream there (not at a DM's root, which has none).
+    fn live(&self, origin: &Origin) -> Option<std::sync::Arc<dyn crate::triggers::source::Live>> {
+        let client = self.client.as_ref()?;
+        let stream = super::stream::SlackStream::open(client, origin)?;
+        Some(stream)
+    }
+
     /// A thread of a DM (the agent view's threads) gets a title: its first request.
     async fn name_conversation(&self, origin: &Origin, title: &str) -> Result<(), ApiError> {
         let (

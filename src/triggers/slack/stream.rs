@@ -1,0 +1,352 @@
+//! A reply streamed into its Slack thread while the run works: `chat.startStream` at
+//! the first text or tool call, `chat.appendStream` with the model's text as standard
+//! Markdown (`markdown_text`, buffered: about [`FLUSH_CHARS`] characters or
+//! [`FLUSH_EVERY`], whichever first) and each tool call as a `task_update` chunk, and
+//! `chat.stopStream` with the footer and feedback buttons at the end.
+//!
+//! Never loses the answer: when Slack refuses the stream (`ok: false`), ends it
+//! (`message_not_in_streaming_state`), rate-limits it, or a model attempt whose text
+//! was already shown is retried, streaming stops and the part of the answer nobody has
+//! seen is posted as a normal reply (see [`Finished::Post`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use slack_morphism::api::{
+    SlackApiChatAppendStreamRequest, SlackApiChatStartStreamRequest, SlackApiChatStopStreamRequest,
+    SlackStreamChunk,
+};
+use slack_morphism::blocks::{SlackTaskCardStatus, SlackTaskId};
+use slack_morphism::{SlackMessageContent, SlackMessageMetadata};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::integrations::ApiError;
+use crate::integrations::slack::{SlackClient, message};
+use crate::triggers::Origin;
+use crate::triggers::source::{Finished, Live, Reply, TaskState};
+
+/// Buffered text goes to Slack once it is this long...
+pub const FLUSH_CHARS: usize = 250;
+/// ... or this old, whichever comes first.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+#[derive(Default)]
+struct State {
+    /// The streamed message, once started.
+    ts: Option<String>,
+    /// Every piece of text given (of attempts that stood).
+    all: String,
+    /// How much of `all` Slack has.
+    sent: usize,
+    /// Where the current model attempt's text starts in `all`.
+    attempt: usize,
+    /// Task updates not yet sent.
+    chunks: Vec<SlackStreamChunk>,
+    last: Option<Instant>,
+    /// Streaming stopped (Slack refused or ended it); the rest goes as a reply.
+    failed: bool,
+    /// Text of a failed attempt was shown: the whole answer goes as a reply.
+    diverged: bool,
+    closing: bool,
+}
+
+/// The live reply of one run in one Slack thread.
+pub struct SlackStream {
+    client: SlackClient,
+    channel: String,
+    thread_ts: String,
+    /// Who the stream is for, in channels (`recipient_user_id`, `recipient_team_id`).
+    recipient: Option<(String, Option<String>)>,
+    state: Arc<Mutex<State>>,
+    wake: Arc<Notify>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for SlackStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackStream")
+            .field("channel", &self.channel)
+            .field("thread_ts", &self.thread_ts)
+            .finish()
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SlackStream {
+    /// A stream for replies to `origin`: a Slack thread (a DM's root has none).
+    pub fn open(client: &SlackClient, origin: &Origin) -> Option<Arc<SlackStream>> {
+        let (channel, Some(thread_ts)) = origin.slack_thread()? else {
+            return None;
+        };
+        let Origin::Slack { user, team, .. } = origin else {
+            return None;
+        };
+        let dm = channel.starts_with('D');
+        let stream = Arc::new(SlackStream {
+            client: client.clone(),
+            channel: channel.to_string(),
+            thread_ts: thread_ts.to_string(),
+            recipient: user.clone().filter(|_| !dm).map(|u| (u, team.clone())),
+            state: Arc::default(),
+            wake: Arc::default(),
+            flusher: Mutex::new(None),
+        });
+        // The flusher owns nothing but clones; `finish` or `abandon` ends it.
+        let (client, state, wake) = (stream.client.clone(), stream.state.clone(), stream.wake.clone());
+        let (channel, thread_ts, recipient) = (
+            stream.channel.clone(),
+            stream.thread_ts.clone(),
+            stream.recipient.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let target = Target {
+                client: &client,
+                channel: &channel,
+                thread_ts: &thread_ts,
+                recipient: recipient.as_ref(),
+            };
+            loop {
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(FLUSH_EVERY) => {}
+                }
+                if lock(&state).closing {
+                    return;
+                }
+                target.flush(&state).await;
+            }
+        });
+        *stream.flusher.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        Some(stream)
+    }
+
+    fn target(&self) -> Target<'_> {
+        Target {
+            client: &self.client,
+            channel: &self.channel,
+            thread_ts: &self.thread_ts,
+            recipient: self.recipient.as_ref(),
+        }
+    }
+
+    /// Stops the flusher after the flush it may be doing, so nothing is sent twice.
+    async fn close(&self) {
+        lock(&self.state).closing = true;
+        self.wake.notify_one();
+        let task = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SlackStream {
+    fn drop(&mut self) {
+        if let Some(task) = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+/// Where a stream goes.
+struct Target<'a> {
+    client: &'a SlackClient,
+    channel: &'a str,
+    thread_ts: &'a str,
+    recipient: Option<&'a (String, Option<String>)>,
+}
+
+impl Target<'_> {
+    /// Sends what is buffered: starts the stream first when it has not started.
+    async fn flush(&self, state: &Mutex<State>) {
+        let (ts, text, chunks) = {
+            let mut s = lock(state);
+            if s.failed || s.diverged || (s.sent == s.all.len() && s.chunks.is_empty()) {
+                return;
+            }
+            s.last = Some(Instant::now());
+            (
+                s.ts.clone(),
+                s.all[s.sent..].to_string(),
+                std::mem::take(&mut s.chunks),
+            )
+        };
+        let markdown = (!text.is_empty()).then(|| text.clone());
+        let chunks = (!chunks.is_empty()).then_some(chunks);
+        let result = match &ts {
+            None => {
+                let request = SlackApiChatStartStreamRequest {
+                    channel: self.channel.into(),
+                    thread_ts: Some(self.thread_ts.into()),
+                    recipient_user_id: self.recipient.map(|(u, _)| u.as_str().into()),
+                    recipient_team_id: self.recipient.and_then(|(_, t)| t.as_deref()).map(Into::into),
+                    markdown_text: markdown,
+                    chunks,
+                    task_display_mode: None,
+                    icon_emoji: None,
+                    icon_url: None,
+                    username: None,
+                };
+                self.client.send("chat.startStream", &request).await
+            }
+            Some(ts) => {
+                let request = SlackApiChatAppendStreamRequest {
+                    channel: self.channel.into(),
+                    ts: ts.as_str().into(),
+                    markdown_text: markdown,
+                    chunks,
+                };
+                self.client.send("chat.appendStream", &request).await
+            }
+        };
+        let mut s = lock(state);
+        match result {
+            Ok(answer) => {
+                if s.ts.is_none() {
+                    s.ts = answer["ts"].as_str().map(str::to_string);
+                }
+                s.sent += text.len();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "streaming the reply stopped; the rest goes as a reply");
+                s.failed = true;
+            }
+        }
+    }
+
+    /// Ends a started stream, with `content` (footer, feedback, metadata) when given.
+    async fn stop(&self, ts: &str, content: SlackMessageContent) -> Result<Value, ApiError> {
+        let request = SlackApiChatStopStreamRequest {
+            channel: self.channel.into(),
+            ts: ts.into(),
+            content,
+            chunks: None,
+            session_status: None,
+        };
+        self.client.send("chat.stopStream", &request).await
+    }
+}
+
+impl crate::provider::Deltas for SlackStream {
+    fn text(&self, delta: &str) {
+        let mut s = lock(&self.state);
+        s.all.push_str(delta);
+        let due = s.all.len() - s.sent >= FLUSH_CHARS || s.last.is_none_or(|at| at.elapsed() >= FLUSH_EVERY);
+        drop(s);
+        if due {
+            self.wake.notify_one();
+        }
+    }
+
+    fn restart(&self) {
+        let mut s = lock(&self.state);
+        if s.sent > s.attempt {
+            // People saw text of an answer that will not be: the answer goes as a reply.
+            s.diverged = true;
+        } else {
+            let attempt = s.attempt;
+            s.all.truncate(attempt);
+        }
+    }
+
+    fn settled(&self) {
+        let mut s = lock(&self.state);
+        s.attempt = s.all.len();
+    }
+}
+
+#[async_trait]
+impl Live for SlackStream {
+    fn task(&self, id: &str, title: &str, state: TaskState, output: Option<&str>) {
+        let status = match state {
+            TaskState::Running => SlackTaskCardStatus::InProgress,
+            TaskState::Done => SlackTaskCardStatus::Complete,
+            TaskState::Failed => SlackTaskCardStatus::Error,
+        };
+        let chunk = SlackStreamChunk::TaskUpdate {
+            id: SlackTaskId(id.to_string()),
+            title: title.to_string(),
+            hide_title: None,
+            icon: None,
+            status,
+            details: None,
+            output: output.map(|o| crate::triggers::event::one_line(o, 120)),
+            sources: None,
+        };
+        lock(&self.state).chunks.push(chunk);
+        self.wake.notify_one();
+    }
+
+    async fn finish(&self, reply: &Reply<'_>) -> Finished {
+        self.close().await;
+        let target = self.target();
+        // Whatever is still buffered goes in one last append.
+        target.flush(&self.state).await;
+        let (ts, failed, diverged, all, sent) = {
+            let s = lock(&self.state);
+            (s.ts.clone(), s.failed, s.diverged, s.all.clone(), s.sent)
+        };
+        let answer = reply.text;
+        let Some(ts) = ts else {
+            // Nothing was streamed: the answer goes as a normal reply, whole.
+            return Finished::Post {
+                rest: answer.to_string(),
+            };
+        };
+        if !failed && !diverged {
+            let asker = self.recipient.as_ref().map(|(u, _)| format!("<@{u}>"));
+            let run = reply.run_link.map(|l| (l, "Run"));
+            let mut content = SlackMessageContent::new().with_metadata(SlackMessageMetadata {
+                event_type: "steward_reply".into(),
+                event_payload: Some([("idempotency_key".to_string(), reply.idempotency_key.clone())].into()),
+            });
+            if let Some(footer) = message::footer(reply.prompt_link, run, asker.as_deref()) {
+                content = content.with_blocks(vec![message::context_block(footer)]);
+            }
+            if let Some(run) = reply.feedback {
+                content = message::with_feedback(content, run);
+            }
+            match target.stop(&ts, content).await {
+                Ok(sent) => return Finished::Streamed(sent),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot end the streamed reply; the answer goes as a reply")
+                }
+            }
+        } else if let Err(e) = target.stop(&ts, SlackMessageContent::new()).await {
+            tracing::debug!(error = %e, "cannot end a broken stream");
+        }
+        if diverged {
+            return Finished::Post {
+                rest: answer.to_string(),
+            };
+        }
+        // The part of the answer Slack has: the answer is the end of the streamed text.
+        let shown = match all.strip_suffix(answer) {
+            Some(before) => sent.saturating_sub(before.len()).min(answer.len()),
+            None => 0,
+        };
+        let mut from = shown;
+        while !answer.is_char_boundary(from) {
+            from -= 1;
+        }
+        Finished::Post {
+            rest: answer[from..].to_string(),
+        }
+    }
+
+    async fn abandon(&self) {
+        self.close().await;
+        let ts = lock(&self.state).ts.clone();
+        if let Some(ts) = ts
+            && let Err(e) = self.target().stop(&ts, SlackMessageContent::new()).await
+        {
+            tracing::debug!(error = %e, "cannot end the stream of a run without an answer");
+        }
+    }
+}
