@@ -33,6 +33,9 @@ use tower::ServiceExt;
 const SECRET: &str = "bench-signing-secret";
 const SLACK_LATENCY: Duration = Duration::from_millis(50);
 const MODEL_LATENCY: Duration = Duration::from_millis(200);
+/// Stream calls by thread: (method, arrival).
+type StreamCalls = Arc<Mutex<HashMap<String, Vec<(String, Instant)>>>>;
+
 const PIECE_EVERY: Duration = Duration::from_millis(20);
 
 /// The streamed answer: 2,000 characters.
@@ -84,7 +87,7 @@ async fn bench(mentions: usize) {
     let statuses: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let s = statuses.clone();
     // Stream calls by thread: (method, arrival).
-    let streams: Arc<Mutex<HashMap<String, Vec<(String, Instant)>>>> = Arc::default();
+    let streams: StreamCalls = Arc::default();
     let st = streams.clone();
     let slack_app = Router::new()
         .route(
@@ -317,7 +320,11 @@ async fn bench(mentions: usize) {
         let mut done = false;
         for _ in 0..2000 {
             let all = streams.lock().unwrap().clone();
-            if all.values().flatten().any(|(m, _)| m == "chat.stopStream") {
+            if all
+                .values()
+                .flatten()
+                .any(|(m, _)| m.starts_with("chat.stopStream"))
+            {
                 done = true;
                 break;
             }

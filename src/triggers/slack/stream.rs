@@ -41,6 +41,8 @@ struct State {
     all: String,
     /// How much of `all` Slack has.
     sent: usize,
+    /// How much more is on its way to Slack now.
+    sending: usize,
     /// Where the current model attempt's text starts in `all`.
     attempt: usize,
     /// Task updates not yet sent.
@@ -112,14 +114,22 @@ impl SlackStream {
                 recipient: recipient.as_ref(),
             };
             loop {
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep(FLUSH_EVERY) => {}
+                // Woken: enough text, a task update, or the first piece. Otherwise text
+                // goes once it has waited FLUSH_EVERY.
+                let woken = tokio::select! {
+                    _ = wake.notified() => true,
+                    _ = tokio::time::sleep(FLUSH_EVERY) => false,
+                };
+                let due = {
+                    let s = lock(&state);
+                    if s.closing {
+                        return;
+                    }
+                    woken || s.last.is_some_and(|at| at.elapsed() >= FLUSH_EVERY)
+                };
+                if due {
+                    target.flush(&state).await;
                 }
-                if lock(&state).closing {
-                    return;
-                }
-                target.flush(&state).await;
             }
         });
         *stream.flusher.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
@@ -171,6 +181,7 @@ impl Target<'_> {
                 return;
             }
             s.last = Some(Instant::now());
+            s.sending = s.all.len() - s.sent;
             (
                 s.ts.clone(),
                 s.all[s.sent..].to_string(),
@@ -206,6 +217,7 @@ impl Target<'_> {
             }
         };
         let mut s = lock(state);
+        s.sending = 0;
         match result {
             Ok(answer) => {
                 if s.ts.is_none() {
@@ -237,7 +249,9 @@ impl crate::provider::Deltas for SlackStream {
     fn text(&self, delta: &str) {
         let mut s = lock(&self.state);
         s.all.push_str(delta);
-        let due = s.all.len() - s.sent >= FLUSH_CHARS || s.last.is_none_or(|at| at.elapsed() >= FLUSH_EVERY);
+        // Text already on its way does not count toward the next send.
+        let waiting = s.all.len() - s.sent - s.sending;
+        let due = waiting >= FLUSH_CHARS || s.last.is_none_or(|at| at.elapsed() >= FLUSH_EVERY);
         drop(s);
         if due {
             self.wake.notify_one();
