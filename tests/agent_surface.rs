@@ -94,6 +94,11 @@ struct Steward {
 async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient, agent: &str) -> Steward {
     write(root, "prompts/p.md", "You help.");
     write(root, "agents/helpdesk.yaml", agent);
+    write(
+        root,
+        "subagents/planner.yaml",
+        "description: Plans.\nmodel: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\n",
+    );
     let mut tools = steward::tools::ToolRegistry::core(Default::default());
     tools.register(Arc::new(Deploy));
     let config = Config::load(
@@ -107,6 +112,7 @@ async fn start(root: &Path, fake: &FakeModel, slack: &SlackClient, agent: &str) 
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&root.join("steward.db")).await.unwrap());
     let runner = Runner::builder(store.clone())
         .providers(providers(Some(fake), None))
+        .subagents(config.subagents.clone())
         .tools(tools)
         .tokens(tokens())
         .sources(steward::triggers::Sources::new(
@@ -605,4 +611,49 @@ async fn a_rate_limited_stream_posts_the_rest() {
         json!({"ok": false, "error": "ratelimited"}),
     ))
     .await;
+}
+
+#[tokio::test]
+async fn a_subagent_is_a_task_and_the_planner_gives_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = streaming_slack(calls.clone(), None).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "subagent",
+        r#"{"name": "planner", "prompt": "Plan the VPN fix."}"#,
+    )])));
+    fake.push(Reply::ok(openai_text(
+        "Check the keepalive, then restart the tunnel.",
+    )));
+    fake.push(Reply::ok(openai_text("Done: following the plan fixed it.")));
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\nsubagents: [planner]\ntriggers:\n  - slack_mention: {}\n";
+    let s = start(dir.path(), &fake, &slack, agent).await;
+    s.deliver("EvPL1", mention("1700008200.000100")).await;
+    let runs = ended_runs(s.store.as_ref(), 2).await;
+    assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded), "{runs:?}");
+    let chunks: Vec<Value> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _, _)| m.ends_with("Stream"))
+        .flat_map(|(_, b, _)| b["chunks"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let task: Vec<(&str, &str)> = chunks
+        .iter()
+        .filter(|c| c["type"] == "task_update")
+        .map(|c| (c["title"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        task,
+        [
+            ("Asking a subagent…", "in_progress"),
+            ("Asking a subagent…", "complete")
+        ]
+    );
+    let plan: Vec<&Value> = chunks.iter().filter(|c| c["type"] == "plan_update").collect();
+    assert_eq!(plan.len(), 1, "{chunks:?}");
+    assert_eq!(plan[0]["title"], "Check the keepalive, then restart the tunnel.");
+    s.service.stop(Duration::from_secs(5)).await;
 }

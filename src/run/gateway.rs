@@ -302,6 +302,10 @@ impl Gateway {
                     Err(e) => (TaskState::Failed, e.to_string()),
                 };
                 live.task(call_id, &status, state, Some(&line));
+                // What the planner subagent answers is the run's plan.
+                if state == TaskState::Done && name == SUBAGENT_TOOL && is_planner(arguments) {
+                    live.plan(&line);
+                }
             }
             result
         }
@@ -355,4 +359,9 @@ impl NestedTools for Gateway {
         )
         .await
     }
+}
+
+/// Whether a `subagent` call's arguments name the planner.
+fn is_planner(arguments: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(arguments).is_ok_and(|a| a["name"] == "planner")
 }

@@ -169,6 +169,8 @@ pub trait Live: crate::provider::Deltas {
     /// A tool call started or ended; `title` says what it does, `output` one line of
     /// what came of it.
     fn task(&self, id: &str, title: &str, state: TaskState, output: Option<&str>);
+    /// The run has a plan (its planner subagent answered): shown as the plan's title.
+    fn plan(&self, title: &str);
     /// The run answered `reply.text` (the last text it streamed): ends the stream
     /// with the reply's footer and feedback.
     async fn finish(&self, reply: &Reply<'_>) -> Finished;

@@ -297,6 +297,14 @@ impl Live for SlackStream {
         self.wake.notify_one();
     }
 
+    fn plan(&self, title: &str) {
+        let chunk = SlackStreamChunk::PlanUpdate {
+            title: crate::triggers::event::one_line(title, 120),
+        };
+        lock(&self.state).chunks.push(chunk);
+        self.wake.notify_one();
+    }
+
     async fn finish(&self, reply: &Reply<'_>) -> Finished {
         self.close().await;
         let target = self.target();
