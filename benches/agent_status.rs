@@ -65,6 +65,29 @@ fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// A signed `app_mention` event callback from `user` in its own message `ts`.
+fn mention(event_id: &str, user: &str, text: &str, ts: &str) -> axum::http::Request<axum::body::Body> {
+    let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
+        "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
+        "event": {"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": "C0HELP", "event_ts": ts}})
+    .to_string();
+    let now = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        sign_hex(
+            SECRET.as_bytes(),
+            &[b"v0:", now.as_bytes(), b":", body.as_bytes()]
+        )
+    );
+    axum::http::Request::post("/slack/events")
+        .header("content-type", "application/json")
+        .header("x-slack-request-timestamp", now)
+        .header("x-slack-signature", sig)
+        .body(axum::body::Body::from(body))
+        .unwrap()
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -230,26 +253,12 @@ async fn bench(mentions: usize) {
     let mut sends = Vec::new();
     for i in 0..mentions {
         let ts = format!("1700001{i:03}.000100");
-        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
-            "type": "event_callback", "event_id": format!("EvLOAD{i}"), "event_time": 1700000000,
-            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
-            "event": {"type": "app_mention", "user": format!("U0P{:02}", i % 10), "text": "<@UBOT> is the VPN down?",
-                      "ts": ts, "channel": "C0HELP", "event_ts": ts}})
-        .to_string();
-        let now = chrono::Utc::now().timestamp().to_string();
-        let sig = format!(
-            "v0={}",
-            sign_hex(
-                SECRET.as_bytes(),
-                &[b"v0:", now.as_bytes(), b":", body.as_bytes()]
-            )
+        let req = mention(
+            &format!("EvLOAD{i}"),
+            &format!("U0P{:02}", i % 10),
+            "<@UBOT> is the VPN down?",
+            &ts,
         );
-        let req = axum::http::Request::post("/slack/events")
-            .header("content-type", "application/json")
-            .header("x-slack-request-timestamp", now)
-            .header("x-slack-signature", sig)
-            .body(axum::body::Body::from(body))
-            .unwrap();
         posted.insert(ts, Instant::now());
         let app = app.clone();
         sends.push(tokio::spawn(
@@ -296,26 +305,12 @@ async fn bench(mentions: usize) {
         streams.lock().unwrap().clear();
         *first_piece.lock().unwrap() = None;
         let ts = format!("1700002{i:03}.000100");
-        let body = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
-            "type": "event_callback", "event_id": format!("EvSTREAM{i}"), "event_time": 1700000000,
-            "authorizations": [{"team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}],
-            "event": {"type": "app_mention", "user": "U0ADA", "text": "<@UBOT> how do I fix the tunnels?",
-                      "ts": ts, "channel": "C0HELP", "event_ts": ts}})
-        .to_string();
-        let now = chrono::Utc::now().timestamp().to_string();
-        let sig = format!(
-            "v0={}",
-            sign_hex(
-                SECRET.as_bytes(),
-                &[b"v0:", now.as_bytes(), b":", body.as_bytes()]
-            )
+        let req = mention(
+            &format!("EvSTREAM{i}"),
+            "U0ADA",
+            "<@UBOT> how do I fix the tunnels?",
+            &ts,
         );
-        let req = axum::http::Request::post("/slack/events")
-            .header("content-type", "application/json")
-            .header("x-slack-request-timestamp", now)
-            .header("x-slack-signature", sig)
-            .body(axum::body::Body::from(body))
-            .unwrap();
         assert!(app.clone().oneshot(req).await.unwrap().status().is_success());
         let mut done = false;
         for _ in 0..2000 {
