@@ -270,7 +270,8 @@ impl Steward {
     }
 
     async fn wait_status(&self, status: RunStatus) -> steward::store::RunRow {
-        for _ in 0..200 {
+        // Up to 20 s: a resumed run waits for the next reconcile, slow on a loaded CI box.
+        for _ in 0..800 {
             if let Some(run) = self
                 .store
                 .list_runs(10)

@@ -13,7 +13,7 @@ use slack_morphism::blocks::{
     SlackBlockPlainTextOnly, SlackBlockText, SlackContextActionsBlock, SlackContextBlock,
     SlackContextBlockElement, SlackFeedbackButtonItem, SlackSectionBlock,
 };
-use slack_morphism::{SlackActionId, SlackMessageContent};
+use slack_morphism::{SlackActionId, SlackMessageContent, SlackMessageMetadata};
 
 use super::mrkdwn;
 
@@ -184,6 +184,15 @@ pub fn footer(prompt: Option<&str>, run: Option<(&str, &str)>, actor: Option<&st
         items.push(format!("Asked by {actor}"));
     }
     (!items.is_empty()).then(|| items.join("  ·  "))
+}
+
+/// The metadata of a reply steward posts: later runs of the thread know their own turns
+/// by its event type, retries and crash recovery a post by its key.
+pub fn reply_metadata(idempotency_key: String) -> SlackMessageMetadata {
+    SlackMessageMetadata {
+        event_type: "steward_reply".into(),
+        event_payload: Some([("idempotency_key".to_string(), idempotency_key)].into()),
+    }
 }
 
 /// The `action_id` of the feedback buttons under an answer.

@@ -10,8 +10,8 @@ use crate::integrations::ApiError;
 use crate::integrations::slack::{SlackClient, message};
 use crate::triggers::source::{ApprovalRequest, Fetched, Progress, Reply, Source, Thread};
 use crate::triggers::{Origin, TriggerEvent};
+use slack_morphism::SlackMessageContent;
 use slack_morphism::api::SlackApiChatPostMessageRequest;
-use slack_morphism::{SlackMessageContent, SlackMessageMetadata};
 
 pub struct SlackSource {
     client: Option<SlackClient>,
@@ -59,10 +59,7 @@ impl Source for SlackSource {
                 0 => reply.idempotency_key.clone(),
                 n => format!("{}:{n}", reply.idempotency_key),
             };
-            let metadata = SlackMessageMetadata {
-                event_type: "steward_reply".into(),
-                event_payload: Some([("idempotency_key".to_string(), key)].into()),
-            };
+            let metadata = message::reply_metadata(key);
             let mut request =
                 SlackApiChatPostMessageRequest::new(channel.into(), msg.with_metadata(metadata))
                     .with_unfurl_links(false);

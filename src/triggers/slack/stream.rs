@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use slack_morphism::SlackMessageContent;
 use slack_morphism::api::{
     SlackApiChatAppendStreamRequest, SlackApiChatStartStreamRequest, SlackApiChatStopStreamRequest,
     SlackStreamChunk,
 };
 use slack_morphism::blocks::{SlackTaskCardStatus, SlackTaskId};
-use slack_morphism::{SlackMessageContent, SlackMessageMetadata};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -55,23 +55,28 @@ struct State {
     closing: bool,
 }
 
-/// The live reply of one run in one Slack thread.
-pub struct SlackStream {
+/// Where a stream goes and what it holds; shared by the run and its flusher task.
+struct Target {
     client: SlackClient,
     channel: String,
     thread_ts: String,
     /// Who the stream is for, in channels (`recipient_user_id`, `recipient_team_id`).
     recipient: Option<(String, Option<String>)>,
-    state: Arc<Mutex<State>>,
-    wake: Arc<Notify>,
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+/// The live reply of one run in one Slack thread.
+pub struct SlackStream {
+    target: Arc<Target>,
     flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for SlackStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SlackStream")
-            .field("channel", &self.channel)
-            .field("thread_ts", &self.thread_ts)
+            .field("channel", &self.target.channel)
+            .field("thread_ts", &self.target.thread_ts)
             .finish()
     }
 }
@@ -90,65 +95,46 @@ impl SlackStream {
             return None;
         };
         let dm = channel.starts_with('D');
-        let stream = Arc::new(SlackStream {
+        let target = Arc::new(Target {
             client: client.clone(),
             channel: channel.to_string(),
             thread_ts: thread_ts.to_string(),
             recipient: user.clone().filter(|_| !dm).map(|u| (u, team.clone())),
-            state: Arc::default(),
-            wake: Arc::default(),
-            flusher: Mutex::new(None),
+            state: Mutex::default(),
+            wake: Notify::new(),
         });
-        // The flusher owns nothing but clones; `finish` or `abandon` ends it.
-        let (client, state, wake) = (stream.client.clone(), stream.state.clone(), stream.wake.clone());
-        let (channel, thread_ts, recipient) = (
-            stream.channel.clone(),
-            stream.thread_ts.clone(),
-            stream.recipient.clone(),
-        );
+        // The flusher holds the target only; `finish` or `abandon` ends it.
+        let shared = target.clone();
         let task = tokio::spawn(async move {
-            let target = Target {
-                client: &client,
-                channel: &channel,
-                thread_ts: &thread_ts,
-                recipient: recipient.as_ref(),
-            };
             loop {
                 // Woken: enough text, a task update, or the first piece. Otherwise text
                 // goes once it has waited FLUSH_EVERY.
                 let woken = tokio::select! {
-                    _ = wake.notified() => true,
+                    _ = shared.wake.notified() => true,
                     _ = tokio::time::sleep(FLUSH_EVERY) => false,
                 };
                 let due = {
-                    let s = lock(&state);
+                    let s = lock(&shared.state);
                     if s.closing {
                         return;
                     }
                     woken || s.last.is_some_and(|at| at.elapsed() >= FLUSH_EVERY)
                 };
                 if due {
-                    target.flush(&state).await;
+                    shared.flush().await;
                 }
             }
         });
-        *stream.flusher.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
-        Some(stream)
-    }
-
-    fn target(&self) -> Target<'_> {
-        Target {
-            client: &self.client,
-            channel: &self.channel,
-            thread_ts: &self.thread_ts,
-            recipient: self.recipient.as_ref(),
-        }
+        Some(Arc::new(SlackStream {
+            target,
+            flusher: Mutex::new(Some(task)),
+        }))
     }
 
     /// Stops the flusher after the flush it may be doing, so nothing is sent twice.
     async fn close(&self) {
-        lock(&self.state).closing = true;
-        self.wake.notify_one();
+        lock(&self.target.state).closing = true;
+        self.target.wake.notify_one();
         let task = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(task) = task {
             let _ = task.await;
@@ -164,19 +150,17 @@ impl Drop for SlackStream {
     }
 }
 
-/// Where a stream goes.
-struct Target<'a> {
-    client: &'a SlackClient,
-    channel: &'a str,
-    thread_ts: &'a str,
-    recipient: Option<&'a (String, Option<String>)>,
-}
+impl Target {
+    /// A task or plan update, sent at once.
+    fn push(&self, chunk: SlackStreamChunk) {
+        lock(&self.state).chunks.push(chunk);
+        self.wake.notify_one();
+    }
 
-impl Target<'_> {
     /// Sends what is buffered: starts the stream first when it has not started.
-    async fn flush(&self, state: &Mutex<State>) {
+    async fn flush(&self) {
         let (ts, text, chunks) = {
-            let mut s = lock(state);
+            let mut s = lock(&self.state);
             if s.failed || s.diverged || (s.sent == s.all.len() && s.chunks.is_empty()) {
                 return;
             }
@@ -192,11 +176,12 @@ impl Target<'_> {
         let chunks = (!chunks.is_empty()).then_some(chunks);
         let result = match &ts {
             None => {
+                let recipient = self.recipient.as_ref();
                 let request = SlackApiChatStartStreamRequest {
-                    channel: self.channel.into(),
-                    thread_ts: Some(self.thread_ts.into()),
-                    recipient_user_id: self.recipient.map(|(u, _)| u.as_str().into()),
-                    recipient_team_id: self.recipient.and_then(|(_, t)| t.as_deref()).map(Into::into),
+                    channel: self.channel.as_str().into(),
+                    thread_ts: Some(self.thread_ts.as_str().into()),
+                    recipient_user_id: recipient.map(|(u, _)| u.as_str().into()),
+                    recipient_team_id: recipient.and_then(|(_, t)| t.as_deref()).map(Into::into),
                     markdown_text: markdown,
                     chunks,
                     task_display_mode: None,
@@ -208,7 +193,7 @@ impl Target<'_> {
             }
             Some(ts) => {
                 let request = SlackApiChatAppendStreamRequest {
-                    channel: self.channel.into(),
+                    channel: self.channel.as_str().into(),
                     ts: ts.as_str().into(),
                     markdown_text: markdown,
                     chunks,
@@ -216,7 +201,7 @@ impl Target<'_> {
                 self.client.send("chat.appendStream", &request).await
             }
         };
-        let mut s = lock(state);
+        let mut s = lock(&self.state);
         s.sending = 0;
         match result {
             Ok(answer) => {
@@ -235,7 +220,7 @@ impl Target<'_> {
     /// Ends a started stream, with `content` (footer, feedback, metadata) when given.
     async fn stop(&self, ts: &str, content: SlackMessageContent) -> Result<Value, ApiError> {
         let request = SlackApiChatStopStreamRequest {
-            channel: self.channel.into(),
+            channel: self.channel.as_str().into(),
             ts: ts.into(),
             content,
             chunks: None,
@@ -247,19 +232,19 @@ impl Target<'_> {
 
 impl crate::provider::Deltas for SlackStream {
     fn text(&self, delta: &str) {
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.target.state);
         s.all.push_str(delta);
         // Text already on its way does not count toward the next send.
         let waiting = s.all.len() - s.sent - s.sending;
         let due = waiting >= FLUSH_CHARS || s.last.is_none_or(|at| at.elapsed() >= FLUSH_EVERY);
         drop(s);
         if due {
-            self.wake.notify_one();
+            self.target.wake.notify_one();
         }
     }
 
     fn restart(&self) {
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.target.state);
         if s.sent > s.attempt {
             // People saw text of an answer that will not be: the answer goes as a reply.
             s.diverged = true;
@@ -270,7 +255,7 @@ impl crate::provider::Deltas for SlackStream {
     }
 
     fn settled(&self) {
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.target.state);
         s.attempt = s.all.len();
     }
 }
@@ -283,7 +268,7 @@ impl Live for SlackStream {
             TaskState::Done => SlackTaskCardStatus::Complete,
             TaskState::Failed => SlackTaskCardStatus::Error,
         };
-        let chunk = SlackStreamChunk::TaskUpdate {
+        self.target.push(SlackStreamChunk::TaskUpdate {
             id: SlackTaskId(id.to_string()),
             title: title.to_string(),
             hide_title: None,
@@ -292,26 +277,22 @@ impl Live for SlackStream {
             details: None,
             output: output.map(|o| crate::triggers::event::one_line(o, 120)),
             sources: None,
-        };
-        lock(&self.state).chunks.push(chunk);
-        self.wake.notify_one();
+        });
     }
 
     fn plan(&self, title: &str) {
-        let chunk = SlackStreamChunk::PlanUpdate {
+        self.target.push(SlackStreamChunk::PlanUpdate {
             title: crate::triggers::event::one_line(title, 120),
-        };
-        lock(&self.state).chunks.push(chunk);
-        self.wake.notify_one();
+        });
     }
 
     async fn finish(&self, reply: &Reply<'_>) -> Finished {
         self.close().await;
-        let target = self.target();
+        let target = &self.target;
         // Whatever is still buffered goes in one last append.
-        target.flush(&self.state).await;
+        target.flush().await;
         let (ts, failed, diverged, all, sent) = {
-            let s = lock(&self.state);
+            let s = lock(&target.state);
             (s.ts.clone(), s.failed, s.diverged, s.all.clone(), s.sent)
         };
         let answer = reply.text;
@@ -322,12 +303,10 @@ impl Live for SlackStream {
             };
         };
         if !failed && !diverged {
-            let asker = self.recipient.as_ref().map(|(u, _)| format!("<@{u}>"));
+            let asker = target.recipient.as_ref().map(|(u, _)| format!("<@{u}>"));
             let run = reply.run_link.map(|l| (l, "Run"));
-            let mut content = SlackMessageContent::new().with_metadata(SlackMessageMetadata {
-                event_type: "steward_reply".into(),
-                event_payload: Some([("idempotency_key".to_string(), reply.idempotency_key.clone())].into()),
-            });
+            let mut content = SlackMessageContent::new()
+                .with_metadata(message::reply_metadata(reply.idempotency_key.clone()));
             if let Some(footer) = message::footer(reply.prompt_link, run, asker.as_deref()) {
                 content = content.with_blocks(vec![message::context_block(footer)]);
             }
@@ -353,20 +332,17 @@ impl Live for SlackStream {
             Some(before) => sent.saturating_sub(before.len()).min(answer.len()),
             None => 0,
         };
-        let mut from = shown;
-        while !answer.is_char_boundary(from) {
-            from -= 1;
-        }
+        let seen = crate::tokens::floor_char(answer, shown).len();
         Finished::Post {
-            rest: answer[from..].to_string(),
+            rest: answer[seen..].to_string(),
         }
     }
 
     async fn abandon(&self) {
         self.close().await;
-        let ts = lock(&self.state).ts.clone();
+        let ts = lock(&self.target.state).ts.clone();
         if let Some(ts) = ts
-            && let Err(e) = self.target().stop(&ts, SlackMessageContent::new()).await
+            && let Err(e) = self.target.stop(&ts, SlackMessageContent::new()).await
         {
             tracing::debug!(error = %e, "cannot end the stream of a run without an answer");
         }
