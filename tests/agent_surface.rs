@@ -366,6 +366,72 @@ async fn the_agent_view_suggests_prompts_knows_the_channel_in_view_and_titles_it
     s.service.stop(Duration::from_secs(5)).await;
 }
 
+#[tokio::test]
+async fn the_channel_beside_the_agent_view_reaches_that_persons_dm_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Calls::default();
+    let slack = fake_slack(calls.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("Done.")));
+    let s = start(dir.path(), &fake, &slack, DM_AGENT).await;
+    let context = |id: &str| {
+        json!({"type": "app_context_changed", "user": "U0ADA",
+        "context": {"entities": [{"type": "slack#/types/channel_id", "value": id, "team_id": "T1"}]}})
+    };
+    let dm = |ts: &str, user: &str| {
+        json!({"type": "message", "channel": "D0ADA", "channel_type": "im", "user": user,
+        "text": "What is going on here?", "ts": ts, "event_ts": ts})
+    };
+
+    // Slack's documented shape names no person: nothing is kept, nothing runs.
+    assert_eq!(
+        s.deliver(
+            "EvX0",
+            json!({"type": "app_context_changed", "context": {"entities": [
+            {"type": "slack#/types/channel_id", "value": "C0NOBODY", "team_id": "T1"}]}})
+        )
+        .await,
+        StatusCode::OK
+    );
+    s.deliver("EvX1", context("C0INCIDENT")).await;
+    all_routed(s.store.as_ref()).await;
+    assert!(s.store.list_runs(10).await.unwrap().is_empty());
+
+    // That person's DM without a thread context knows the channel in view ...
+    s.deliver("EvX2", dm("1700006000.000100", "U0ADA")).await;
+    ended_runs(s.store.as_ref(), 1).await;
+    let first = chat_turns(&fake.requests()[0].body);
+    assert!(
+        first
+            .last()
+            .unwrap()
+            .1
+            .contains("\"viewing_channel\": \"C0INCIDENT\""),
+        "{first:?}"
+    );
+    // ... someone else's does not ...
+    s.deliver("EvX3", dm("1700006001.000100", "U0BOB")).await;
+    ended_runs(s.store.as_ref(), 2).await;
+    let other = chat_turns(&fake.requests()[1].body);
+    assert!(!other.last().unwrap().1.contains("viewing_channel"), "{other:?}");
+    // ... and once the person looks at no channel, neither does theirs.
+    s.deliver(
+        "EvX4",
+        json!({"type": "app_context_changed", "user": "U0ADA", "context": {}}),
+    )
+    .await;
+    all_routed(s.store.as_ref()).await;
+    s.deliver("EvX5", dm("1700006002.000100", "U0ADA")).await;
+    ended_runs(s.store.as_ref(), 3).await;
+    let cleared = chat_turns(&fake.requests()[2].body);
+    assert!(
+        !cleared.last().unwrap().1.contains("viewing_channel"),
+        "{cleared:?}"
+    );
+    assert!(!format!("{:?}", fake.requests()).contains("C0NOBODY"));
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
 #[test]
 fn suggested_prompts_need_a_dm_trigger() {
     let dir = tempfile::tempdir().unwrap();
@@ -552,7 +618,47 @@ async fn an_answer_streams_into_its_thread_with_its_steps() {
     s.service.stop(Duration::from_secs(5)).await;
 }
 
+/// How a mention reaches steward.
+#[derive(Clone, Copy)]
+enum Delivery {
+    /// A signed POST to `/slack/events`.
+    Http,
+    /// An `events_api` envelope over a Socket Mode WebSocket.
+    SocketMode,
+}
+
+/// A fake Socket Mode endpoint: `apps.connections.open` hands out a WebSocket that
+/// sends `payload` as one `events_api` envelope and then stays open. Its Web API base.
+async fn socket_mode_slack(payload: Value) -> String {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ws_url = format!("ws://{}/link", ws.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (tcp, _) = ws.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let hello = json!({"type": "hello", "num_connections": 1});
+        ws.send(Message::Text(hello.to_string().into())).await.unwrap();
+        let envelope = json!({"envelope_id": "env-1", "type": "events_api", "accepts_response_payload": false,
+                              "retry_attempt": 0, "retry_reason": "", "payload": payload});
+        ws.send(Message::Text(envelope.to_string().into())).await.unwrap();
+        while ws.next().await.is_some() {}
+    });
+    serve(Router::new().route(
+        "/apps.connections.open",
+        post(move || {
+            let url = ws_url.clone();
+            async move { Json(json!({"ok": true, "url": url})) }
+        }),
+    ))
+    .await
+}
+
 async fn falls_back(fail: (&'static str, u16, Value)) {
+    falls_back_over(fail, Delivery::Http).await;
+}
+
+async fn falls_back_over(fail: (&'static str, u16, Value), delivery: Delivery) {
     let failing = fail.0;
     let dir = tempfile::tempdir().unwrap();
     let calls = Calls::default();
@@ -560,8 +666,22 @@ async fn falls_back(fail: (&'static str, u16, Value)) {
     let fake = FakeModel::start().await;
     let answer = long_answer();
     fake.push(Reply::ok(openai_text(&answer)));
-    let s = start(dir.path(), &fake, &slack, AGENT).await;
-    s.deliver("EvFB1", mention("1700008100.000100")).await;
+    let mut s = start(dir.path(), &fake, &slack, AGENT).await;
+    match delivery {
+        Delivery::Http => {
+            s.deliver("EvFB1", mention("1700008100.000100")).await;
+        }
+        Delivery::SocketMode => {
+            let api_base = socket_mode_slack(event_callback("EvFB1", mention("1700008100.000100"))).await;
+            s.service = s.service.with_socket_mode(
+                steward::server::socket_mode::SocketModeConfig {
+                    app_token: "xapp-1-test".into(),
+                    api_base,
+                },
+                steward::http::client().unwrap(),
+            );
+        }
+    }
     let runs = ended_runs(s.store.as_ref(), 1).await;
     assert_eq!(runs[0].status, RunStatus::Succeeded);
     // Nothing lost, nothing twice: what Slack accepted of the stream, then the reply,
@@ -656,4 +776,20 @@ async fn a_subagent_is_a_task_and_the_planner_gives_the_plan() {
     assert_eq!(plan.len(), 1, "{chunks:?}");
     assert_eq!(plan[0]["title"], "Check the keepalive, then restart the tunnel.");
     s.service.stop(Duration::from_secs(5)).await;
+}
+
+/// Socket Mode changes how events arrive, not how replies leave (the Web API over
+/// HTTPS): a mention over the socket streams its answer, and a stream Slack ends
+/// falls back the same way.
+#[tokio::test]
+async fn a_mention_over_socket_mode_streams_and_falls_back_the_same_way() {
+    falls_back_over(
+        (
+            "chat.appendStream",
+            200,
+            json!({"ok": false, "error": "message_not_in_streaming_state"}),
+        ),
+        Delivery::SocketMode,
+    )
+    .await;
 }

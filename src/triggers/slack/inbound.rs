@@ -206,6 +206,37 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             files: Vec::new(),
             viewing: None,
         },
+        // The channel a person looks at beside the agent view changed. The event names
+        // no channel of its own: it is kept for the person's DM with the app (which
+        // Slack addresses by user id). Without a person it cannot be attributed to
+        // anyone, so it is not kept for everyone.
+        SlackEventCallbackBody::AppContextChanged(changed) => {
+            let Some(user) = body["event"]["user"].as_str() else {
+                return Ok(SlackPayload::Ignored(
+                    "app_context_changed names no person".into(),
+                ));
+            };
+            let viewing = changed
+                .context
+                .entities
+                .iter()
+                .flatten()
+                .find(|e| e.entity_type.0 == "slack#/types/channel_id")
+                .map(|e| e.value.clone());
+            Said {
+                kind: "app_context_changed",
+                channel: Some(user.to_string()),
+                channel_type: Some("im".into()),
+                user: Some(user.to_string()),
+                text: None,
+                ts: None,
+                thread_ts: None,
+                reaction: None,
+                files: Vec::new(),
+                // An empty value: the person looks at no channel now.
+                viewing: Some(viewing.unwrap_or_default()),
+            }
+        }
         SlackEventCallbackBody::ChannelCreated(c) => {
             return Ok(SlackPayload::ChannelCreated {
                 channel: c.channel.id.to_string(),
@@ -442,5 +473,30 @@ mod tests {
             err.to_string().contains("malformed event_callback payload"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn app_context_changed_is_kept_for_its_person_only() {
+        let entities =
+            json!({"entities": [{"type": "slack#/types/channel_id", "value": "C0VIEW", "team_id": "T1"}]});
+        // Slack's documented shape names nobody: not attributable, so ignored.
+        let anonymous = envelope(json!({"type": "app_context_changed", "context": entities}));
+        assert!(matches!(
+            parse(&anonymous, None).unwrap(),
+            SlackPayload::Ignored(_)
+        ));
+        let named = envelope(json!({"type": "app_context_changed", "user": "U0ADA", "context": entities}));
+        let SlackPayload::Event { event, .. } = parse(&named, None).unwrap() else {
+            panic!()
+        };
+        assert_eq!(event.kind, "app_context_changed");
+        assert!(event.private);
+        assert_eq!(event.payload["viewing_channel"], "C0VIEW");
+        // No channel in view any more: an empty value clears it.
+        let cleared = envelope(json!({"type": "app_context_changed", "user": "U0ADA", "context": {}}));
+        let SlackPayload::Event { event, .. } = parse(&cleared, None).unwrap() else {
+            panic!()
+        };
+        assert_eq!(event.payload["viewing_channel"], "");
     }
 }
