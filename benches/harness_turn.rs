@@ -102,6 +102,12 @@ impl RunStore for NullStore {
     ) -> Result<u64, StoreError> {
         Ok(0)
     }
+    async fn usage_by_agent(
+        &self,
+        _since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<steward::store::AgentUsage>, StoreError> {
+        Ok(Vec::new())
+    }
     async fn cost_since(
         &self,
         _agent: &str,

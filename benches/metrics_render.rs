@@ -39,7 +39,7 @@ fn populated() -> Metrics {
             m.run_finished(&agent, status, termination, 3.5 * (i + 1) as f64);
         }
         for model in ["openai/gpt-4.1", "anthropic/claude-sonnet-4-5"] {
-            m.model_answered(&agent, model, &usage, 0.0123);
+            m.model_answered(&agent, model, &usage, Some(0.0123));
         }
         m.model_failed(&agent, "openai", "gpt-4.1", "rate_limit");
         m.skill_loaded(&agent, "large-files", 2);

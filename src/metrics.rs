@@ -317,7 +317,7 @@ impl Metrics {
 
     /// A model answered: one call, its tokens and its cost. `model` is the configured
     /// `provider/model` reference.
-    pub fn model_answered(&self, agent: &str, model: &str, usage: &Usage, cost_usd: f64) {
+    pub fn model_answered(&self, agent: &str, model: &str, usage: &Usage, cost_usd: Option<f64>) {
         let (provider, name) = model.split_once('/').unwrap_or(("", model));
         self.model_call(agent, provider, name, "ok");
         let kinds = [
@@ -338,7 +338,8 @@ impl Metrics {
                     .inc_by(n);
             }
         }
-        if cost_usd > 0.0 {
+        // An unpriced model's calls add nothing: their cost is unknown, not zero.
+        if let Some(cost_usd) = cost_usd.filter(|c| *c > 0.0) {
             self.cost
                 .get_or_create(&CostLabels {
                     agent: agent.to_string(),
@@ -518,7 +519,7 @@ mod tests {
                 output_tokens: 7,
                 ..Usage::default()
             },
-            0.25,
+            Some(0.25),
         );
         m.tool_called("helpdesk", "http_fetch", ToolOutcome::Error);
         let text = m.render();

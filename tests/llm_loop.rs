@@ -270,7 +270,8 @@ async fn anthropic_multi_turn_tool_loop() {
     let msgs = reqs[1].body["messages"].as_array().unwrap();
     assert_eq!(
         msgs[1]["content"][0],
-        json!({"type": "tool_use", "id": "toolu_01", "name": "current_time", "input": {"timezone": "Europe/Berlin"}})
+        json!({"type": "tool_use", "id": "toolu_01", "name": "current_time", "input": {"timezone": "Europe/Berlin"},
+               "cache_control": {"type": "ephemeral"}})
     );
     assert_eq!(msgs[2]["role"], "user");
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");

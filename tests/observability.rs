@@ -772,7 +772,7 @@ fn the_grafana_dashboard_queries_only_metrics_steward_exports() {
         output_tokens: 1,
         ..Usage::default()
     };
-    m.model_answered("a", "openai/gpt-4.1", &usage, 0.1);
+    m.model_answered("a", "openai/gpt-4.1", &usage, Some(0.1));
     m.model_failed("a", "openai", "gpt-4.1", "timeout");
     m.tool_called("a", "t", ToolOutcome::Ok);
     m.skill_loaded("a", "s", 1);

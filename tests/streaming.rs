@@ -80,6 +80,7 @@ fn request<'a>(messages: &'a [Message], stream: &'a Recorded) -> ChatRequest<'a>
         tools: &[],
         max_output_tokens: 1024,
         stream: Some(stream),
+        caching: &steward::provider::Caching::NONE,
     }
 }
 

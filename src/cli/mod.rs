@@ -138,6 +138,14 @@ enum Command {
     /// memory-capped child process).
     #[command(hide = true)]
     ExtractWorker { kind: String },
+    /// Tokens, prompt-cache hits and cost per agent over a recent period.
+    Stats {
+        /// How far back (runs created since then), e.g. 24h, 7d.
+        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        since: Duration,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect recorded runs.
     Runs {
         #[command(subcommand)]
@@ -394,6 +402,10 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let store = open_store(&cli.database_url).await?;
             notion_token(store.as_ref(), listen, window).await
         }
+        Command::Stats { since, json } => {
+            let store = open_store(&cli.database_url).await?;
+            runs::stats(store.as_ref(), since, json).await
+        }
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
             match command {
@@ -503,7 +515,7 @@ impl Outside {
     ) -> crate::run::builder::RunnerBuilder {
         Runner::builder(store)
             .extractor(extractor())
-            .providers(self.providers())
+            .providers(self.providers().with_prices(config.prices.clone()))
             .tools(tools)
             .subagents(config.subagents.clone())
             .skills(skills)
@@ -587,6 +599,13 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
             problems += 1;
         }
         Ok(config) => {
+            // Not a problem, but worth knowing: these runs' costs will read unknown.
+            for (agent, model) in config.unpriced() {
+                eprintln!(
+                    "warning: agent {agent} uses {model}, which has no price: its cost will show as unknown (add it to {} at the config root)",
+                    crate::config::prices::FILE
+                );
+            }
             let names: Vec<String> = tools.names().into_iter().collect();
             let case_problems = eval::validate_cases(root, &config, &names);
             for p in &case_problems {
@@ -623,8 +642,13 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
 
 /// One line about a finished run: id, how it ended, turns, tool calls, tokens, cost, time.
 fn summary_line(o: &crate::run::RunOutcome, took: Duration) -> String {
+    let cost = if o.cost_unknown {
+        format!("cost unknown (priced calls ${:.4})", o.cost_usd)
+    } else {
+        format!("${:.4}", o.cost_usd)
+    };
     format!(
-        "run {} {} ({}) · {} turn{} · {} tool call{} · {} tokens in, {} out · ${:.4} · {:.1}s",
+        "run {} {} ({}) · {} turn{} · {} tool call{} · {} tokens in ({}% cached), {} out · {cost} · {:.1}s",
         o.run_id,
         o.status().as_str(),
         o.termination.as_str(),
@@ -633,8 +657,8 @@ fn summary_line(o: &crate::run::RunOutcome, took: Duration) -> String {
         o.tool_calls,
         plural(o.tool_calls as usize),
         o.usage.input_tokens,
+        (crate::run::bill::ratio(o.usage.cached_input_tokens, o.usage.input_tokens) * 100.0).round(),
         o.usage.output_tokens,
-        o.cost_usd,
         took.as_secs_f64()
     )
 }
@@ -870,7 +894,20 @@ mod tests {
         };
         assert_eq!(
             summary_line(&outcome, Duration::from_millis(2340)),
-            "run 0196d1c2-aaaa succeeded (completed) · 2 turns · 1 tool call · 1200 tokens in, 80 out · $0.0123 · 2.3s"
+            "run 0196d1c2-aaaa succeeded (completed) · 2 turns · 1 tool call · 1200 tokens in (0% cached), 80 out · $0.0123 · 2.3s"
+        );
+        let cached = crate::run::RunOutcome {
+            usage: crate::types::Usage {
+                input_tokens: 1200,
+                cached_input_tokens: 1100,
+                ..Default::default()
+            },
+            cost_unknown: true,
+            ..outcome
+        };
+        assert!(
+            summary_line(&cached, Duration::from_millis(100))
+                .contains("1200 tokens in (92% cached), 0 out · cost unknown (priced calls $0.0123)")
         );
     }
 }

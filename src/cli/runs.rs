@@ -1,4 +1,4 @@
-//! `steward runs list|show`.
+//! `steward runs list|show` and `steward stats`.
 
 use std::process::ExitCode;
 
@@ -70,16 +70,27 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     if let Some(e) = &r.error {
         println!("error: {e}");
     }
+    // A model without a price leaves the cost unknown rather than understated.
+    let cost = match report.token_bill.cost_usd {
+        None => format!("unknown (priced calls: ${:.4})", r.cost_usd),
+        Some(_) => format!("${:.4}", r.cost_usd),
+    };
     println!(
-        "turns {}  tool calls {}  tokens in {} (cached {}) out {} (reasoning {})  cost ${:.4}",
+        "turns {}  tool calls {}  tokens in {} (cached {}) out {} (reasoning {})  cost {cost}",
         r.turns,
         r.tool_calls,
         r.usage.input_tokens,
         r.usage.cached_input_tokens,
         r.usage.output_tokens,
         r.usage.reasoning_tokens,
-        r.cost_usd
     );
+    if !report.token_bill.calls.is_empty() {
+        println!(
+            "
+token bill (this run's model calls; subagents bill their own runs):"
+        );
+        print!("{}", report.token_bill.render());
+    }
     println!("\ntimeline:");
     for e in &report.events {
         println!(
@@ -113,6 +124,49 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
                     .unwrap_or_default()
             );
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `steward stats`: per agent, the runs since `since`, their tokens, the share of
+/// input read from the prompt cache (the figure that decides an agent's bill), cost.
+pub async fn stats(store: &dyn Store, since: std::time::Duration, json: bool) -> anyhow::Result<ExitCode> {
+    let from = chrono::Utc::now() - chrono::Duration::from_std(since).context("--since is too long")?;
+    let usage = store.usage_by_agent(from).await?;
+    if json {
+        let rows: Vec<serde_json::Value> = usage
+            .iter()
+            .map(|u| {
+                let mut v = serde_json::to_value(u).unwrap_or_default();
+                v["cache_hit"] = serde_json::json!(u.cache_hit());
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if usage.is_empty() {
+        println!(
+            "no runs in the last {}",
+            crate::types::duration::format_duration(since)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<24} {:>6} {:>12} {:>10} {:>12} {:>10} {:>10}",
+        "AGENT", "RUNS", "INPUT", "CACHE HIT", "CACHE WRITE", "OUTPUT", "COST"
+    );
+    for u in &usage {
+        println!(
+            "{:<24} {:>6} {:>12} {:>9.0}% {:>12} {:>10} {:>10}",
+            u.agent,
+            u.runs,
+            u.input_tokens,
+            u.cache_hit() * 100.0,
+            u.cache_write_tokens,
+            u.output_tokens,
+            format!("${:.4}", u.cost_usd)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::diagnostic::{Diagnostic, Diagnostics, locate};
 use super::parse::parse_all;
+use super::prices::Prices;
 use super::spec::SkillsSpec;
-use super::spec::{AgentSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
+use super::spec::{AgentSpec, CacheSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
 use super::{
     AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, OutputSettings, Prompt, ToolSelection,
 };
@@ -34,6 +35,10 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
         root: root.to_path_buf(),
         ..Config::default()
     };
+    match Prices::load(root) {
+        Ok(prices) => config.prices = Arc::new(prices),
+        Err(d) => diags.push(d),
+    }
 
     let mut agent_specs = Vec::new();
     for source in read_yaml_dir(root, "agents", &mut diags) {
@@ -57,11 +62,13 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
 
     for (src, spec) in sub_specs {
         if let Some(agent) = build_subagent(root, &src, spec, known, &sub_names, &mut diags) {
+            check_priced(&src, &agent, &config.prices, &mut diags);
             insert_unique(&mut config.subagents, agent, &src, &mut diags);
         }
     }
     for (src, spec) in agent_specs {
         if let Some(agent) = build_agent(root, &src, spec, known, &sub_names, &mut diags) {
+            check_priced(&src, &agent, &config.prices, &mut diags);
             insert_unique(&mut config.agents, agent, &src, &mut diags);
         }
     }
@@ -70,6 +77,49 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
         Ok(config)
     } else {
         Err(Diagnostics(diags))
+    }
+}
+
+/// A cost cap on a model with no price could never stop anything: a config error
+/// naming the model and where to price it.
+fn check_priced(src: &Source, agent: &AgentConfig, prices: &Prices, diags: &mut Vec<Diagnostic>) {
+    let unpriced: Vec<String> = agent
+        .models
+        .iter()
+        .filter(|m| prices.price(&m.provider, &m.model).is_none())
+        .map(ToString::to_string)
+        .collect();
+    if unpriced.is_empty() {
+        return;
+    }
+    let caps = [
+        ("max_cost_usd", agent.limits.max_cost_usd.is_some()),
+        ("daily_cost_usd", agent.limits.daily_cost_usd.is_some()),
+    ];
+    for (key, _) in caps.iter().filter(|(_, set)| *set) {
+        diags.push(src.error_at(
+            key,
+            None,
+            format!(
+                "{key} needs a price for {}, which has none: add it to {} at the config root (see docs/configuration.md#prices)",
+                unpriced.join(", "),
+                super::prices::FILE
+            ),
+        ));
+    }
+}
+
+impl Config {
+    /// `provider/model` names agents use that have no price (their cost is unknown),
+    /// with the agents using them.
+    pub fn unpriced(&self) -> Vec<(String, String)> {
+        self.agents
+            .values()
+            .chain(self.subagents.values())
+            .flat_map(|a| a.models.iter().map(move |m| (a, m)))
+            .filter(|(_, m)| self.prices.price(&m.provider, &m.model).is_none())
+            .map(|(a, m)| (a.name.clone(), m.to_string()))
+            .collect()
     }
 }
 
@@ -449,8 +499,34 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
     limits
 }
 
-fn build_context(src: &Source, spec: &ContextSpec, diags: &mut Vec<Diagnostic>) -> ContextSettings {
+fn build_context(
+    src: &Source,
+    spec: &ContextSpec,
+    cache: &CacheSpec,
+    diags: &mut Vec<Diagnostic>,
+) -> ContextSettings {
     let d = ContextSettings::default();
+    let cache_1h = match cache.ttl.as_deref() {
+        None | Some("5m") => false,
+        Some("1h") => true,
+        Some(other) => {
+            diags.push(src.error_at(
+                "ttl",
+                Some(other),
+                format!("cache.ttl is 5m or 1h, not '{other}'"),
+            ));
+            false
+        }
+    };
+    if let Some(r) = cache.prompt_cache_retention.as_deref()
+        && !matches!(r, "in_memory" | "24h")
+    {
+        diags.push(src.error_at(
+            "prompt_cache_retention",
+            Some(r),
+            format!("cache.prompt_cache_retention is in_memory or 24h, not '{r}'"),
+        ));
+    }
     let ctx = ContextSettings {
         window_tokens: spec.window_tokens.or(d.window_tokens),
         compact_at: spec.compact_at.unwrap_or(d.compact_at),
@@ -458,6 +534,9 @@ fn build_context(src: &Source, spec: &ContextSpec, diags: &mut Vec<Diagnostic>) 
         file_preview_tokens: spec.file_preview_tokens.unwrap_or(d.file_preview_tokens),
         max_output_tokens: spec.max_output_tokens.unwrap_or(d.max_output_tokens),
         thread: spec.thread.unwrap_or(d.thread),
+        stay_under_price_tier: spec.stay_under_price_tier.unwrap_or(d.stay_under_price_tier),
+        cache_1h,
+        prompt_cache_retention: cache.prompt_cache_retention.clone(),
     };
     if !(ctx.compact_at > 0.0 && ctx.compact_at <= 1.0) {
         diags.push(src.error_at("compact_at", None, "compact_at must be a fraction in (0, 1]"));
@@ -522,7 +601,14 @@ fn build_agent(
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
-    let context = build_context(src, &spec.context, diags);
+    let context = build_context(src, &spec.context, &spec.cache, diags);
+    if !is_llm && spec.cache != CacheSpec::default() {
+        diags.push(src.error_at(
+            "cache",
+            None,
+            "cache applies to agents whose model coordinates; a script's model calls are its subagents': set cache there",
+        ));
+    }
     let post_run = build_post_run(src, &spec.evals, diags);
     let d = OutputSettings::default();
     let output = OutputSettings {
@@ -697,7 +783,7 @@ fn build_subagent(
         }
     }
     let limits = build_limits(src, &spec.limits, diags);
-    let context = build_context(src, &spec.context, diags);
+    let context = build_context(src, &spec.context, &spec.cache, diags);
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,

@@ -4,6 +4,7 @@
 
 pub mod diagnostic;
 pub mod parse;
+pub mod prices;
 pub mod schedule;
 pub mod settings;
 pub mod spec;
@@ -46,6 +47,8 @@ pub struct Config {
     pub root: PathBuf,
     pub agents: BTreeMap<String, Arc<AgentConfig>>,
     pub subagents: BTreeMap<String, Arc<AgentConfig>>,
+    /// The shipped prices with the root's `prices.yaml` over them.
+    pub prices: Arc<prices::Prices>,
 }
 
 impl Config {
@@ -195,6 +198,12 @@ pub struct ContextSettings {
     pub max_output_tokens: u32,
     /// Start with the conversation the trigger is in (a Slack thread, a DM).
     pub thread: bool,
+    /// Compact below the model's long-context price tier.
+    pub stay_under_price_tier: bool,
+    /// Anthropic prompt-cache markers ask for one hour rather than five minutes.
+    pub cache_1h: bool,
+    /// OpenAI `prompt_cache_retention`.
+    pub prompt_cache_retention: Option<String>,
 }
 
 impl Default for ContextSettings {
@@ -206,6 +215,9 @@ impl Default for ContextSettings {
             file_preview_tokens: 1_000,
             max_output_tokens: 8_192,
             thread: true,
+            stay_under_price_tier: true,
+            cache_1h: false,
+            prompt_cache_retention: None,
         }
     }
 }

@@ -15,6 +15,10 @@ pub const DEFAULT_ATTACHMENT_CAP: u64 = 20 * 1024 * 1024;
 pub struct Settings {
     pub openai_api_key: Option<String>,
     pub openai_base_url: Option<String>,
+    /// `OPENAI_CACHE_FIELDS=off`: do not send `prompt_cache_key` /
+    /// `prompt_cache_retention` to `OPENAI_BASE_URL` (compatible servers that refuse
+    /// unknown fields; a 400 naming one turns them off by itself too).
+    pub openai_cache_fields_off: bool,
     pub anthropic_api_key: Option<String>,
     pub anthropic_base_url: Option<String>,
     pub slack_bot_token: Option<String>,
@@ -138,6 +142,12 @@ impl Settings {
         Ok(Settings {
             openai_api_key: get("OPENAI_API_KEY"),
             openai_base_url: get("OPENAI_BASE_URL"),
+            openai_cache_fields_off: get("OPENAI_CACHE_FIELDS").is_some_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "off" | "false" | "0" | "no"
+                )
+            }),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             anthropic_base_url: get("ANTHROPIC_BASE_URL"),
             slack_bot_token: get("SLACK_BOT_TOKEN"),

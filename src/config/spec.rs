@@ -63,6 +63,9 @@ pub struct AgentSpec {
     pub files: FilesSpec,
     #[serde(default)]
     pub context: ContextSpec,
+    /// How the provider's prompt cache keeps this agent's prefix.
+    #[serde(default)]
+    pub cache: CacheSpec,
     #[serde(default)]
     pub limits: LimitsSpec,
     #[serde(default)]
@@ -175,6 +178,8 @@ pub struct SubagentSpec {
     pub skills: SkillsSpec,
     #[serde(default)]
     pub context: ContextSpec,
+    #[serde(default)]
+    pub cache: CacheSpec,
     #[serde(default)]
     pub limits: LimitsSpec,
 }
@@ -323,6 +328,18 @@ pub struct FilesSpec {
     pub preload_bytes: Option<u64>,
 }
 
+/// `cache: {ttl: 5m | 1h, prompt_cache_retention: in_memory | 24h}`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// How long Anthropic keeps a cached prefix: `5m` (default) or `1h`, for agents
+    /// whose tools or approvals may idle longer than five minutes between turns.
+    pub ttl: Option<String>,
+    /// OpenAI's `prompt_cache_retention`: `in_memory` or `24h` (for scheduled agents
+    /// that repeat a prefix every hour).
+    pub prompt_cache_retention: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ContextSpec {
@@ -334,6 +351,9 @@ pub struct ContextSpec {
     pub max_output_tokens: Option<u32>,
     /// Start with the conversation the trigger is in (a Slack thread, a DM); default true.
     pub thread: Option<bool>,
+    /// Compact before the conversation reaches the size above which the model bills
+    /// input at a higher rate (its `long_context` price tier); default true.
+    pub stay_under_price_tier: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -157,20 +157,62 @@ struct SystemBlock<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     text: &'a str,
-    /// The system prompt is byte-stable, so marking it lets every turn hit the cache.
-    cache_control: CacheControl,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
-#[derive(Serialize)]
+/// Where a cached prefix ends (Anthropic reads the longest cached prefix ending at or
+/// up to 20 blocks before a marker, and writes one at each marker).
+#[derive(Serialize, Clone, Copy)]
 struct CacheControl {
     #[serde(rename = "type")]
     kind: &'static str,
+    /// Omitted for the default five minutes, so the bytes stay as they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
+
+impl CacheControl {
+    fn for_request(caching: &super::types::Caching) -> CacheControl {
+        CacheControl {
+            kind: "ephemeral",
+            ttl: caching.long_ttl.then_some("1h"),
+        }
+    }
+}
+
+/// The API refuses more than this many `cache_control` markers in one request.
+pub const MAX_MARKERS: usize = 4;
 
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Marked<'a>>,
+}
+
+/// A content block, with a cache marker when a prefix should end at it.
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    block: Block<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<'a> From<Block<'a>> for Marked<'a> {
+    fn from(block: Block<'a>) -> Self {
+        Marked {
+            block,
+            cache_control: None,
+        }
+    }
+}
+
+impl Marked<'_> {
+    /// A block the API accepts a marker on (an empty text block it refuses).
+    fn markable(&self) -> bool {
+        !matches!(self.block, Block::Text { text } if text.is_empty())
+    }
 }
 
 #[derive(Serialize)]
@@ -208,10 +250,18 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 /// Serializes a request body exactly as sent. Anthropic needs strictly alternating
 /// roles, so tool results and any following user text merge into one user message.
+///
+/// Cache markers go where long-running agent clients put them, at most
+/// [`MAX_MARKERS`]: the last tool, the system prompt, and the last block of each of the
+/// last two messages. Tools, system and earlier messages serialize byte-identically
+/// from turn to turn, so each request reads the previous one's prefix from cache and
+/// writes only what the turn added. A marker never adds or changes content.
 pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
     let mut messages: Vec<WireMessage> = Vec::with_capacity(request.messages.len());
     for m in request.messages {
@@ -229,7 +279,7 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                     })
                     .collect();
                 blocks.push(Block::Text { text: content });
-                ("user", blocks)
+                ("user", blocks.into_iter().map(Marked::from).collect::<Vec<_>>())
             }
             Message::Assistant { text, tool_calls } => {
                 let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
@@ -248,7 +298,7 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                         input,
                     });
                 }
-                ("assistant", blocks)
+                ("assistant", blocks.into_iter().map(Marked::from).collect())
             }
             Message::Tool {
                 call_id,
@@ -257,11 +307,11 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                 ..
             } => (
                 "user",
-                vec![Block::ToolResult {
+                vec![Marked::from(Block::ToolResult {
                     tool_use_id: call_id,
                     content,
                     is_error: *is_error,
-                }],
+                })],
             ),
         };
         match messages.last_mut() {
@@ -272,25 +322,37 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
             }),
         }
     }
+    let marker = CacheControl::for_request(request.caching);
+    let mut tools: Vec<WireTool> = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.parameters,
+            cache_control: None,
+        })
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last.cache_control = Some(marker);
+    }
+    let system = SystemBlock {
+        kind: "text",
+        text: request.system,
+        cache_control: (!request.system.is_empty()).then_some(marker),
+    };
+    for m in messages.iter_mut().rev().take(2) {
+        if let Some(last) = m.content.iter_mut().rev().find(|b| b.markable()) {
+            last.cache_control = Some(marker);
+        }
+    }
     let body = WireRequest {
         stream: request.stream.is_some(),
         model: request.model,
         max_tokens: request.max_output_tokens,
-        system: [SystemBlock {
-            kind: "text",
-            text: request.system,
-            cache_control: CacheControl { kind: "ephemeral" },
-        }],
+        system: [system],
         messages,
-        tools: request
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                name: &t.name,
-                description: &t.description,
-                input_schema: &t.parameters,
-            })
-            .collect(),
+        tools,
     };
     serde_json::to_vec(&body)
 }
@@ -373,6 +435,7 @@ fn decode_response(response: WireResponse) -> ChatResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::types::ToolDef;
 
     #[test]
     fn merges_tool_results_and_user_text_into_one_user_turn() {
@@ -415,6 +478,7 @@ mod tests {
             tools: &[],
             max_output_tokens: 1024,
             stream: None,
+            caching: &super::super::types::Caching::NONE,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
@@ -426,10 +490,194 @@ mod tests {
         assert_eq!(msgs[2]["content"][1]["is_error"], true);
         assert_eq!(
             msgs[2]["content"][2],
-            serde_json::json!({"type": "text", "text": "status"})
+            serde_json::json!({"type": "text", "text": "status", "cache_control": {"type": "ephemeral"}})
         );
         assert_eq!(v["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(v["max_tokens"], 1024);
+    }
+
+    /// Where the markers of one request are: `system`, `tool:<name>`, and
+    /// `<message index>.<block index>`.
+    fn markers(
+        messages: &[Message],
+        tools: &[ToolDef],
+        caching: &super::super::types::Caching,
+    ) -> Vec<String> {
+        let body = encode_request(&ChatRequest {
+            model: "claude-sonnet-4-5",
+            system: "You help.",
+            messages,
+            wire: &[],
+            tools,
+            max_output_tokens: 64,
+            stream: None,
+            caching,
+        })
+        .unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        let mut found = Vec::new();
+        if !v["system"][0]["cache_control"].is_null() {
+            found.push("system".to_string());
+        }
+        for t in v["tools"].as_array().into_iter().flatten() {
+            if !t["cache_control"].is_null() {
+                found.push(format!("tool:{}", t["name"].as_str().unwrap()));
+            }
+        }
+        for (i, m) in v["messages"].as_array().unwrap().iter().enumerate() {
+            for (j, b) in m["content"].as_array().unwrap().iter().enumerate() {
+                if !b["cache_control"].is_null() {
+                    found.push(format!("{i}.{j}"));
+                }
+            }
+        }
+        assert!(found.len() <= MAX_MARKERS, "{found:?}");
+        found
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message::Tool {
+            call_id: id.into(),
+            name: "read".into(),
+            content: "out".into(),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn cache_markers_sit_on_the_last_tool_the_system_and_the_last_two_messages() {
+        let tools = [
+            ToolDef {
+                name: "read".into(),
+                description: "Reads.".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            },
+            ToolDef {
+                name: "write".into(),
+                description: "Writes.".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            },
+        ];
+        let none = super::super::types::Caching::NONE;
+        let assistant = |calls: Vec<ToolCall>| Message::Assistant {
+            text: None,
+            tool_calls: calls,
+        };
+        let image = Message::User {
+            content: "What is in it?".into(),
+            images: vec![super::super::types::Image {
+                mime: "image/png".into(),
+                data_base64: "iVBORw0KGgo=".into(),
+            }],
+        };
+        /// Name, conversation, tools, where the markers go.
+        type Case<'a> = (&'a str, Vec<Message>, &'a [ToolDef], Vec<&'a str>);
+        let cases: Vec<Case> = vec![
+            (
+                "one message",
+                vec![Message::user("hi")],
+                &tools,
+                vec!["system", "tool:write", "0.0"],
+            ),
+            (
+                "one message, no tools",
+                vec![Message::user("hi")],
+                &[],
+                vec!["system", "0.0"],
+            ),
+            (
+                "tool-only turns",
+                vec![
+                    Message::user("hi"),
+                    assistant(vec![call("a")]),
+                    result("a"),
+                    assistant(vec![call("b")]),
+                    result("b"),
+                ],
+                &tools,
+                vec!["system", "tool:write", "3.0", "4.0"],
+            ),
+            (
+                "parallel calls",
+                vec![
+                    Message::user("hi"),
+                    assistant(vec![call("a"), call("b"), call("c")]),
+                    result("a"),
+                    result("b"),
+                    result("c"),
+                ],
+                &tools,
+                vec!["system", "tool:write", "1.2", "2.2"],
+            ),
+            (
+                // Tool results and the status line after them make one user message.
+                "results then text",
+                vec![
+                    Message::user("hi"),
+                    assistant(vec![call("a")]),
+                    result("a"),
+                    Message::user("[steward: 3 turns left]"),
+                ],
+                &tools,
+                vec!["system", "tool:write", "1.0", "2.1"],
+            ),
+            (
+                "an image",
+                vec![image],
+                &tools,
+                vec!["system", "tool:write", "0.1"],
+            ),
+            (
+                // An empty text block takes no marker: the one before it does.
+                "empty text",
+                vec![
+                    Message::user("hi"),
+                    assistant(vec![call("a")]),
+                    result("a"),
+                    Message::user(""),
+                ],
+                &[],
+                vec!["system", "1.0", "2.0"],
+            ),
+        ];
+        for (name, messages, tools, want) in cases {
+            assert_eq!(markers(&messages, tools, &none), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_long_ttl_is_asked_for_on_every_marker_and_the_default_adds_no_bytes() {
+        let long = super::super::types::Caching {
+            long_ttl: true,
+            ..Default::default()
+        };
+        let messages = [Message::user("hi")];
+        let req = |caching| ChatRequest {
+            model: "m",
+            system: "s",
+            messages: &messages,
+            wire: &[],
+            tools: &[],
+            max_output_tokens: 64,
+            stream: None,
+            caching,
+        };
+        let body = String::from_utf8(encode_request(&req(&long)).unwrap()).unwrap();
+        assert_eq!(
+            body.matches(r#""cache_control":{"type":"ephemeral","ttl":"1h"}"#)
+                .count(),
+            2
+        );
+        let body = String::from_utf8(encode_request(&req(&Default::default())).unwrap()).unwrap();
+        assert_eq!(body.matches(r#""cache_control":{"type":"ephemeral"}"#).count(), 2);
     }
 
     #[test]

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use super::Provider;
 use super::error::ProviderError;
+use super::pricing::{Bill, Prices};
 use super::retry::RetryPolicy;
-use super::types::{ChatRequest, ChatResponse, Message, ToolDef, WireCache};
+use super::types::{Caching, ChatRequest, ChatResponse, Message, ToolDef, WireCache};
 use crate::types::ModelRef;
 
 /// The models a run may use, in order of preference.
@@ -15,6 +16,10 @@ pub struct ModelChain {
     retry: RetryPolicy,
     /// Record message content on `chat` spans.
     capture_content: bool,
+    /// What each answer is billed at.
+    prices: Arc<Prices>,
+    /// The prompt-cache hints of every request (the agent's).
+    caching: Caching,
 }
 
 /// A successful call and which model served it.
@@ -24,15 +29,39 @@ pub struct ChatOutcome {
     pub model: ModelRef,
     /// Failed attempts before this answer, across models.
     pub failed_attempts: Vec<ProviderError>,
+    /// What the answer cost and would have cost uncached; `None` when the model has no
+    /// price (its cost is unknown, not zero).
+    pub bill: Option<Bill>,
+}
+
+impl ChatOutcome {
+    /// The answer's cost in USD, when its model has a price.
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.bill.map(|b| b.cost_usd)
+    }
 }
 
 impl ModelChain {
-    pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy) -> Self {
+    pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy, prices: Arc<Prices>) -> Self {
         ModelChain {
             entries,
             retry,
             capture_content: false,
+            prices,
+            caching: Caching::NONE,
         }
+    }
+
+    /// Asks every request's provider to cache this way (one agent's settings).
+    pub fn caching(mut self, caching: Caching) -> Self {
+        self.caching = caching;
+        self
+    }
+
+    /// The price of the primary model, when it has one.
+    pub fn primary_price(&self) -> Option<&super::pricing::Price> {
+        let m = self.primary()?;
+        self.prices.price(&m.provider, &m.model)
     }
 
     /// Records prompts and answers on the `chat` spans (`gen_ai.input.messages`,
@@ -71,6 +100,7 @@ impl ModelChain {
                 tools,
                 max_output_tokens,
                 stream,
+                caching: &self.caching,
             };
             let span = tracing::info_span!(
                 "chat",
@@ -88,6 +118,7 @@ impl ModelChain {
                 "gen_ai.usage.cache_creation.input_tokens" = tracing::field::Empty,
                 "gen_ai.usage.reasoning.output_tokens" = tracing::field::Empty,
                 "steward.cost_usd" = tracing::field::Empty,
+                "steward.cache_saved_usd" = tracing::field::Empty,
                 "steward.retries" = tracing::field::Empty,
                 // The chain's first model is the primary; later ones are fallbacks.
                 "steward.fallback" = index > 0,
@@ -123,7 +154,10 @@ impl ModelChain {
             match result {
                 Ok(response) => {
                     let u = &response.usage;
-                    let cost = super::pricing::cost(&model.provider, &model.model, u);
+                    let bill = self
+                        .prices
+                        .price(&model.provider, &model.model)
+                        .map(|p| p.bill(u, self.caching.long_ttl));
                     let retries = (failed.len() - failed_before) as u64;
                     crate::telemetry::record_fields(
                         &span,
@@ -136,10 +170,14 @@ impl ModelChain {
                             ("gen_ai.usage.cache_read.input_tokens", &u.cached_input_tokens),
                             ("gen_ai.usage.cache_creation.input_tokens", &u.cache_write_tokens),
                             ("gen_ai.usage.reasoning.output_tokens", &u.reasoning_tokens),
-                            ("steward.cost_usd", &cost),
                             ("steward.retries", &retries),
                         ],
                     );
+                    // An unpriced model's cost is left off the span, not recorded as 0.
+                    if let Some(b) = bill {
+                        span.record("steward.cost_usd", b.cost_usd);
+                        span.record("steward.cache_saved_usd", b.saved_usd());
+                    }
                     if self.capture_content {
                         span.record(
                             "gen_ai.output.messages",
@@ -150,6 +188,7 @@ impl ModelChain {
                         response,
                         model: model.clone(),
                         failed_attempts: failed,
+                        bill,
                     });
                 }
                 Err(err) => {

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 pub use chain::ModelChain;
 pub use error::{ErrorKind, ProviderError};
 pub use settings::{Endpoint, ProviderSet};
-pub use types::{ChatRequest, ChatResponse, Deltas, Message, ToolCall, ToolDef, Usage, WireCache};
+pub use types::{Caching, ChatRequest, ChatResponse, Deltas, Message, ToolCall, ToolDef, Usage, WireCache};
 
 /// One vendor API. Implementations make exactly one HTTP attempt per call; retries and
 /// fallbacks live in [`ModelChain`] so every vendor gets the same policy.

@@ -1,5 +1,6 @@
 //! OpenAI Chat Completions (and every server speaking it: vLLM, Ollama, LiteLLM).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,11 +14,18 @@ use super::{Provider, wire};
 
 pub const NAME: &str = "openai";
 
+/// The request fields that steer OpenAI's prompt cache; servers that only speak the
+/// older protocol (vLLM, Ollama, LiteLLM) may refuse them.
+const CACHE_FIELDS: [&str; 2] = ["prompt_cache_key", "prompt_cache_retention"];
+
 /// A Chat Completions client for one endpoint.
 pub struct OpenAi {
     client: reqwest::Client,
     endpoint: Endpoint,
     timeout: Duration,
+    /// Send [`CACHE_FIELDS`] to this endpoint: on unless turned off by setting, or by
+    /// the endpoint refusing one of them (a 400 naming it).
+    cache_fields: AtomicBool,
 }
 
 impl OpenAi {
@@ -26,18 +34,23 @@ impl OpenAi {
             client,
             endpoint,
             timeout,
+            cache_fields: AtomicBool::new(true),
         }
     }
-}
 
-#[async_trait]
-impl Provider for OpenAi {
-    fn name(&self) -> &'static str {
-        NAME
+    /// Sends the prompt-cache fields (`prompt_cache_key`, `prompt_cache_retention`)
+    /// or not (`OPENAI_CACHE_FIELDS=off`, for compatible servers that refuse them).
+    pub fn with_cache_fields(self, on: bool) -> Self {
+        self.cache_fields.store(on, Ordering::Relaxed);
+        self
     }
 
-    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
-        let body = encode_request(request)
+    async fn send(
+        &self,
+        request: &ChatRequest<'_>,
+        cache_fields: bool,
+    ) -> Result<ChatResponse, ProviderError> {
+        let body = encode_request_with(request, cache_fields)
             .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
         let url = format!(
             "{}/chat/completions",
@@ -54,6 +67,35 @@ impl Provider for OpenAi {
         let mut stream = Streamed::default();
         wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
         decode_response(stream.response()?)
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAi {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
+        let fields = self.cache_fields.load(Ordering::Relaxed)
+            && (request.caching.key.is_some() || request.caching.retention.is_some());
+        match self.send(request, fields).await {
+            // A server that does not know the fields: stop sending them there, and ask
+            // again at once (nothing streamed: the request was refused whole).
+            Err(e)
+                if fields
+                    && e.kind == ErrorKind::BadRequest
+                    && CACHE_FIELDS.iter().any(|f| e.message.contains(f)) =>
+            {
+                self.cache_fields.store(false, Ordering::Relaxed);
+                tracing::warn!(
+                    base_url = %self.endpoint.base_url,
+                    "the server refused OpenAI's prompt-cache fields; no longer sending them there (OPENAI_CACHE_FIELDS=off says so up front)"
+                );
+                self.send(request, false).await
+            }
+            other => other,
+        }
     }
 }
 
@@ -159,6 +201,10 @@ struct WireRequest<'a> {
     /// With `stream`: a last chunk carries the usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -274,8 +320,14 @@ fn wire_message(m: &Message) -> WireMessage<'_> {
     }
 }
 
-/// Serializes a request body exactly as sent; public so benchmarks count its cost.
+/// Serializes a request body exactly as sent, with its prompt-cache fields; public so
+/// benchmarks count its cost.
 pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    encode_request_with(request, true)
+}
+
+/// [`encode_request`], leaving out the prompt-cache fields unless `cache_fields`.
+fn encode_request_with(request: &ChatRequest<'_>, cache_fields: bool) -> Result<Vec<u8>, serde_json::Error> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     messages.push(WireItem::Fresh(WireMessage::System {
         content: request.system,
@@ -327,6 +379,8 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         tools,
         stream: request.stream.is_some(),
         stream_options: request.stream.map(|_| serde_json::json!({"include_usage": true})),
+        prompt_cache_key: request.caching.key.as_deref().filter(|_| cache_fields),
+        prompt_cache_retention: request.caching.retention.as_deref().filter(|_| cache_fields),
     };
     serde_json::to_writer(&mut out, &body)?;
     Ok(out)
@@ -461,6 +515,7 @@ mod tests {
             tools: &[],
             max_output_tokens: 100,
             stream: None,
+            caching: &crate::provider::types::Caching::NONE,
         };
         let plain = encode_request(&request(&[])).unwrap();
         let wire: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
@@ -514,6 +569,7 @@ mod tests {
             tools: &tools,
             max_output_tokens: 100,
             stream: None,
+            caching: &crate::provider::types::Caching::NONE,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();

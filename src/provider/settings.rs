@@ -9,6 +9,7 @@ use super::anthropic::{self, Anthropic};
 use super::chain::ModelChain;
 use super::error::{ErrorKind, ProviderError};
 use super::openai::{self, OpenAi};
+use super::pricing::Prices;
 use super::retry::RetryPolicy;
 use crate::config::Settings;
 use crate::types::ModelRef;
@@ -41,6 +42,8 @@ pub struct ProviderSet {
     /// Why a known provider is unavailable (for example a missing key).
     unavailable: BTreeMap<&'static str, String>,
     pub retry: RetryPolicy,
+    /// What calls are billed at (the shipped list unless a config's replaces it).
+    prices: Arc<Prices>,
 }
 
 impl ProviderSet {
@@ -50,7 +53,14 @@ impl ProviderSet {
             providers: BTreeMap::new(),
             unavailable: BTreeMap::new(),
             retry,
+            prices: Arc::new(Prices::shipped()),
         }
+    }
+
+    /// Bills calls at `prices` (a config tree's, with its `prices.yaml`).
+    pub fn with_prices(mut self, prices: Arc<Prices>) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY` and
@@ -65,7 +75,11 @@ impl ProviderSet {
             OPENAI_DEFAULT_URL,
         );
         match openai {
-            Some(ep) => set = set.with(openai::NAME, Arc::new(OpenAi::new(client.clone(), ep, timeout))),
+            Some(ep) => {
+                let openai = OpenAi::new(client.clone(), ep, timeout)
+                    .with_cache_fields(!settings.openai_cache_fields_off);
+                set = set.with(openai::NAME, Arc::new(openai));
+            }
             None => {
                 set.unavailable
                     .insert(openai::NAME, "OPENAI_API_KEY is not set".into());
@@ -127,7 +141,7 @@ impl ProviderSet {
             let message = first_problem.unwrap_or_else(|| "no model configured".into());
             return Err(ProviderError::new("steward", ErrorKind::NotConfigured, message));
         }
-        Ok(ModelChain::new(entries, self.retry.clone()))
+        Ok(ModelChain::new(entries, self.retry.clone(), self.prices.clone()))
     }
 }
 
@@ -166,6 +180,7 @@ mod tests {
             providers: BTreeMap::new(),
             unavailable: [("openai", "OPENAI_API_KEY is not set".to_string())].into(),
             retry: RetryPolicy::default(),
+            prices: Arc::default(),
         };
         let err = set
             .chain(&[ModelRef::parse("openai/gpt-4.1").unwrap()])

@@ -81,6 +81,29 @@ pub trait Deltas: Send + Sync + std::fmt::Debug {
     fn settled(&self);
 }
 
+/// How a request asks the provider's prompt cache to keep its prefix (per agent, so
+/// every run of an agent asks the same way and lands on the same cache).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caching {
+    /// Anthropic: marked prefixes live an hour rather than five minutes (for agents
+    /// that may idle longer between turns: slow tools, approvals). Billed at the
+    /// one-hour write rate.
+    pub long_ttl: bool,
+    /// OpenAI `prompt_cache_key`: one value per agent, so its runs share a cache.
+    pub key: Option<String>,
+    /// OpenAI `prompt_cache_retention` (`in_memory` or `24h`).
+    pub retention: Option<String>,
+}
+
+impl Caching {
+    /// No cache hints beyond the providers' defaults.
+    pub const NONE: Caching = Caching {
+        long_ttl: false,
+        key: None,
+        retention: None,
+    };
+}
+
 /// One model call.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
@@ -96,6 +119,8 @@ pub struct ChatRequest<'a> {
     /// Stream the answer and hand its text here as it comes; `None` asks for the whole
     /// answer at once.
     pub stream: Option<&'a dyn Deltas>,
+    /// Prompt-cache hints.
+    pub caching: &'a Caching,
 }
 
 /// The model's answer to one call (serializable for eval cassettes).

@@ -3,7 +3,7 @@
 //! file the agent can search, and the most recent messages stay verbatim.
 
 use crate::files::{FileSource, NewFile, RunFiles};
-use crate::provider::{ErrorKind, Message, ModelChain, ProviderError, Usage, pricing};
+use crate::provider::{ErrorKind, Message, ModelChain, ProviderError, ToolDef, Usage};
 use crate::store::StoreError;
 use crate::tokens::{Encoding, TokenCounter};
 
@@ -19,7 +19,8 @@ const TAIL_SHARE: f64 = 0.25;
 pub struct Compacted {
     pub messages: Vec<(Message, u64)>,
     pub usage: Usage,
-    pub cost_usd: f64,
+    /// `None` when the summarizing model has no price.
+    pub cost_usd: Option<f64>,
     /// The model that wrote the summary (`provider/model`).
     pub model: String,
     pub transcript_file: String,
@@ -55,6 +56,24 @@ pub struct Compactor<'a> {
     /// thread: the thread so far, then the request). It is never summarized: it follows
     /// the summary of what came before it, verbatim.
     pub request: Option<usize>,
+    /// The run's system prompt and tools: the summary request repeats them so the
+    /// provider reads the whole conversation from its prompt cache.
+    pub system: &'a str,
+    pub tools: &'a [ToolDef],
+}
+
+/// A summary and what it took.
+struct Summary {
+    text: String,
+    usage: Usage,
+    cost_usd: Option<f64>,
+    dropped: usize,
+    model: String,
+}
+
+/// Adds a call's cost to a running total that stays unknown once any part is.
+fn add_cost(total: Option<f64>, more: Option<f64>) -> Option<f64> {
+    total.zip(more).map(|(a, b)| a + b)
 }
 
 /// Renders messages as a readable Markdown transcript.
@@ -128,7 +147,23 @@ impl Compactor<'_> {
             .filter(|i| Some(*i) != request)
             .map(|i| messages[i].clone())
             .collect();
-        let (summary, usage, cost, dropped, model) = self.summarize(&head).await?;
+        let kept = messages.len() - cut;
+        let summary = match self.summarize_in_place(conv, kept).await? {
+            Ok(done) => done,
+            Err((usage, cost)) => {
+                let mut done = self.summarize(&head).await?;
+                done.usage.add(&usage);
+                done.cost_usd = add_cost(done.cost_usd, cost);
+                done
+            }
+        };
+        let Summary {
+            text: summary,
+            usage,
+            cost_usd: cost,
+            dropped,
+            model,
+        } = summary;
 
         let mut out: Vec<(Message, u64)> = Vec::new();
         for (m, t) in messages[..pinned].iter().zip(&counts[..pinned]) {
@@ -140,7 +175,7 @@ impl Compactor<'_> {
         };
         push(Message::user(format!(
             "[steward: the conversation was compacted (compaction {n}). Summary of everything before the last {} messages:]\n\n{}\n\n[The full transcript before this compaction is file {} ({} tokens); search it with file_regex or read parts with file_read to recover details.]",
-            messages.len() - cut,
+            kept,
             summary.trim(),
             file.id,
             file.size_tokens
@@ -161,7 +196,7 @@ impl Compactor<'_> {
             tokens_before,
             tokens_after,
             dropped_outputs: dropped,
-            kept_messages: messages.len() - cut,
+            kept_messages: kept,
             request_at: match self.request {
                 Some(_) if request.is_some() => Some(pinned + 1),
                 Some(r) if r >= cut => Some(pinned + 1 + (r - cut)),
@@ -189,9 +224,55 @@ impl Compactor<'_> {
         cut
     }
 
-    /// Summarizes `head`, leaving out the oldest tool outputs until the request fits
-    /// the window (and more when the provider still says it is too long).
-    async fn summarize(&self, head: &[Message]) -> Result<(String, Usage, f64, usize, String), CompactError> {
+    /// Asks for the summary as the next turn of the run itself: the same system
+    /// prompt, tools and messages (byte-identical, so the provider reads them from its
+    /// cache) with the instruction appended last. `Err` with what was spent when this
+    /// cannot work (the request is too long, the model called a tool instead): the
+    /// transcript path takes over.
+    async fn summarize_in_place(
+        &self,
+        conv: &Conversation,
+        kept: usize,
+    ) -> Result<Result<Summary, (Usage, Option<f64>)>, CompactError> {
+        let max_output = (self.window / 8).clamp(256, 4096) as u32;
+        let instruction = self.counter.count(self.encoding, COMPACTION_PROMPT).tokens + 64;
+        // A conversation that came in larger than the window (a long thread read at
+        // the start) cannot be sent as it stands.
+        if conv.total() + instruction + u64::from(max_output) > (self.window as f64 * 0.95) as u64 {
+            return Ok(Err((Usage::default(), Some(0.0))));
+        }
+        let mut messages = conv.messages().to_vec();
+        messages.push(Message::user(format!(
+            "[steward: the context is full and must be compacted now.]\n\n{COMPACTION_PROMPT}\n\nSummarize the conversation above, everything before its last {kept} messages (they stay verbatim after your summary). Answer with the summary only; call no tool."
+        )));
+        match self
+            .chain
+            .chat(self.system, &messages, conv.wire(), self.tools, max_output, None)
+            .await
+        {
+            Ok(outcome) => {
+                let cost = outcome.cost_usd();
+                let r = outcome.response;
+                match r.text.filter(|t| !t.trim().is_empty() && r.tool_calls.is_empty()) {
+                    Some(text) => Ok(Ok(Summary {
+                        text,
+                        usage: r.usage,
+                        cost_usd: cost,
+                        dropped: 0,
+                        model: outcome.model.to_string(),
+                    })),
+                    None => Ok(Err((r.usage, cost))),
+                }
+            }
+            Err(e) if e.kind == ErrorKind::ContextLength => Ok(Err((Usage::default(), Some(0.0)))),
+            Err(e) => Err(CompactError::Provider(e)),
+        }
+    }
+
+    /// Summarizes `head` from a rendered transcript, leaving out the oldest tool
+    /// outputs until the request fits the window (and more when the provider still
+    /// says it is too long).
+    async fn summarize(&self, head: &[Message]) -> Result<Summary, CompactError> {
         let max_output = (self.window / 8).clamp(256, 4096) as u32;
         let fixed = self.counter.count(self.encoding, COMPACTION_PROMPT).tokens + 64;
         // 5% margin for framing and estimation error.
@@ -207,7 +288,7 @@ impl Compactor<'_> {
         let mut dropped = 0;
         let mut target = budget;
         let mut usage = Usage::default();
-        let mut cost = 0.0;
+        let mut cost = Some(0.0);
         for _attempt in 0..4 {
             dropped += fit(&mut items, target);
             let transcript: String = items
@@ -224,16 +305,16 @@ impl Compactor<'_> {
                 .await
             {
                 Ok(outcome) => {
+                    cost = add_cost(cost, outcome.cost_usd());
                     let r = outcome.response;
                     usage.add(&r.usage);
-                    cost += pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage);
-                    return Ok((
-                        r.text.unwrap_or_default(),
+                    return Ok(Summary {
+                        text: r.text.unwrap_or_default(),
                         usage,
-                        cost,
+                        cost_usd: cost,
                         dropped,
-                        outcome.model.to_string(),
-                    ));
+                        model: outcome.model.to_string(),
+                    });
                 }
                 Err(e) if e.kind == ErrorKind::ContextLength => target /= 2,
                 Err(e) => return Err(CompactError::Provider(e)),

@@ -34,7 +34,14 @@ pub struct LlmCoordinator;
 impl Coordinator for LlmCoordinator {
     async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
         let chain = match cx.runner.providers.chain(&cx.models) {
-            Ok(chain) => chain.capturing(cx.capture_content),
+            Ok(chain) => chain
+                .capturing(cx.capture_content)
+                .caching(crate::provider::Caching {
+                    long_ttl: cx.agent.context.cache_1h,
+                    // One key per agent: its runs land on the same OpenAI cache.
+                    key: Some(format!("steward:{}", cx.agent.name)),
+                    retention: cx.agent.context.prompt_cache_retention.clone(),
+                }),
             Err(e) => {
                 let out = RunOutcome::new(cx.run_id.as_str());
                 return Ok(out.stopped(Termination::ProviderError, Some(e.message)));
@@ -110,9 +117,10 @@ impl Coordinator for ScriptCoordinator {
             &cx.agent.vars,
         )
         .await;
-        let (usage, cost) = cx.child_totals.take();
+        let (usage, cost, unknown) = cx.child_totals.take();
         out.usage.add(&usage);
         out.cost_usd += cost;
+        out.cost_unknown |= unknown;
         Ok(out)
     }
 }

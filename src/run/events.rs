@@ -52,7 +52,11 @@ pub enum RunEvent {
         text: Option<Private>,
         tool_calls: Vec<CallRecord>,
         usage: Usage,
-        cost_usd: f64,
+        /// `None` when the model has no price: the cost is unknown, not zero.
+        cost_usd: Option<f64>,
+        /// What the prompt cache saved on this call (USD), when priced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_saved_usd: Option<f64>,
         duration_ms: u64,
     },
     ModelError {
@@ -96,7 +100,8 @@ pub enum RunEvent {
         kept_messages: usize,
         dropped_outputs: usize,
         usage: Usage,
-        cost_usd: f64,
+        /// `None` when the summarizing model has no price.
+        cost_usd: Option<f64>,
         /// The model that wrote the summary.
         model: String,
     },
@@ -228,7 +233,8 @@ mod tests {
                 arguments: p.wrap("{\"q\":1}"),
             }],
             usage: Usage::default(),
-            cost_usd: 0.0,
+            cost_usd: Some(0.0),
+            cache_saved_usd: None,
             duration_ms: 3,
         };
         let (kind, data) = event.to_parts();

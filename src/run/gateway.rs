@@ -4,8 +4,9 @@
 //! side effect (so crash recovery knows whether a retry could repeat one), opens the
 //! `execute_tool` span, and records the result.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -19,7 +20,7 @@ use crate::run::events::RunEvent;
 use crate::skills::RunSkills;
 use crate::store::StoreError;
 use crate::tools::subagent::{SUBAGENT_TOOL, SubagentLauncher};
-use crate::tools::{NestedTools, ToolCtx, ToolError, ToolRegistry, ToolResult};
+use crate::tools::{NestedTools, ToolCtx, ToolError, ToolOutput, ToolRegistry, ToolResult};
 
 /// Stored tool output is capped; the whole text went to the caller.
 const PREVIEW_BYTES: usize = 16 * 1024;
@@ -62,6 +63,12 @@ pub struct Gateway {
     cap_hit: AtomicBool,
     nested: AtomicU32,
     this: Weak<Gateway>,
+    /// Results of repeatable calls by tool and arguments: a second identical call is
+    /// answered from here (no second fetch, no second bill for reading it).
+    reads: Mutex<HashMap<String, (String, ToolOutput)>>,
+    /// What the model was shown for a call whose output became a file (the preview
+    /// naming the file), by call id: a repeat shows the same file, not a new copy.
+    shown: Mutex<HashMap<String, String>>,
 }
 
 impl Gateway {
@@ -72,7 +79,38 @@ impl Gateway {
             cap_hit: AtomicBool::new(false),
             nested: AtomicU32::new(0),
             this: this.clone(),
+            reads: Mutex::default(),
+            shown: Mutex::default(),
         })
+    }
+
+    /// The key a repeatable call is remembered by; `None` for tools that are not
+    /// (side effects, answers that change by themselves) and unparsable arguments.
+    fn read_key(&self, name: &str, arguments: &str) -> Option<String> {
+        let tool = self.parts.tools.get(name)?;
+        if !tool.repeatable() || self.parts.mock {
+            return None;
+        }
+        // Parsed and written back, so spacing and key order do not make a new call.
+        let args: Value = serde_json::from_str(arguments).ok()?;
+        Some(format!("{name}\u{0}{args}"))
+    }
+
+    /// Records what the model was shown for `call_id` when its output became a file.
+    pub fn shown_as(&self, call_id: &str, text: &str) {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(call_id.to_string(), text.to_string());
+    }
+
+    /// What the model was shown for `call_id`, when its output became a file.
+    pub fn shown(&self, call_id: &str) -> Option<String> {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(call_id)
+            .cloned()
     }
 
     pub fn allowed(&self) -> &[String] {
@@ -217,6 +255,7 @@ impl Gateway {
             "steward.tool.side_effect" = self.is_side_effecting(name),
             "steward.tool.result_bytes" = tracing::field::Empty,
             "steward.tool.result_file" = tracing::field::Empty,
+            "steward.tool.repeat_of" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
             "gen_ai.tool.call.arguments" = tracing::field::Empty,
             "gen_ai.tool.call.result" = tracing::field::Empty,
@@ -236,6 +275,14 @@ impl Gateway {
                 None,
             );
         }
+        let key = self.read_key(name, arguments);
+        let earlier = key.as_ref().and_then(|k| {
+            self.reads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(k)
+                .cloned()
+        });
         let result = async {
             let ctx = self.ctx(call_id, cancel);
             let started = Instant::now();
@@ -243,7 +290,11 @@ impl Gateway {
                 .parts
                 .tools
                 .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock);
-            let result = if name == SUBAGENT_TOOL {
+            let result = if let Some((first, mut output)) = earlier {
+                tracing::Span::current().record("steward.tool.repeat_of", first.as_str());
+                output.repeat_of = Some(first);
+                Ok(output)
+            } else if name == SUBAGENT_TOOL {
                 invoke.await
             } else {
                 let limit = self.parts.tool_timeout;
@@ -256,6 +307,14 @@ impl Gateway {
                 })
             };
             let duration_ms = started.elapsed().as_millis() as u64;
+            if let (Some(k), Ok(output)) = (&key, &result)
+                && output.repeat_of.is_none()
+            {
+                let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+                reads
+                    .entry(k.clone())
+                    .or_insert_with(|| (call_id.to_string(), output.clone()));
+            }
             let recorder = &self.parts.recorder;
             let event = match &result {
                 Ok(output) => {

@@ -105,6 +105,18 @@ impl LlmRun<'_> {
     }
 }
 
+/// The conversation size that triggers compaction: `compact_at` of the window, and,
+/// unless the agent opts out (`stay_under_price_tier: false`), below the size above
+/// which the model bills every input token at its dearer long-context rate (with a
+/// tenth to spare for the turn's own growth).
+pub fn compact_limit(agent: &AgentConfig, chain: &ModelChain, window: u64) -> u64 {
+    let by_window = (window as f64 * agent.context.compact_at) as u64;
+    match chain.primary_price().and_then(|p| p.long_context) {
+        Some((above, _)) if agent.context.stay_under_price_tier => by_window.min(above / 10 * 9),
+        _ => by_window,
+    }
+}
+
 enum Step<T> {
     Done(T),
     Stop(Termination, Option<String>),
@@ -119,7 +131,7 @@ impl LlmRun<'_> {
         let defs = self.gateway.registry().definitions(self.gateway.allowed());
         let limits = &self.agent.limits;
         let window = window_of(self.agent, self.chain);
-        let compact_limit = (window as f64 * self.agent.context.compact_at) as u64;
+        let compact_limit = compact_limit(self.agent, self.chain, window);
         let started = tokio::time::Instant::now();
         let mut conv = Conversation::new(fixed_tokens(&system, &defs));
         let mut out = RunOutcome::new(self.recorder.run_id());
@@ -184,7 +196,9 @@ impl LlmRun<'_> {
                 ));
             }
             if conv.total() > compact_limit
-                && let Err(e) = self.compact(&mut conv, &mut out, window, &mut request_at).await
+                && let Err(e) = self
+                    .compact(&mut conv, &mut out, window, &mut request_at, (&system, &defs))
+                    .await
             {
                 return match e {
                     CompactError::Store(e) => Err(e),
@@ -203,11 +217,14 @@ impl LlmRun<'_> {
                 Step::Stop(t, e) => return Ok(finish(out, t, e)),
             };
             out.turns += 1;
+            let cost = outcome.cost_usd();
             let response = outcome.response;
             conv.observe_input(response.usage.input_tokens);
-            let cost = pricing::cost(&outcome.model.provider, &outcome.model.model, &response.usage);
             out.usage.add(&response.usage);
-            out.cost_usd += cost;
+            match cost {
+                Some(cost) => out.cost_usd += cost,
+                None => out.cost_unknown = true,
+            }
 
             if response.tool_calls.is_empty() {
                 // Messages that came while the model wrote this answer: it answers
@@ -306,9 +323,10 @@ impl LlmRun<'_> {
         let round = self.tool_round(calls, refusals, deadline).await?;
         out.tool_calls = self.gateway.calls();
         // Subagents' usage counts toward this run's totals and cost cap.
-        let (child_usage, child_cost) = self.child_totals.take();
+        let (child_usage, child_cost, child_unknown) = self.child_totals.take();
         out.usage.add(&child_usage);
         out.cost_usd += child_cost;
+        out.cost_unknown |= child_unknown;
         let results = match round {
             Step::Done(results) => results,
             Step::Stop(t, e) => return Ok(Some((t, e))),
@@ -319,15 +337,37 @@ impl LlmRun<'_> {
                 Ok(output) => {
                     images.extend(output.images.iter().cloned());
                     let name = format!("{}-{}", call.name, call.id);
-                    let (text, counted) = inline_or_file(
-                        &self.files,
-                        self.agent,
-                        output.to_model_text(),
-                        &name,
-                        FileSource::ToolOutput,
-                    )
-                    .await?;
+                    // A repeat of an earlier call shows what that call showed: the
+                    // same file when its output became one, not a second copy.
+                    let earlier = output
+                        .repeat_of
+                        .as_deref()
+                        .and_then(|first| Some((first, self.gateway.shown(first)?)));
+                    let (text, counted) = match earlier {
+                        Some((_, shown)) => (shown, None),
+                        None => {
+                            inline_or_file(
+                                &self.files,
+                                self.agent,
+                                output.to_model_text(),
+                                &name,
+                                FileSource::ToolOutput,
+                            )
+                            .await?
+                        }
+                    };
+                    if counted.is_none() && output.repeat_of.is_none() {
+                        self.gateway.shown_as(&call.id, &text);
+                    }
                     span.record("steward.tool.result_file", counted.is_none());
+                    let text = match &output.repeat_of {
+                        Some(first) => format!(
+                            "[steward: the same call as {first} earlier in this run; its result, not fetched again]\n{text}"
+                        ),
+                        None => text,
+                    };
+                    // A repeat's note changed the text: count it as sent.
+                    let counted = counted.filter(|_| output.repeat_of.is_none());
                     (text, false, counted)
                 }
                 Err(e) => (format!("error: {e}"), true, None),
@@ -375,6 +415,7 @@ impl LlmRun<'_> {
         out: &mut RunOutcome,
         window: u64,
         request_at: &mut Option<usize>,
+        (system, tools): (&str, &[ToolDef]),
     ) -> Result<(), CompactError> {
         let compactor = Compactor {
             chain: self.chain,
@@ -386,6 +427,8 @@ impl LlmRun<'_> {
             // (after a thread's earlier turns, the request is kept on its own).
             pinned: self.reinject.len() + usize::from(request_at.is_none()),
             request: *request_at,
+            system,
+            tools,
         };
         let n = out.compactions + 1;
         let span = tracing::info_span!(
@@ -401,7 +444,10 @@ impl LlmRun<'_> {
         span.record("steward.compaction.dropped_outputs", done.dropped_outputs as u64);
         out.compactions = n;
         out.usage.add(&done.usage);
-        out.cost_usd += done.cost_usd;
+        match done.cost_usd {
+            Some(cost) => out.cost_usd += cost,
+            None => out.cost_unknown = true,
+        }
         self.recorder.record(RunEvent::Compaction {
             n,
             tokens_before: done.tokens_before,
@@ -489,7 +535,8 @@ impl LlmRun<'_> {
                         })
                         .collect(),
                     usage: r.usage,
-                    cost_usd: pricing::cost(&outcome.model.provider, &outcome.model.model, &r.usage),
+                    cost_usd: outcome.cost_usd(),
+                    cache_saved_usd: outcome.bill.map(|b| b.saved_usd()),
                     duration_ms: elapsed.as_millis() as u64,
                 });
                 Ok(Step::Done(outcome))

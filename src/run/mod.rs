@@ -5,6 +5,7 @@
 //! [`Runner::run`] with different configs.
 
 pub mod approval;
+pub mod bill;
 pub mod builder;
 pub mod compaction;
 pub mod context;

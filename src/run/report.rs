@@ -26,6 +26,8 @@ pub struct RunReport {
     pub events: Vec<StoredEvent>,
     /// Post-run eval verdicts and people's reactions.
     pub scores: Vec<Score>,
+    /// Tokens and cost of each of the run's own model calls, and what the cache saved.
+    pub token_bill: super::bill::TokenBill,
 }
 
 impl RunReport {
@@ -38,6 +40,7 @@ impl RunReport {
         let scores = store.run_scores(id).await?;
         Ok(Some(RunReport {
             tool_calls_detail: tool_calls(&events),
+            token_bill: super::bill::TokenBill::from_events(&events),
             run,
             events,
             scores,

@@ -19,17 +19,20 @@ use crate::types::ModelRef;
 /// Usage and cost of finished subagent runs, not yet added to the parent run's totals
 /// (the parent's coordinator drains it, so children count toward its cost cap).
 #[derive(Debug, Default)]
-pub struct ChildTotals(Mutex<(Usage, f64)>);
+pub struct ChildTotals(Mutex<(Usage, f64, bool)>);
 
 impl ChildTotals {
-    pub fn add(&self, usage: &Usage, cost_usd: f64) {
+    /// Adds a finished child's usage and cost (`cost_unknown`: some of its calls had
+    /// no price).
+    pub fn add(&self, usage: &Usage, cost_usd: f64, cost_unknown: bool) {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         t.0.add(usage);
         t.1 += cost_usd;
+        t.2 |= cost_unknown;
     }
 
-    /// Takes what accumulated since the last call.
-    pub fn take(&self) -> (Usage, f64) {
+    /// Takes what accumulated since the last call: usage, cost, whether any was unknown.
+    pub fn take(&self) -> (Usage, f64, bool) {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -117,7 +120,8 @@ impl SubagentLauncher for Launcher {
             .run_in(&agent, &trigger, lineage, cancel)
             .await
             .map_err(|e| not_run(e.to_string()))?;
-        self.totals.add(&outcome.usage, outcome.cost_usd);
+        self.totals
+            .add(&outcome.usage, outcome.cost_usd, outcome.cost_unknown);
         if outcome.status() == RunStatus::Succeeded {
             Ok(outcome
                 .final_text

@@ -136,6 +136,44 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
+/// One agent's token use over a period.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct AgentUsage {
+    pub agent: String,
+    pub runs: u64,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl AgentUsage {
+    /// Share of input tokens read from the prompt cache.
+    pub fn cache_hit(&self) -> f64 {
+        if self.input_tokens == 0 {
+            0.0
+        } else {
+            self.cached_input_tokens as f64 / self.input_tokens as f64
+        }
+    }
+}
+
+/// The query behind [`RunStore::usage_by_agent`], with `{since}` for the dialect's
+/// placeholder. Sums are cast so both databases hand back 64-bit integers (PostgreSQL
+/// sums BIGINT to NUMERIC).
+pub(crate) fn usage_by_agent_sql(since: &str) -> String {
+    format!(
+        "SELECT agent, COUNT(*) AS runs, \
+         CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens, \
+         CAST(COALESCE(SUM(cached_input_tokens), 0) AS BIGINT) AS cached_input_tokens, \
+         CAST(COALESCE(SUM(cache_write_tokens), 0) AS BIGINT) AS cache_write_tokens, \
+         CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens, \
+         COALESCE(SUM(cost_usd), 0.0) AS cost_usd \
+         FROM runs WHERE created_at >= {since} AND parent_id IS NULL GROUP BY agent ORDER BY agent"
+    )
+}
+
 /// A score given to a run: by the post-run judge, or by a person (a 👍 or 👎 on the
 /// reply).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,6 +255,9 @@ pub trait RunStore: Send + Sync {
     async fn runs_since(&self, agent: &str, actor: &str, since: DateTime<Utc>) -> Result<u64, StoreError>;
     /// What `agent`'s runs created since `since` cost, in US dollars.
     async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError>;
+    /// Tokens and cost of the top-level runs created since `since`, per agent (their
+    /// subagents' usage included), by agent name.
+    async fn usage_by_agent(&self, since: DateTime<Utc>) -> Result<Vec<AgentUsage>, StoreError>;
     /// Ends a run that is in `from`; false when it was not.
     async fn finish_run(
         &self,

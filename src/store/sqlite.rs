@@ -234,6 +234,28 @@ impl RunStore for SqliteStore {
         Ok(n.max(0) as u64)
     }
 
+    async fn usage_by_agent(&self, since: DateTime<Utc>) -> Result<Vec<super::AgentUsage>, StoreError> {
+        use sqlx::Row;
+        // The only text put into the statement is the dialect's placeholder.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(super::usage_by_agent_sql("?")))
+            .bind(timestamp(since))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(super::AgentUsage {
+                    agent: r.try_get("agent")?,
+                    runs: r.try_get::<i64, _>("runs")? as u64,
+                    input_tokens: r.try_get::<i64, _>("input_tokens")? as u64,
+                    cached_input_tokens: r.try_get::<i64, _>("cached_input_tokens")? as u64,
+                    cache_write_tokens: r.try_get::<i64, _>("cache_write_tokens")? as u64,
+                    output_tokens: r.try_get::<i64, _>("output_tokens")? as u64,
+                    cost_usd: r.try_get("cost_usd")?,
+                })
+            })
+            .collect()
+    }
+
     async fn cost_since(&self, agent: &str, since: DateTime<Utc>) -> Result<f64, StoreError> {
         let cost: Option<f64> =
             sqlx::query_scalar("SELECT SUM(cost_usd) FROM runs WHERE agent = ? AND created_at >= ?")

@@ -66,6 +66,10 @@ impl Tool for CurrentTime {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    /// The time moves on: every call asks again.
+    fn repeatable(&self) -> bool {
+        false
+    }
 
     async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
         render(Utc::now(), args)

@@ -98,20 +98,21 @@ pub struct ToolOutput {
     pub value: Value,
     /// Images for the model to see (sent as image content after the tool results).
     pub images: Vec<Image>,
+    /// Set by the gateway when this is the earlier result of a call with the same
+    /// arguments in the same run (the id of that call), not a new call.
+    pub repeat_of: Option<String>,
 }
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput {
-            value: Value::String(text.into()),
-            images: Vec::new(),
-        }
+        ToolOutput::json(Value::String(text.into()))
     }
 
     pub fn json(value: Value) -> Self {
         ToolOutput {
             value,
             images: Vec::new(),
+            repeat_of: None,
         }
     }
 
@@ -159,6 +160,14 @@ pub trait Tool: Send + Sync {
     /// What a run is doing while it calls this tool, for Slack's thinking status.
     fn status(&self) -> String {
         status::of(&self.spec().name)
+    }
+    /// Whether, within one run, a call with the same arguments as an earlier one may
+    /// be answered with that earlier result instead of running again: read-only tools
+    /// whose answer depends on their arguments alone (fetches, Slack/Jira/Notion/GitHub
+    /// reads, file reads). Tools with side effects never are; a read-only tool whose
+    /// answer changes by itself (the time, a subagent's judgment) says no.
+    fn repeatable(&self) -> bool {
+        self.spec().effect == Effect::ReadOnly
     }
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult;
     /// Realistic canned output with the same shape as [`Tool::call`], touching nothing.

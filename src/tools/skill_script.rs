@@ -55,6 +55,10 @@ impl Tool for SkillScript {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    /// A script runs code; its answer may change between runs of it.
+    fn repeatable(&self) -> bool {
+        false
+    }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let skills = ctx

@@ -61,6 +61,10 @@ impl Tool for SkillTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    /// Loads are counted per skill; a second load is cheap and counted.
+    fn repeatable(&self) -> bool {
+        false
+    }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let Some(skills) = &ctx.skills else {

@@ -93,6 +93,10 @@ impl Tool for SubagentTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    /// A second delegation is a second opinion, not a repeat.
+    fn repeatable(&self) -> bool {
+        false
+    }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let Some(launcher) = &ctx.subagents else {

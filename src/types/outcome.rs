@@ -128,7 +128,11 @@ pub struct RunOutcome {
     pub tool_calls: u32,
     /// Token totals, including subagents' usage.
     pub usage: Usage,
+    /// What the priced calls cost; see `cost_unknown`.
     pub cost_usd: f64,
+    /// Some call's model had no price, so the run's true cost is unknown (`cost_usd`
+    /// counts only the priced calls).
+    pub cost_unknown: bool,
     pub compactions: u32,
     /// Skill loads by skill (and `skill/path` for sub-files).
     pub skill_loads: BTreeMap<String, u32>,
@@ -153,6 +157,7 @@ impl RunOutcome {
             tool_calls: 0,
             usage: Usage::default(),
             cost_usd: 0.0,
+            cost_unknown: false,
             compactions: 0,
             skill_loads: BTreeMap::new(),
         }
