@@ -23,6 +23,8 @@ use steward::run::Runner;
 use steward::store::SqliteStore;
 use steward::tools::ToolRegistry;
 
+pub mod prompt_cache;
+
 /// One scripted answer of the fake server.
 #[derive(Clone)]
 pub struct Reply {
