@@ -32,7 +32,10 @@ fn results_so_far(body: &Value) -> usize {
 
 /// A fake Anthropic whose usage comes from a [`PromptCache`]: `answer(body)` picks
 /// the content; every request's cache use is kept in order.
-fn caching_anthropic(fake: &FakeModel, answer: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static) -> Arc<Mutex<Vec<CacheUse>>> {
+fn caching_anthropic(
+    fake: &FakeModel,
+    answer: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static,
+) -> Arc<Mutex<Vec<CacheUse>>> {
     let cache = Arc::new(Mutex::new(PromptCache::default()));
     let uses = Arc::new(Mutex::new(Vec::new()));
     let seen = uses.clone();
@@ -55,7 +58,9 @@ fn caching_anthropic(fake: &FakeModel, answer: impl Fn(&Value) -> Vec<Value> + S
 /// What `uses` cost at claude-sonnet-4-5's list prices, by hand (50 output tokens each).
 fn priced_by_hand(uses: &[CacheUse]) -> f64 {
     uses.iter()
-        .map(|u| (u.uncached as f64 * 3.0 + u.read as f64 * 0.3 + u.written as f64 * 3.75 + 50.0 * 15.0) / 1e6)
+        .map(|u| {
+            (u.uncached as f64 * 3.0 + u.read as f64 * 0.3 + u.written as f64 * 3.75 + 50.0 * 15.0) / 1e6
+        })
         .sum()
 }
 
@@ -68,8 +73,10 @@ fn a_long_anthropic_run_reads_nine_tenths_of_its_input_from_cache_through_stewar
         let n = results_so_far(body);
         if n < TURNS {
             let start = n * 4096;
-            vec![json!({"type": "tool_use", "id": format!("toolu_{n:02}"), "name": "file_read",
-                        "input": {"id": "f_1", "start_byte": start, "end_byte": start + 4096}})]
+            vec![
+                json!({"type": "tool_use", "id": format!("toolu_{n:02}"), "name": "file_read",
+                        "input": {"id": "f_1", "start_byte": start, "end_byte": start + 4096}}),
+            ]
         } else {
             vec![json!({"type": "text", "text": "Read it all."})]
         }
@@ -91,7 +98,11 @@ fn a_long_anthropic_run_reads_nine_tenths_of_its_input_from_cache_through_stewar
         .map(|i| format!("{:063}\n", i * 7919))
         .collect();
     write(root, "data.txt", &data);
-    write(root, "event.json", r#"{"text": "Read the whole file, piece by piece."}"#);
+    write(
+        root,
+        "event.json",
+        r#"{"text": "Read the whole file, piece by piece."}"#,
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["run", "reader", "--event"])
         .arg(root.join("event.json"))
@@ -114,8 +125,15 @@ fn a_long_anthropic_run_reads_nine_tenths_of_its_input_from_cache_through_stewar
     let requests = fake.requests();
     assert_eq!(requests.len(), TURNS + 1);
     for pair in requests.windows(2) {
-        assert!(extends_prefix(&pair[0].body, &pair[1].body), "a request changed the prefix it shared");
-        let markers = pair[1].raw.windows(15).filter(|w| w == b"\"cache_control\"").count();
+        assert!(
+            extends_prefix(&pair[0].body, &pair[1].body),
+            "a request changed the prefix it shared"
+        );
+        let markers = pair[1]
+            .raw
+            .windows(15)
+            .filter(|w| w == b"\"cache_control\"")
+            .count();
         assert!(markers <= 4, "{markers} markers");
     }
 
@@ -131,8 +149,35 @@ fn a_long_anthropic_run_reads_nine_tenths_of_its_input_from_cache_through_stewar
     assert!(hit >= 0.9, "only {:.1}% read from cache", hit * 100.0);
     let by_hand = priced_by_hand(&uses);
     let cost = bill["cost_usd"].as_f64().unwrap();
-    assert!((cost - by_hand).abs() / by_hand < 0.01, "billed {cost}, by hand {by_hand}");
-    assert!(bill["cache_saved_usd"].as_f64().unwrap() > cost, "the cache saved more than the run cost");
+    assert!(
+        (cost - by_hand).abs() / by_hand < 0.01,
+        "billed {cost}, by hand {by_hand}"
+    );
+    assert!(
+        bill["cache_saved_usd"].as_f64().unwrap() > cost,
+        "the cache saved more than the run cost"
+    );
+
+    // The agent's hit rate over the last day.
+    let stats = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["stats", "--since", "24h", "--json"])
+        .env("STEWARD_ROOT", root)
+        .env("DATABASE_URL", format!("sqlite://{}", root.join("db").display()))
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(stats[0]["agent"], "reader");
+    assert_eq!(stats[0]["runs"], 1);
+    assert!(
+        (stats[0]["cache_hit"].as_f64().unwrap() - hit).abs() < 1e-9,
+        "{stats}"
+    );
 }
 
 /// A read-only tool that answers 4 KB for any `n` and counts its calls.
@@ -229,7 +274,12 @@ async fn a_repeated_read_comes_from_the_run_and_a_write_is_never_repeated_from_i
     let (reg, counters) = tools();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
     let out = runner
-        .run(&agent("reader", "openai/gpt-4.1"), &trigger(), None, CancellationToken::new())
+        .run(
+            &agent("reader", "openai/gpt-4.1"),
+            &trigger(),
+            None,
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(out.final_text.as_deref(), Some("done"));
@@ -243,7 +293,10 @@ async fn a_repeated_read_comes_from_the_run_and_a_write_is_never_repeated_from_i
         .find(|m| m["tool_call_id"] == "c3")
         .unwrap();
     let text = repeat["content"].as_str().unwrap();
-    assert!(text.starts_with("[steward: the same call as c1 earlier in this run"), "{text}");
+    assert!(
+        text.starts_with("[steward: the same call as c1 earlier in this run"),
+        "{text}"
+    );
     assert!(text.contains("chunk 1: 0000001 "));
 }
 
@@ -255,8 +308,15 @@ async fn openai_requests_carry_one_cache_key_per_agent_and_the_retention_asked_f
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
     let mut hourly = agent("hourly", "openai/gpt-4.1");
     hourly.context.prompt_cache_retention = Some("24h".into());
-    for a in [&agent("reader", "openai/gpt-4.1"), &agent("reader", "openai/gpt-4.1"), &hourly] {
-        runner.run(a, &trigger(), None, CancellationToken::new()).await.unwrap();
+    for a in [
+        &agent("reader", "openai/gpt-4.1"),
+        &agent("reader", "openai/gpt-4.1"),
+        &hourly,
+    ] {
+        runner
+            .run(a, &trigger(), None, CancellationToken::new())
+            .await
+            .unwrap();
     }
     let bodies: Vec<Value> = fake.requests().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies[0]["prompt_cache_key"], "steward:reader");
@@ -285,7 +345,12 @@ async fn a_server_that_refuses_the_cache_fields_stops_getting_them() {
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
     for _ in 0..2 {
         let out = runner
-            .run(&agent("reader", "openai/gpt-4.1"), &trigger(), None, CancellationToken::new())
+            .run(
+                &agent("reader", "openai/gpt-4.1"),
+                &trigger(),
+                None,
+                CancellationToken::new(),
+            )
             .await
             .unwrap();
         assert_eq!(out.final_text.as_deref(), Some("ok"));
@@ -304,19 +369,31 @@ async fn a_server_that_refuses_the_cache_fields_stops_getting_them() {
         base_url: format!("{}/v1", quiet.url),
         api_key: Some("sk-test".into()),
     };
-    let openai = steward::provider::openai::OpenAi::new(steward::http::client().unwrap(), endpoint, std::time::Duration::from_secs(5))
-        .with_cache_fields(false);
+    let openai = steward::provider::openai::OpenAi::new(
+        steward::http::client().unwrap(),
+        endpoint,
+        std::time::Duration::from_secs(5),
+    )
+    .with_cache_fields(false);
     let set = steward::provider::ProviderSet::new(fast_retry()).with("openai", Arc::new(openai));
     let (reg, _) = tools();
     let (_dir, runner) = runner_with(set, reg).await;
     runner
-        .run(&agent("reader", "openai/gpt-4.1"), &trigger(), None, CancellationToken::new())
+        .run(
+            &agent("reader", "openai/gpt-4.1"),
+            &trigger(),
+            None,
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert!(quiet.requests()[0].body.get("prompt_cache_key").is_none());
 }
 
-async fn runner_with(set: steward::provider::ProviderSet, reg: ToolRegistry) -> (tempfile::TempDir, steward::run::Runner) {
+async fn runner_with(
+    set: steward::provider::ProviderSet,
+    reg: ToolRegistry,
+) -> (tempfile::TempDir, steward::run::Runner) {
     runner(set, reg, false).await
 }
 
@@ -328,11 +405,17 @@ async fn compaction_asks_for_the_summary_on_the_runs_own_cached_prefix() {
     let uses = caching_anthropic(&fake, move |body| {
         let last = body["messages"].as_array().unwrap().last().unwrap();
         let asks_summary = last["content"].to_string().contains("must be compacted now");
-        let n = if asks_summary { 0 } else { turns.fetch_add(1, Ordering::SeqCst) };
+        let n = if asks_summary {
+            0
+        } else {
+            turns.fetch_add(1, Ordering::SeqCst)
+        };
         if asks_summary {
             vec![json!({"type": "text", "text": "Summary: read chunks 0 to 30."})]
         } else if n < 60 {
-            vec![json!({"type": "tool_use", "id": format!("toolu_{n:02}"), "name": "read_chunk", "input": {"n": n}})]
+            vec![
+                json!({"type": "tool_use", "id": format!("toolu_{n:02}"), "name": "read_chunk", "input": {"n": n}}),
+            ]
         } else {
             vec![json!({"type": "text", "text": "done"})]
         }
@@ -341,12 +424,17 @@ async fn compaction_asks_for_the_summary_on_the_runs_own_cached_prefix() {
     let (_dir, runner) = runner(providers(None, Some(&fake)), reg, false).await;
     let mut a = agent("reader", "anthropic/claude-sonnet-4-5");
     // A system prompt long enough to be cached on its own (over 1,024 tokens).
-    let rules: String = (0..100).map(|i| format!("Rule {i:03}: keep every number exact.\n")).collect();
+    let rules: String = (0..100)
+        .map(|i| format!("Rule {i:03}: keep every number exact.\n"))
+        .collect();
     a.prompt.as_mut().unwrap().text = rules;
     a.context.window_tokens = Some(48_000);
     a.limits.max_tool_calls = 100;
     a.limits.max_turns = 100;
-    let out = runner.run(&a, &trigger(), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&a, &trigger(), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert!(out.compactions >= 1, "{out:?}");
     assert_eq!(out.final_text.as_deref(), Some("done"));
     let requests = fake.requests();
@@ -364,10 +452,21 @@ async fn compaction_asks_for_the_summary_on_the_runs_own_cached_prefix() {
     // After it, tools and system are unchanged, so that prefix still hits.
     let after = &requests[at + 1].body;
     assert_eq!(after["tools"].to_string(), requests[0].body["tools"].to_string());
-    assert_eq!(after["system"].to_string(), requests[0].body["system"].to_string());
+    assert_eq!(
+        after["system"].to_string(),
+        requests[0].body["system"].to_string()
+    );
     // The tools and system prompt before the first message still come from cache.
-    assert!(uses.lock().unwrap()[at + 1].read >= 1024, "{:?}", uses.lock().unwrap()[at + 1]);
-    assert!(after["messages"].to_string().contains("Summary: read chunks 0 to 30"));
+    assert!(
+        uses.lock().unwrap()[at + 1].read >= 1024,
+        "{:?}",
+        uses.lock().unwrap()[at + 1]
+    );
+    assert!(
+        after["messages"]
+            .to_string()
+            .contains("Summary: read chunks 0 to 30")
+    );
 }
 
 #[tokio::test]
@@ -378,7 +477,9 @@ async fn a_subagents_requests_keep_their_prefix_too() {
         let n = results_so_far(body);
         if system.contains("You dig.") {
             if n < 4 {
-                vec![json!({"type": "tool_use", "id": format!("toolu_s{n}"), "name": "read_chunk", "input": {"n": n}})]
+                vec![
+                    json!({"type": "tool_use", "id": format!("toolu_s{n}"), "name": "read_chunk", "input": {"n": n}}),
+                ]
             } else {
                 vec![json!({"type": "text", "text": "dug"})]
             }
@@ -398,7 +499,9 @@ async fn a_subagents_requests_keep_their_prefix_too() {
         vec!["read_chunk".into()],
     );
     digger.description = "Digs.".into();
-    let store = steward::store::SqliteStore::open(&dir.path().join("db")).await.unwrap();
+    let store = steward::store::SqliteStore::open(&dir.path().join("db"))
+        .await
+        .unwrap();
     let runner = steward::run::Runner::builder(Arc::new(store))
         .providers(providers(None, Some(&fake)))
         .tools(reg)
@@ -412,7 +515,10 @@ async fn a_subagents_requests_keep_their_prefix_too() {
         vec!["read_chunk".into(), "subagent".into()],
     );
     parent.subagents = vec!["digger".into()];
-    let out = runner.run(&parent, &trigger(), None, CancellationToken::new()).await.unwrap();
+    let out = runner
+        .run(&parent, &trigger(), None, CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(out.final_text.as_deref(), Some("done"));
     let child: Vec<Value> = fake
         .requests()
@@ -451,7 +557,11 @@ async fn an_unpriced_models_cost_is_unknown_and_a_budget_on_it_is_a_config_error
         "{err}"
     );
     // Priced in the deployment's own file: fine.
-    write(root, "prices.yaml", "openai:\n  llama3.3-70b: {input: 0.1, output: 0.1}\n");
+    write(
+        root,
+        "prices.yaml",
+        "openai:\n  llama3.3-70b: {input: 0.1, output: 0.1}\n",
+    );
     let config = Config::load(root, &known()).unwrap();
     assert!(config.unpriced().is_empty());
     assert!(config.prices.price("openai", "llama3.3-70b").is_some());
@@ -461,14 +571,23 @@ async fn an_unpriced_models_cost_is_unknown_and_a_budget_on_it_is_a_config_error
     fake.always(Reply::ok(openai_text("ok")));
     let (reg, _) = tools();
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(steward::store::SqliteStore::open(&dir.path().join("db")).await.unwrap());
+    let store = Arc::new(
+        steward::store::SqliteStore::open(&dir.path().join("db"))
+            .await
+            .unwrap(),
+    );
     let runner = steward::run::Runner::builder(store.clone())
         .providers(providers(Some(&fake), None).with_prices(Arc::new(Prices::shipped())))
         .tools(reg)
         .tokens(tokens())
         .build();
     let out = runner
-        .run(&agent("local", "openai/llama3.3-70b"), &trigger(), None, CancellationToken::new())
+        .run(
+            &agent("local", "openai/llama3.3-70b"),
+            &trigger(),
+            None,
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert!(out.cost_unknown);
@@ -486,7 +605,11 @@ fn validate_warns_about_an_unpriced_model() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "prompts/p.md", "You help.");
-    write(root, "agents/local.yaml", "model: openai/llama3.3-70b\nprompt: prompts/p.md\n");
+    write(
+        root,
+        "agents/local.yaml",
+        "model: openai/llama3.3-70b\nprompt: prompts/p.md\n",
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_steward"))
         .arg("validate")
         .env("STEWARD_ROOT", root)
@@ -499,4 +622,23 @@ fn validate_warns_about_an_unpriced_model() {
         err.contains("warning: agent local uses openai/llama3.3-70b, which has no price"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn compaction_stays_under_a_long_context_price_tier_unless_told_otherwise() {
+    let fake = FakeModel::start().await;
+    let set = providers(Some(&fake), Some(&fake));
+    let sonnet = set
+        .chain(&[ModelRef::parse("anthropic/claude-sonnet-4-5").unwrap()])
+        .unwrap();
+    let gpt = set.chain(&[ModelRef::parse("openai/gpt-4.1").unwrap()]).unwrap();
+    // Sonnet with its 1M-token window bills input above 200k at twice the rate.
+    let mut a = agent("reader", "anthropic/claude-sonnet-4-5");
+    a.context.window_tokens = Some(1_000_000);
+    assert_eq!(steward::run::llm::compact_limit(&a, &sonnet, 1_000_000), 180_000);
+    a.context.stay_under_price_tier = false;
+    assert_eq!(steward::run::llm::compact_limit(&a, &sonnet, 1_000_000), 800_000);
+    // No tier: the window decides.
+    let b = agent("reader", "openai/gpt-4.1");
+    assert_eq!(steward::run::llm::compact_limit(&b, &gpt, 1_047_576), 838_060);
 }

@@ -136,6 +136,55 @@ both!(
     runs_move_through_their_states
 );
 
+async fn usage_is_summed_per_agent_over_top_level_runs(s: Arc<dyn Store>) {
+    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    for (id, agent, cached) in [
+        ("u1", "helpdesk", 900u64),
+        ("u2", "helpdesk", 0),
+        ("u3", "triage", 50),
+    ] {
+        s.create_run(&run(id, agent)).await.unwrap();
+        s.transition(id, RunStatus::Queued, RunStatus::Running)
+            .await
+            .unwrap();
+        let outcome = RunOutcome {
+            usage: steward::types::Usage {
+                input_tokens: 1000,
+                cached_input_tokens: cached,
+                cache_write_tokens: 100,
+                output_tokens: 10,
+                reasoning_tokens: 0,
+            },
+            cost_usd: 0.01,
+            ..RunOutcome::new(id)
+        };
+        s.finish_run(id, RunStatus::Running, &outcome, Privacy::Recorded)
+            .await
+            .unwrap();
+    }
+    // A subagent run is counted in its parent's totals, not again.
+    let mut child = run("u4", "researcher");
+    child.parent_id = Some("u1".into());
+    s.create_run(&child).await.unwrap();
+    let usage = s.usage_by_agent(since).await.unwrap();
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    assert_eq!((usage[0].agent.as_str(), usage[0].runs), ("helpdesk", 2));
+    assert_eq!((usage[0].input_tokens, usage[0].cached_input_tokens), (2000, 900));
+    assert!((usage[0].cache_hit() - 0.45).abs() < 1e-9);
+    assert!((usage[0].cost_usd - 0.02).abs() < 1e-9);
+    assert_eq!(usage[1].agent, "triage");
+    assert!(
+        s.usage_by_agent(chrono::Utc::now() + chrono::Duration::hours(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+both!(
+    usage_is_summed_per_agent_over_top_level_runs_on_both,
+    usage_is_summed_per_agent_over_top_level_runs
+);
+
 async fn events_keep_their_order_and_side_effects_are_found(s: Arc<dyn Store>) {
     s.create_run(&run("r2", "a")).await.unwrap();
     let now = Utc::now();

@@ -96,7 +96,12 @@ impl PromptCache {
             sum += tokens(bytes);
             cumulative.push(sum);
         }
-        let markers: Vec<usize> = blocks.iter().enumerate().filter(|(_, b)| b.1).map(|(i, _)| i).collect();
+        let markers: Vec<usize> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.1)
+            .map(|(i, _)| i)
+            .collect();
         let hit = markers
             .iter()
             .filter_map(|&m| {
@@ -107,7 +112,9 @@ impl PromptCache {
             .max();
         let read = hit.map_or(0, |p| cumulative[p]);
         let written = match markers.last() {
-            Some(&last) if cumulative[last] >= MIN_TOKENS && cumulative[last] > read => cumulative[last] - read,
+            Some(&last) if cumulative[last] >= MIN_TOKENS && cumulative[last] > read => {
+                cumulative[last] - read
+            }
             _ => 0,
         };
         for &m in &markers {
