@@ -86,6 +86,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         subagents: None,
         nested: None,
         mock: false,
+        search: Default::default(),
     };
     let allowed = vec!["file_regex".to_string()];
     for (label, pattern) in [

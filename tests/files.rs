@@ -342,6 +342,7 @@ async fn files_with(store: Arc<dyn Store>) -> (Arc<RunFiles>, ToolCtx) {
         subagents: None,
         nested: None,
         mock: false,
+        search: Default::default(),
     };
     (files, ctx)
 }

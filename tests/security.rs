@@ -73,6 +73,7 @@ fn ctx() -> ToolCtx {
         subagents: None,
         nested: None,
         mock: false,
+        search: Default::default(),
     }
 }
 

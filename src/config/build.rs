@@ -499,6 +499,37 @@ fn build_limits(src: &Source, spec: &LimitsSpec, diags: &mut Vec<Diagnostic>) ->
     limits
 }
 
+/// The search scope, and a config error for a search tool granted without the source
+/// it searches (it would do nothing).
+fn build_search(
+    src: &Source,
+    spec: &super::search::SearchSpec,
+    tools: &[String],
+    diags: &mut Vec<Diagnostic>,
+) -> super::search::SearchScope {
+    let (scope, problems) = super::search::build(spec);
+    for (key, value, message) in problems {
+        diags.push(src.error_at(key, (!value.is_empty()).then_some(value.as_str()), message));
+    }
+    let sources = scope.sources();
+    for (tool, needs) in super::search::SEARCH_TOOLS {
+        let missing = if needs == "any" {
+            sources.is_empty()
+        } else {
+            !sources.contains(&needs)
+        };
+        if tools.iter().any(|t| t == tool) && missing {
+            let what = if needs == "any" {
+                "at least one source under search: (slack, notion, jira, github)".to_string()
+            } else {
+                format!("search.{needs} (what it may search)")
+            };
+            diags.push(src.error_at("tools", Some(tool), format!("tool '{tool}' needs {what}")));
+        }
+    }
+    scope
+}
+
 fn build_context(
     src: &Source,
     spec: &ContextSpec,
@@ -602,6 +633,7 @@ fn build_agent(
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, &spec.cache, diags);
+    let search = build_search(src, &spec.search, &tool_names, diags);
     if !is_llm && spec.cache != CacheSpec::default() {
         diags.push(src.error_at(
             "cache",
@@ -699,6 +731,7 @@ fn build_agent(
         triggers: spec.triggers,
         preload_bytes: spec.files.preload_bytes.unwrap_or(8192),
         context,
+        search,
         limits,
         output,
         post_run,
@@ -784,6 +817,11 @@ fn build_subagent(
     }
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, &spec.cache, diags);
+    let listed = match &tools {
+        ToolSelection::List(l) => l.clone(),
+        ToolSelection::Inherit => Vec::new(),
+    };
+    let search = build_search(src, &spec.search, &listed, diags);
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
@@ -804,6 +842,7 @@ fn build_subagent(
         triggers: Vec::new(),
         preload_bytes: 0,
         context,
+        search,
         limits,
         // A subagent's answer always goes back to its caller.
         output: OutputSettings {

@@ -6,6 +6,7 @@ pub mod diagnostic;
 pub mod parse;
 pub mod prices;
 pub mod schedule;
+pub mod search;
 pub mod settings;
 pub mod spec;
 
@@ -307,6 +308,8 @@ pub struct AgentConfig {
     pub triggers: Vec<TriggerSpec>,
     pub preload_bytes: u64,
     pub context: ContextSettings,
+    /// What the agent's search tools may search.
+    pub search: search::SearchScope,
     pub limits: Limits,
     pub output: OutputSettings,
     pub post_run: PostRunEvals,
@@ -346,6 +349,7 @@ impl AgentConfig {
             triggers: Vec::new(),
             preload_bytes: 8192,
             context: ContextSettings::default(),
+            search: Default::default(),
             limits: Limits::default(),
             output: OutputSettings::default(),
             post_run: PostRunEvals::default(),

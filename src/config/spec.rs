@@ -66,6 +66,9 @@ pub struct AgentSpec {
     /// How the provider's prompt cache keeps this agent's prefix.
     #[serde(default)]
     pub cache: CacheSpec,
+    /// What its search tools may search (docs/search.md).
+    #[serde(default)]
+    pub search: super::search::SearchSpec,
     #[serde(default)]
     pub limits: LimitsSpec,
     #[serde(default)]
@@ -180,6 +183,8 @@ pub struct SubagentSpec {
     pub context: ContextSpec,
     #[serde(default)]
     pub cache: CacheSpec,
+    #[serde(default)]
+    pub search: super::search::SearchSpec,
     #[serde(default)]
     pub limits: LimitsSpec,
 }

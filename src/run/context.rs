@@ -15,6 +15,7 @@ use crate::run::events::RunEvent;
 use crate::skills::RunSkills;
 use crate::store::RunStatus;
 use crate::tokens::Encoding;
+use crate::tools::search_grant::SearchGrant;
 use crate::tools::subagent::SubagentLauncher;
 use crate::triggers::TriggerEvent;
 use crate::types::ModelRef;
@@ -129,11 +130,19 @@ pub async fn prepare<'a>(
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
     let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
     let child_totals = Arc::new(ChildTotals::default());
+    // Only a direct message is read by the asker alone; anywhere else others read the
+    // answer, so private Slack search hits are linked there, never quoted.
+    let answers_in_public = lineage.answers_in_public.unwrap_or_else(|| {
+        !matches!(&trigger.origin, crate::triggers::Origin::Slack { channel, channel_type, .. }
+            if channel.starts_with('D') || channel_type.as_deref() == Some("im"))
+    });
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {
             runner: runner.clone(),
             parent_id: run_id.clone(),
             parent_private: trigger.private,
+            action_token: trigger.action_token.clone(),
+            answers_in_public,
             // Tools needing approval are not handed down: a subagent cannot wait.
             parent_allowed: allowed
                 .iter()
@@ -150,6 +159,12 @@ pub async fn prepare<'a>(
         }) as Arc<dyn SubagentLauncher>
     });
     let system = system_prompt(runner, agent, &skills, can_delegate);
+    let search = Arc::new(SearchGrant {
+        scope: agent.search.clone(),
+        action_token: trigger.action_token.clone(),
+        answers_in_public,
+        started_by: format!("{} {}", trigger.source, trigger.kind),
+    });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {
         agent: agent.name.clone(),
@@ -165,6 +180,7 @@ pub async fn prepare<'a>(
         capture_content,
         presence: lineage.presence.clone(),
         live: lineage.live.clone(),
+        search,
     });
     Ok(RunContext {
         runner,

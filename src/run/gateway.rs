@@ -45,6 +45,8 @@ pub struct GatewayParts {
     pub presence: Option<Arc<super::presence::Presence>>,
     /// The streamed reply, where each call shows as a task.
     pub live: Option<Arc<dyn crate::triggers::source::Live>>,
+    /// What the run's search tools may search, and as whom.
+    pub search: Arc<crate::tools::search_grant::SearchGrant>,
 }
 
 /// A call refused because the run's `max_tool_calls` budget would be exceeded.
@@ -219,6 +221,7 @@ impl Gateway {
             subagents: self.parts.subagents.clone(),
             nested: self.this.upgrade().map(|g| g as Arc<dyn NestedTools>),
             mock: self.parts.mock,
+            search: self.parts.search.clone(),
         }
     }
 

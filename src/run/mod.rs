@@ -110,6 +110,9 @@ pub struct Lineage {
     /// The reply streaming where it will land (top-level LLM runs answering in a Slack
     /// thread; set by `run_in`).
     pub live: Option<Arc<dyn crate::triggers::source::Live>>,
+    /// Whether the top-level run answers where more people than the asker read
+    /// (subagents take their parent's; `None`: from the trigger).
+    pub answers_in_public: Option<bool>,
 }
 
 impl Lineage {
@@ -127,6 +130,7 @@ impl Lineage {
             presence: None,
             stop: None,
             live: None,
+            answers_in_public: None,
         }
     }
 }

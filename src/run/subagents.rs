@@ -42,6 +42,11 @@ pub struct Launcher {
     pub runner: Runner,
     pub parent_id: String,
     pub parent_private: bool,
+    /// The person's Slack search grant, when the parent had one: a subagent searches
+    /// for the same request.
+    pub action_token: Option<crate::types::ActionToken>,
+    /// Whether the parent answers where more people than the asker read.
+    pub answers_in_public: bool,
     pub parent_allowed: Vec<String>,
     pub parent_models: Vec<ModelRef>,
     pub parent_files: Arc<RunFiles>,
@@ -101,6 +106,7 @@ impl SubagentLauncher for Launcher {
             },
             attachments: Vec::new(),
             traceparent: None,
+            action_token: self.action_token.clone(),
         };
         let lineage = Lineage {
             parent_id: Some(self.parent_id.clone()),
@@ -114,6 +120,7 @@ impl SubagentLauncher for Launcher {
             presence: None,
             stop: None,
             live: None,
+            answers_in_public: Some(self.answers_in_public),
         };
         let outcome = self
             .runner

@@ -17,7 +17,8 @@ use crate::types::seal::DataKey;
 /// Largest group commit.
 const MAX_BATCH: usize = 1024;
 
-/// Full content of private events, kept in memory only, by event id.
+/// Full content of private events (and of events carrying an `action_token`), kept
+/// in memory only, by event id.
 pub type PrivateCache = Arc<Mutex<HashMap<String, TriggerEvent>>>;
 
 struct Submission {
@@ -161,7 +162,9 @@ impl Ingest {
                 Some(key) => sealed_row(event, dedupe_key, key),
                 None => event_row(event, dedupe_key),
             },
-            private_event: event.private.then(|| event.clone()),
+            // A private event's text, or a person's search grant, stays in memory
+            // for the run (the stored row has neither).
+            private_event: (event.private || event.action_token.is_some()).then(|| event.clone()),
             reply,
         };
         self.tx

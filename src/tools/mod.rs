@@ -7,6 +7,7 @@ pub mod files;
 pub mod http_fetch;
 pub mod registry;
 pub mod schema;
+pub mod search_grant;
 pub mod skill_script;
 pub mod skills;
 pub mod status;
@@ -74,6 +75,8 @@ pub struct ToolCtx {
     pub nested: Option<Arc<dyn NestedTools>>,
     /// Whether mocks are in use, passed on to nested calls.
     pub mock: bool,
+    /// What the run's search tools may search, and as whom.
+    pub search: Arc<search_grant::SearchGrant>,
 }
 
 impl ToolCtx {

@@ -146,6 +146,7 @@ mod tests {
             subagents: None,
             nested: None,
             mock: true,
+            search: Default::default(),
         }
     }
 

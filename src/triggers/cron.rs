@@ -44,6 +44,7 @@ impl CronJob {
             },
             attachments: Vec::new(),
             traceparent: None,
+            action_token: None,
         }
     }
 

@@ -121,6 +121,10 @@ pub struct TriggerEvent {
     /// run continues the same trace across the queue and across a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Slack's `action_token` when a person caused the event: the run may search what
+    /// they can see. Memory only (never serialized, so never stored or sealed).
+    #[serde(skip)]
+    pub action_token: Option<crate::types::ActionToken>,
 }
 
 impl TriggerEvent {
@@ -149,6 +153,7 @@ impl TriggerEvent {
             origin: Origin::Cli,
             attachments: Vec::new(),
             traceparent: None,
+            action_token: None,
         }
     }
 

@@ -31,6 +31,7 @@ pub fn event(name: &str, body: &[u8]) -> TriggerEvent {
         },
         attachments: Vec::new(),
         traceparent: None,
+        action_token: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared value types at the bottom of the layer order: model names, durations, token
 //! usage, how runs end, and private text. They import nothing else from the crate.
 
+pub mod action_token;
 pub mod duration;
 pub mod model_ref;
 pub mod outcome;
@@ -8,6 +9,7 @@ pub mod private;
 pub mod seal;
 pub mod usage;
 
+pub use action_token::ActionToken;
 pub use model_ref::ModelRef;
 pub use outcome::{RunOutcome, RunStatus, Termination};
 pub use private::{Privacy, Private};

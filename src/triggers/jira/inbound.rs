@@ -98,6 +98,7 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         },
         attachments: Vec::new(),
         traceparent: None,
+        action_token: None,
     };
     Ok((event, dedupe))
 }

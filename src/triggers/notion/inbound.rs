@@ -62,6 +62,7 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
         },
         attachments: Vec::new(),
         traceparent: None,
+        action_token: None,
     };
     Ok(NotionPayload::Event {
         event: Box::new(event),

@@ -308,7 +308,17 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         },
         attachments: Vec::new(),
         traceparent: None,
+        action_token: None,
     };
+    // A person's request may carry Slack's search grant for it (read at the top level,
+    // then in the agent view's thread object, where Slack has sent it).
+    event.action_token = [
+        &body["event"]["action_token"],
+        &body["event"]["assistant_thread"]["action_token"],
+    ]
+    .into_iter()
+    .find_map(|v| v.as_str().filter(|t| !t.is_empty()))
+    .map(crate::types::ActionToken::new);
     // Only agent-view events name the channel a person looks at.
     if let Some(viewing) = said.viewing {
         event.payload["viewing_channel"] = json!(viewing);

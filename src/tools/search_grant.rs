@@ -1,0 +1,19 @@
+//! What a run's search tools may search, and as whom: the agent's scope (Notion roots,
+//! Jira projects, GitHub repositories, Slack channel types), the person's Slack
+//! `action_token` when a person asked, and whether the answer lands where others read
+//! it (then private Slack hits are linked, never quoted).
+
+use crate::config::search::SearchScope;
+use crate::types::ActionToken;
+
+/// One run's search grant, handed to tools in their `ToolCtx`.
+#[derive(Debug, Clone, Default)]
+pub struct SearchGrant {
+    pub scope: SearchScope,
+    /// Slack's grant to search what the asking person can see (memory only).
+    pub action_token: Option<ActionToken>,
+    /// The run answers in a Slack channel, where more people than the asker read.
+    pub answers_in_public: bool,
+    /// What started the run (`slack app_mention`, `cron`), for plain refusals.
+    pub started_by: String,
+}
