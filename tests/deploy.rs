@@ -143,6 +143,7 @@ fn deploy_yaml_parses_and_compose_config_passes() {
         "files:write",
         "im:write",
         "groups:read",
+        "search:read.public",
     ] {
         assert!(scopes.contains(&needed), "missing scope {needed}");
     }

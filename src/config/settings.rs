@@ -27,6 +27,9 @@ pub struct Settings {
     pub slack_api_url: Option<String>,
     pub slack_signing_secret: Option<String>,
     pub slack_bot_user_id: Option<String>,
+    /// `SLACK_SEARCH_USER_TOKEN`: a user token (`xoxp-`) for Slack search in runs no
+    /// person started (no `action_token`); unset, those runs cannot search Slack.
+    pub slack_search_user_token: Option<String>,
     pub jira_base_url: Option<String>,
     pub jira_email: Option<String>,
     pub jira_api_token: Option<String>,
@@ -155,6 +158,7 @@ impl Settings {
             slack_api_url: get("SLACK_API_URL"),
             slack_signing_secret: get("SLACK_SIGNING_SECRET"),
             slack_bot_user_id: get("SLACK_BOT_USER_ID"),
+            slack_search_user_token: get("SLACK_SEARCH_USER_TOKEN"),
             jira_base_url: get("JIRA_BASE_URL"),
             jira_email: get("JIRA_EMAIL"),
             jira_api_token: get("JIRA_API_TOKEN"),

@@ -59,9 +59,22 @@ impl GithubClient {
     /// `GET /repos/{owner}/{repo}/pulls/{number}`.
     pub async fn pull_request(&self, pr: &PrRef) -> Result<Value, ApiError> {
         let path = format!("/repos/{}/{}/pulls/{}", pr.owner, pr.repo, pr.number);
+        self.get(&path, &[]).await
+    }
+
+    /// `GET /search/issues`: issues or pull requests matching `q` (which must say
+    /// `is:issue` or `is:pull-request`), best match first.
+    pub async fn search_issues(&self, q: &str, per_page: u32) -> Result<Value, ApiError> {
+        let params = [("q", q.to_string()), ("per_page", per_page.clamp(1, 100).to_string())];
+        self.get("/search/issues", &params).await
+    }
+
+    async fn get(&self, path: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
+        let path = path.to_string();
         let mut req = self
             .http
             .get(format!("{}{path}", self.base_url))
+            .query(params)
             .header("Accept", "application/vnd.github+json")
             .header("X-GitHub-Api-Version", "2022-11-28")
             .timeout(Duration::from_secs(30));

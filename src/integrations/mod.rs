@@ -6,6 +6,7 @@ pub mod adf_text;
 pub mod github;
 pub mod jira;
 pub mod notion;
+pub mod search;
 pub mod slack;
 pub mod tool_args;
 pub mod tools;
@@ -24,14 +25,21 @@ pub struct Clients {
     pub jira: Option<jira::JiraClient>,
     pub notion: Option<notion::NotionClient>,
     pub github: github::GithubClient,
+    /// Slack with `SLACK_SEARCH_USER_TOKEN`, for searches no person asked for.
+    pub slack_search_user: Option<slack::SlackClient>,
 }
 
 impl Clients {
     /// Clients for the services `settings` configure (`SLACK_BOT_TOKEN`, `JIRA_*`,
     /// `NOTION_TOKEN`, `GITHUB_TOKEN` and their `*_API_URL` overrides).
     pub fn from_settings(http: reqwest::Client, settings: &Settings) -> Clients {
+        let slack = slack::SlackClient::from_settings(http.clone(), settings);
         Clients {
-            slack: slack::SlackClient::from_settings(http.clone(), settings),
+            slack_search_user: match (&slack, &settings.slack_search_user_token) {
+                (Some(s), Some(token)) => Some(s.with_token(token)),
+                _ => None,
+            },
+            slack,
             jira: jira::JiraClient::from_settings(http.clone(), settings),
             notion: notion::NotionClient::from_settings(http.clone(), settings),
             github: github::GithubClient::from_settings(http, settings),
@@ -51,6 +59,9 @@ pub fn builtin_tools(clients: &Clients, egress: crate::http::Egress) -> ToolRegi
         r.register(tool);
     }
     for tool in tools::notion_tools(clients.notion.clone()) {
+        r.register(tool);
+    }
+    for tool in search::search_tools(clients) {
         r.register(tool);
     }
     r

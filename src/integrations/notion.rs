@@ -75,6 +75,20 @@ impl NotionClient {
         self.send(reqwest::Method::GET, &format!("/v1/pages/{id}"), None)
             .await
     }
+
+    /// `POST /v1/search`: pages (or data sources, with `object`) shared with the
+    /// integration whose title matches `query`, most recently edited first.
+    pub async fn search(&self, query: &str, object: Option<&str>, page_size: u32) -> Result<Value, ApiError> {
+        let mut body = serde_json::json!({
+            "query": query,
+            "page_size": page_size.clamp(1, 100),
+            "sort": {"timestamp": "last_edited_time", "direction": "descending"},
+        });
+        if let Some(o) = object {
+            body["filter"] = serde_json::json!({"property": "object", "value": o});
+        }
+        self.send(reqwest::Method::POST, "/v1/search", Some(&body)).await
+    }
 }
 
 impl NotionClient {

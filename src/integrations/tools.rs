@@ -604,8 +604,15 @@ impl Tool for Api {
                         .await
                         .map_err(api_err)?;
                     for i in page["issues"].as_array().into_iter().flatten() {
-                        issues.push(json!({"key": i["key"], "summary": i["fields"]["summary"], "status": i["fields"]["status"]["name"],
-                                           "assignee": i["fields"]["assignee"]["displayName"], "updated": i["fields"]["updated"]}));
+                        let key = i["key"].as_str().unwrap_or_default();
+                        // An agent that lists its Jira projects sees only those.
+                        let scope = &ctx.search.scope;
+                        if !scope.jira_projects.is_empty() && !scope.jira_issue(key) {
+                            continue;
+                        }
+                        issues.push(json!({"key": key, "summary": i["fields"]["summary"], "status": i["fields"]["status"]["name"],
+                                           "assignee": i["fields"]["assignee"]["displayName"], "updated": i["fields"]["updated"],
+                                           "url": client.browse_url(key)}));
                     }
                     token = page["nextPageToken"].as_str().map(str::to_string);
                     if token.is_none() || issues.len() >= want || page["isLast"].as_bool() == Some(true) {

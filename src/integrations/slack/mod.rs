@@ -32,6 +32,11 @@ pub struct SlackClient {
     directory: Arc<entities::Directory>,
     /// Upper bound on one `Retry-After` wait.
     pub max_wait: Duration,
+    /// Whether the workspace has Slack's Real-time Search (`assistant.search.info`),
+    /// asked once.
+    search_enabled: Arc<tokio::sync::OnceCell<bool>>,
+    /// Whether a channel is private, by id, asked once each.
+    private_channels: Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
 }
 
 impl std::fmt::Debug for SlackClient {
@@ -50,7 +55,60 @@ impl SlackClient {
             token: token.to_string(),
             directory: Arc::default(),
             max_wait: Duration::from_secs(30),
+            search_enabled: Arc::default(),
+            private_channels: Arc::default(),
         }
+    }
+
+    /// This client with another token (a user token for Slack search), sharing the
+    /// name directory.
+    pub fn with_token(&self, token: &str) -> SlackClient {
+        SlackClient {
+            token: token.to_string(),
+            search_enabled: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the workspace has Real-time Search (`assistant.search.info`, asked once
+    /// per client; an error is not cached).
+    pub async fn search_enabled(&self) -> Result<bool, ApiError> {
+        self.search_enabled
+            .get_or_try_init(|| async {
+                let info = self.call("assistant.search.info", &serde_json::json!({})).await?;
+                Ok(info["is_ai_search_enabled"].as_bool().unwrap_or(false))
+            })
+            .await
+            .copied()
+    }
+
+    /// `assistant.search.context`: `body` holds the query, filters and, for a bot
+    /// token, the person's `action_token` (the body is never logged).
+    pub async fn search_context(&self, body: &Value) -> Result<Value, ApiError> {
+        self.call("assistant.search.context", body).await
+    }
+
+    /// Whether channel `id` is private (a DM, a group DM or a private channel); asked
+    /// once per channel. When Slack cannot say, it counts as private.
+    pub async fn is_private_channel(&self, id: &str) -> bool {
+        if id.starts_with('D') || id.starts_with('G') {
+            return true;
+        }
+        if let Some(known) = self.private_channels.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return *known;
+        }
+        let private = match self.get("conversations.info", &[("channel", id.to_string())]).await {
+            Ok(v) => {
+                let c = &v["channel"];
+                c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true
+            }
+            Err(_) => return true,
+        };
+        self.private_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), private);
+        private
     }
 
     /// From `SLACK_BOT_TOKEN` and `SLACK_API_URL` (default `https://slack.com/api`).
