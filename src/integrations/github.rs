@@ -65,7 +65,10 @@ impl GithubClient {
     /// `GET /search/issues`: issues or pull requests matching `q` (which must say
     /// `is:issue` or `is:pull-request`), best match first.
     pub async fn search_issues(&self, q: &str, per_page: u32) -> Result<Value, ApiError> {
-        let params = [("q", q.to_string()), ("per_page", per_page.clamp(1, 100).to_string())];
+        let params = [
+            ("q", q.to_string()),
+            ("per_page", per_page.clamp(1, 100).to_string()),
+        ];
         self.get("/search/issues", &params).await
     }
 

@@ -179,7 +179,11 @@ impl SearchTool {
                         allowed.join(", ")
                     )));
                 }
-                allowed.iter().copied().filter(|s| asked.iter().any(|a| a == s)).collect()
+                allowed
+                    .iter()
+                    .copied()
+                    .filter(|s| asked.iter().any(|a| a == s))
+                    .collect()
             }
             None => allowed,
         };
@@ -196,7 +200,11 @@ impl SearchTool {
             (*source, result)
         });
         let answers = futures_util::future::join_all(asks).await;
-        let all: Vec<&Hit> = answers.iter().filter_map(|(_, r)| r.as_ref().ok()).flatten().collect();
+        let all: Vec<&Hit> = answers
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .flatten()
+            .collect();
         let listed = serde_json::to_vec_pretty(&all).unwrap_or_default();
         let file = ctx
             .files
@@ -224,17 +232,26 @@ pub fn render(query: &str, answers: &[(&str, Result<Vec<Hit>, ToolError>)], file
             Ok(hits) => {
                 out.push_str(&format!("\n## {source} ({} hits)\n", hits.len()));
                 for h in hits.iter().take(INLINE_PER_SOURCE) {
-                    let when = h.when.as_deref().map(|w| format!(" ({})", &w[..w.len().min(10)])).unwrap_or_default();
+                    let when = h
+                        .when
+                        .as_deref()
+                        .map(|w| format!(" ({})", &w[..w.len().min(10)]))
+                        .unwrap_or_default();
                     out.push_str(&format!("- [{}]({}){when}: {}\n", h.title, h.url, h.snippet));
                 }
                 if hits.len() > INLINE_PER_SOURCE {
-                    out.push_str(&format!("- … {} more in file {file_id}\n", hits.len() - INLINE_PER_SOURCE));
+                    out.push_str(&format!(
+                        "- … {} more in file {file_id}\n",
+                        hits.len() - INLINE_PER_SOURCE
+                    ));
                 }
             }
             Err(e) => out.push_str(&format!("\n## {source}: failed ({e})\n")),
         }
     }
-    out.push_str(&format!("\nAll hits with their ids: file {file_id}. Cite the links you use.\n"));
+    out.push_str(&format!(
+        "\nAll hits with their ids: file {file_id}. Cite the links you use.\n"
+    ));
     out
 }
 
@@ -270,7 +287,9 @@ impl Tool for SearchTool {
                     before: a.before.as_deref().map(day).transpose()?,
                     limit: a.limit.unwrap_or(20) as usize,
                 };
-                hits_output(sources::slack(c.slack.as_ref(), c.slack_search_user.as_ref(), &ctx.search, &q).await?)
+                hits_output(
+                    sources::slack(c.slack.as_ref(), c.slack_search_user.as_ref(), &ctx.search, &q).await?,
+                )
             }
             Kind::Notion => {
                 let a: NotionSearchArgs = parse(args)?;
@@ -278,7 +297,9 @@ impl Tool for SearchTool {
                     None => None,
                     Some(f @ ("page" | "data_source")) => Some(f),
                     Some(other) => {
-                        return Err(ToolError::Model(format!("filter is page or data_source, not '{other}'")));
+                        return Err(ToolError::Model(format!(
+                            "filter is page or data_source, not '{other}'"
+                        )));
                     }
                 };
                 let limit = a.limit.unwrap_or(20) as usize;
@@ -290,7 +311,11 @@ impl Tool for SearchTool {
                     None | Some("both") => GithubKind::Both,
                     Some("issue") => GithubKind::Issue,
                     Some("pr") => GithubKind::Pr,
-                    Some(other) => return Err(ToolError::Model(format!("kind is issue, pr or both, not '{other}'"))),
+                    Some(other) => {
+                        return Err(ToolError::Model(format!(
+                            "kind is issue, pr or both, not '{other}'"
+                        )));
+                    }
                 };
                 let limit = a.limit.unwrap_or(20) as usize;
                 hits_output(sources::github(&c.github, &ctx.search, &a.query, kind, limit).await?)
@@ -308,7 +333,9 @@ impl Tool for SearchTool {
                 id: "C0OPS/1767600000.000100".into(),
                 title: "Dana in #ops".into(),
                 url: "https://example.slack.com/archives/C0OPS/p1767600000000100".into(),
-                snippet: format!("The {query} lives in Notion under Operations; ping #ops if it is out of date."),
+                snippet: format!(
+                    "The {query} lives in Notion under Operations; ping #ops if it is out of date."
+                ),
                 when: Some("2026-01-05".into()),
                 private: false,
             },

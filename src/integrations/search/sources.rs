@@ -92,7 +92,11 @@ pub async fn slack(
     }
     // Only the channel types the agent allows, whatever the model asked for.
     let types: Vec<String> = match &q.channel_types {
-        Some(asked) => asked.iter().filter(|t| scope.slack_channel_types.contains(t)).cloned().collect(),
+        Some(asked) => asked
+            .iter()
+            .filter(|t| scope.slack_channel_types.contains(t))
+            .cloned()
+            .collect(),
         None => scope.slack_channel_types.clone(),
     };
     if types.is_empty() {
@@ -126,7 +130,10 @@ pub async fn slack(
         if let Some(c) = &cursor {
             body["cursor"] = json!(c);
         }
-        let page = client.search_context(&body).await.map_err(|e| model(e.to_string()))?;
+        let page = client
+            .search_context(&body)
+            .await
+            .map_err(|e| model(e.to_string()))?;
         for m in page["results"]["messages"].as_array().into_iter().flatten() {
             hits.push(slack_message(client, grant, m).await);
         }
@@ -156,16 +163,28 @@ pub async fn slack(
 async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> Hit {
     let channel = m["channel_id"].as_str().unwrap_or_default();
     let ts = m["message_ts"].as_str().unwrap_or_default();
-    let author = m["author_name"].as_str().or(m["author_user_id"].as_str()).unwrap_or("someone");
-    let where_ = m["channel_name"].as_str().map_or_else(|| channel.to_string(), |n| format!("#{n}"));
+    let author = m["author_name"]
+        .as_str()
+        .or(m["author_user_id"].as_str())
+        .unwrap_or("someone");
+    let where_ = m["channel_name"]
+        .as_str()
+        .map_or_else(|| channel.to_string(), |n| format!("#{n}"));
     // A private conversation's words stay out of an answer others read: linked only.
     let private = grant.answers_in_public
-        && grant.scope.slack_channel_types.iter().any(|t| t != "public_channel")
+        && grant
+            .scope
+            .slack_channel_types
+            .iter()
+            .any(|t| t != "public_channel")
         && client.is_private_channel(channel).await;
     let snippet = if private {
         "(from a private conversation: not quoted here; open the link)".to_string()
     } else {
-        one_line(&client.humanize(m["content"].as_str().unwrap_or_default()).await, SNIPPET_CHARS)
+        one_line(
+            &client.humanize(m["content"].as_str().unwrap_or_default()).await,
+            SNIPPET_CHARS,
+        )
     };
     Hit {
         source: "slack",
@@ -217,7 +236,11 @@ pub async fn notion(
             id: page["id"].as_str().unwrap_or_default().to_string(),
             title: notion_title(page),
             url: page["url"].as_str().unwrap_or_default().to_string(),
-            snippet: format!("{} in {}", page["object"].as_str().unwrap_or("page"), parent_name.replace('_', " ")),
+            snippet: format!(
+                "{} in {}",
+                page["object"].as_str().unwrap_or("page"),
+                parent_name.replace('_', " ")
+            ),
             when: page["last_edited_time"].as_str().map(str::to_string),
             private: false,
         });
@@ -238,7 +261,11 @@ pub fn notion_title(page: &Value) -> String {
         .flatten()
         .filter_map(|r| r["plain_text"].as_str())
         .collect();
-    if text.is_empty() { "(untitled)".into() } else { text }
+    if text.is_empty() {
+        "(untitled)".into()
+    } else {
+        text
+    }
 }
 
 /// Whether `page` is a root, sits in a root database, or has a root among its parent
@@ -275,12 +302,18 @@ async fn in_notion_scope(client: &NotionClient, grant: &SearchGrant, page: &Valu
 }
 
 /// Jira issues in the agent's projects whose text matches `query`, newest first.
-pub async fn jira(client: Option<&JiraClient>, grant: &SearchGrant, query: &str, limit: usize) -> Result<Vec<Hit>, ToolError> {
+pub async fn jira(
+    client: Option<&JiraClient>,
+    grant: &SearchGrant,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<Hit>, ToolError> {
     let scope = &grant.scope;
     if scope.jira_projects.is_empty() {
         return Err(model("Jira search is off for this agent (search.jira.projects)"));
     }
-    let client = client.ok_or_else(|| model("Jira is not configured (set JIRA_BASE_URL, JIRA_EMAIL, JIRA_API_TOKEN)"))?;
+    let client = client
+        .ok_or_else(|| model("Jira is not configured (set JIRA_BASE_URL, JIRA_EMAIL, JIRA_API_TOKEN)"))?;
     let text = query.replace('\\', "\\\\").replace('"', "\\\"");
     let mut jql = format!("text ~ \"{text}\"");
     if !scope.jira_projects.iter().any(|p| p == "*") {
@@ -305,7 +338,9 @@ pub async fn jira(client: Option<&JiraClient>, grant: &SearchGrant, query: &str,
                 snippet: format!(
                     "{}, assigned to {}",
                     i["fields"]["status"]["name"].as_str().unwrap_or("unknown status"),
-                    i["fields"]["assignee"]["displayName"].as_str().unwrap_or("no one")
+                    i["fields"]["assignee"]["displayName"]
+                        .as_str()
+                        .unwrap_or("no one")
                 ),
                 when: i["fields"]["updated"].as_str().map(str::to_string),
                 private: false,
@@ -324,7 +359,13 @@ pub enum GithubKind {
 }
 
 /// GitHub issues and pull requests in the agent's repositories.
-pub async fn github(client: &GithubClient, grant: &SearchGrant, query: &str, kind: GithubKind, limit: usize) -> Result<Vec<Hit>, ToolError> {
+pub async fn github(
+    client: &GithubClient,
+    grant: &SearchGrant,
+    query: &str,
+    kind: GithubKind,
+    limit: usize,
+) -> Result<Vec<Hit>, ToolError> {
     let scope = &grant.scope;
     if scope.github_repos.is_empty() {
         return Err(model("GitHub search is off for this agent (search.github.repos)"));
@@ -350,7 +391,11 @@ pub async fn github(client: &GithubClient, grant: &SearchGrant, query: &str, kin
                 continue;
             }
             let number = item["number"].as_u64().unwrap_or(0);
-            let what = if item.get("pull_request").is_some() { "pull request" } else { "issue" };
+            let what = if item.get("pull_request").is_some() {
+                "pull request"
+            } else {
+                "issue"
+            };
             hits.push(Hit {
                 source: "github",
                 id: format!("{repo}#{number}"),

@@ -94,10 +94,18 @@ impl SlackClient {
         if id.starts_with('D') || id.starts_with('G') {
             return true;
         }
-        if let Some(known) = self.private_channels.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+        if let Some(known) = self
+            .private_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+        {
             return *known;
         }
-        let private = match self.get("conversations.info", &[("channel", id.to_string())]).await {
+        let private = match self
+            .get("conversations.info", &[("channel", id.to_string())])
+            .await
+        {
             Ok(v) => {
                 let c = &v["channel"];
                 c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true
