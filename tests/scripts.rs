@@ -513,6 +513,17 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     for t in steward::integrations::tools::notion_tools(None) {
         reg.register(t);
     }
+    // The shipped helpdesk (also in the tree) searches.
+    let clients = steward::integrations::Clients {
+        slack: Some(slack.clone()),
+        jira: Some(jira.clone()),
+        notion: None,
+        github: GithubClient::new(steward::http::client().unwrap(), "http://127.0.0.1:1", None),
+        slack_search_user: None,
+    };
+    for t in steward::integrations::search::search_tools(&clients) {
+        reg.register(t);
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let config = Config::load(

@@ -45,6 +45,8 @@ struct World {
     delay: Mutex<Duration>,
     /// Sources that answer 500.
     failing: Mutex<Vec<&'static str>>,
+    /// The workspace has no Real-time Search.
+    no_search: Mutex<bool>,
 }
 
 impl World {
@@ -74,20 +76,25 @@ impl World {
 /// and `/github`.
 async fn fakes(world: Arc<World>) -> String {
     let w = world.clone();
-    let slack = post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
-        let w = w.clone();
-        async move {
-            w.record("slack", &method, body.clone());
-            match method.as_str() {
-                "assistant.search.info" => Json(json!({"ok": true, "is_ai_search_enabled": true})),
-                "assistant.search.context" => {
-                    if !w.wait("slack").await {
-                        return Json(json!({"ok": false, "error": "internal_error"}));
+    let slack = post(
+        move |UrlPath(method): UrlPath<String>, headers: axum::http::HeaderMap, Json(body): Json<Value>| {
+            let w = w.clone();
+            async move {
+                w.record("slack", &method, body.clone());
+                // A user token searches as its user; the bot token needs the person's token.
+                let user_token = headers["authorization"] == "Bearer xoxp-search-user";
+                match method.as_str() {
+                    "assistant.search.info" => {
+                        Json(json!({"ok": true, "is_ai_search_enabled": !*w.no_search.lock().unwrap()}))
                     }
-                    if body["action_token"] != TOKEN {
-                        return Json(json!({"ok": false, "error": "invalid_action_token"}));
-                    }
-                    Json(json!({"ok": true, "results": {"messages": [
+                    "assistant.search.context" => {
+                        if !w.wait("slack").await {
+                            return Json(json!({"ok": false, "error": "internal_error"}));
+                        }
+                        if !user_token && body["action_token"] != TOKEN {
+                            return Json(json!({"ok": false, "error": "invalid_action_token"}));
+                        }
+                        Json(json!({"ok": true, "results": {"messages": [
                         {"author_name": "Dana", "author_user_id": "U0DANA", "team_id": "T1", "channel_id": "C0OPS",
                          "channel_name": "ops", "message_ts": "1767600000.000100", "is_author_bot": false,
                          "content": "The on-call runbook is in Notion under Operations.",
@@ -98,11 +105,12 @@ async fn fakes(world: Arc<World>) -> String {
                          "permalink": "https://acme.slack.com/archives/C0PRIV/p1767600100000100"}],
                         "files": []},
                         "response_metadata": {"next_cursor": ""}}))
+                    }
+                    _ => Json(json!({"ok": true, "channel": body["channel"], "ts": "1767609999.000100"})),
                 }
-                _ => Json(json!({"ok": true, "channel": body["channel"], "ts": "1767609999.000100"})),
             }
-        }
-    });
+        },
+    );
     let w = world.clone();
     let slack_info = get(move |Query(q): Query<HashMap<String, String>>| {
         let w = w.clone();
@@ -614,4 +622,84 @@ async fn mocks_answer_in_the_real_shape() {
         assert!(result.contains(source), "{result}");
     }
     assert!(world.calls.lock().unwrap().is_empty(), "a mock touches nothing");
+}
+
+#[tokio::test]
+async fn a_configured_user_token_searches_for_runs_no_person_started() {
+    let world = Arc::new(World::default());
+    let base = fakes(world.clone()).await;
+    let mut clients = clients(&base);
+    clients.slack_search_user = clients.slack.as_ref().map(|s| s.with_token("xoxp-search-user"));
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "slack_search",
+        r#"{"query": "runbook"}"#,
+    )])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), registry(&clients), false).await;
+    let trigger = TriggerEvent {
+        source: "cron".into(),
+        kind: "cron".into(),
+        ..TriggerEvent::from_cli(json!({"text": "weekly digest"}))
+    };
+    runner
+        .run(
+            &agent(&["slack_search"]),
+            &trigger,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let asked = world.calls_to("assistant.search.context");
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].get("action_token").is_none(),
+        "a user token needs no action token"
+    );
+    assert!(tool_result(&fake, "c1").contains("The on-call runbook is in Notion"));
+}
+
+#[tokio::test]
+async fn a_workspace_without_real_time_search_gets_a_clear_error() {
+    let world = Arc::new(World::default());
+    *world.no_search.lock().unwrap() = true;
+    let base = fakes(world.clone()).await;
+    let clients = clients(&base);
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "slack_search",
+        r#"{"query": "runbook"}"#,
+    )])));
+    fake.push(Reply::ok(openai_tools(&[(
+        "c2",
+        "slack_search",
+        r#"{"query": "playbook"}"#,
+    )])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), registry(&clients), false).await;
+    let mut trigger = TriggerEvent::from_cli(json!({"text": "where is the runbook?"}));
+    trigger.action_token = Some(steward::types::ActionToken::new(TOKEN));
+    runner
+        .run(
+            &agent(&["slack_search"]),
+            &trigger,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        tool_result(&fake, "c2").contains("Real-time Search is not enabled for this workspace"),
+        "{}",
+        tool_result(&fake, "c2")
+    );
+    assert!(world.calls_to("assistant.search.context").is_empty());
+    assert_eq!(
+        world.calls_to("assistant.search.info").len(),
+        1,
+        "asked once per workspace"
+    );
 }
