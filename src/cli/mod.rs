@@ -525,6 +525,33 @@ impl Outside {
             .data_key(self.settings.data_key.clone())
     }
 
+    /// Connects to the config's MCP servers and registers their tools; a server that
+    /// cannot be used is skipped with a warning, and steward starts without it.
+    async fn connect_mcp(&self, tools: &mut ToolRegistry, config: &Config) {
+        if config.mcp.is_empty() {
+            return;
+        }
+        let builtin = tools.names();
+        let (found, warnings) = crate::integrations::mcp::connect_all(
+            &config.mcp,
+            self.http.clone(),
+            &|name| self.settings.named_var(name),
+            &|name| builtin.contains(name),
+        )
+        .await;
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        tracing::info!(
+            tools = found.len(),
+            servers = config.mcp.len(),
+            "MCP servers connected"
+        );
+        for t in found {
+            tools.register(t);
+        }
+    }
+
     fn providers(&self) -> ProviderSet {
         ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
     }
@@ -719,10 +746,14 @@ async fn run(
     let RunOptions { mocks, json, metrics } = opts;
     let outside = Outside::new(env.clone(), metrics)?;
     let mut tools = outside.tools();
-    tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
-    let mock_tools = mocks.all;
     let skills = outside.skills(root);
     let config = load_config(root, &tools, &skills)?;
+    // With --mock-tools no MCP server is reached: its tools answer with a clear error.
+    if !mocks.all {
+        outside.connect_mcp(&mut tools, &config).await;
+    }
+    tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
+    let mock_tools = mocks.all;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
     let mut trigger = TriggerEvent::from_cli(read_event(event)?);
     for path in attach {
@@ -825,12 +856,13 @@ async fn serve(
         dispatch: settings,
     } = opts;
     let outside = Outside::new(env.clone(), metrics)?;
-    let tools = outside.tools();
+    let mut tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
     }
+    outside.connect_mcp(&mut tools, &config).await;
     let store = open_store(database_url).await?;
     let http = outside.http.clone();
     let runner = outside.runner(store, tools, skills, &config).build();

@@ -40,6 +40,27 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
         Err(d) => diags.push(d),
     }
 
+    for source in read_yaml_dir(root, "mcp", &mut diags) {
+        let name = name_of(None, &source.rel);
+        match parse_all::<super::mcp::McpSpec>(&source.rel, &source.text) {
+            Ok(spec) => match super::mcp::build(&name, spec) {
+                Ok(server) => {
+                    config.mcp.insert(name, server);
+                }
+                Err(problems) => {
+                    for (key, value, message) in problems {
+                        diags.push(source.error_at(
+                            key,
+                            (!value.is_empty()).then_some(value.as_str()),
+                            message,
+                        ));
+                    }
+                }
+            },
+            Err(found) => diags.extend(found),
+        }
+    }
+
     let mut agent_specs = Vec::new();
     for source in read_yaml_dir(root, "agents", &mut diags) {
         match parse_all::<AgentSpec>(&source.rel, &source.text) {
@@ -63,12 +84,14 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
     for (src, spec) in sub_specs {
         if let Some(agent) = build_subagent(root, &src, spec, known, &sub_names, &mut diags) {
             check_priced(&src, &agent, &config.prices, &mut diags);
+            check_mcp(&src, &agent, &config.mcp, &mut diags);
             insert_unique(&mut config.subagents, agent, &src, &mut diags);
         }
     }
     for (src, spec) in agent_specs {
         if let Some(agent) = build_agent(root, &src, spec, known, &sub_names, &mut diags) {
             check_priced(&src, &agent, &config.prices, &mut diags);
+            check_mcp(&src, &agent, &config.mcp, &mut diags);
             insert_unique(&mut config.agents, agent, &src, &mut diags);
         }
     }
@@ -353,8 +376,42 @@ fn build_approval(
     }
 }
 
+/// `mcp:<server>` and `mcp:<server>/<tool>` entries name a server of `mcp/` (its tools
+/// are known once steward connects).
+fn check_mcp(
+    src: &Source,
+    agent: &AgentConfig,
+    servers: &BTreeMap<String, super::mcp::McpServer>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for entry in agent.tool_names() {
+        let Some(rest) = entry.strip_prefix("mcp:") else {
+            continue;
+        };
+        let server = rest.split_once('/').map_or(rest, |(s, _)| s);
+        if !servers.contains_key(server) {
+            let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+            diags.push(src.error_at(
+                "tools",
+                Some(entry),
+                format!(
+                    "unknown MCP server '{server}' (no mcp/{server}.yaml); known: {}",
+                    if known.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+}
+
 fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: &mut Vec<Diagnostic>) {
     for tool in tools {
+        if tool.starts_with("mcp:") {
+            continue;
+        }
         if !known.contains(tool) {
             let list: Vec<&str> = known.iter().map(String::as_str).collect();
             diags.push(src.error_at(

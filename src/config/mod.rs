@@ -3,6 +3,7 @@
 //! the first, so `steward validate` can print them all.
 
 pub mod diagnostic;
+pub mod mcp;
 pub mod parse;
 pub mod prices;
 pub mod schedule;
@@ -50,6 +51,8 @@ pub struct Config {
     pub subagents: BTreeMap<String, Arc<AgentConfig>>,
     /// The shipped prices with the root's `prices.yaml` over them.
     pub prices: Arc<prices::Prices>,
+    /// MCP servers (`mcp/<name>.yaml`), by name.
+    pub mcp: BTreeMap<String, mcp::McpServer>,
 }
 
 impl Config {

@@ -49,6 +49,9 @@ pub struct Settings {
     pub skill_dirs: Vec<PathBuf>,
     /// `STEWARD_HOOK_<NAME>_TOKEN` values by variable name.
     hook_tokens: BTreeMap<String, String>,
+    /// The variables MCP server files name (`bearer_env`, `headers_env`, `env`): read
+    /// like the rest, looked up by [`Settings::named_var`].
+    named: BTreeMap<String, String>,
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the collector's base URL (`/v1/traces` is added).
     pub otel_endpoint: Option<String>,
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the full traces URL, used as is.
@@ -143,6 +146,7 @@ impl Settings {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         Ok(Settings {
+            named: vars.clone(),
             openai_api_key: get("OPENAI_API_KEY"),
             openai_base_url: get("OPENAI_BASE_URL"),
             openai_cache_fields_off: get("OPENAI_CACHE_FIELDS").is_some_and(|v| {
@@ -189,6 +193,12 @@ impl Settings {
             public_url: get("STEWARD_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string()),
             data_key,
         })
+    }
+
+    /// A variable a config file names by its name (an MCP server's token); `None` when
+    /// unset or empty.
+    pub fn named_var(&self, name: &str) -> Option<String> {
+        self.named.get(name).cloned()
     }
 
     /// The token of generic hook `name` (`STEWARD_HOOK_<NAME>_TOKEN`).

@@ -5,6 +5,7 @@ pub mod adf;
 pub mod adf_text;
 pub mod github;
 pub mod jira;
+pub mod mcp;
 pub mod notion;
 pub mod search;
 pub mod slack;

@@ -128,7 +128,12 @@ pub async fn prepare<'a>(
 
     let skills = Arc::new(RunSkills::new(runner.skills.clone(), &agent.skills));
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
-    let allowed = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate);
+    // `mcp:<server>` entries stand for the server's tools as connected.
+    let registered = runner.tools.names();
+    let allowed: Vec<String> = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate)
+        .into_iter()
+        .flat_map(|t| crate::config::mcp::expand(&t, registered.iter()).unwrap_or_else(|| vec![t]))
+        .collect();
     let child_totals = Arc::new(ChildTotals::default());
     // Only a direct message is read by the asker alone; anywhere else others read the
     // answer, so private Slack search hits are linked there, never quoted.

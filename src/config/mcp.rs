@@ -1,0 +1,215 @@
+//! MCP servers (`mcp/<name>.yaml`): where a Model Context Protocol server lives (a
+//! Streamable HTTP URL or a command run over stdio) and how long steward waits for it.
+//! Secrets never sit in the file: headers and child environment name environment
+//! variables, read when steward connects.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::types::duration::HumanDuration;
+
+/// How long a call may take by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long connecting (and listing tools) may take by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Between a server's name and its tool's in the names the model sees.
+pub const SEPARATOR: &str = "__";
+
+/// One `mcp/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSpec {
+    /// A Streamable HTTP endpoint (`https://…/mcp`).
+    pub url: Option<String>,
+    /// A program speaking MCP over stdio.
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The environment variable holding a bearer token for `url`.
+    pub bearer_env: Option<String>,
+    /// Header name → environment variable holding its value, for `url`.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
+    /// Variable name in the child → steward's environment variable holding its value,
+    /// for `command`. The child gets nothing else of steward's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Longest one tool call may take (default 60s).
+    pub timeout: Option<HumanDuration>,
+    /// Longest connecting and listing its tools may take (default 10s).
+    pub connect_timeout: Option<HumanDuration>,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    Http {
+        url: String,
+        bearer_env: Option<String>,
+        headers_env: BTreeMap<String, String>,
+    },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+}
+
+/// A validated MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    pub name: String,
+    pub transport: McpTransport,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+/// An environment variable name (`GITHUB_MCP_TOKEN`).
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A server name usable as a tool-name prefix.
+pub fn is_server_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.contains(SEPARATOR)
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// Validates `spec` as server `name`; problems as (key, value, message).
+pub fn build(name: &str, spec: McpSpec) -> Result<McpServer, Vec<(&'static str, String, String)>> {
+    let mut problems = Vec::new();
+    if !is_server_name(name) {
+        problems.push((
+            "url",
+            String::new(),
+            format!("server name '{name}' (the file name) must be lowercase letters, digits, - and _, without '__'"),
+        ));
+    }
+    let envs = (spec.bearer_env.iter().map(|v| ("bearer_env", v)))
+        .chain(spec.headers_env.values().map(|v| ("headers_env", v)))
+        .chain(spec.env.values().map(|v| ("env", v)));
+    for (key, v) in envs {
+        if !is_env_name(v) {
+            problems.push((
+                key,
+                v.clone(),
+                format!("'{v}' is not an environment variable name: secrets are named, never written here"),
+            ));
+        }
+    }
+    let transport = match (spec.url, spec.command) {
+        (Some(url), None) => {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                problems.push(("url", url.clone(), format!("'{url}' is not an http(s) URL")));
+            }
+            if !spec.env.is_empty() || !spec.args.is_empty() {
+                problems.push((
+                    "args",
+                    String::new(),
+                    "args and env apply to command servers".into(),
+                ));
+            }
+            McpTransport::Http {
+                url,
+                bearer_env: spec.bearer_env,
+                headers_env: spec.headers_env,
+            }
+        }
+        (None, Some(command)) => {
+            if spec.bearer_env.is_some() || !spec.headers_env.is_empty() {
+                problems.push((
+                    "command",
+                    String::new(),
+                    "bearer_env and headers_env apply to url servers".into(),
+                ));
+            }
+            McpTransport::Stdio {
+                command,
+                args: spec.args,
+                env: spec.env,
+            }
+        }
+        _ => {
+            problems.push((
+                "url",
+                String::new(),
+                "an MCP server has either url (Streamable HTTP) or command (stdio)".into(),
+            ));
+            return Err(problems);
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(McpServer {
+        name: name.to_string(),
+        transport,
+        timeout: spec.timeout.map_or(DEFAULT_TIMEOUT, |d| d.0),
+        connect_timeout: spec.connect_timeout.map_or(DEFAULT_CONNECT_TIMEOUT, |d| d.0),
+    })
+}
+
+/// The registry names an agent's `mcp:` tool entry stands for, among `names`:
+/// `mcp:github` → every `github__*`, `mcp:github/search` → `github__search`. `None` for
+/// an entry that is not an MCP one.
+pub fn expand<'a>(entry: &str, names: impl Iterator<Item = &'a String>) -> Option<Vec<String>> {
+    let rest = entry.strip_prefix("mcp:")?;
+    Some(match rest.split_once('/') {
+        Some((server, tool)) => vec![format!("{server}{SEPARATOR}{tool}")],
+        None => {
+            let prefix = format!("{rest}{SEPARATOR}");
+            names.filter(|n| n.starts_with(&prefix)).cloned().collect()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> McpSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn servers_are_urls_or_commands_with_named_secrets() {
+        let s = build(
+            "github",
+            spec("url: https://api.example.com/mcp\nbearer_env: GITHUB_MCP_TOKEN\n"),
+        )
+        .unwrap();
+        assert!(matches!(s.transport, McpTransport::Http { .. }));
+        assert_eq!(s.timeout, DEFAULT_TIMEOUT);
+        let s = build(
+            "notes",
+            spec("command: notes-mcp\nargs: [--stdio]\nenv: {NOTES_KEY: NOTES_KEY}\ntimeout: 5s\n"),
+        )
+        .unwrap();
+        assert_eq!(s.timeout, Duration::from_secs(5));
+        let bad = build("x", spec("url: https://a/mcp\nbearer_env: 'ghp_literal123'\n")).unwrap_err();
+        assert!(bad[0].2.contains("not an environment variable name"), "{bad:?}");
+        assert!(build("x", spec("args: []\n")).is_err());
+        assert!(build("a__b", spec("url: https://a/mcp\n")).is_err());
+    }
+
+    #[test]
+    fn entries_expand_to_registry_names() {
+        let names = [
+            "github__search".to_string(),
+            "github__get_issue".to_string(),
+            "notes__find".to_string(),
+        ];
+        assert_eq!(
+            expand("mcp:github", names.iter()).unwrap(),
+            ["github__search", "github__get_issue"]
+        );
+        assert_eq!(expand("mcp:notes/find", names.iter()).unwrap(), ["notes__find"]);
+        assert!(expand("http_fetch", names.iter()).is_none());
+    }
+}

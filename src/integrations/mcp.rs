@@ -1,0 +1,269 @@
+//! MCP servers as tools: steward connects to each server of `mcp/` when it starts
+//! (Streamable HTTP or a stdio child process, with the official `rmcp` client), lists
+//! its tools, and registers each as `<server>__<tool>` with the server's JSON schema.
+//! Calls then go through the run's gateway like any tool (grant, caps, recording,
+//! spans). A server that is down at start is skipped with a warning; a server that goes
+//! away later makes its calls fail as tool errors the model reads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+use crate::config::mcp::{McpServer, McpTransport, SEPARATOR};
+use crate::files::{FileSource, NewFile};
+use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+
+/// A connected server.
+pub struct McpConnection {
+    server: McpServer,
+    client: RunningService<RoleClient, ()>,
+}
+
+/// A server could not be reached or listed.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP server '{server}': {message}")]
+pub struct McpError {
+    pub server: String,
+    pub message: String,
+}
+
+fn fail(server: &McpServer, message: impl std::fmt::Display) -> McpError {
+    McpError {
+        server: server.name.clone(),
+        message: message.to_string(),
+    }
+}
+
+/// Connects to `server`, reading the secrets it names with `var`.
+pub async fn connect(
+    server: &McpServer,
+    http: reqwest::Client,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<McpConnection, McpError> {
+    let needed = |name: &str| var(name).ok_or_else(|| fail(server, format!("{name} is not set")));
+    let connecting = async {
+        match &server.transport {
+            McpTransport::Http {
+                url,
+                bearer_env,
+                headers_env,
+            } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(env) = bearer_env {
+                    config = config.auth_header(needed(env)?);
+                }
+                let mut headers = std::collections::HashMap::new();
+                for (header, env) in headers_env {
+                    let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                        .map_err(|e| fail(server, format!("header {header}: {e}")))?;
+                    let value = reqwest::header::HeaderValue::from_str(&needed(env)?)
+                        .map_err(|e| fail(server, format!("header {header}: {e}")))?;
+                    headers.insert(name, value);
+                }
+                let transport =
+                    StreamableHttpClientTransport::with_client(http, config.custom_headers(headers));
+                ().serve(transport).await.map_err(|e| fail(server, e))
+            }
+            McpTransport::Stdio { command, args, env } => {
+                let mut values = BTreeMap::new();
+                for (child, ours) in env {
+                    values.insert(child.clone(), needed(ours)?);
+                }
+                let cmd = tokio::process::Command::new(command).configure(|c| {
+                    // The child sees only what its file names, nothing else of steward's.
+                    c.args(args).env_clear().envs(&values);
+                    if let Some(path) = std::env::var_os("PATH") {
+                        c.env("PATH", path);
+                    }
+                });
+                let transport = TokioChildProcess::new(cmd)
+                    .map_err(|e| fail(server, format!("cannot start {command}: {e}")))?;
+                ().serve(transport).await.map_err(|e| fail(server, e))
+            }
+        }
+    };
+    let client = tokio::time::timeout(server.connect_timeout, connecting)
+        .await
+        .map_err(|_| {
+            fail(
+                server,
+                format!(
+                    "no answer within {}s while connecting",
+                    server.connect_timeout.as_secs()
+                ),
+            )
+        })??;
+    Ok(McpConnection {
+        server: server.clone(),
+        client,
+    })
+}
+
+impl McpConnection {
+    /// The server's tools, as steward tools named `<server>__<tool>`.
+    pub async fn tools(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
+        let listed = tokio::time::timeout(self.server.connect_timeout, self.client.list_all_tools())
+            .await
+            .map_err(|_| fail(&self.server, "no answer while listing tools"))?
+            .map_err(|e| fail(&self.server, e))?;
+        Ok(listed
+            .into_iter()
+            .map(|t| {
+                let remote = t.name.to_string();
+                let schema = Value::Object((*t.input_schema).clone());
+                let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+                Arc::new(McpTool {
+                    spec: ToolSpec {
+                        name: format!("{}{SEPARATOR}{remote}", self.server.name),
+                        description: t.description.as_deref().unwrap_or_default().to_string(),
+                        parameters: schema,
+                        // A server's word that a tool only reads is taken; anything else
+                        // may change something.
+                        effect: if read_only {
+                            Effect::ReadOnly
+                        } else {
+                            Effect::SideEffecting
+                        },
+                    },
+                    remote,
+                    connection: self.clone(),
+                }) as Arc<dyn Tool>
+            })
+            .collect())
+    }
+}
+
+/// Connects to every server and returns their tools, with one warning per server that
+/// could not be used (it is skipped; steward starts without it).
+pub async fn connect_all(
+    servers: &BTreeMap<String, McpServer>,
+    http: reqwest::Client,
+    var: &dyn Fn(&str) -> Option<String>,
+    taken: &dyn Fn(&str) -> bool,
+) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
+    let mut tools = Vec::new();
+    let mut warnings = Vec::new();
+    for server in servers.values() {
+        let listed = match connect(server, http.clone(), var).await {
+            Ok(c) => Arc::new(c).tools().await,
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(found) => {
+                for t in found {
+                    let name = t.spec().name.clone();
+                    if taken(&name) {
+                        warnings.push(format!(
+                            "MCP server '{}': tool {name} collides with a built-in tool; skipped",
+                            server.name
+                        ));
+                    } else {
+                        tools.push(t);
+                    }
+                }
+            }
+            Err(e) => warnings.push(format!("{e}; its tools are unavailable")),
+        }
+    }
+    (tools, warnings)
+}
+
+/// One tool of a connected server.
+struct McpTool {
+    spec: ToolSpec,
+    remote: String,
+    connection: Arc<McpConnection>,
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
+        let server = &self.connection.server;
+        let arguments = match args {
+            Value::Object(map) => map,
+            Value::Null => Default::default(),
+            other => {
+                return Err(ToolError::Model(format!(
+                    "arguments must be an object, not {other}"
+                )));
+            }
+        };
+        let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
+        let answer = tokio::time::timeout(server.timeout, self.connection.client.call_tool(request))
+            .await
+            .map_err(|_| {
+                ToolError::Model(format!(
+                    "MCP server '{}' did not answer within {}s",
+                    server.name,
+                    server.timeout.as_secs()
+                ))
+            })?
+            .map_err(|e| ToolError::Model(format!("MCP server '{}': {e}", server.name)))?;
+        let mut text = Vec::new();
+        for (i, block) in answer.content.iter().enumerate() {
+            match block {
+                ContentBlock::Text(t) => text.push(t.text.clone()),
+                ContentBlock::Image(image) => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(image.data.as_bytes())
+                        .map_err(|e| {
+                            ToolError::Model(format!(
+                                "MCP server '{}' sent an unreadable image: {e}",
+                                server.name
+                            ))
+                        })?;
+                    let ext = image.mime_type.rsplit('/').next().unwrap_or("bin");
+                    let file = ctx
+                        .files
+                        .add(
+                            NewFile {
+                                name: format!("{}-{}-{i}.{ext}", self.spec.name, ctx.call_id),
+                                mime: image.mime_type.clone(),
+                                content: bytes,
+                            },
+                            FileSource::ToolOutput,
+                            None,
+                        )
+                        .await
+                        .map_err(|e| ToolError::Model(format!("cannot keep the image: {e}")))?;
+                    text.push(format!(
+                        "[image {} ({}), file {}]",
+                        i + 1,
+                        image.mime_type,
+                        file.id
+                    ));
+                }
+                other => text.push(serde_json::to_string(other).unwrap_or_default()),
+            }
+        }
+        if text.is_empty()
+            && let Some(structured) = &answer.structured_content
+        {
+            text.push(structured.to_string());
+        }
+        let text = text.join("\n");
+        if answer.is_error == Some(true) {
+            return Err(ToolError::Model(text));
+        }
+        Ok(ToolOutput::text(text))
+    }
+
+    async fn mock(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
+        Err(ToolError::Model(format!(
+            "no mock recorded for MCP tool {}: give the eval case a mock for it (mocks: {{{}: {{result: ...}}}})",
+            self.spec.name, self.spec.name
+        )))
+    }
+}

@@ -1,0 +1,369 @@
+//! MCP servers as tools, against a real MCP server built with `rmcp`'s server side and
+//! served over Streamable HTTP on 127.0.0.1: tools listed and called through the run's
+//! gateway, the grant enforced, large and image results as files, error results as tool
+//! errors, a server down at start skipped, a server gone mid-run a tool error.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use serde_json::json;
+use steward::config::mcp::{McpServer, McpTransport};
+use steward::config::{AgentConfig, Config, Known};
+use steward::tools::ToolRegistry;
+use steward::triggers::TriggerEvent;
+use steward::types::ModelRef;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "mcp-test-token";
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    /// First number
+    a: i64,
+    /// Second number
+    b: i64,
+}
+
+#[derive(Clone)]
+struct Demo {
+    tool_router: ToolRouter<Demo>,
+}
+
+#[tool_router]
+impl Demo {
+    fn new() -> Self {
+        Demo {
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(description = "Add two integers")]
+    async fn add(
+        &self,
+        Parameters(AddArgs { a, b }): Parameters<AddArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            (a + b).to_string(),
+        )]))
+    }
+
+    #[tool(description = "Always fails")]
+    async fn fail(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::error(vec![ContentBlock::text(
+            "the widget service is down",
+        )]))
+    }
+
+    #[tool(description = "Returns 2 MB of log")]
+    async fn big(&self) -> Result<CallToolResult, ErrorData> {
+        let line = "2026-01-05T09:00:00Z gateway INFO request served in 12 ms\n";
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            line.repeat(2_000_000 / line.len()),
+        )]))
+    }
+
+    #[tool(description = "Returns a PNG")]
+    async fn image(&self) -> Result<CallToolResult, ErrorData> {
+        // A 1x1 PNG.
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+        Ok(CallToolResult::success(vec![ContentBlock::image(
+            png,
+            "image/png",
+        )]))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Demo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("demo", "0.1.0"))
+    }
+}
+
+/// The demo server behind a bearer-token check; its URL and the task serving it.
+async fn demo_server() -> (String, tokio::task::JoinHandle<()>) {
+    let service = StreamableHttpService::new(
+        || Ok(Demo::new()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                let ok = req
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v == format!("Bearer {TOKEN}").as_str());
+                if !ok {
+                    return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                }
+                next.run(req).await
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (url, task)
+}
+
+use axum::response::IntoResponse;
+
+fn server(url: &str) -> BTreeMap<String, McpServer> {
+    [(
+        "demo".to_string(),
+        McpServer {
+            name: "demo".into(),
+            transport: McpTransport::Http {
+                url: url.into(),
+                bearer_env: Some("DEMO_MCP_TOKEN".into()),
+                headers_env: BTreeMap::new(),
+            },
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+        },
+    )]
+    .into()
+}
+
+fn var(name: &str) -> Option<String> {
+    (name == "DEMO_MCP_TOKEN").then(|| TOKEN.to_string())
+}
+
+async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, Vec<String>) {
+    let mut reg = ToolRegistry::core(Default::default());
+    let builtin = reg.names();
+    let (found, warnings) =
+        steward::integrations::mcp::connect_all(servers, steward::http::client().unwrap(), &var, &|n| {
+            builtin.contains(n)
+        })
+        .await;
+    for t in found {
+        reg.register(t);
+    }
+    (reg, warnings)
+}
+
+fn agent(tools: &[&str]) -> AgentConfig {
+    AgentConfig::new(
+        "operator",
+        ModelRef::parse("openai/gpt-4.1").unwrap(),
+        "You operate things.",
+        tools.iter().map(|t| t.to_string()).collect(),
+    )
+}
+
+fn results(fake: &FakeModel) -> Vec<(String, String)> {
+    let last = fake.requests().last().unwrap().body.clone();
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
+    let (url, _server) = demo_server().await;
+    let (reg, warnings) = registry_with(&server(&url)).await;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    for name in ["demo__add", "demo__fail", "demo__big", "demo__image"] {
+        assert!(
+            reg.names().contains(name),
+            "{name} missing from {:?}",
+            reg.names()
+        );
+    }
+    let add = reg.get("demo__add").unwrap();
+    assert_eq!(add.spec().parameters["properties"]["a"]["type"], "integer");
+
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[
+        ("c1", "demo__add", r#"{"a": 2, "b": 3}"#),
+        ("c2", "demo__fail", "{}"),
+        ("c3", "demo__big", "{}"),
+        ("c4", "demo__image", "{}"),
+    ])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let out = runner
+        .run(
+            &agent(&["mcp:demo"]),
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.final_text.as_deref(), Some("done"));
+    // The model was offered the server's tools under their steward names.
+    let offered: Vec<String> = fake.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(offered.contains(&"demo__add".to_string()), "{offered:?}");
+    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    assert_eq!(r["c1"], "5");
+    assert_eq!(r["c2"], "error: the widget service is down");
+    assert!(
+        r["c3"].contains("The whole text is file f_"),
+        "{}",
+        &r["c3"][r["c3"].len().saturating_sub(400)..]
+    );
+    assert!(r["c3"].len() < 20_000, "a preview, not 2 MB");
+    assert!(
+        r["c4"].contains("image/png") && r["c4"].contains("file f_"),
+        "{}",
+        r["c4"]
+    );
+    // Recorded like any call.
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    let calls: Vec<&str> = events
+        .iter()
+        .filter(|e| e.kind == "tool_call")
+        .map(|e| e.data["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(calls, ["demo__add", "demo__fail", "demo__big", "demo__image"]);
+}
+
+#[tokio::test]
+async fn a_single_granted_tool_is_all_the_agent_gets() {
+    let (url, _server) = demo_server().await;
+    let (reg, _) = registry_with(&server(&url)).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[
+        ("c1", "demo__fail", "{}"),
+        ("c2", "demo__add", r#"{"a": 1, "b": 1}"#),
+    ])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    runner
+        .run(
+            &agent(&["mcp:demo/add"]),
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let offered = fake.requests()[0].body["tools"].to_string();
+    assert!(
+        offered.contains("demo__add") && !offered.contains("demo__fail"),
+        "{offered}"
+    );
+    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    assert!(
+        r["c1"].contains("unknown tool 'demo__fail'"),
+        "refused: {}",
+        r["c1"]
+    );
+    assert_eq!(r["c2"], "2");
+}
+
+#[tokio::test]
+async fn a_server_down_at_start_is_skipped_and_one_gone_mid_run_is_a_tool_error() {
+    // Down at start (nothing listens), or refusing our token: a warning each.
+    let dead = server("http://127.0.0.1:9/mcp");
+    let (reg, warnings) = registry_with(&dead).await;
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].starts_with("MCP server 'demo':") && warnings[0].ends_with("its tools are unavailable"),
+        "{warnings:?}"
+    );
+    assert!(!reg.names().iter().any(|n| n.starts_with("demo__")));
+
+    let (url, server_task) = demo_server().await;
+    let (reg, _) = registry_with(&server(&url)).await;
+    server_task.abort();
+    let _ = server_task.await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "demo__add",
+        r#"{"a": 2, "b": 3}"#,
+    )])));
+    fake.push(Reply::ok(openai_text("the server is gone")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let out = runner
+        .run(
+            &agent(&["mcp:demo"]),
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.final_text.as_deref(),
+        Some("the server is gone"),
+        "the run went on"
+    );
+    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    assert!(r["c1"].starts_with("error: MCP server 'demo'"), "{}", r["c1"]);
+}
+
+#[test]
+fn mcp_files_and_entries_are_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "prompts/p.md", "You operate things.");
+    write(
+        root,
+        "mcp/demo.yaml",
+        "url: https://mcp.example.com/mcp\nbearer_env: DEMO_MCP_TOKEN\n",
+    );
+    write(
+        root,
+        "mcp/bad.yaml",
+        "url: https://mcp.example.com/mcp\nbearer_env: ghp_literalsecret\n",
+    );
+    write(root, "mcp/both.yaml", "url: https://x/mcp\ncommand: x\n");
+    write(
+        root,
+        "agents/operator.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:demo, mcp:nowhere/search]\n",
+    );
+    let err = Config::load(
+        root,
+        &Known {
+            tools: Default::default(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("mcp/bad.yaml:2:") && err.contains("not an environment variable name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mcp/both.yaml:1:1: an MCP server has either url"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agents/operator.yaml:3:") && err.contains("unknown MCP server 'nowhere'"),
+        "{err}"
+    );
+    assert!(!err.contains("mcp:demo,"), "{err}");
+}
