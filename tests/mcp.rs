@@ -367,3 +367,27 @@ fn mcp_files_and_entries_are_validated() {
     );
     assert!(!err.contains("mcp:demo,"), "{err}");
 }
+
+#[tokio::test]
+async fn a_script_calls_an_mcp_tool_through_the_gateway() {
+    let (url, _server) = demo_server().await;
+    let (reg, _) = registry_with(&server(&url)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "mcp/demo.yaml", &format!("url: {url}\nbearer_env: DEMO_MCP_TOKEN\n"));
+    write(root, "scripts/sum.rhai", "let r = tool(\"demo__add\", #{a: 20, b: 22});\nreply(`the sum is ${r}`);\n");
+    write(
+        root,
+        "agents/summer.yaml",
+        "coordinator: script\nscript: scripts/sum.rhai\ntools: [mcp:demo/add]\ntriggers:\n  - webhook: {name: sum}\n",
+    );
+    let config = Config::load(root, &Known { tools: reg.names(), skills: Default::default() }).unwrap_or_else(|d| panic!("{d}"));
+    let fake = FakeModel::start().await;
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let agent = config.agent("summer").unwrap();
+    let out = runner
+        .run(&agent, &TriggerEvent::from_cli(json!({"text": "go"})), None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.final_text.as_deref(), Some("the sum is 42"), "{out:?}");
+}

@@ -825,7 +825,14 @@ fn check_script(
     }
     let base: Vec<&str> = super::BASE_TOOLS.to_vec();
     for (line, col, tool) in crate::sandbox::literal_tools(source) {
-        if !allowed.contains(&tool) && !base.contains(&tool.as_str()) {
+        // `mcp:<server>` grants every `<server>__…` tool, `mcp:<server>/<tool>` one.
+        let via_mcp = allowed.iter().any(|a| {
+            a.strip_prefix("mcp:").is_some_and(|rest| match rest.split_once('/') {
+                Some((server, one)) => tool == format!("{server}{}{one}", super::mcp::SEPARATOR),
+                None => tool.starts_with(&format!("{rest}{}", super::mcp::SEPARATOR)),
+            })
+        });
+        if !allowed.contains(&tool) && !base.contains(&tool.as_str()) && !via_mcp {
             diags.push(Diagnostic::new(
                 file,
                 line,
