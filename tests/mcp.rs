@@ -374,20 +374,151 @@ async fn a_script_calls_an_mcp_tool_through_the_gateway() {
     let (reg, _) = registry_with(&server(&url)).await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "mcp/demo.yaml", &format!("url: {url}\nbearer_env: DEMO_MCP_TOKEN\n"));
-    write(root, "scripts/sum.rhai", "let r = tool(\"demo__add\", #{a: 20, b: 22});\nreply(`the sum is ${r}`);\n");
+    write(
+        root,
+        "mcp/demo.yaml",
+        &format!("url: {url}\nbearer_env: DEMO_MCP_TOKEN\n"),
+    );
+    write(
+        root,
+        "scripts/sum.rhai",
+        "let r = tool(\"demo__add\", #{a: 20, b: 22});\nreply(`the sum is ${r}`);\n",
+    );
     write(
         root,
         "agents/summer.yaml",
         "coordinator: script\nscript: scripts/sum.rhai\ntools: [mcp:demo/add]\ntriggers:\n  - webhook: {name: sum}\n",
     );
-    let config = Config::load(root, &Known { tools: reg.names(), skills: Default::default() }).unwrap_or_else(|d| panic!("{d}"));
+    let config = Config::load(
+        root,
+        &Known {
+            tools: reg.names(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
     let fake = FakeModel::start().await;
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
     let agent = config.agent("summer").unwrap();
     let out = runner
-        .run(&agent, &TriggerEvent::from_cli(json!({"text": "go"})), None, CancellationToken::new())
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(out.final_text.as_deref(), Some("the sum is 42"), "{out:?}");
+}
+
+/// The example stdio server, built by `cargo test` next to the test binaries.
+fn stdio_demo() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let debug = exe.parent().unwrap().parent().unwrap();
+    debug.join("examples").join("mcp_stdio_demo")
+}
+
+#[tokio::test]
+async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
+    let command = stdio_demo();
+    assert!(
+        command.exists(),
+        "{} (cargo test builds the examples)",
+        command.display()
+    );
+    let servers: BTreeMap<String, McpServer> = [(
+        "local".to_string(),
+        McpServer {
+            name: "local".into(),
+            transport: McpTransport::Stdio {
+                command: command.display().to_string(),
+                args: Vec::new(),
+                env: [("DEMO_GREETING".to_string(), "DEMO_MCP_TOKEN".to_string())].into(),
+            },
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+        },
+    )]
+    .into();
+    let (reg, warnings) = registry_with(&servers).await;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[(
+        "c1",
+        "local__add",
+        r#"{"a": 40, "b": 2}"#,
+    )])));
+    fake.push(Reply::ok(openai_text("done")));
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    runner
+        .run(
+            &agent(&["mcp:local"]),
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    assert_eq!(r["c1"], format!("42 ({TOKEN}; steward's keys visible: false)"));
+
+    // A command that is not there: a warning naming the server, not a failed start.
+    let mut missing = servers.clone();
+    if let Some(s) = missing.get_mut("local") {
+        s.transport = McpTransport::Stdio {
+            command: "/nonexistent/mcp-server".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+        };
+    }
+    let (_, warnings) = registry_with(&missing).await;
+    assert!(
+        warnings[0].starts_with("MCP server 'local': cannot start /nonexistent/mcp-server"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn approval_gates_one_mcp_tool_not_a_whole_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "prompts/p.md", "You operate things.");
+    write(root, "mcp/demo.yaml", "url: https://mcp.example.com/mcp\n");
+    write(
+        root,
+        "agents/gated.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:demo, {name: mcp:demo/add, approval: required}]\n",
+    );
+    let config = Config::load(
+        root,
+        &Known {
+            tools: Default::default(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    assert!(
+        config
+            .agent("gated")
+            .unwrap()
+            .approval
+            .tools
+            .contains("demo__add")
+    );
+    write(
+        root,
+        "agents/gated.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [{name: mcp:demo, approval: required}]\n",
+    );
+    let err = Config::load(
+        root,
+        &Known {
+            tools: Default::default(),
+            skills: Default::default(),
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("applies to one MCP tool"), "{err}");
 }

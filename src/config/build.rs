@@ -338,11 +338,25 @@ fn build_approval(
     is_llm: bool,
     diags: &mut Vec<Diagnostic>,
 ) -> super::ApprovalSettings {
-    let gated: BTreeSet<String> = tools
-        .iter()
-        .filter(|t| t.needs_approval())
-        .map(|t| t.name().to_string())
-        .collect();
+    let mut gated: BTreeSet<String> = BTreeSet::new();
+    for t in tools.iter().filter(|t| t.needs_approval()) {
+        let name = t.name();
+        // One MCP tool is gated under the name its calls carry; a whole server cannot
+        // be (its tools are known only once connected).
+        match name.strip_prefix("mcp:").map(|rest| rest.split_once('/')) {
+            Some(Some((server, tool))) => {
+                gated.insert(format!("{server}{}{tool}", super::mcp::SEPARATOR));
+            }
+            Some(None) => diags.push(src.error_at(
+                "approval",
+                Some(name),
+                format!("'approval: required' applies to one MCP tool ({name}/<tool>), not a whole server"),
+            )),
+            None => {
+                gated.insert(name.to_string());
+            }
+        }
+    }
     if let Some(first) = gated.iter().next()
         && !is_llm
     {
@@ -827,10 +841,11 @@ fn check_script(
     for (line, col, tool) in crate::sandbox::literal_tools(source) {
         // `mcp:<server>` grants every `<server>__…` tool, `mcp:<server>/<tool>` one.
         let via_mcp = allowed.iter().any(|a| {
-            a.strip_prefix("mcp:").is_some_and(|rest| match rest.split_once('/') {
-                Some((server, one)) => tool == format!("{server}{}{one}", super::mcp::SEPARATOR),
-                None => tool.starts_with(&format!("{rest}{}", super::mcp::SEPARATOR)),
-            })
+            a.strip_prefix("mcp:")
+                .is_some_and(|rest| match rest.split_once('/') {
+                    Some((server, one)) => tool == format!("{server}{}{one}", super::mcp::SEPARATOR),
+                    None => tool.starts_with(&format!("{rest}{}", super::mcp::SEPARATOR)),
+                })
         });
         if !allowed.contains(&tool) && !base.contains(&tool.as_str()) && !via_mcp {
             diags.push(Diagnostic::new(
