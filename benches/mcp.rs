@@ -3,17 +3,16 @@
 //! calls it, against a built-in tool doing the same work. Median and p90 over 1,000
 //! calls each. Run with `cargo bench --bench mcp`.
 
+#[path = "../tests/support/mcp_demo.rs"]
+mod mcp_demo;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 use steward::config::mcp::{McpServer, McpTransport};
 use steward::files::RunFiles;
@@ -22,44 +21,6 @@ use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult
 use tokio_util::sync::CancellationToken;
 
 const CALLS: usize = 1_000;
-
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    a: i64,
-    b: i64,
-}
-
-#[derive(Clone)]
-struct Demo {
-    tool_router: ToolRouter<Demo>,
-}
-
-#[tool_router]
-impl Demo {
-    fn new() -> Self {
-        Demo {
-            tool_router: Self::tool_router(),
-        }
-    }
-
-    #[tool(description = "Add two integers")]
-    async fn add(
-        &self,
-        Parameters(AddArgs { a, b }): Parameters<AddArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        Ok(CallToolResult::success(vec![ContentBlock::text(
-            (a + b).to_string(),
-        )]))
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for Demo {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("bench", "0.1.0"))
-    }
-}
 
 /// The same work as a built-in tool.
 struct Add(ToolSpec);
@@ -86,7 +47,7 @@ fn summary(mut micros: Vec<f64>) -> (f64, f64) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let service = StreamableHttpService::new(
-        || Ok(Demo::new()),
+        || Ok(mcp_demo::Demo::new()),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );

@@ -5,15 +5,14 @@
 
 mod support;
 
+#[path = "support/mcp_demo.rs"]
+mod mcp_demo;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::json;
 use steward::config::mcp::{McpServer, McpTransport};
 use steward::config::{AgentConfig, Config, Known};
@@ -25,75 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "mcp-test-token";
 
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    /// First number
-    a: i64,
-    /// Second number
-    b: i64,
-}
-
-#[derive(Clone)]
-struct Demo {
-    tool_router: ToolRouter<Demo>,
-}
-
-#[tool_router]
-impl Demo {
-    fn new() -> Self {
-        Demo {
-            tool_router: Self::tool_router(),
-        }
-    }
-
-    #[tool(description = "Add two integers")]
-    async fn add(
-        &self,
-        Parameters(AddArgs { a, b }): Parameters<AddArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        Ok(CallToolResult::success(vec![ContentBlock::text(
-            (a + b).to_string(),
-        )]))
-    }
-
-    #[tool(description = "Always fails")]
-    async fn fail(&self) -> Result<CallToolResult, ErrorData> {
-        Ok(CallToolResult::error(vec![ContentBlock::text(
-            "the widget service is down",
-        )]))
-    }
-
-    #[tool(description = "Returns 2 MB of log")]
-    async fn big(&self) -> Result<CallToolResult, ErrorData> {
-        let line = "2026-01-05T09:00:00Z gateway INFO request served in 12 ms\n";
-        Ok(CallToolResult::success(vec![ContentBlock::text(
-            line.repeat(2_000_000 / line.len()),
-        )]))
-    }
-
-    #[tool(description = "Returns a PNG")]
-    async fn image(&self) -> Result<CallToolResult, ErrorData> {
-        // A 1x1 PNG.
-        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
-        Ok(CallToolResult::success(vec![ContentBlock::image(
-            png,
-            "image/png",
-        )]))
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for Demo {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("demo", "0.1.0"))
-    }
-}
-
 /// The demo server behind a bearer-token check; its URL and the task serving it.
 async fn demo_server() -> (String, tokio::task::JoinHandle<()>) {
     let service = StreamableHttpService::new(
-        || Ok(Demo::new()),
+        || Ok(mcp_demo::Demo::new()),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );
@@ -165,22 +99,6 @@ fn agent(tools: &[&str]) -> AgentConfig {
     )
 }
 
-fn results(fake: &FakeModel) -> Vec<(String, String)> {
-    let last = fake.requests().last().unwrap().body.clone();
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
     let (url, _server) = demo_server().await;
@@ -196,24 +114,26 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
     let add = reg.get("demo__add").unwrap();
     assert_eq!(add.spec().parameters["properties"]["a"]["type"], "integer");
 
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[
-        ("c1", "demo__add", r#"{"a": 2, "b": 3}"#),
-        ("c2", "demo__fail", "{}"),
-        ("c3", "demo__big", "{}"),
-        ("c4", "demo__image", "{}"),
-    ])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    let out = runner
-        .run(
-            &agent(&["mcp:demo"]),
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    let OneRound {
+        fake,
+        out,
+        runner,
+        dir: _dir,
+        ..
+    } = one_round(
+        reg,
+        &agent(&["mcp:demo"]),
+        &trigger,
+        &[
+            ("c1", "demo__add", r#"{"a": 2, "b": 3}"#),
+            ("c2", "demo__fail", "{}"),
+            ("c3", "demo__big", "{}"),
+            ("c4", "demo__image", "{}"),
+        ],
+        "done",
+    )
+    .await;
     assert_eq!(out.final_text.as_deref(), Some("done"));
     // The model was offered the server's tools under their steward names.
     let offered: Vec<String> = fake.requests()[0].body["tools"]
@@ -223,7 +143,7 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
         .collect();
     assert!(offered.contains(&"demo__add".to_string()), "{offered:?}");
-    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    let r = tool_results(&fake);
     assert_eq!(r["c1"], "5");
     assert_eq!(r["c2"], "error: the widget service is down");
     assert!(
@@ -251,28 +171,24 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
 async fn a_single_granted_tool_is_all_the_agent_gets() {
     let (url, _server) = demo_server().await;
     let (reg, _) = registry_with(&server(&url)).await;
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[
-        ("c1", "demo__fail", "{}"),
-        ("c2", "demo__add", r#"{"a": 1, "b": 1}"#),
-    ])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    runner
-        .run(
-            &agent(&["mcp:demo/add"]),
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    let OneRound { fake, dir: _dir, .. } = one_round(
+        reg,
+        &agent(&["mcp:demo/add"]),
+        &trigger,
+        &[
+            ("c1", "demo__fail", "{}"),
+            ("c2", "demo__add", r#"{"a": 1, "b": 1}"#),
+        ],
+        "done",
+    )
+    .await;
     let offered = fake.requests()[0].body["tools"].to_string();
     assert!(
         offered.contains("demo__add") && !offered.contains("demo__fail"),
         "{offered}"
     );
-    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    let r = tool_results(&fake);
     assert!(
         r["c1"].contains("unknown tool 'demo__fail'"),
         "refused: {}",
@@ -297,29 +213,23 @@ async fn a_server_down_at_start_is_skipped_and_one_gone_mid_run_is_a_tool_error(
     let (reg, _) = registry_with(&server(&url)).await;
     server_task.abort();
     let _ = server_task.await;
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[(
-        "c1",
-        "demo__add",
-        r#"{"a": 2, "b": 3}"#,
-    )])));
-    fake.push(Reply::ok(openai_text("the server is gone")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    let out = runner
-        .run(
-            &agent(&["mcp:demo"]),
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    let OneRound {
+        fake, out, dir: _dir, ..
+    } = one_round(
+        reg,
+        &agent(&["mcp:demo"]),
+        &trigger,
+        &[("c1", "demo__add", r#"{"a": 2, "b": 3}"#)],
+        "the server is gone",
+    )
+    .await;
     assert_eq!(
         out.final_text.as_deref(),
         Some("the server is gone"),
         "the run went on"
     );
-    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
+    let r = tool_results(&fake);
     assert!(r["c1"].starts_with("error: MCP server 'demo'"), "{}", r["c1"]);
 }
 
@@ -443,25 +353,20 @@ async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
     .into();
     let (reg, warnings) = registry_with(&servers).await;
     assert!(warnings.is_empty(), "{warnings:?}");
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[(
-        "c1",
-        "local__add",
-        r#"{"a": 40, "b": 2}"#,
-    )])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    runner
-        .run(
-            &agent(&["mcp:local"]),
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
-    let r: BTreeMap<String, String> = results(&fake).into_iter().collect();
-    assert_eq!(r["c1"], format!("42 ({TOKEN}; steward's keys visible: false)"));
+    let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    let OneRound { fake, dir: _dir, .. } = one_round(
+        reg,
+        &agent(&["mcp:local"]),
+        &trigger,
+        &[("c1", "local__env", "{}")],
+        "done",
+    )
+    .await;
+    let r = tool_results(&fake);
+    assert_eq!(
+        r["c1"],
+        format!("greeting {TOKEN}; steward's variables visible: false")
+    );
 
     // A command that is not there: a warning naming the server, not a failed start.
     let mut missing = servers.clone();

@@ -427,19 +427,25 @@ async fn run_search_timed(
 ) -> (String, steward::run::RunOutcome, Duration) {
     let base = fakes(world).await;
     let clients = clients(&base);
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[("c1", tool, args)])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), registry(&clients), false).await;
     let trigger = TriggerEvent {
         source: "cron".into(),
         kind: "cron".into(),
         ..TriggerEvent::from_cli(json!({"text": "find the runbook"}))
     };
-    let out = runner
-        .run(&agent(&[tool]), &trigger, None, CancellationToken::new())
-        .await
-        .unwrap();
+    // The run's database lives in `dir`: keep it until the events are read.
+    let OneRound {
+        fake,
+        out,
+        runner,
+        dir: _dir,
+    } = one_round(
+        registry(&clients),
+        &agent(&[tool]),
+        &trigger,
+        &[("c1", tool, args)],
+        "done",
+    )
+    .await;
     let events = runner.store.run_events(&out.run_id).await.unwrap();
     let took = events
         .iter()
@@ -630,28 +636,20 @@ async fn a_configured_user_token_searches_for_runs_no_person_started() {
     let base = fakes(world.clone()).await;
     let mut clients = clients(&base);
     clients.slack_search_user = clients.slack.as_ref().map(|s| s.with_token("xoxp-search-user"));
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[(
-        "c1",
-        "slack_search",
-        r#"{"query": "runbook"}"#,
-    )])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (_dir, runner) = runner(providers(Some(&fake), None), registry(&clients), false).await;
     let trigger = TriggerEvent {
         source: "cron".into(),
         kind: "cron".into(),
         ..TriggerEvent::from_cli(json!({"text": "weekly digest"}))
     };
-    runner
-        .run(
-            &agent(&["slack_search"]),
-            &trigger,
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let calls = [("c1", "slack_search", r#"{"query": "runbook"}"#)];
+    let OneRound { fake, dir: _dir, .. } = one_round(
+        registry(&clients),
+        &agent(&["slack_search"]),
+        &trigger,
+        &calls,
+        "done",
+    )
+    .await;
     let asked = world.calls_to("assistant.search.context");
     assert_eq!(asked.len(), 1);
     assert!(

@@ -624,3 +624,52 @@ pub fn anthropic_sse(answer: &Value) -> String {
     out.push_str(&event("message_stop", json!({"type": "message_stop"})));
     out
 }
+
+/// A run of `agent` on `trigger` whose model asks for `calls` (`(id, tool, arguments)`)
+/// in one turn, then answers `answer`.
+pub struct OneRound {
+    pub fake: FakeModel,
+    pub out: steward::run::RunOutcome,
+    pub runner: Runner,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn one_round(
+    tools: ToolRegistry,
+    agent: &steward::config::AgentConfig,
+    trigger: &steward::triggers::TriggerEvent,
+    calls: &[(&str, &str, &str)],
+    answer: &str,
+) -> OneRound {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(calls)));
+    fake.push(Reply::ok(openai_text(answer)));
+    let (dir, runner) = runner(providers(Some(&fake), None), tools, false).await;
+    let out = runner
+        .run(agent, trigger, None, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    OneRound {
+        fake,
+        out,
+        runner,
+        dir,
+    }
+}
+
+/// What the model was given back for each tool call of the last request, by call id.
+pub fn tool_results(fake: &FakeModel) -> std::collections::BTreeMap<String, String> {
+    let last = fake.requests().last().unwrap().body.clone();
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
