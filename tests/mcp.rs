@@ -427,3 +427,29 @@ fn approval_gates_one_mcp_tool_not_a_whole_server() {
     .to_string();
     assert!(err.contains("applies to one MCP tool"), "{err}");
 }
+
+#[tokio::test]
+async fn a_server_that_hangs_while_connecting_is_skipped_after_its_timeout() {
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let _hold = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            open.push(tcp);
+        }
+    });
+    let mut servers = server(&url);
+    if let Some(s) = servers.get_mut("demo") {
+        s.connect_timeout = Duration::from_millis(500);
+    }
+    let started = std::time::Instant::now();
+    let (reg, warnings) = registry_with(&servers).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("MCP server 'demo': no answer within 500ms while connecting"),
+        "{warnings:?}"
+    );
+    assert!(!reg.names().iter().any(|n| n.starts_with("demo__")));
+}

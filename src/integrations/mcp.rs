@@ -93,13 +93,8 @@ pub async fn connect(
     let client = tokio::time::timeout(server.connect_timeout, connecting)
         .await
         .map_err(|_| {
-            fail(
-                server,
-                format!(
-                    "no answer within {}s while connecting",
-                    server.connect_timeout.as_secs()
-                ),
-            )
+            let limit = crate::types::duration::format_duration(server.connect_timeout);
+            fail(server, format!("no answer within {limit} while connecting"))
         })??;
     Ok(McpConnection {
         server: server.clone(),
@@ -108,14 +103,35 @@ pub async fn connect(
 }
 
 impl McpConnection {
-    /// The server's tools, as steward tools named `<server>__<tool>`.
-    pub async fn tools(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
+    /// The server's tools, as steward tools named `<server>__<tool>`, and a warning for
+    /// each tool that cannot be offered (a name or schema the model could not use).
+    pub async fn tools(self: &Arc<Self>) -> Result<(Vec<Arc<dyn Tool>>, Vec<String>), McpError> {
         let listed = tokio::time::timeout(self.server.connect_timeout, self.client.list_all_tools())
             .await
             .map_err(|_| fail(&self.server, "no answer while listing tools"))?
             .map_err(|e| fail(&self.server, e))?;
-        Ok(listed
-            .into_iter()
+        let mut warnings = Vec::new();
+        let usable = listed.into_iter().filter(|t| {
+            let name_ok = !t.name.is_empty()
+                && t.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            let schema_ok = t.input_schema.get("type").and_then(Value::as_str) == Some("object");
+            if !(name_ok && schema_ok) {
+                warnings.push(format!(
+                    "MCP server '{}': tool '{}' has {}; skipped",
+                    self.server.name,
+                    t.name,
+                    if name_ok {
+                        "an input schema that is not an object schema"
+                    } else {
+                        "a name the model cannot call"
+                    }
+                ));
+            }
+            name_ok && schema_ok
+        });
+        let tools = usable
             .map(|t| {
                 let remote = t.name.to_string();
                 let schema = Value::Object((*t.input_schema).clone());
@@ -137,7 +153,8 @@ impl McpConnection {
                     connection: self.clone(),
                 }) as Arc<dyn Tool>
             })
-            .collect())
+            .collect();
+        Ok((tools, warnings))
     }
 }
 
@@ -157,7 +174,8 @@ pub async fn connect_all(
             Err(e) => Err(e),
         };
         match listed {
-            Ok(found) => {
+            Ok((found, skipped)) => {
+                warnings.extend(skipped);
                 for t in found {
                     let name = t.spec().name.clone();
                     if taken(&name) {
@@ -205,9 +223,9 @@ impl Tool for McpTool {
             .await
             .map_err(|_| {
                 ToolError::Model(format!(
-                    "MCP server '{}' did not answer within {}s",
+                    "MCP server '{}' did not answer within {}",
                     server.name,
-                    server.timeout.as_secs()
+                    crate::types::duration::format_duration(server.timeout)
                 ))
             })?
             .map_err(|e| ToolError::Model(format!("MCP server '{}': {e}", server.name)))?;
