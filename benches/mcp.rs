@@ -78,17 +78,15 @@ async fn main() {
     )]
     .into();
     let mut reg = ToolRegistry::core(Default::default());
-    let (found, warnings) = steward::integrations::mcp::connect_all(
+    let (hub, warnings) = steward::integrations::mcp::connect_all(
         &servers,
         steward::http::client().unwrap(),
         &|_| None,
-        &|_| false,
+        reg.names(),
     )
     .await;
     assert!(warnings.is_empty(), "{warnings:?}");
-    for t in found {
-        reg.register(t);
-    }
+    reg.add_source(hub);
     reg.register(Arc::new(Add(ToolSpec {
         name: "add".into(),
         description: "Add two integers".into(),

@@ -9,6 +9,7 @@ mod support;
 mod mcp_demo;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -26,8 +27,9 @@ const TOKEN: &str = "mcp-test-token";
 
 /// The demo server behind a bearer-token check; its URL and the task serving it.
 async fn demo_server() -> (String, tokio::task::JoinHandle<()>) {
+    let shared = mcp_demo::Demo::tools();
     let service = StreamableHttpService::new(
-        || Ok(mcp_demo::Demo::new()),
+        move || Ok(mcp_demo::Demo::sharing(shared.clone())),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );
@@ -78,15 +80,10 @@ fn var(name: &str) -> Option<String> {
 
 async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, Vec<String>) {
     let mut reg = ToolRegistry::core(Default::default());
-    let builtin = reg.names();
-    let (found, warnings) =
-        steward::integrations::mcp::connect_all(servers, steward::http::client().unwrap(), &var, &|n| {
-            builtin.contains(n)
-        })
-        .await;
-    for t in found {
-        reg.register(t);
-    }
+    let (hub, warnings) =
+        steward::integrations::mcp::connect_all(servers, steward::http::client().unwrap(), &var, reg.names())
+            .await;
+    reg.add_source(hub);
     (reg, warnings)
 }
 
@@ -452,4 +449,49 @@ async fn a_server_that_hangs_while_connecting_is_skipped_after_its_timeout() {
         "{warnings:?}"
     );
     assert!(!reg.names().iter().any(|n| n.starts_with("demo__")));
+}
+
+#[tokio::test]
+async fn a_new_tool_is_picked_up_when_the_server_says_its_list_changed() {
+    let (url, _server) = demo_server().await;
+    let (reg, _) = registry_with(&server(&url)).await;
+    assert!(!reg.names().contains("demo__grown"));
+    let tools = Arc::new(reg);
+    let files = Arc::new(steward::files::RunFiles::new(
+        "r",
+        None,
+        tokens(),
+        steward::tokens::Encoding::O200k,
+        10_000,
+    ));
+    let ctx = steward::tools::ToolCtx {
+        run_id: "r".into(),
+        agent: "operator".into(),
+        call_id: "c1".into(),
+        cancel: CancellationToken::new(),
+        files,
+        skills: None,
+        subagents: None,
+        nested: None,
+        mock: false,
+        search: Default::default(),
+    };
+    let allowed = vec!["demo__grow".to_string(), "demo__grown".to_string()];
+    let out = tools
+        .invoke(&allowed, "demo__grow", "{}", &ctx, false)
+        .await
+        .unwrap();
+    assert_eq!(out.model_text(), "grown");
+    // The notification arrives, the list is read again, and the new tool is there.
+    for _ in 0..100 {
+        if tools.names().contains("demo__grown") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = tools
+        .invoke(&allowed, "demo__grown", "{}", &ctx, false)
+        .await
+        .unwrap();
+    assert_eq!(out.model_text(), "I am new");
 }

@@ -531,25 +531,23 @@ impl Outside {
         if config.mcp.is_empty() {
             return;
         }
-        let builtin = tools.names();
-        let (found, warnings) = crate::integrations::mcp::connect_all(
+        let (hub, warnings) = crate::integrations::mcp::connect_all(
             &config.mcp,
             self.http.clone(),
             &|name| self.settings.named_var(name),
-            &|name| builtin.contains(name),
+            tools.names(),
         )
         .await;
         for w in warnings {
             tracing::warn!("{w}");
         }
+        use crate::tools::registry::ToolSource;
         tracing::info!(
-            tools = found.len(),
+            tools = hub.all().len(),
             servers = config.mcp.len(),
             "MCP servers connected"
         );
-        for t in found {
-            tools.register(t);
-        }
+        tools.add_source(hub);
     }
 
     fn providers(&self) -> ProviderSet {

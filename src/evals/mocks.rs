@@ -57,7 +57,7 @@ impl Tool for CaseMock {
 pub fn registry(base: &ToolRegistry, mocks: &BTreeMap<String, Mock>) -> ToolRegistry {
     let mut out = ToolRegistry::new();
     for name in base.names() {
-        let Some(tool) = base.get(&name).cloned() else {
+        let Some(tool) = base.get(&name) else {
             continue;
         };
         match mocks.get(&name) {

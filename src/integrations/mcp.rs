@@ -5,26 +5,99 @@
 //! spans). A server that is down at start is skipped with a warning; a server that goes
 //! away later makes its calls fail as tool errors the model reads.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use async_trait::async_trait;
 use base64::Engine;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
 use crate::config::mcp::{McpServer, McpTransport, SEPARATOR};
 use crate::files::{FileSource, NewFile};
+use crate::tools::registry::ToolSource;
 use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
-/// A connected server.
-pub struct McpConnection {
+/// Every connected server's tools, by steward name; kept current when a server says its
+/// list changed. The registry consults it as a [`ToolSource`].
+pub struct McpHub {
+    tools: RwLock<BTreeMap<String, Arc<dyn Tool>>>,
+    /// Names taken by built-in tools: a server's tool of the same name is skipped.
+    builtin: BTreeSet<String>,
+    /// The live connections (dropping one closes it).
+    running: Mutex<Vec<RunningService<RoleClient, Refresher>>>,
+}
+
+impl ToolSource for McpHub {
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+impl McpHub {
+    /// Replaces `server`'s tools with `tools`; warnings for the ones skipped.
+    fn replace(&self, server: &str, tools: Vec<Arc<dyn Tool>>) -> Vec<String> {
+        let prefix = format!("{server}{SEPARATOR}");
+        let mut warnings = Vec::new();
+        let mut all = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        all.retain(|name, _| !name.starts_with(&prefix));
+        for t in tools {
+            let name = t.spec().name.clone();
+            if self.builtin.contains(&name) {
+                warnings.push(format!(
+                    "MCP server '{server}': tool {name} collides with a built-in tool; skipped"
+                ));
+            } else {
+                all.insert(name, t);
+            }
+        }
+        warnings
+    }
+}
+
+/// Re-lists a server's tools when it says they changed (`notifications/tools/list_changed`).
+#[derive(Clone)]
+pub struct Refresher {
+    hub: Weak<McpHub>,
     server: McpServer,
-    client: RunningService<RoleClient, ()>,
+}
+
+impl ClientHandler for Refresher {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        match list(&self.server, &context.peer).await {
+            Ok((tools, mut warnings)) => {
+                let n = tools.len();
+                warnings.extend(hub.replace(&self.server.name, tools));
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                tracing::info!(server = %self.server.name, tools = n, "MCP server's tools refreshed");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot refresh an MCP server's tools; keeping the old list")
+            }
+        }
+    }
 }
 
 /// A server could not be reached or listed.
@@ -42,12 +115,14 @@ fn fail(server: &McpServer, message: impl std::fmt::Display) -> McpError {
     }
 }
 
-/// Connects to `server`, reading the secrets it names with `var`.
+/// Connects to `server`, reading the secrets it names with `var`; `handler` hears the
+/// server's notifications.
 pub async fn connect(
     server: &McpServer,
     http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
-) -> Result<McpConnection, McpError> {
+    handler: Refresher,
+) -> Result<RunningService<RoleClient, Refresher>, McpError> {
     let needed = |name: &str| var(name).ok_or_else(|| fail(server, format!("{name} is not set")));
     let connecting = async {
         match &server.transport {
@@ -70,7 +145,7 @@ pub async fn connect(
                 }
                 let transport =
                     StreamableHttpClientTransport::with_client(http, config.custom_headers(headers));
-                ().serve(transport).await.map_err(|e| fail(server, e))
+                handler.serve(transport).await.map_err(|e| fail(server, e))
             }
             McpTransport::Stdio { command, args, env } => {
                 let mut values = BTreeMap::new();
@@ -86,119 +161,123 @@ pub async fn connect(
                 });
                 let transport = TokioChildProcess::new(cmd)
                     .map_err(|e| fail(server, format!("cannot start {command}: {e}")))?;
-                ().serve(transport).await.map_err(|e| fail(server, e))
+                handler.serve(transport).await.map_err(|e| fail(server, e))
             }
         }
     };
-    let client = tokio::time::timeout(server.connect_timeout, connecting)
+    tokio::time::timeout(server.connect_timeout, connecting)
         .await
         .map_err(|_| {
             let limit = crate::types::duration::format_duration(server.connect_timeout);
             fail(server, format!("no answer within {limit} while connecting"))
-        })??;
-    Ok(McpConnection {
-        server: server.clone(),
-        client,
-    })
+        })?
 }
 
-impl McpConnection {
-    /// The server's tools, as steward tools named `<server>__<tool>`, and a warning for
-    /// each tool that cannot be offered (a name or schema the model could not use).
-    pub async fn tools(self: &Arc<Self>) -> Result<(Vec<Arc<dyn Tool>>, Vec<String>), McpError> {
-        let listed = tokio::time::timeout(self.server.connect_timeout, self.client.list_all_tools())
-            .await
-            .map_err(|_| fail(&self.server, "no answer while listing tools"))?
-            .map_err(|e| fail(&self.server, e))?;
-        let mut warnings = Vec::new();
-        let usable = listed.into_iter().filter(|t| {
-            let name_ok = !t.name.is_empty()
-                && t.name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            let schema_ok = t.input_schema.get("type").and_then(Value::as_str) == Some("object");
-            if !(name_ok && schema_ok) {
-                warnings.push(format!(
-                    "MCP server '{}': tool '{}' has {}; skipped",
-                    self.server.name,
-                    t.name,
-                    if name_ok {
-                        "an input schema that is not an object schema"
+/// A server's tools, as steward tools named `<server>__<tool>`, and a warning for each
+/// tool that cannot be offered (a name or schema the model could not use).
+async fn list(
+    server: &McpServer,
+    peer: &Peer<RoleClient>,
+) -> Result<(Vec<Arc<dyn Tool>>, Vec<String>), McpError> {
+    let listed = tokio::time::timeout(server.connect_timeout, peer.list_all_tools())
+        .await
+        .map_err(|_| fail(server, "no answer while listing tools"))?
+        .map_err(|e| fail(server, e))?;
+    let mut warnings = Vec::new();
+    let usable = listed.into_iter().filter(|t| {
+        let name_ok = !t.name.is_empty()
+            && t.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let schema_ok = t.input_schema.get("type").and_then(Value::as_str) == Some("object");
+        if !(name_ok && schema_ok) {
+            warnings.push(format!(
+                "MCP server '{}': tool '{}' has {}; skipped",
+                server.name,
+                t.name,
+                if name_ok {
+                    "an input schema that is not an object schema"
+                } else {
+                    "a name the model cannot call"
+                }
+            ));
+        }
+        name_ok && schema_ok
+    });
+    let tools = usable
+        .map(|t| {
+            let remote = t.name.to_string();
+            let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            Arc::new(McpTool {
+                spec: ToolSpec {
+                    name: format!("{}{SEPARATOR}{remote}", server.name),
+                    description: t.description.as_deref().unwrap_or_default().to_string(),
+                    parameters: Value::Object((*t.input_schema).clone()),
+                    // A server's word that a tool only reads is taken; anything else may
+                    // change something.
+                    effect: if read_only {
+                        Effect::ReadOnly
                     } else {
-                        "a name the model cannot call"
-                    }
-                ));
-            }
-            name_ok && schema_ok
-        });
-        let tools = usable
-            .map(|t| {
-                let remote = t.name.to_string();
-                let schema = Value::Object((*t.input_schema).clone());
-                let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-                Arc::new(McpTool {
-                    spec: ToolSpec {
-                        name: format!("{}{SEPARATOR}{remote}", self.server.name),
-                        description: t.description.as_deref().unwrap_or_default().to_string(),
-                        parameters: schema,
-                        // A server's word that a tool only reads is taken; anything else
-                        // may change something.
-                        effect: if read_only {
-                            Effect::ReadOnly
-                        } else {
-                            Effect::SideEffecting
-                        },
+                        Effect::SideEffecting
                     },
-                    remote,
-                    connection: self.clone(),
-                }) as Arc<dyn Tool>
-            })
-            .collect();
-        Ok((tools, warnings))
-    }
+                },
+                remote,
+                server: server.clone(),
+                peer: peer.clone(),
+            }) as Arc<dyn Tool>
+        })
+        .collect();
+    Ok((tools, warnings))
 }
 
-/// Connects to every server and returns their tools, with one warning per server that
-/// could not be used (it is skipped; steward starts without it).
+/// Connects to every server, lists its tools, and returns them as one [`McpHub`] (kept
+/// current on `tools/list_changed`), with one warning per server or tool that could not
+/// be used (skipped; steward starts without it).
 pub async fn connect_all(
     servers: &BTreeMap<String, McpServer>,
     http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
-    taken: &dyn Fn(&str) -> bool,
-) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
-    let mut tools = Vec::new();
+    builtin: BTreeSet<String>,
+) -> (Arc<McpHub>, Vec<String>) {
+    let hub = Arc::new(McpHub {
+        tools: RwLock::default(),
+        builtin,
+        running: Mutex::default(),
+    });
     let mut warnings = Vec::new();
     for server in servers.values() {
-        let listed = match connect(server, http.clone(), var).await {
-            Ok(c) => Arc::new(c).tools().await,
-            Err(e) => Err(e),
+        let handler = Refresher {
+            hub: Arc::downgrade(&hub),
+            server: server.clone(),
         };
-        match listed {
-            Ok((found, skipped)) => {
+        let running = match connect(server, http.clone(), var, handler).await {
+            Ok(r) => r,
+            Err(e) => {
+                warnings.push(format!("{e}; its tools are unavailable"));
+                continue;
+            }
+        };
+        match list(server, running.peer()).await {
+            Ok((tools, skipped)) => {
                 warnings.extend(skipped);
-                for t in found {
-                    let name = t.spec().name.clone();
-                    if taken(&name) {
-                        warnings.push(format!(
-                            "MCP server '{}': tool {name} collides with a built-in tool; skipped",
-                            server.name
-                        ));
-                    } else {
-                        tools.push(t);
-                    }
-                }
+                warnings.extend(hub.replace(&server.name, tools));
+                hub.running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(running);
             }
             Err(e) => warnings.push(format!("{e}; its tools are unavailable")),
         }
     }
-    (tools, warnings)
+    (hub, warnings)
 }
 
 /// One tool of a connected server.
 struct McpTool {
     spec: ToolSpec,
     remote: String,
-    connection: Arc<McpConnection>,
+    server: McpServer,
+    peer: Peer<RoleClient>,
 }
 
 #[async_trait]
@@ -208,7 +287,7 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
-        let server = &self.connection.server;
+        let server = &self.server;
         let arguments = match args {
             Value::Object(map) => map,
             Value::Null => Default::default(),
@@ -219,7 +298,7 @@ impl Tool for McpTool {
             }
         };
         let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
-        let answer = tokio::time::timeout(server.timeout, self.connection.client.call_tool(request))
+        let answer = tokio::time::timeout(server.timeout, self.peer.call_tool(request))
             .await
             .map_err(|_| {
                 ToolError::Model(format!(

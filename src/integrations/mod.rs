@@ -193,7 +193,8 @@ mod tests {
         );
         assert!(tools.names().len() > 20);
         for name in tools.names() {
-            let schema = &tools.get(&name).unwrap().spec().parameters;
+            let tool = tools.get(&name).unwrap();
+            let schema = &tool.spec().parameters;
             assert_eq!(schema["type"], "object", "{name}");
             assert_eq!(schema["additionalProperties"], false, "{name}");
             let text = schema.to_string();

@@ -9,12 +9,21 @@ use serde_json::Value;
 use super::{Tool, ToolCtx, ToolError, ToolResult, schema};
 use crate::provider::ToolDef;
 
+/// Tools that come and go while steward runs (an MCP server's, refreshed when it says
+/// its list changed). Looked up after the registry's own tools.
+pub trait ToolSource: Send + Sync {
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>>;
+    /// Every tool the source has now.
+    fn all(&self) -> Vec<Arc<dyn Tool>>;
+}
+
 /// Every tool steward knows, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Tools that always use their mock (per-tool `--mock`), whatever the run asks.
     mocked: BTreeSet<String>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ToolRegistry {
@@ -46,33 +55,49 @@ impl ToolRegistry {
 
     /// Makes `names` always use their mocks; unknown names are returned as an error.
     pub fn mock_only(&mut self, names: &[String]) -> Result<(), UnknownTool> {
-        if let Some(unknown) = names.iter().find(|n| !self.tools.contains_key(*n)) {
+        if let Some(unknown) = names.iter().find(|n| self.get(n).is_none()) {
             return Err(UnknownTool(unknown.clone()));
         }
         self.mocked.extend(names.iter().cloned());
         Ok(())
     }
 
-    pub fn names(&self) -> BTreeSet<String> {
-        self.tools.keys().cloned().collect()
+    /// Adds tools that may change while steward runs.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+    pub fn names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.tools.keys().cloned().collect();
+        for s in &self.sources {
+            names.extend(s.all().iter().map(|t| t.spec().name.clone()));
+        }
+        names
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.sources.iter().find_map(|s| s.get(name)))
     }
 
     /// What a run is doing while it calls `name` ([`Tool::status`]).
     pub fn status_of(&self, name: &str) -> String {
-        self.tools
-            .get(name)
+        self.get(name)
             .map_or_else(|| super::status::of(name), |t| t.status())
     }
 
     /// Definitions for the model, in name order so the request prefix is byte-stable.
     pub fn definitions(&self, names: &[String]) -> Vec<ToolDef> {
         let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        self.tools
-            .values()
+        let mut all: BTreeMap<String, Arc<dyn Tool>> = self.tools.clone();
+        for s in &self.sources {
+            for t in s.all() {
+                all.entry(t.spec().name.clone()).or_insert(t);
+            }
+        }
+        all.values()
             .filter(|t| wanted.contains(t.spec().name.as_str()))
             .map(|t| {
                 let s = t.spec();
@@ -96,7 +121,7 @@ impl ToolRegistry {
         ctx: &ToolCtx,
         mock: bool,
     ) -> ToolResult {
-        let tool = match self.tools.get(name) {
+        let tool = match self.get(name) {
             Some(t) if allowed.iter().any(|a| a == name) => t,
             _ => {
                 return Err(ToolError::Model(format!(

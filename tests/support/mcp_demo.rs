@@ -1,13 +1,17 @@
 //! A small MCP server built with rmcp's server side, shared by the MCP tests, the MCP
 //! benchmark and the stdio example (each includes this file by path): `add`, `fail`
-//! (an error result), `big` (2 MB of text), `image` (a PNG) and `env` (what of its
-//! environment the server sees).
+//! (an error result), `big` (2 MB of text), `image` (a PNG), `env` (what of its
+//! environment the server sees), and `grow`, after which `grown` appears and the
+//! server says its tool list changed.
 #![allow(dead_code)]
+
+use std::sync::{Arc, RwLock};
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub struct AddArgs {
@@ -17,9 +21,13 @@ pub struct AddArgs {
     b: i64,
 }
 
+/// The tools on offer, shared by every session of one server (so `grow` in one session
+/// changes the list all of them see).
+pub type Shared = Arc<RwLock<ToolRouter<Demo>>>;
+
 #[derive(Clone)]
 pub struct Demo {
-    tool_router: ToolRouter<Demo>,
+    router: Shared,
 }
 
 impl Default for Demo {
@@ -28,12 +36,41 @@ impl Default for Demo {
     }
 }
 
+impl Demo {
+    /// A server whose `grown` tool appears only after `grow` is called.
+    pub fn new() -> Self {
+        Demo::sharing(Demo::tools())
+    }
+
+    /// The tools one server's sessions share.
+    pub fn tools() -> Shared {
+        Arc::new(RwLock::new(Self::tool_router().with_disabled("grown")))
+    }
+
+    pub fn sharing(router: Shared) -> Self {
+        Demo { router }
+    }
+
+    fn router(&self) -> ToolRouter<Demo> {
+        self.router.read().unwrap().clone()
+    }
+}
+
 #[tool_router]
 impl Demo {
-    pub fn new() -> Self {
-        Demo {
-            tool_router: Self::tool_router(),
-        }
+    #[tool(description = "Adds the tool 'grown' and says the tool list changed")]
+    async fn grow(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.router.write().unwrap().enable_route("grown");
+        let peer = ctx.peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_tool_list_changed().await;
+        });
+        Ok(CallToolResult::success(vec![ContentBlock::text("grown")]))
+    }
+
+    #[tool(description = "Appears after grow")]
+    async fn grown(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::text("I am new")]))
     }
 
     #[tool(description = "Add two integers")]
@@ -81,10 +118,15 @@ impl Demo {
     }
 }
 
-#[tool_handler(router = self.tool_router)]
+#[tool_handler(router = self.router())]
 impl ServerHandler for Demo {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("demo", "0.1.0"))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("demo", "0.1.0"))
     }
 }
