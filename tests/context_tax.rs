@@ -253,6 +253,14 @@ fn agent(name: &str, model: &str) -> AgentConfig {
     )
 }
 
+/// Runs `a` on the plain trigger.
+async fn go(runner: &steward::run::Runner, a: &AgentConfig) -> steward::run::RunOutcome {
+    runner
+        .run(a, &trigger(), None, CancellationToken::new())
+        .await
+        .unwrap()
+}
+
 fn trigger() -> TriggerEvent {
     TriggerEvent::from_cli(json!({"text": "go"}))
 }
@@ -431,10 +439,7 @@ async fn compaction_asks_for_the_summary_on_the_runs_own_cached_prefix() {
     a.context.window_tokens = Some(48_000);
     a.limits.max_tool_calls = 100;
     a.limits.max_turns = 100;
-    let out = runner
-        .run(&a, &trigger(), None, CancellationToken::new())
-        .await
-        .unwrap();
+    let out = go(&runner, &a).await;
     assert!(out.compactions >= 1, "{out:?}");
     assert_eq!(out.final_text.as_deref(), Some("done"));
     let requests = fake.requests();
@@ -515,10 +520,7 @@ async fn a_subagents_requests_keep_their_prefix_too() {
         vec!["read_chunk".into(), "subagent".into()],
     );
     parent.subagents = vec!["digger".into()];
-    let out = runner
-        .run(&parent, &trigger(), None, CancellationToken::new())
-        .await
-        .unwrap();
+    let out = go(&runner, &parent).await;
     assert_eq!(out.final_text.as_deref(), Some("done"));
     let child: Vec<Value> = fake
         .requests()
