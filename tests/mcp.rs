@@ -127,6 +127,7 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
             ("c2", "demo__fail", "{}"),
             ("c3", "demo__big", "{}"),
             ("c4", "demo__image", "{}"),
+            ("c5", "demo__report", "{}"),
         ],
         "done",
     )
@@ -154,6 +155,12 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
         "{}",
         r["c4"]
     );
+    assert!(
+        r["c5"]
+            .starts_with("The Q3 report:\n[resource file:///reports/q3.md (text/plain, 22 bytes), file f_"),
+        "{}",
+        r["c5"]
+    );
     // Recorded like any call.
     let events = runner.store.run_events(&out.run_id).await.unwrap();
     let calls: Vec<&str> = events
@@ -161,7 +168,16 @@ async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
         .filter(|e| e.kind == "tool_call")
         .map(|e| e.data["name"].as_str().unwrap())
         .collect();
-    assert_eq!(calls, ["demo__add", "demo__fail", "demo__big", "demo__image"]);
+    assert_eq!(
+        calls,
+        [
+            "demo__add",
+            "demo__fail",
+            "demo__big",
+            "demo__image",
+            "demo__report"
+        ]
+    );
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use async_trait::async_trait;
 use base64::Engine;
-use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
@@ -313,34 +313,44 @@ impl Tool for McpTool {
             match block {
                 ContentBlock::Text(t) => text.push(t.text.clone()),
                 ContentBlock::Image(image) => {
-                    let bytes = base64::engine::general_purpose::STANDARD
-                        .decode(image.data.as_bytes())
-                        .map_err(|e| {
-                            ToolError::Model(format!(
-                                "MCP server '{}' sent an unreadable image: {e}",
-                                server.name
-                            ))
-                        })?;
+                    let bytes = decode(server, &image.data)?;
                     let ext = image.mime_type.rsplit('/').next().unwrap_or("bin");
-                    let file = ctx
-                        .files
-                        .add(
-                            NewFile {
-                                name: format!("{}-{}-{i}.{ext}", self.spec.name, ctx.call_id),
-                                mime: image.mime_type.clone(),
-                                content: bytes,
-                            },
-                            FileSource::ToolOutput,
-                            None,
-                        )
-                        .await
-                        .map_err(|e| ToolError::Model(format!("cannot keep the image: {e}")))?;
-                    text.push(format!(
-                        "[image {} ({}), file {}]",
-                        i + 1,
-                        image.mime_type,
-                        file.id
-                    ));
+                    let name = format!("{}-{}-{i}.{ext}", self.spec.name, ctx.call_id);
+                    let id = keep(ctx, name, &image.mime_type, bytes).await?;
+                    text.push(format!("[image {} ({}), file {id}]", i + 1, image.mime_type));
+                }
+                // An embedded resource (a document the server hands back) is a file too.
+                ContentBlock::Resource(embedded) => {
+                    let (uri, mime, bytes) = match &embedded.resource {
+                        ResourceContents::TextResourceContents {
+                            uri, mime_type, text, ..
+                        } => (
+                            uri,
+                            mime_type.clone().unwrap_or_else(|| "text/plain".into()),
+                            text.clone().into_bytes(),
+                        ),
+                        ResourceContents::BlobResourceContents {
+                            uri, mime_type, blob, ..
+                        } => (
+                            uri,
+                            mime_type
+                                .clone()
+                                .unwrap_or_else(|| "application/octet-stream".into()),
+                            decode(server, blob)?,
+                        ),
+                        other => {
+                            text.push(serde_json::to_string(other).unwrap_or_default());
+                            continue;
+                        }
+                    };
+                    let last = uri.rsplit('/').next().filter(|n| !n.is_empty());
+                    let name = last.map_or_else(
+                        || format!("{}-{}-{i}", self.spec.name, ctx.call_id),
+                        str::to_string,
+                    );
+                    let size = bytes.len();
+                    let id = keep(ctx, name, &mime, bytes).await?;
+                    text.push(format!("[resource {uri} ({mime}, {size} bytes), file {id}]"));
                 }
                 other => text.push(serde_json::to_string(other).unwrap_or_default()),
             }
@@ -363,4 +373,34 @@ impl Tool for McpTool {
             self.spec.name, self.spec.name
         )))
     }
+}
+
+/// Base64 content from `server`, decoded.
+fn decode(server: &McpServer, data: &str) -> Result<Vec<u8>, ToolError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.as_bytes())
+        .map_err(|e| {
+            ToolError::Model(format!(
+                "MCP server '{}' sent unreadable base64 content: {e}",
+                server.name
+            ))
+        })
+}
+
+/// Keeps `bytes` as a virtual file of the run; its id.
+async fn keep(ctx: &ToolCtx, name: String, mime: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
+    let file = ctx
+        .files
+        .add(
+            NewFile {
+                name,
+                mime: mime.to_string(),
+                content: bytes,
+            },
+            FileSource::ToolOutput,
+            None,
+        )
+        .await
+        .map_err(|e| ToolError::Model(format!("cannot keep the tool's file: {e}")))?;
+    Ok(file.id)
 }

@@ -108,6 +108,14 @@ impl Demo {
         )]))
     }
 
+    #[tool(description = "Returns a report as an embedded resource")]
+    async fn report(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![
+            ContentBlock::text("The Q3 report:"),
+            ContentBlock::embedded_text("file:///reports/q3.md", "# Q3\n\nRevenue up 12%.\n"),
+        ]))
+    }
+
     #[tool(description = "Says what of its environment the server sees")]
     async fn env(&self) -> Result<CallToolResult, ErrorData> {
         let greeting = std::env::var("DEMO_GREETING").unwrap_or_default();
