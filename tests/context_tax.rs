@@ -385,24 +385,9 @@ async fn a_server_that_refuses_the_cache_fields_stops_getting_them() {
     .with_cache_fields(false);
     let set = steward::provider::ProviderSet::new(fast_retry()).with("openai", Arc::new(openai));
     let (reg, _) = tools();
-    let (_dir, runner) = runner_with(set, reg).await;
-    runner
-        .run(
-            &agent("reader", "openai/gpt-4.1"),
-            &trigger(),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (_dir, runner) = support::runner(set, reg, false).await;
+    go(&runner, &agent("reader", "openai/gpt-4.1")).await;
     assert!(quiet.requests()[0].body.get("prompt_cache_key").is_none());
-}
-
-async fn runner_with(
-    set: steward::provider::ProviderSet,
-    reg: ToolRegistry,
-) -> (tempfile::TempDir, steward::run::Runner) {
-    runner(set, reg, false).await
 }
 
 #[tokio::test]

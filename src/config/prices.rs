@@ -217,17 +217,16 @@ impl Prices {
         if let Some(p) = self.models.get(&key) {
             return Some(p);
         }
-        let (base, date) = key
+        let base = key
             .rsplit_once('-')
             .filter(|(_, d)| is_compact_date(d))
+            .map(|(base, _)| base)
             .or_else(|| {
                 // `name-YYYY-MM-DD`: the date holds two more dashes.
                 let cut = key.len().checked_sub(11)?;
-                let (base, rest) = key.split_at(cut);
-                let date = rest.strip_prefix('-')?;
-                is_dashed_date(date).then_some((base, date))
+                let date = key.get(cut..)?.strip_prefix('-')?;
+                is_dashed_date(date).then(|| &key[..cut])
             })?;
-        debug_assert!(!date.is_empty());
         self.models.get(base)
     }
 }

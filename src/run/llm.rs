@@ -339,12 +339,12 @@ impl LlmRun<'_> {
                     let name = format!("{}-{}", call.name, call.id);
                     // A repeat of an earlier call shows what that call showed: the
                     // same file when its output became one, not a second copy.
-                    let earlier = output
+                    let shown = output
                         .repeat_of
                         .as_deref()
-                        .and_then(|first| Some((first, self.gateway.shown(first)?)));
-                    let (text, counted) = match earlier {
-                        Some((_, shown)) => (shown, None),
+                        .and_then(|first| self.gateway.shown(first));
+                    let (text, counted) = match shown {
+                        Some(shown) => (shown, None),
                         None => {
                             inline_or_file(
                                 &self.files,
@@ -396,14 +396,11 @@ impl LlmRun<'_> {
         // The status goes last; its own size (estimated from its length) is included
         // in the figure it reports.
         let files = self.files.list();
-        let draft = status_message(conv.total(), window, self.agent.context.compact_at, &files);
+        // Where compaction really happens (below a price tier, it may be sooner).
+        let compact_at = compact_limit(self.agent, self.chain, window) as f64 / window.max(1) as f64;
+        let draft = status_message(conv.total(), window, compact_at, &files);
         let own = (draft.len() as u64).div_ceil(4) + 4;
-        let status = Message::user(status_message(
-            conv.total() + own,
-            window,
-            self.agent.context.compact_at,
-            &files,
-        ));
+        let status = Message::user(status_message(conv.total() + own, window, compact_at, &files));
         let t = message_tokens(&status);
         conv.push(status, t);
         Ok(None)

@@ -235,7 +235,7 @@ pub fn render(query: &str, answers: &[(&str, Result<Vec<Hit>, ToolError>)], file
                     let when = h
                         .when
                         .as_deref()
-                        .map(|w| format!(" ({})", &w[..w.len().min(10)]))
+                        .map(|w| format!(" ({})", w.get(..10).unwrap_or(w)))
                         .unwrap_or_default();
                     out.push_str(&format!("- [{}]({}){when}: {}\n", h.title, h.url, h.snippet));
                 }
