@@ -183,7 +183,11 @@ enum EvalCommand {
 #[derive(Subcommand, Debug)]
 enum SkillsCommand {
     /// Every skill with its description and any loading problems.
-    List,
+    List {
+        /// One JSON object: skills (name, description, file, scripts) and diagnostics.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -396,8 +400,8 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             serve(&root, &cli.database_url, opts, &env, metrics).await
         }
         Command::Skills {
-            command: SkillsCommand::List,
-        } => skills_list(&root, &env),
+            command: SkillsCommand::List { json },
+        } => skills_list(&root, &env, json),
         Command::NotionToken { listen, window } => {
             let store = open_store(&cli.database_url).await?;
             notion_token(store.as_ref(), listen, window).await
@@ -554,8 +558,16 @@ impl Outside {
         ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
     }
 
+    /// The skills under `root`, with the script sandbox probed when any skill ships
+    /// Python, shell or Node scripts.
     fn skills(&self, root: &Path) -> SkillSet {
-        SkillSet::load(root, &self.settings.skill_dirs)
+        let set = SkillSet::load(root, &self.settings.skill_dirs);
+        if !set.skills.values().any(|s| s.has_process_scripts()) {
+            return set;
+        }
+        let sandbox =
+            crate::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-scripts"));
+        set.with_sandbox(Arc::new(sandbox))
     }
 
     fn tools(&self) -> ToolRegistry {
@@ -617,6 +629,9 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
         if d.level == SkillLevel::Error {
             problems += 1;
         }
+    }
+    if let Some(line) = scripts_unavailable_line(&skills) {
+        eprintln!("{line}");
     }
     match Config::load(root, &known(&tools, &skills)) {
         Ok(config) if config.agents.is_empty() => {
@@ -708,8 +723,57 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn skills_list(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
-    let skills = SkillSet::load(root, &env.skill_dirs);
+/// Every skill diagnostic, one log line each, and once whether script skills are
+/// unavailable: what `serve` and `run` say at start.
+fn report_skills(skills: &SkillSet) {
+    for d in &skills.diagnostics {
+        match d.level {
+            SkillLevel::Warning => tracing::warn!("{d}"),
+            SkillLevel::Error => tracing::error!("{d}"),
+        }
+    }
+    if let Some(line) = scripts_unavailable_line(skills) {
+        tracing::warn!("{line}");
+    }
+}
+
+/// The one warning about skills whose scripts cannot run on this host.
+fn scripts_unavailable_line(skills: &SkillSet) -> Option<String> {
+    let (why, names) = skills.scripts_unavailable()?;
+    Some(format!(
+        "warning: script skills are unavailable: {why}; these skills' Python, shell and Node scripts will be refused: {}",
+        names.join(", ")
+    ))
+}
+
+fn skills_list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<ExitCode> {
+    let outside = Outside::new(env.clone(), Arc::default())?;
+    let skills = outside.skills(root);
+    if json {
+        let list: Vec<serde_json::Value> = skills
+            .skills
+            .values()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "file": s.file,
+                    "license": s.license,
+                    "compatibility": s.compatibility,
+                    "allowed_tools": s.allowed_tools,
+                    "scripts": s.scripts().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+                    "scripts_available": !s.has_process_scripts() || skills.sandbox.unavailable().is_none(),
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "skills": list,
+            "diagnostics": skills.diagnostics,
+            "scripts_unavailable": skills.sandbox.unavailable().filter(|_| skills.scripts_unavailable().is_some()),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if skills.skills.is_empty() {
         println!("no skills found under prompts/skills/");
     }
@@ -719,6 +783,9 @@ fn skills_list(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
     }
     for d in &skills.diagnostics {
         println!("{d}");
+    }
+    if let Some(line) = scripts_unavailable_line(&skills) {
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -745,6 +812,7 @@ async fn run(
     let outside = Outside::new(env.clone(), metrics)?;
     let mut tools = outside.tools();
     let skills = outside.skills(root);
+    report_skills(&skills);
     let config = load_config(root, &tools, &skills)?;
     // With --mock-tools no MCP server is reached: its tools answer with a clear error.
     if !mocks.all {
@@ -856,6 +924,7 @@ async fn serve(
     let outside = Outside::new(env.clone(), metrics)?;
     let mut tools = outside.tools();
     let skills = outside.skills(root);
+    report_skills(&skills);
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));

@@ -512,6 +512,32 @@ fn check_skills(src: &Source, spec: &SkillsSpec, known: &BTreeSet<String>, diags
             }
         }
     }
+    let scripts = &spec.scripts;
+    for i in &scripts.interpreters {
+        if i.is_empty() || i.contains(['/', ' ']) {
+            diags.push(src.error_at(
+                "interpreters",
+                Some(i),
+                format!("interpreter '{i}' must be a program name such as python3, not a path"),
+            ));
+        }
+    }
+    for (key, value) in [
+        ("cpu_seconds", scripts.cpu_seconds),
+        ("memory_mb", scripts.memory_mb),
+        ("max_processes", scripts.max_processes),
+        ("max_output_kb", scripts.max_output_kb),
+        ("max_files", scripts.max_files),
+        ("max_written_mb", scripts.max_written_mb),
+        ("timeout", scripts.timeout.0.as_millis() as u64),
+    ] {
+        if value == 0 {
+            diags.push(src.error_at(key, None, format!("skills.scripts.{key} must be above 0")));
+        }
+    }
+    if spec.catalog_tokens == 0 {
+        diags.push(src.error_at("catalog_tokens", None, "skills.catalog_tokens must be above 0"));
+    }
     for name in spec.required.iter().filter(|n| spec.prohibited.contains(n)) {
         diags.push(src.error_at(
             "required",

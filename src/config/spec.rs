@@ -311,10 +311,21 @@ pub struct SkillsSpec {
     pub allowed: Vec<String>,
     #[serde(default)]
     pub prohibited: Vec<String>,
+    /// Token budget of the skill catalog in the system prompt. Over it, the prompt
+    /// lists names only and the agent gets `skill_search`.
+    #[serde(default = "default_catalog_tokens")]
+    pub catalog_tokens: u64,
+    /// How skill scripts in Python, shell or Node run (`run_skill_script`).
+    #[serde(default)]
+    pub scripts: ScriptsSpec,
 }
 
 fn all_allowed() -> Vec<String> {
     vec!["*".to_string()]
+}
+
+fn default_catalog_tokens() -> u64 {
+    2000
 }
 
 impl Default for SkillsSpec {
@@ -323,6 +334,53 @@ impl Default for SkillsSpec {
             required: Vec::new(),
             allowed: all_allowed(),
             prohibited: Vec::new(),
+            catalog_tokens: default_catalog_tokens(),
+            scripts: ScriptsSpec::default(),
+        }
+    }
+}
+
+/// Limits and interpreters of sandboxed skill scripts (`skills.scripts`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScriptsSpec {
+    /// Interpreters a script may use, by program name.
+    pub interpreters: Vec<String>,
+    pub timeout: HumanDuration,
+    pub cpu_seconds: u64,
+    pub memory_mb: u64,
+    pub max_processes: u64,
+    pub max_output_kb: u64,
+    pub max_files: u64,
+    pub max_written_mb: u64,
+}
+
+impl Default for ScriptsSpec {
+    fn default() -> Self {
+        ScriptsSpec {
+            interpreters: ["python3", "bash", "sh", "node"].map(String::from).to_vec(),
+            timeout: HumanDuration(std::time::Duration::from_secs(60)),
+            cpu_seconds: 60,
+            memory_mb: 1024,
+            max_processes: 64,
+            max_output_kb: 1024,
+            max_files: 100,
+            max_written_mb: 64,
+        }
+    }
+}
+
+impl ScriptsSpec {
+    /// The sandbox limits these settings describe.
+    pub fn limits(&self) -> crate::sandbox::process::ProcessLimits {
+        crate::sandbox::process::ProcessLimits {
+            wall: self.timeout.0,
+            cpu_secs: self.cpu_seconds,
+            memory_bytes: self.memory_mb.saturating_mul(1024 * 1024),
+            max_processes: self.max_processes,
+            max_output_bytes: usize::try_from(self.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX),
+            max_files: usize::try_from(self.max_files).unwrap_or(usize::MAX),
+            max_written_bytes: self.max_written_mb.saturating_mul(1024 * 1024),
         }
     }
 }

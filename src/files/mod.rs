@@ -26,6 +26,8 @@ pub enum FileSource {
     Extracted,
     CompactedContext,
     Message,
+    /// Written by a sandboxed skill script.
+    ScriptOutput,
 }
 
 impl FileSource {
@@ -36,6 +38,7 @@ impl FileSource {
             FileSource::Extracted => "extracted",
             FileSource::CompactedContext => "compacted context",
             FileSource::Message => "message",
+            FileSource::ScriptOutput => "script output",
         }
     }
 }

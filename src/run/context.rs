@@ -130,10 +130,14 @@ pub async fn prepare<'a>(
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
     // `mcp:<server>` entries stand for the server's tools as connected.
     let registered = runner.tools.names();
-    let allowed: Vec<String> = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate)
+    let mut allowed: Vec<String> = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate)
         .into_iter()
         .flat_map(|t| crate::config::mcp::expand(&t, registered.iter()).unwrap_or_else(|| vec![t]))
         .collect();
+    // A catalog over its budget lists names only; the model finds skills by search.
+    if skills.searchable() && !allowed.iter().any(|t| t == crate::tools::skills::SKILL_SEARCH) {
+        allowed.push(crate::tools::skills::SKILL_SEARCH.to_string());
+    }
     let child_totals = Arc::new(ChildTotals::default());
     // Only a direct message is read by the asker alone; anywhere else others read the
     // answer, so private Slack search hits are linked there, never quoted.

@@ -79,6 +79,7 @@ impl Coordinator for LlmCoordinator {
             files: cx.files.clone(),
             counter: &cx.runner.tokens,
             reinject: required.map(crate::provider::Message::user).into_iter().collect(),
+            skills: cx.skills.clone(),
             system: cx.system.clone(),
             child_totals: cx.child_totals.clone(),
             inbox: cx.inbox.clone(),

@@ -46,6 +46,9 @@ pub struct LlmRun<'a> {
     /// Required skills: they open the conversation, before the original request, and
     /// both stay verbatim through every compaction.
     pub reinject: Vec<Message>,
+    /// The run's skills: `load_skills` names them, and skills the model loaded come
+    /// back after a compaction.
+    pub skills: Arc<crate::skills::RunSkills>,
     /// The system prompt (agent prompt, harness instructions, catalogs); byte-stable.
     pub system: String,
     /// Usage and cost of finished subagent runs, not yet added to this run's totals.
@@ -128,7 +131,13 @@ impl LlmRun<'_> {
     /// the run with a termination reason.
     pub async fn run(self, start: Start) -> Result<RunOutcome, StoreError> {
         let system = self.system.clone();
-        let defs = self.gateway.registry().definitions(self.gateway.allowed());
+        let mut defs = self.gateway.registry().definitions(self.gateway.allowed());
+        for def in defs.iter_mut().filter(|d| d.name == "load_skills") {
+            def.parameters = crate::tools::skills::load_skills_parameters(
+                std::mem::take(&mut def.parameters),
+                &self.skills.names(),
+            );
+        }
         let limits = &self.agent.limits;
         let window = window_of(self.agent, self.chain);
         let compact_limit = compact_limit(self.agent, self.chain, window);
@@ -345,6 +354,11 @@ impl LlmRun<'_> {
                         .and_then(|first| self.gateway.shown(first));
                     let (text, counted) = match shown {
                         Some(shown) => (shown, None),
+                        None if output.whole => {
+                            let text = output.to_model_text();
+                            let n = crate::tokens::quick_estimate(&text);
+                            (text, Some(n))
+                        }
                         None => {
                             inline_or_file(
                                 &self.files,
@@ -456,8 +470,21 @@ impl LlmRun<'_> {
             cost_usd: done.cost_usd,
             model: done.model.clone(),
         });
+        let mut messages = done.messages;
         *request_at = done.request_at;
-        conv.replace(done.messages);
+        // Skills the model loaded were in the summarized part: their instructions come
+        // back whole, once, after the pinned start and the summary.
+        if let Some(text) = self.skills.reinjection() {
+            let at = compactor.pinned.min(messages.len()) + 1;
+            let at = at.min(messages.len());
+            let m = Message::user(text);
+            let t = message_tokens(&m);
+            messages.insert(at, (m, t));
+            if let Some(r) = request_at.as_mut().filter(|r| **r >= at) {
+                *r += 1;
+            }
+        }
+        conv.replace(messages);
         Ok(())
     }
 

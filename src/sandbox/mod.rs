@@ -2,6 +2,8 @@
 //! standard library and limits on operations, call depth, expression depth, string,
 //! array and map sizes, plus a wall-clock deadline checked from the progress callback.
 
+pub mod process;
+
 use std::time::Instant;
 
 use rhai::{Dynamic, Engine, packages::Package};

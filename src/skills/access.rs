@@ -5,18 +5,36 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path};
 use std::sync::{Arc, Mutex};
 
-use super::SkillSet;
+use super::search::SkillIndex;
+use super::{MAX_DESCRIPTION_CHARS, Skill, SkillSet};
 use crate::config::SkillsSpec;
+use crate::config::spec::ScriptsSpec;
+use crate::sandbox::process::{ProcessLimits, ProcessSandbox};
+use crate::tokens::quick_estimate;
 
 /// Largest skill file `load_subskill` returns.
 const MAX_SUBSKILL_BYTES: u64 = 256 * 1024;
+/// Largest skill body loaded whole (estimated tokens). A skill's instructions are
+/// needed whole, so they skip the file threshold up to this; past it the load gives
+/// the opening and the sections to load one by one.
+pub const MAX_SKILL_TOKENS: u64 = 16_000;
+/// Files listed when a skill loads; the rest are counted.
+const MAX_LISTED_FILES: usize = 40;
+/// Skills `skill_search` returns.
+pub const SEARCH_RESULTS: usize = 5;
 
 /// The skills of one run.
 pub struct RunSkills {
     set: Arc<SkillSet>,
     available: BTreeSet<String>,
     prohibited: BTreeSet<String>,
+    required: BTreeSet<String>,
     loads: Mutex<BTreeMap<String, u32>>,
+    /// Skills loaded whole in this run, in order (for "already loaded" and compaction).
+    loaded: Mutex<Vec<String>>,
+    scripts: ScriptsSpec,
+    /// Set when the catalog is over its token budget: the prompt lists names only.
+    index: Option<SkillIndex>,
 }
 
 /// Whether `name` matches an `allowed` entry: `*`, an exact name, or a `prefix-*` glob.
@@ -27,51 +45,128 @@ fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+const CATALOG_HEAD: &str = "## Skills\n\nSkills hold know-how for recurring tasks. Before doing work a skill covers, load it with `load_skills`; load further files of a skill with `load_subskill`; run a script a skill lists with `run_skill_script`.\n";
+
 impl RunSkills {
     pub fn new(set: Arc<SkillSet>, spec: &SkillsSpec) -> RunSkills {
         let prohibited: BTreeSet<String> = spec.prohibited.iter().cloned().collect();
-        let available = set
+        let available: BTreeSet<String> = set
             .skills
             .keys()
             .filter(|n| spec.allowed.iter().any(|p| matches(p, n)) || spec.required.contains(n))
             .filter(|n| !prohibited.contains(*n))
             .cloned()
             .collect();
-        RunSkills {
+        let mut skills = RunSkills {
             set,
             available,
             prohibited,
+            required: spec.required.iter().cloned().collect(),
             loads: Mutex::new(BTreeMap::new()),
+            loaded: Mutex::new(Vec::new()),
+            scripts: spec.scripts.clone(),
+            index: None,
+        };
+        if quick_estimate(&skills.full_catalog()) > spec.catalog_tokens {
+            skills.index = Some(SkillIndex::new(
+                skills
+                    .available
+                    .iter()
+                    .filter_map(|n| skills.set.get(n))
+                    .map(|s| (s.name.as_str(), s.description.as_str())),
+            ));
         }
+        skills
     }
 
     pub fn is_empty(&self) -> bool {
         self.available.is_empty()
     }
 
-    /// The catalog for the system prompt (name and description of each available skill).
+    /// Names of the skills this run may load, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.available.iter().cloned().collect()
+    }
+
+    /// Whether the catalog is over its budget, so the run needs `skill_search`.
+    pub fn searchable(&self) -> bool {
+        self.index.is_some()
+    }
+
+    /// One catalog line: name, description (shortened past the specification's
+    /// limit), and whether its scripts cannot run here.
+    fn line(&self, s: &Skill, with_description: bool) -> String {
+        let mut line = format!("\n- {}", s.name);
+        if with_description {
+            let description = super::parse::shorten(&s.description.replace('\n', " "), MAX_DESCRIPTION_CHARS);
+            line.push_str(&format!(": {description}"));
+        }
+        if s.has_process_scripts() && self.set.sandbox.unavailable().is_some() {
+            line.push_str(" (scripts unavailable on this host)");
+        }
+        line
+    }
+
+    fn full_catalog(&self) -> String {
+        let mut out = String::from(CATALOG_HEAD);
+        for s in self.available.iter().filter_map(|n| self.set.get(n)) {
+            out.push_str(&self.line(s, true));
+        }
+        out.push('\n');
+        out
+    }
+
+    /// The catalog for the system prompt: name and description of each available
+    /// skill, or names only with a pointer to `skill_search` when that would be over
+    /// the agent's `catalog_tokens`.
     pub fn catalog(&self) -> Option<String> {
         if self.available.is_empty() {
             return None;
         }
-        let mut out = String::from(
-            "## Skills\n\nSkills hold know-how for recurring tasks. Before doing work a skill covers, load it with `load_skills`; load further files of a skill with `load_subskill`.\n",
+        if self.index.is_none() {
+            return Some(self.full_catalog());
+        }
+        let mut out = format!(
+            "{CATALOG_HEAD}There are {} skills, listed by name only. Find the ones for a task with `skill_search` (it returns their descriptions), then load them.\n",
+            self.available.len()
         );
-        for name in &self.available {
-            if let Some(s) = self.set.get(name) {
-                out.push_str(&format!("\n- {}: {}", s.name, s.description.replace('\n', " ")));
-            }
+        for s in self.available.iter().filter_map(|n| self.set.get(n)) {
+            out.push_str(&self.line(s, false));
         }
         out.push('\n');
         Some(out)
     }
 
+    /// The skills best matching `query`, with their descriptions.
+    pub fn search(&self, query: &str) -> String {
+        let index = match &self.index {
+            Some(index) => index.clone(),
+            None => SkillIndex::new(
+                self.available
+                    .iter()
+                    .filter_map(|n| self.set.get(n))
+                    .map(|s| (s.name.as_str(), s.description.as_str())),
+            ),
+        };
+        let hits = index.search(query, SEARCH_RESULTS);
+        if hits.is_empty() {
+            return format!("No skill matches '{query}'. Try other words, or go on without a skill.");
+        }
+        let mut out = format!("Skills matching '{query}', best first:\n");
+        for (name, _) in hits {
+            if let Some(s) = self.set.get(&name) {
+                out.push_str(&self.line(s, true));
+            }
+        }
+        out
+    }
+
     /// Skill `name`, if this run may use it.
-    pub fn skill(&self, name: &str) -> Result<&super::Skill, SkillError> {
+    pub fn skill(&self, name: &str) -> Result<&Skill, SkillError> {
         self.check(name)
     }
 
-    fn check(&self, name: &str) -> Result<&super::Skill, SkillError> {
+    fn check(&self, name: &str) -> Result<&Skill, SkillError> {
         if self.prohibited.contains(name) {
             return Err(SkillError::Prohibited(name.to_string()));
         }
@@ -85,37 +180,130 @@ impl RunSkills {
         }
     }
 
-    /// The body of skill `name` (with the list of its other files), counting the load.
+    fn count(&self, key: String) {
+        *self
+            .loads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default() += 1;
+    }
+
+    /// The bodies of skills `names`, counting each load. Every name is checked
+    /// before any loads, so a failed call counts nothing. A skill loaded earlier in
+    /// the run answers that it is already loaded instead of being sent again.
+    pub fn load_many(&self, names: &[String]) -> Result<String, SkillError> {
+        for n in names {
+            self.check(n)?;
+        }
+        let mut parts = Vec::new();
+        for n in names {
+            let already = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).contains(n);
+            if already {
+                parts.push(format!(
+                    "# Skill: {n}\n\n(already loaded above in this run; its instructions are unchanged)"
+                ));
+            } else {
+                parts.push(self.load(n)?);
+            }
+        }
+        Ok(parts.join("\n\n"))
+    }
+
+    /// The body of skill `name` (with its files, license and compatibility), counting
+    /// the load.
     pub fn load(&self, name: &str) -> Result<String, SkillError> {
         traced_load(name, None, || self.load_body(name))
     }
 
     fn load_body(&self, name: &str) -> Result<String, SkillError> {
         let skill = self.check(name)?;
-        *self
-            .loads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(name.to_string())
-            .or_default() += 1;
-        let mut out = format!("# Skill: {}\n\n{}", skill.name, skill.body.trim_end());
-        let extra = skill.extra_files();
-        if !extra.is_empty() {
+        self.count(name.to_string());
+        {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            if !loaded.iter().any(|n| n == name) {
+                loaded.push(name.to_string());
+            }
+        }
+        Ok(self.render(skill))
+    }
+
+    /// A loaded skill as the model reads it.
+    fn render(&self, skill: &Skill) -> String {
+        let mut out = format!("# Skill: {}\n", skill.name);
+        if let Some(license) = &skill.license {
+            out.push_str(&format!("License: {license}\n"));
+        }
+        if let Some(c) = &skill.compatibility {
+            out.push_str(&format!("Compatibility: {c}\n"));
+        }
+        out.push('\n');
+        let body = skill.body.trim_end();
+        if quick_estimate(body) <= MAX_SKILL_TOKENS {
+            out.push_str(body);
+        } else {
+            out.push_str(&outline(&skill.name, body));
+        }
+        out.push_str(&self.files_note(skill));
+        out
+    }
+
+    /// The skill's files (binary ones marked, the listing capped), its declared
+    /// requirements, and whether its scripts can run here.
+    fn files_note(&self, skill: &Skill) -> String {
+        let mut out = String::new();
+        if !skill.files.is_empty() {
+            let listed: Vec<String> = skill
+                .files
+                .iter()
+                .take(MAX_LISTED_FILES)
+                .map(|f| {
+                    if f.binary {
+                        format!("{} (binary, {} bytes; not readable as text)", f.path, f.bytes)
+                    } else {
+                        f.path.clone()
+                    }
+                })
+                .collect();
+            let more = skill.files.len().saturating_sub(MAX_LISTED_FILES);
+            let more = if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "\n\n(Other files of this skill, for load_subskill: {})",
-                extra.join(", ")
+                "\n\n(Other files of this skill, for load_subskill or run_skill_script: {}{more})",
+                listed.join(", ")
             ));
         }
-        Ok(out)
+        if skill.has_process_scripts() {
+            match self.set.sandbox.unavailable() {
+                Some(why) => out.push_str(&format!(
+                    "\n(Its Python, shell and Node scripts cannot run on this host: {why}.)"
+                )),
+                None => {
+                    let requirements = skill.requirements();
+                    if !requirements.is_empty() {
+                        let names: Vec<String> = requirements.into_iter().map(|(_, r)| r).collect();
+                        out.push_str(&format!(
+                            "\n(Its scripts declare requirements steward does not install: {}. Scripts run with the host's own packages.)",
+                            names.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 
-    /// A file inside skill `name`'s folder. Paths that are absolute, contain `..` or
-    /// resolve (through links) outside the folder are refused.
-    pub fn load_sub(&self, name: &str, path: &str) -> Result<String, SkillError> {
-        traced_load(name, Some(path), || self.load_sub_body(name, path))
+    /// A file inside skill `name`'s folder, or with `section`, one section of its
+    /// `SKILL.md`. Paths that are absolute, contain `..` or resolve (through links)
+    /// outside the folder are refused.
+    pub fn load_sub(&self, name: &str, path: &str, section: Option<&str>) -> Result<String, SkillError> {
+        traced_load(name, Some(path), || self.load_sub_body(name, path, section))
     }
 
-    fn load_sub_body(&self, name: &str, path: &str) -> Result<String, SkillError> {
+    fn load_sub_body(&self, name: &str, path: &str, section: Option<&str>) -> Result<String, SkillError> {
         let skill = self.check(name)?;
         let rel = Path::new(path);
         if rel.is_absolute()
@@ -124,6 +312,30 @@ impl RunSkills {
                 .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
             return Err(SkillError::Outside(path.to_string()));
+        }
+        let is_skill_md = matches!(path, "SKILL.md" | "skill.md");
+        if let Some(section) = section {
+            if !is_skill_md {
+                return Err(SkillError::Unreadable(
+                    "`section` applies to SKILL.md only".into(),
+                ));
+            }
+            let text = find_section(&skill.body, section).ok_or_else(|| SkillError::NoSection {
+                section: section.to_string(),
+                sections: headings(&skill.body)
+                    .into_iter()
+                    .map(|(h, _)| h)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })?;
+            self.count(format!("{name}/SKILL.md#{section}"));
+            return Ok(format!("# {name}/SKILL.md § {section}\n\n{text}"));
+        }
+        if is_skill_md {
+            return self.load(name);
+        }
+        if skill.files.iter().any(|f| f.path == path && f.binary) {
+            return Err(SkillError::Binary(path.to_string()));
         }
         let base = skill
             .dir
@@ -144,14 +356,10 @@ impl RunSkills {
                 size,
             });
         }
-        let text = std::fs::read_to_string(&full)
-            .map_err(|e| SkillError::Unreadable(format!("cannot read '{path}': {e}")))?;
-        *self
-            .loads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(format!("{name}/{path}"))
-            .or_default() += 1;
+        let text =
+            std::fs::read(&full).map_err(|e| SkillError::Unreadable(format!("cannot read '{path}': {e}")))?;
+        let text = String::from_utf8(text).map_err(|_| SkillError::Binary(path.to_string()))?;
+        self.count(format!("{name}/{path}"));
         Ok(format!("# {name}/{path}\n\n{text}"))
     }
 
@@ -167,10 +375,119 @@ impl RunSkills {
         )))
     }
 
+    /// After a compaction: the skills the model loaded (required ones are pinned
+    /// already), so their instructions survive the summary. Not counted as loads.
+    pub fn reinjection(&self) -> Option<String> {
+        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let bodies: Vec<String> = loaded
+            .iter()
+            .filter(|n| !self.required.contains(*n))
+            .filter_map(|n| self.set.get(n))
+            .map(|s| self.render(s))
+            .collect();
+        (!bodies.is_empty()).then(|| {
+            format!(
+                "[steward: skills loaded earlier in this run, kept through compaction]\n\n{}",
+                bodies.join("\n\n")
+            )
+        })
+    }
+
     /// Loads per skill (and per `skill/path` for sub-files).
     pub fn loads(&self) -> BTreeMap<String, u32> {
         self.loads.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// The sandbox for Python, shell and Node scripts.
+    pub fn sandbox(&self) -> &ProcessSandbox {
+        &self.set.sandbox
+    }
+
+    /// The agent's limits for sandboxed scripts.
+    pub fn script_limits(&self) -> ProcessLimits {
+        self.scripts.limits()
+    }
+
+    /// Interpreters the agent allows for scripts.
+    pub fn interpreters(&self) -> &[String] {
+        &self.scripts.interpreters
+    }
+}
+
+/// `## ` and `### ` headings of a Markdown body with the estimated tokens under each.
+fn headings(body: &str) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut fence = false;
+    for line in body.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+        }
+        let heading = (!fence)
+            .then(|| line.strip_prefix("## ").or_else(|| line.strip_prefix("### ")))
+            .flatten();
+        match heading {
+            Some(h) => out.push((h.trim().to_string(), 0)),
+            None => {
+                if let Some(last) = out.last_mut() {
+                    last.1 += quick_estimate(line) + 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The text of section `wanted` (its heading through the next heading of the same or
+/// a higher level), matched without regard to case.
+fn find_section(body: &str, wanted: &str) -> Option<String> {
+    let wanted = wanted.trim().trim_start_matches('#').trim().to_lowercase();
+    let mut out: Option<(usize, Vec<&str>)> = None;
+    let mut fence = false;
+    for line in body.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+        }
+        let level = if fence {
+            0
+        } else {
+            line.chars().take_while(|c| *c == '#').count()
+        };
+        let is_heading = level > 0 && line[level..].starts_with(' ');
+        match &mut out {
+            Some((open, lines)) => {
+                if is_heading && level <= *open {
+                    break;
+                }
+                lines.push(line);
+            }
+            None if is_heading && line[level..].trim().to_lowercase() == wanted => {
+                out = Some((level, vec![line]));
+            }
+            None => {}
+        }
+    }
+    out.map(|(_, lines)| lines.join("\n"))
+}
+
+/// A body too large to load whole: its opening (up to the first section) and its
+/// sections, to load one at a time.
+fn outline(name: &str, body: &str) -> String {
+    let opening: String = body
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let opening = crate::tokens::floor_char(&opening, (MAX_SKILL_TOKENS as usize) * 2);
+    let sections: Vec<String> = headings(body)
+        .into_iter()
+        .map(|(h, t)| format!("- {h} (~{t} tokens)"))
+        .collect();
+    format!(
+        "{}\n\n[steward: these instructions are ~{} tokens, over the {MAX_SKILL_TOKENS}-token limit for loading a skill whole. Above is its opening; load the sections the task needs with load_subskill {{\"skill\": \"{name}\", \"path\": \"SKILL.md\", \"section\": \"<heading>\"}}. Sections:\n{}]",
+        opening.trim_end(),
+        quick_estimate(body),
+        sections.join("\n")
+    )
 }
 
 /// Why a skill or one of its files cannot be used; the message goes back to the model.
@@ -192,6 +509,10 @@ pub enum SkillError {
     },
     #[error("'{path}' is {size} bytes, over the {MAX_SUBSKILL_BYTES}-byte limit")]
     TooLarge { path: String, size: u64 },
+    #[error("'{0}' is a binary file (a font, image or archive), not text")]
+    Binary(String),
+    #[error("SKILL.md has no section '{section}'; sections: {sections}")]
+    NoSection { section: String, sections: String },
     #[error("{0}")]
     Unreadable(String),
 }
@@ -206,6 +527,8 @@ impl SkillError {
             SkillError::Outside(_) => "outside",
             SkillError::NoFile { .. } => "no_file",
             SkillError::TooLarge { .. } => "too_large",
+            SkillError::Binary(_) => "binary",
+            SkillError::NoSection { .. } => "no_section",
             SkillError::Unreadable(_) => "unreadable",
         }
     }

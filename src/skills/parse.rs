@@ -5,21 +5,87 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use super::{Level, MAX_NAME_LEN, Skill, SkillDiagnostic};
+use super::{Level, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_LEN, Skill, SkillDiagnostic};
 
-/// Splits `---\nfront matter\n---\nbody`; `None` when there is no front matter.
-fn split(text: &str) -> Option<(&str, &str)> {
+/// What the start of a SKILL.md holds.
+enum Front<'a> {
+    /// Front matter and body.
+    Split(&'a str, &'a str),
+    /// No first line `---`.
+    Missing,
+    /// A first line `---` and no closing one.
+    Unclosed,
+}
+
+/// Splits `---\nfront matter\n---\nbody`.
+fn split(text: &str) -> Front<'_> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let rest = text.strip_prefix("---")?.trim_start_matches([' ', '\t']);
-    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n'))?;
+    let Some(rest) = text
+        .strip_prefix("---")
+        .map(|r| r.trim_start_matches([' ', '\t']))
+    else {
+        return Front::Missing;
+    };
+    let Some(rest) = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')) else {
+        return Front::Missing;
+    };
     let mut offset = 0;
     for line in rest.split_inclusive('\n') {
         if line.trim_end() == "---" {
-            return Some((&rest[..offset], &rest[offset + line.len()..]));
+            return Front::Split(&rest[..offset], &rest[offset + line.len()..]);
         }
         offset += line.len();
     }
-    None
+    Front::Unclosed
+}
+
+/// Every way `name` breaks the specification's name rules (compared with its folder
+/// after NFKC normalization), one message each.
+pub fn name_problems(name: &str, folder: &str) -> Vec<String> {
+    use unicode_normalization::UnicodeNormalization;
+    let name: String = name.nfkc().collect();
+    let folder: String = folder.nfkc().collect();
+    let mut out = Vec::new();
+    if name.chars().count() > MAX_NAME_LEN {
+        out.push(format!(
+            "name '{name}' is {} characters, over the {MAX_NAME_LEN} allowed",
+            name.chars().count()
+        ));
+    }
+    if name.chars().any(|c| c.is_uppercase()) {
+        out.push(format!("name '{name}' must be lower case"));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(*c == '-' || (c.is_alphanumeric() && !c.is_uppercase())))
+    {
+        out.push(format!(
+            "name '{name}' may hold only letters, digits and hyphens, not '{bad}'"
+        ));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        out.push(format!("name '{name}' must not start or end with a hyphen"));
+    }
+    if name.contains("--") {
+        out.push(format!("name '{name}' must not contain two hyphens in a row"));
+    }
+    if name != folder {
+        out.push(format!("name '{name}' does not match its folder '{folder}'"));
+    }
+    out
+}
+
+/// `text` cut to at most `max` characters at a word boundary, with an ellipsis.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    let at = cut
+        .rfind(char::is_whitespace)
+        .filter(|i| *i > max / 2)
+        .unwrap_or(cut.len());
+    format!("{}…", cut[..at].trim_end())
 }
 
 /// Quotes top-level scalar values that contain `: ` (a common hand-written mistake:
@@ -68,12 +134,22 @@ pub fn parse(
             message,
         })
     };
-    let Some((front, body)) = split(raw) else {
-        report(
-            Level::Error,
-            "no YAML front matter (expected a first line '---'); skipped".into(),
-        );
-        return None;
+    let (front, body) = match split(raw) {
+        Front::Split(front, body) => (front, body),
+        Front::Missing => {
+            report(
+                Level::Error,
+                "no YAML front matter (expected a first line '---'); skipped".into(),
+            );
+            return None;
+        }
+        Front::Unclosed => {
+            report(
+                Level::Error,
+                "front matter is not closed (no line '---' after it); skipped".into(),
+            );
+            return None;
+        }
     };
     let map = match serde_yaml::from_str::<Value>(front) {
         Ok(v) => v,
@@ -107,13 +183,19 @@ pub fn parse(
         report(Level::Error, "missing or empty 'description'; skipped".into());
         return None;
     }
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        report(
+            Level::Warning,
+            format!(
+                "description is {} characters, over the {MAX_DESCRIPTION_CHARS} allowed; the catalog shows it shortened",
+                description.chars().count()
+            ),
+        );
+    }
     let name = match get("name").and_then(text) {
         Some(n) => {
-            if n != folder {
-                report(
-                    Level::Warning,
-                    format!("name '{n}' does not match its folder '{folder}'"),
-                );
+            for problem in name_problems(&n, folder) {
+                report(Level::Warning, problem);
             }
             n
         }
@@ -125,24 +207,42 @@ pub fn parse(
             folder.to_string()
         }
     };
-    if name.chars().count() > MAX_NAME_LEN {
-        report(
-            Level::Warning,
-            format!("name is longer than {MAX_NAME_LEN} characters"),
-        );
-    }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    let compatibility = get("compatibility").and_then(text);
+    if let Some(c) = &compatibility
+        && c.chars().count() > MAX_COMPATIBILITY_CHARS
     {
         report(
             Level::Warning,
-            format!("name '{name}' should use lowercase letters, digits and hyphens"),
+            format!(
+                "compatibility is {} characters, over the {MAX_COMPATIBILITY_CHARS} allowed",
+                c.chars().count()
+            ),
         );
     }
     let metadata: BTreeMap<String, String> = match get("metadata") {
-        Some(Value::Mapping(m)) => m.iter().filter_map(|(k, v)| Some((text(k)?, text(v)?))).collect(),
-        _ => BTreeMap::new(),
+        Some(Value::Mapping(m)) => m
+            .iter()
+            .filter_map(|(k, v)| {
+                let key = text(k)?;
+                match v {
+                    Value::String(s) => Some((key, s.clone())),
+                    other => {
+                        report(
+                            Level::Warning,
+                            format!(
+                                "metadata '{key}' is not a string (the specification maps strings to strings); read as text"
+                            ),
+                        );
+                        text(other).map(|t| (key, t))
+                    }
+                }
+            })
+            .collect(),
+        Some(_) => {
+            report(Level::Warning, "metadata is not a mapping; ignored".into());
+            BTreeMap::new()
+        }
+        None => BTreeMap::new(),
     };
     let allowed_tools = match get("allowed-tools") {
         Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
@@ -153,12 +253,13 @@ pub fn parse(
         name,
         description,
         license: get("license").and_then(text),
-        compatibility: get("compatibility").and_then(text),
+        compatibility,
         metadata,
         allowed_tools,
         body: body.trim_start_matches(['\r', '\n']).to_string(),
         dir: dir.to_path_buf(),
         file: rel.to_path_buf(),
+        files: Vec::new(),
     })
 }
 

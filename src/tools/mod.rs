@@ -104,6 +104,9 @@ pub struct ToolOutput {
     /// Set by the gateway when this is the earlier result of a call with the same
     /// arguments in the same run (the id of that call), not a new call.
     pub repeat_of: Option<String>,
+    /// Goes into the context whole, however large (a loaded skill, which its tool
+    /// caps itself), instead of becoming a file with a preview.
+    pub whole: bool,
 }
 
 impl ToolOutput {
@@ -116,6 +119,15 @@ impl ToolOutput {
             value,
             images: Vec::new(),
             repeat_of: None,
+            whole: false,
+        }
+    }
+
+    /// Text that goes into the context whole (see [`ToolOutput::whole`]).
+    pub fn whole(text: impl Into<String>) -> Self {
+        ToolOutput {
+            whole: true,
+            ..ToolOutput::text(text)
         }
     }
 

@@ -1,10 +1,16 @@
-//! `run_skill_script`: run a Rhai script a skill ships (`scripts/*.rhai`) in the same
-//! sandbox as coordinator scripts: reliable arithmetic and data reshaping without a
-//! Python sandbox. The script sees `args` and may call only tools that both the agent
-//! and the skill's `allowed-tools` grant; each such call goes through the run's tool
-//! gateway (recorded with its parent call id, counted toward `max_tool_calls`, and
-//! marking the run as having side effects when the tool has them). Its last
-//! expression is the result.
+//! `run_skill_script`: run a script a skill ships.
+//!
+//! - Rhai (`scripts/*.rhai`) runs in the same sandbox as coordinator scripts. It sees
+//!   `args` and may call only tools that both the agent and the skill's
+//!   `allowed-tools` grant; each such call goes through the run's tool gateway
+//!   (recorded with its parent call id, counted toward `max_tool_calls`, and marking
+//!   the run as having side effects when the tool has them). Its last expression is
+//!   the result.
+//! - Python, shell and Node scripts run in the bubblewrap sandbox
+//!   ([`crate::sandbox::process`]) with the agent's `skills.scripts` limits: arguments
+//!   as a list of strings, optional stdin, the run files the model names in the work
+//!   folder; files the script writes there become run files. They have no network and
+//!   no way to reach steward's tools.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +22,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+use crate::files::{FileSource, NewFile, mime};
+use crate::sandbox::process::{Job, Stop, WorkFile, find_program};
 use crate::sandbox::{self, SandboxLimits};
+use crate::skills::Skill;
+
+/// Tail of stderr shown with a failed script.
+const STDERR_TAIL: usize = 2000;
 
 /// Wall-clock limit of one skill script.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,7 +41,7 @@ pub fn skill_script_tool() -> Arc<dyn Tool> {
     Arc::new(SkillScript {
         spec: ToolSpec {
             name: "run_skill_script".into(),
-            description: "Run a script shipped by a skill (listed among its files as scripts/<name>.rhai) with JSON arguments; returns the script's result.".into(),
+            description: "Run a script a skill ships, named as the skill lists it (scripts/<name>.py, .sh, .js or .rhai). Python, shell and Node scripts run sandboxed without network: pass `args` as a list of strings, optional `stdin`, and the ids of run files to put in their work folder; files they write come back as new run files. Rhai scripts take `args` as an object and return their result.".into(),
             parameters: super::args::schema_of::<ScriptArgs>(),
             effect: Effect::ReadOnly,
         },
@@ -40,10 +52,27 @@ pub fn skill_script_tool() -> Arc<dyn Tool> {
 #[serde(deny_unknown_fields)]
 struct ScriptArgs {
     skill: String,
+    /// The script as the skill lists it, e.g. scripts/fill_form.py.
     #[schemars(length(min = 1))]
     script: String,
-    /// Input the script reads as `args`.
-    args: Option<serde_json::Map<String, Value>>,
+    /// Rhai: an object the script reads as `args`. Python, shell, Node: command-line
+    /// arguments, a list of strings.
+    #[serde(default)]
+    #[schemars(schema_with = "args_schema")]
+    args: Option<Value>,
+    /// Text on the script's standard input (not for Rhai).
+    stdin: Option<String>,
+    /// Ids of run files to put in the script's work folder under their names (not for
+    /// Rhai).
+    files: Option<Vec<String>>,
+}
+
+fn args_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["object", "array"],
+        "items": {"type": "string"},
+        "description": "Rhai: an object read as `args`. Python, shell, Node: command-line arguments, a list of strings."
+    })
 }
 
 fn runtime_error(msg: String) -> Box<EvalAltResult> {
@@ -65,82 +94,332 @@ impl Tool for SkillScript {
             .skills
             .as_ref()
             .ok_or_else(|| ToolError::Model("no skills are available to this agent".into()))?;
-        let ScriptArgs {
-            skill: skill_name,
-            script,
-            args: script_args,
-        } = super::args::parse(args)?;
-        let skill = skills.skill(&skill_name).map_err(ToolError::from)?.clone();
-        let file = script.trim_start_matches("scripts/").trim_end_matches(".rhai");
-        if file.is_empty()
-            || !file
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(ToolError::Model(format!("invalid script name '{script}'")));
-        }
-        let rel = format!("scripts/{file}.rhai");
-        let source = std::fs::read_to_string(skill.dir.join(&rel))
-            .map_err(|_| ToolError::Model(format!("skill '{skill_name}' has no script {rel}")))?;
-        let input = rhai::serde::to_dynamic(Value::Object(script_args.unwrap_or_default()))
-            .map_err(|e| ToolError::Model(format!("bad args: {e}")))?;
-        let ctx = ctx.clone();
-        let rt = tokio::runtime::Handle::current();
-        let label = format!("{skill_name}/{rel}");
-        // A fatal nested failure (the run's tool budget is spent, the store is down)
-        // must end the run, not just this script.
-        let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-        let fatal_seen = fatal.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
-            let grant = skill.allowed_tools.clone();
-            engine.register_fn(
-                "tool",
-                move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {
-                    let nested = ctx
-                        .nested
-                        .clone()
-                        .ok_or_else(|| runtime_error("tools cannot be called here".into()))?;
-                    let json_args = rhai::serde::from_dynamic::<Value>(&Dynamic::from_map(a))?;
-                    match rt.block_on(nested.call_nested(&ctx, &grant, name, json_args)) {
-                        Ok(out) => rhai::serde::to_dynamic(out.value),
-                        Err(ToolError::Fatal(e)) => {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
-                            Err(Box::new(EvalAltResult::ErrorTerminated(
-                                Dynamic::from(e),
-                                Position::NONE,
-                            )))
-                        }
-                        Err(e) => Err(runtime_error(e.to_string())),
-                    }
-                },
-            );
-            let mut scope = Scope::new();
-            scope.push_constant("args", input);
-            engine.eval_with_scope::<Dynamic>(&mut scope, &source)
-        });
-        let result = task
-            .await
-            .map_err(|e| ToolError::Model(format!("{label}: {e}")))?;
-        if let Some(e) = fatal_seen.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(ToolError::Fatal(e));
-        }
-        match result {
-            Ok(v) => {
-                let value =
-                    rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string()));
-                Ok(ToolOutput::json(value))
+        let a: ScriptArgs = super::args::parse(args)?;
+        let skill = skills.skill(&a.skill).map_err(ToolError::from)?.clone();
+        let rel = resolve(&skill, &a.script)?;
+        if rel.ends_with(".rhai") {
+            if a.stdin.is_some() || a.files.is_some() {
+                return Err(ToolError::Model(format!(
+                    "{rel} is a Rhai script: it takes `args` as an object, not `stdin` or `files`"
+                )));
             }
-            Err(e) => {
-                let pos = e.position();
-                let at = pos.line().map(|l| format!(":{l}")).unwrap_or_default();
-                Err(ToolError::Model(format!("{label}{at}: {e}")))
-            }
+            let script_args = match a.args {
+                None => serde_json::Map::new(),
+                Some(Value::Object(map)) => map,
+                Some(_) => {
+                    return Err(ToolError::Model(format!(
+                        "{rel} is a Rhai script: pass `args` as an object"
+                    )));
+                }
+            };
+            let source = std::fs::read_to_string(skill.dir.join(&rel))
+                .map_err(|_| ToolError::Model(format!("skill '{}' has no script {rel}", a.skill)))?;
+            return run_rhai(ctx, skill, rel, source, script_args).await;
         }
+        let argv = match a.args {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    other => Err(ToolError::Model(format!(
+                        "`args` of {rel} must be strings; got {other}"
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => {
+                return Err(ToolError::Model(format!(
+                    "{rel} takes `args` as a list of strings (command-line arguments)"
+                )));
+            }
+        };
+        run_process(
+            ctx,
+            skills,
+            &skill,
+            &rel,
+            argv,
+            a.stdin,
+            a.files.unwrap_or_default(),
+        )
+        .await
     }
 
     /// Skill scripts are local and sandboxed; the mock runs them too.
     async fn mock(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         self.call(ctx, args).await
+    }
+}
+
+/// Runs a Rhai script of `skill` with `args`.
+async fn run_rhai(
+    ctx: &ToolCtx,
+    skill: Skill,
+    rel: String,
+    source: String,
+    script_args: serde_json::Map<String, Value>,
+) -> ToolResult {
+    let skill_name = skill.name.clone();
+    let input = rhai::serde::to_dynamic(Value::Object(script_args))
+        .map_err(|e| ToolError::Model(format!("bad args: {e}")))?;
+    let ctx = ctx.clone();
+    let rt = tokio::runtime::Handle::current();
+    let label = format!("{skill_name}/{rel}");
+    // A fatal nested failure (the run's tool budget is spent, the store is down)
+    // must end the run, not just this script.
+    let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let fatal_seen = fatal.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
+        let grant = skill.allowed_tools.clone();
+        engine.register_fn(
+            "tool",
+            move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {
+                let nested = ctx
+                    .nested
+                    .clone()
+                    .ok_or_else(|| runtime_error("tools cannot be called here".into()))?;
+                let json_args = rhai::serde::from_dynamic::<Value>(&Dynamic::from_map(a))?;
+                match rt.block_on(nested.call_nested(&ctx, &grant, name, json_args)) {
+                    Ok(out) => rhai::serde::to_dynamic(out.value),
+                    Err(ToolError::Fatal(e)) => {
+                        *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+                        Err(Box::new(EvalAltResult::ErrorTerminated(
+                            Dynamic::from(e),
+                            Position::NONE,
+                        )))
+                    }
+                    Err(e) => Err(runtime_error(e.to_string())),
+                }
+            },
+        );
+        let mut scope = Scope::new();
+        scope.push_constant("args", input);
+        engine.eval_with_scope::<Dynamic>(&mut scope, &source)
+    });
+    let result = task
+        .await
+        .map_err(|e| ToolError::Model(format!("{label}: {e}")))?;
+    if let Some(e) = fatal_seen.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(ToolError::Fatal(e));
+    }
+    match result {
+        Ok(v) => {
+            let value =
+                rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string()));
+            Ok(ToolOutput::json(value))
+        }
+        Err(e) => {
+            let pos = e.position();
+            let at = pos.line().map(|l| format!(":{l}")).unwrap_or_default();
+            Err(ToolError::Model(format!("{label}{at}: {e}")))
+        }
+    }
+}
+
+/// The skill's script `script` (as listed, with or without `scripts/`; a bare name is
+/// a Rhai script), or an error naming the scripts it has.
+fn resolve(skill: &Skill, script: &str) -> Result<String, ToolError> {
+    let trimmed = script.trim().trim_start_matches("./");
+    let rel = if trimmed.contains('/') {
+        trimmed.to_string()
+    } else {
+        format!("scripts/{trimmed}")
+    };
+    let listed = |p: &str| skill.files.iter().any(|f| f.path == p);
+    if listed(&rel) {
+        return Ok(rel);
+    }
+    let rhai = format!("{rel}.rhai");
+    if !trimmed.contains('.') && listed(&rhai) {
+        return Ok(rhai);
+    }
+    let scripts: Vec<&str> = skill.scripts().map(|f| f.path.as_str()).collect();
+    Err(ToolError::Model(if scripts.is_empty() {
+        format!(
+            "skill '{}' has no script '{script}'; it has no scripts",
+            skill.name
+        )
+    } else {
+        format!(
+            "skill '{}' has no script '{script}'; its scripts: {}",
+            skill.name,
+            scripts.join(", ")
+        )
+    }))
+}
+
+/// The interpreter a script needs: by extension, else by its `#!` line.
+fn interpreter_for(rel: &str, head: &str) -> Option<String> {
+    let shebang = head
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#!"))
+        .and_then(|l| {
+            let mut words = l.split_whitespace();
+            let first = words.next()?;
+            let program = if first.ends_with("/env") {
+                words.find(|w| !w.starts_with('-'))?
+            } else {
+                first
+            };
+            Some(program.rsplit('/').next().unwrap_or(program).to_string())
+        })
+        // Debian has no plain `python`.
+        .map(|p| if p == "python" { "python3".to_string() } else { p });
+    let ext = rel.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "py" => Some("python3".into()),
+        "sh" => Some(
+            shebang
+                .filter(|p| matches!(p.as_str(), "bash" | "sh" | "dash"))
+                .unwrap_or_else(|| "sh".into()),
+        ),
+        "bash" => Some("bash".into()),
+        "js" | "mjs" | "cjs" => Some("node".into()),
+        _ => shebang,
+    }
+}
+
+/// A work-folder name for a run file: its base name, or with the id in front when two
+/// inputs share one.
+fn input_name(name: &str, id: &str, taken: &[WorkFile]) -> String {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let base = if base.is_empty() || base == "." || base == ".." {
+        id
+    } else {
+        base
+    };
+    if taken.iter().any(|t| t.name == base) {
+        format!("{id}-{base}")
+    } else {
+        base.to_string()
+    }
+}
+
+fn tail(bytes: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end();
+    let start = text.len().saturating_sub(max);
+    let start = (start..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    text[start..].to_string()
+}
+
+/// Runs a Python, shell or Node script of `skill` in the process sandbox.
+async fn run_process(
+    ctx: &ToolCtx,
+    skills: &crate::skills::RunSkills,
+    skill: &Skill,
+    rel: &str,
+    argv: Vec<String>,
+    stdin: Option<String>,
+    file_ids: Vec<String>,
+) -> ToolResult {
+    let label = format!("{}/{rel}", skill.name);
+    let sandbox = skills.sandbox();
+    if let Some(why) = sandbox.unavailable() {
+        return Err(ToolError::Model(format!(
+            "{label} cannot run: Python, shell and Node skill scripts are unavailable on this host ({why})"
+        )));
+    }
+    let head = std::fs::read(skill.dir.join(rel))
+        .map(|b| String::from_utf8_lossy(&b[..b.len().min(256)]).into_owned())
+        .unwrap_or_default();
+    let Some(interpreter) = interpreter_for(rel, &head) else {
+        return Err(ToolError::Model(format!(
+            "{label}: cannot tell which interpreter runs it (no known extension and no #! line)"
+        )));
+    };
+    let allowed = skills.interpreters();
+    if !allowed.iter().any(|i| *i == interpreter) {
+        return Err(ToolError::Model(format!(
+            "{label} needs the interpreter '{interpreter}', which this agent does not allow (allowed: {})",
+            allowed.join(", ")
+        )));
+    }
+    let Some(program) = find_program(&interpreter) else {
+        return Err(ToolError::Model(format!(
+            "{label} needs the interpreter '{interpreter}', which is not installed on this host"
+        )));
+    };
+    let mut inputs: Vec<WorkFile> = Vec::new();
+    for id in &file_ids {
+        let (meta, content) = ctx.files.get(id).map_err(|e| ToolError::Model(e.to_string()))?;
+        let name = input_name(&meta.name, id, &inputs);
+        inputs.push(WorkFile { name, content });
+    }
+    let limits = skills.script_limits();
+    let span = tracing::info_span!(
+        "skill_script",
+        otel.name = %format!("skill_script {label}"),
+        "steward.skill.name" = skill.name.as_str(),
+        "steward.skill.script" = rel,
+        "steward.script.interpreter" = interpreter.as_str(),
+        "steward.script.exit" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    );
+    let job = Job {
+        skill_dir: &skill.dir,
+        script: rel,
+        interpreter: &program,
+        args: &argv,
+        stdin: stdin.as_deref(),
+        inputs: &inputs,
+    };
+    let finished = {
+        use tracing::Instrument;
+        sandbox.run(&job, &limits).instrument(span.clone()).await
+    }
+    .map_err(|e| ToolError::Model(format!("{label}: {e}")))?;
+    let mut written = Vec::new();
+    for f in &finished.files {
+        let meta = ctx
+            .files
+            .add(
+                NewFile {
+                    name: f.name.clone(),
+                    mime: mime::from_name(&f.name).to_string(),
+                    content: f.content.to_vec(),
+                },
+                FileSource::ScriptOutput,
+                None,
+            )
+            .await
+            .map_err(|e| ToolError::Fatal(format!("cannot store a file {label} wrote: {e}")))?;
+        written.push(serde_json::json!({"id": meta.id, "name": meta.name, "bytes": meta.size_bytes}));
+    }
+    let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
+    match &finished.stop {
+        Stop::Exited(0) => {
+            span.record("steward.script.exit", 0);
+            Ok(ToolOutput::json(serde_json::json!({
+                "exit_code": 0,
+                "stdout": stdout,
+                "stderr": tail(&finished.stderr, STDERR_TAIL),
+                "files": written,
+                "seconds": (finished.took.as_secs_f64() * 1000.0).round() / 1000.0,
+            })))
+        }
+        stop => {
+            if let Stop::Exited(code) = stop {
+                span.record("steward.script.exit", *code);
+            }
+            span.record("error.type", "script_failed");
+            let mut message = format!("{label} {}.", stop.describe(&limits));
+            let err = tail(&finished.stderr, STDERR_TAIL);
+            if !err.is_empty() {
+                message.push_str(&format!("\nstderr (last {STDERR_TAIL} bytes at most):\n{err}"));
+            }
+            let out = tail(&finished.stdout, STDERR_TAIL);
+            if !out.is_empty() {
+                message.push_str(&format!("\nstdout (last {STDERR_TAIL} bytes at most):\n{out}"));
+            }
+            if !written.is_empty() {
+                message.push_str(&format!("\nfiles it wrote: {}", Value::from(written)));
+            }
+            Err(ToolError::Model(message))
+        }
     }
 }

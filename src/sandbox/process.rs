@@ -1,0 +1,726 @@
+//! Sandboxed processes for skill scripts in Python, shell or Node. Each run is one
+//! bubblewrap sandbox: new user, mount, PID, IPC, UTS, cgroup and network namespaces
+//! (so no network at all), no capabilities, the system (`/usr` and the few `/etc`
+//! files programs need) read-only, the skill's folder read-only at `/skill`, a private
+//! work folder at `/work` holding the input files, a small `/tmp`, a `/proc` that shows
+//! only the sandbox's own processes, and an environment with nothing of steward's.
+//!
+//! Limits: wall time (the sandbox is killed), CPU time and address space (rlimits),
+//! processes (a pids cgroup, or `RLIMIT_NPROC` for a non-root user), output (the
+//! sandbox is killed once stdout or stderr passes the cap), and files written (size
+//! per file by `RLIMIT_FSIZE`, count and total bytes of the work folder watched while
+//! the script runs). Where any of this cannot be had, the sandbox says so once, at
+//! start, and refuses to run scripts rather than run them with less.
+
+use std::ffi::CString;
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// Where programs are looked up, on the host and inside the sandbox alike.
+const PROGRAM_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
+
+/// `/etc` entries a sandboxed program may need (the dynamic linker's cache, time zone,
+/// Python's site configuration); nothing with secrets or accounts.
+const ETC_ENTRIES: &[&str] = &[
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "fonts",
+];
+
+/// How often the work folder is measured while a script runs.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// Size of the sandbox's `/dev/shm`.
+const SHM_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Limits of one sandboxed run; each is configurable per agent (`skills.scripts`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessLimits {
+    pub wall: Duration,
+    pub cpu_secs: u64,
+    pub memory_bytes: u64,
+    pub max_processes: u64,
+    /// Kept of stdout and of stderr each; past it the sandbox is stopped.
+    pub max_output_bytes: usize,
+    /// Files (and folders) in the work folder.
+    pub max_files: usize,
+    /// Bytes in the work folder, and the size of `/tmp`.
+    pub max_written_bytes: u64,
+}
+
+impl Default for ProcessLimits {
+    fn default() -> Self {
+        ProcessLimits {
+            wall: Duration::from_secs(60),
+            cpu_secs: 60,
+            memory_bytes: 1024 * 1024 * 1024,
+            max_processes: 64,
+            max_output_bytes: 1024 * 1024,
+            max_files: 100,
+            max_written_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A file placed in the work folder, or one the script left there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkFile {
+    /// Relative to the work folder.
+    pub name: String,
+    pub content: Arc<Vec<u8>>,
+}
+
+/// One script to run.
+pub struct Job<'a> {
+    /// The skill's folder on the host (mounted read-only at `/skill`).
+    pub skill_dir: &'a Path,
+    /// The script, relative to the skill's folder.
+    pub script: &'a str,
+    /// The interpreter, an absolute path under the system folders.
+    pub interpreter: &'a Path,
+    pub args: &'a [String],
+    pub stdin: Option<&'a str>,
+    /// Files put into the work folder before the script starts.
+    pub inputs: &'a [WorkFile],
+}
+
+/// Why a script stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// bubblewrap's exit code: the script's, or 128 + the signal that killed it
+    /// (`SIGXCPU` for the CPU limit, `SIGXFSZ` for a file too large).
+    Exited(i32),
+    /// bubblewrap itself was killed by a signal.
+    Signal(i32),
+    TimedOut,
+    /// stdout or stderr passed the output cap.
+    OutputCap,
+    /// The work folder passed its file count or byte limit (the reason).
+    WriteCap(String),
+}
+
+impl Stop {
+    /// What happened, in words for the model.
+    pub fn describe(&self, limits: &ProcessLimits) -> String {
+        match self {
+            // bubblewrap passes a killed script on as 128 + the signal.
+            Stop::Exited(code) if *code == 128 + libc::SIGXCPU => {
+                format!("was stopped at its CPU time limit ({} s)", limits.cpu_secs)
+            }
+            Stop::Exited(code) if *code == 128 + libc::SIGXFSZ => format!(
+                "was stopped writing a file over the {}-byte limit",
+                limits.max_written_bytes
+            ),
+            Stop::Exited(code) if *code > 128 && *code <= 128 + 64 => {
+                format!("exited with code {code} (killed by signal {})", code - 128)
+            }
+            Stop::Exited(code) => format!("exited with code {code}"),
+            Stop::Signal(s) => format!("was killed by signal {s}"),
+            Stop::TimedOut => format!("was stopped at its time limit ({} s)", limits.wall.as_secs_f64()),
+            Stop::OutputCap => format!(
+                "was stopped: its output passed the {}-byte limit",
+                limits.max_output_bytes
+            ),
+            Stop::WriteCap(why) => format!("was stopped: {why}"),
+        }
+    }
+}
+
+/// The result of one run.
+#[derive(Debug)]
+pub struct Finished {
+    pub stop: Stop,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Files the script created or changed in the work folder, sorted by name.
+    pub files: Vec<WorkFile>,
+    pub took: Duration,
+}
+
+/// Why the sandbox could not run a script at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("script sandbox unavailable: {0}")]
+    Unavailable(String),
+    #[error("cannot prepare the script sandbox: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How the process limit is enforced.
+#[derive(Debug, Clone)]
+enum PidLimit {
+    /// A pids cgroup folder; each run gets a child of it.
+    Cgroup(PathBuf),
+    /// `RLIMIT_NPROC` on top of the tasks the (non-root) user already has.
+    Rlimit,
+}
+
+/// The script sandbox of one steward process: bubblewrap found and tried once.
+#[derive(Debug)]
+pub struct ProcessSandbox {
+    bwrap: PathBuf,
+    pids: PidLimit,
+    /// Parent of the runs' work folders.
+    work_base: PathBuf,
+    /// Why scripts cannot run here, when they cannot.
+    unavailable: Option<String>,
+}
+
+impl Default for ProcessSandbox {
+    fn default() -> Self {
+        ProcessSandbox::disabled("no script sandbox was set up in this process")
+    }
+}
+
+impl ProcessSandbox {
+    /// Finds bubblewrap and a way to limit processes, and runs `/bin/true` in a sandbox
+    /// to prove it works (some container runtimes forbid namespaces). Blocking; called
+    /// once at start.
+    pub fn detect(work_base: PathBuf) -> ProcessSandbox {
+        let mut sandbox = ProcessSandbox {
+            bwrap: PathBuf::new(),
+            pids: PidLimit::Rlimit,
+            work_base,
+            unavailable: None,
+        };
+        match find_program("bwrap") {
+            Some(bwrap) => sandbox.bwrap = bwrap,
+            None => {
+                sandbox.unavailable =
+                    Some("bubblewrap (bwrap) is not installed; install the Debian package bubblewrap".into());
+                return sandbox;
+            }
+        }
+        match pids_cgroup() {
+            Some(dir) => sandbox.pids = PidLimit::Cgroup(dir),
+            // SAFETY: getuid has no preconditions.
+            None if unsafe { libc::getuid() } == 0 => {
+                sandbox.unavailable = Some(
+                    "running as root without a writable pids cgroup, so the process limit cannot be enforced"
+                        .into(),
+                );
+                return sandbox;
+            }
+            None => {}
+        }
+        if let Err(e) = std::fs::create_dir_all(&sandbox.work_base) {
+            sandbox.unavailable = Some(format!("cannot create {}: {e}", sandbox.work_base.display()));
+            return sandbox;
+        }
+        let mut probe = std::process::Command::new(&sandbox.bwrap);
+        probe
+            .args(base_args())
+            .args(["--remount-ro", "/", "--"])
+            .arg("/bin/sh")
+            .arg("-c")
+            .arg("exit 0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        match probe.output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                sandbox.unavailable = Some(format!(
+                    "bubblewrap cannot create its namespaces here ({})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+            Err(e) => sandbox.unavailable = Some(format!("cannot start bubblewrap: {e}")),
+        }
+        sandbox
+    }
+
+    /// A sandbox that refuses every script with `reason` (tests, platforms without it).
+    pub fn disabled(reason: impl Into<String>) -> ProcessSandbox {
+        ProcessSandbox {
+            bwrap: PathBuf::new(),
+            pids: PidLimit::Rlimit,
+            work_base: PathBuf::new(),
+            unavailable: Some(reason.into()),
+        }
+    }
+
+    /// Why scripts cannot run here, if they cannot.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    /// Runs `job` under `limits`. Errors only when no sandbox could be made; a script
+    /// that fails or is stopped is a [`Finished`] with its [`Stop`].
+    pub async fn run(&self, job: &Job<'_>, limits: &ProcessLimits) -> Result<Finished, SandboxError> {
+        if let Some(why) = &self.unavailable {
+            return Err(SandboxError::Unavailable(why.clone()));
+        }
+        let started = Instant::now();
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let work = Scratch::create(self.work_base.join(&id))?;
+        write_inputs(&work.0, job.inputs)?;
+        let cgroup = match &self.pids {
+            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, &id, limits.max_processes)?),
+            PidLimit::Rlimit => None,
+        };
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        command
+            .args(base_args())
+            .args(["--size", &limits.max_written_bytes.to_string(), "--tmpfs", "/tmp"])
+            .args(["--size", &SHM_BYTES.to_string(), "--tmpfs", "/dev/shm"])
+            .args(["--remount-ro", "/dev"])
+            .arg("--ro-bind")
+            .arg(job.skill_dir)
+            .arg("/skill")
+            .arg("--bind")
+            .arg(&work.0)
+            .arg("/work")
+            .args(["--chdir", "/work", "--remount-ro", "/"])
+            .arg("--")
+            .arg(job.interpreter)
+            .arg(Path::new("/skill").join(job.script))
+            .args(job.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let rlimits = Rlimits {
+            cpu: limits.cpu_secs,
+            address_space: limits.memory_bytes,
+            file_size: limits.max_written_bytes,
+            nproc: match &cgroup {
+                Some(_) => None,
+                None => Some(user_tasks() + limits.max_processes),
+            },
+            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
+        };
+        rlimits.apply(&mut command);
+        let mut child = command.spawn()?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(SandboxError::Io(std::io::Error::other("child pipes missing")));
+        };
+        let over = CancellationToken::new();
+        let feed = async {
+            if let Some(text) = job.stdin {
+                // A script that does not read its input closes the pipe: not an error.
+                let _ = stdin.write_all(text.as_bytes()).await;
+            }
+            drop(stdin);
+        };
+        let supervise = async {
+            let deadline = tokio::time::sleep(limits.wall);
+            tokio::pin!(deadline);
+            let mut watch = tokio::time::interval(WATCH_EVERY);
+            let stop = loop {
+                tokio::select! {
+                    status = child.wait() => break match status {
+                        Ok(s) => exit_stop(s),
+                        Err(_) => Stop::Signal(libc::SIGKILL),
+                    },
+                    () = &mut deadline => break Stop::TimedOut,
+                    () = over.cancelled() => break Stop::OutputCap,
+                    _ = watch.tick() => {
+                        if let Some(why) = over_written(&work.0, limits) {
+                            break Stop::WriteCap(why);
+                        }
+                    }
+                }
+            };
+            // Killing bubblewrap kills its namespace's init (`--die-with-parent`), and
+            // with it every process of the sandbox.
+            let _ = child.kill().await;
+            stop
+        };
+        let cap = limits.max_output_bytes;
+        let (stop, stdout, stderr, ()) = tokio::join!(
+            supervise,
+            read_capped(stdout, cap, &over),
+            read_capped(stderr, cap, &over),
+            feed
+        );
+        if let Some(cg) = cgroup {
+            cg.remove();
+        }
+        let inputs = job.inputs.to_vec();
+        let dir = work.0.clone();
+        let max_files = limits.max_files;
+        let files = tokio::task::spawn_blocking(move || written_files(&dir, &inputs, max_files))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        drop(work);
+        Ok(Finished {
+            stop,
+            stdout,
+            stderr,
+            files,
+            took: started.elapsed(),
+        })
+    }
+}
+
+/// The program `name` (a bare name) in the system's program folders.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    PROGRAM_DIRS.iter().map(|d| Path::new(d).join(name)).find(|p| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The bubblewrap arguments every run shares: namespaces, the read-only system, an
+/// empty environment. The root is remounted read-only after the run's own mounts.
+fn base_args() -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    .map(String::from)
+    .to_vec();
+    // Merged-/usr systems link /bin, /lib... into /usr; others have real folders.
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        match std::fs::read_link(top) {
+            Ok(target) => args.extend([
+                "--symlink".into(),
+                target.to_string_lossy().into_owned(),
+                top.into(),
+            ]),
+            Err(_) if Path::new(top).is_dir() => args.extend(["--ro-bind".into(), top.into(), top.into()]),
+            Err(_) => {}
+        }
+    }
+    let mut etc: Vec<String> = ETC_ENTRIES.iter().map(|e| e.to_string()).collect();
+    if let Ok(entries) = std::fs::read_dir("/etc") {
+        etc.extend(
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("python")),
+        );
+    }
+    for entry in etc {
+        let path = format!("/etc/{entry}");
+        args.extend(["--ro-bind-try".into(), path.clone(), path]);
+    }
+    args.extend(
+        [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/local/bin:/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            "/work",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "SKILL_DIR",
+            "/skill",
+            "--setenv",
+            "PYTHONDONTWRITEBYTECODE",
+            "1",
+            "--setenv",
+            "PYTHONIOENCODING",
+            "utf-8",
+        ]
+        .map(String::from),
+    );
+    args
+}
+
+/// A run's work folder, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn create(path: PathBuf) -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // remove_dir_all does not follow links the script may have left.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether `name` is a plain relative path (no `..`, not absolute).
+fn plain(name: &str) -> bool {
+    let p = Path::new(name);
+    !name.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn write_inputs(dir: &Path, inputs: &[WorkFile]) -> std::io::Result<()> {
+    for f in inputs {
+        if !plain(&f.name) {
+            return Err(std::io::Error::other(format!("bad input file name '{}'", f.name)));
+        }
+        let path = dir.join(&f.name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, f.content.as_slice())?;
+    }
+    Ok(())
+}
+
+/// Reads a pipe keeping at most `cap` bytes; past it, cancels `over` and stops.
+async fn read_capped(mut pipe: impl AsyncRead + Unpin, cap: usize, over: &CancellationToken) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    over.cancel();
+                    return kept;
+                }
+            }
+        }
+    }
+}
+
+fn exit_stop(status: std::process::ExitStatus) -> Stop {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Stop::Exited(code),
+        (None, sig) => Stop::Signal(sig.unwrap_or(0)),
+    }
+}
+
+/// Regular files under `dir` (links and special files skipped), with the number of
+/// entries seen; stops counting once past `max_entries`.
+fn walk(dir: &Path, max_entries: usize) -> (Vec<(String, u64)>, usize) {
+    let mut files = Vec::new();
+    let mut entries = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(read) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in read.flatten() {
+            entries += 1;
+            if entries > max_entries {
+                return (files, entries);
+            }
+            let Ok(meta) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else if meta.is_file()
+                && let Ok(rel) = e.path().strip_prefix(dir)
+            {
+                files.push((rel.to_string_lossy().into_owned(), meta.len()));
+            }
+        }
+    }
+    (files, entries)
+}
+
+/// Why the work folder is over its limits, if it is.
+fn over_written(dir: &Path, limits: &ProcessLimits) -> Option<String> {
+    let (files, entries) = walk(dir, limits.max_files);
+    if entries > limits.max_files {
+        return Some(format!(
+            "it created more than {} files in its work folder",
+            limits.max_files
+        ));
+    }
+    let bytes: u64 = files.iter().map(|(_, n)| n).sum();
+    (bytes > limits.max_written_bytes).then(|| {
+        format!(
+            "it wrote more than {} bytes into its work folder",
+            limits.max_written_bytes
+        )
+    })
+}
+
+/// Files in the work folder that are new or differ from the inputs.
+fn written_files(dir: &Path, inputs: &[WorkFile], max_files: usize) -> std::io::Result<Vec<WorkFile>> {
+    let (found, _) = walk(dir, max_files);
+    let mut out = Vec::new();
+    for (name, _) in found {
+        let content = std::fs::read(dir.join(&name))?;
+        let unchanged = inputs
+            .iter()
+            .any(|i| i.name == name && i.content.as_slice() == content.as_slice());
+        if !unchanged {
+            out.push(WorkFile {
+                name,
+                content: Arc::new(content),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Tasks (processes and threads) of this process's real user, for `RLIMIT_NPROC`.
+fn user_tasks() -> u64 {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(p.path().join("status")).ok())
+        .filter(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                == Some(uid.as_str())
+        })
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// A writable pids cgroup folder for sandbox runs, if this host offers one (cgroup v1's
+/// `pids` hierarchy, or v2 with the `pids` controller delegated to us).
+fn pids_cgroup() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut candidates = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "pids") {
+            candidates.push(Path::new("/sys/fs/cgroup/pids").join(path));
+        } else if controllers.is_empty() {
+            candidates.push(Path::new("/sys/fs/cgroup").join(path));
+        }
+    }
+    candidates.into_iter().find_map(|parent| {
+        let base = parent.join("steward-sandbox");
+        std::fs::create_dir_all(&base).ok()?;
+        let probe = RunCgroup::create(&base, &format!("probe-{}", std::process::id()), 1).ok()?;
+        let works = probe.0.join("cgroup.procs").exists();
+        probe.remove();
+        works.then_some(base)
+    })
+}
+
+/// One run's pids cgroup.
+struct RunCgroup(PathBuf);
+
+impl RunCgroup {
+    fn create(base: &Path, id: &str, max_processes: u64) -> std::io::Result<RunCgroup> {
+        let dir = base.join(id);
+        std::fs::create_dir(&dir)?;
+        let cg = RunCgroup(dir);
+        // bubblewrap and the namespace's init come on top of the script's processes.
+        std::fs::write(cg.0.join("pids.max"), (max_processes + 2).to_string())?;
+        Ok(cg)
+    }
+
+    fn procs_path(&self) -> std::io::Result<CString> {
+        CString::new(self.0.join("cgroup.procs").as_os_str().as_encoded_bytes())
+            .map_err(std::io::Error::other)
+    }
+
+    /// Kills anything left and removes the folder.
+    fn remove(self) {
+        for _ in 0..20 {
+            if let Ok(pids) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
+                for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                    // SAFETY: kill has no memory preconditions; the pid is in our cgroup.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Limits set in the child between fork and exec.
+struct Rlimits {
+    cpu: u64,
+    address_space: u64,
+    file_size: u64,
+    nproc: Option<u64>,
+    /// `cgroup.procs` of the run's pids cgroup, joined before exec.
+    cgroup_procs: Option<CString>,
+}
+
+impl Rlimits {
+    fn apply(self, command: &mut tokio::process::Command) {
+        // SAFETY: the closure runs in the child between fork and exec and calls only
+        // setrlimit, open, write and close, which are async-signal-safe; it reads only
+        // values moved into it before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                let set = |resource, value: u64| {
+                    let rl = libc::rlimit {
+                        rlim_cur: value as libc::rlim_t,
+                        rlim_max: value as libc::rlim_t,
+                    };
+                    if libc::setrlimit(resource, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                };
+                set(libc::RLIMIT_CPU, self.cpu)?;
+                set(libc::RLIMIT_AS, self.address_space)?;
+                set(libc::RLIMIT_FSIZE, self.file_size)?;
+                set(libc::RLIMIT_CORE, 0)?;
+                if let Some(n) = self.nproc {
+                    set(libc::RLIMIT_NPROC, n)?;
+                }
+                if let Some(path) = &self.cgroup_procs {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                    if written != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+}
