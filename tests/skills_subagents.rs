@@ -689,7 +689,10 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
         "{}",
         results[2]
     );
-    assert_eq!(results[3], "error: invalid script name '../../etc/passwd'");
+    assert_eq!(
+        results[3],
+        "error: invalid script path '../../etc/passwd': it must stay inside the skill's folder"
+    );
     // The skill grants a tool the agent does not have: the agent's grant wins.
     assert!(
         results[4].contains("tool 'slack_post_message' is not granted to agent 'calc'"),

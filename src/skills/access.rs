@@ -45,7 +45,7 @@ fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
-const CATALOG_HEAD: &str = "## Skills\n\nSkills hold know-how for recurring tasks. Before doing work a skill covers, load it with `load_skills`; load further files of a skill with `load_subskill`; run a script a skill lists with `run_skill_script`.\n";
+const CATALOG_HEAD: &str = "## Skills\n\nSkills hold know-how for recurring tasks. Before doing work a skill covers, load it with `load_skills`; load further files of a skill with `load_subskill`.\n";
 
 impl RunSkills {
     pub fn new(set: Arc<SkillSet>, spec: &SkillsSpec) -> RunSkills {
@@ -194,7 +194,9 @@ impl RunSkills {
     /// the run answers that it is already loaded instead of being sent again.
     pub fn load_many(&self, names: &[String]) -> Result<String, SkillError> {
         for n in names {
-            self.check(n)?;
+            if let Err(e) = self.check(n) {
+                return traced_load(n, None, || Err(e));
+            }
         }
         let mut parts = Vec::new();
         for n in names {
@@ -272,7 +274,12 @@ impl RunSkills {
                 String::new()
             };
             out.push_str(&format!(
-                "\n\n(Other files of this skill, for load_subskill or run_skill_script: {}{more})",
+                "\n\n(Other files of this skill, for load_subskill{}: {}{more})",
+                if skill.scripts().next().is_some() {
+                    "; scripts/ run with run_skill_script"
+                } else {
+                    ""
+                },
                 listed.join(", ")
             ));
         }

@@ -221,6 +221,14 @@ async fn run_rhai(
 /// a Rhai script), or an error naming the scripts it has.
 fn resolve(skill: &Skill, script: &str) -> Result<String, ToolError> {
     let trimmed = script.trim().trim_start_matches("./");
+    if std::path::Path::new(trimmed)
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(ToolError::Model(format!(
+            "invalid script path '{script}': it must stay inside the skill's folder"
+        )));
+    }
     let rel = if trimmed.contains('/') {
         trimmed.to_string()
     } else {
@@ -277,6 +285,8 @@ fn interpreter_for(rel: &str, head: &str) -> Option<String> {
         ),
         "bash" => Some("bash".into()),
         "js" | "mjs" | "cjs" => Some("node".into()),
+        "rb" => Some("ruby".into()),
+        "pl" => Some("perl".into()),
         _ => shebang,
     }
 }

@@ -1,0 +1,440 @@
+//! Python and shell skill scripts in the bubblewrap sandbox: runs through the tool
+//! gateway against the fake model server with a real SQLite store, and attack scripts
+//! against the sandbox itself. Needs bubblewrap (`.ci/deps` installs it).
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use steward::config::{Config, Known};
+use steward::run::Termination;
+use steward::sandbox::process::{Job, ProcessLimits, ProcessSandbox, Stop, WorkFile, find_program};
+use steward::skills::SkillSet;
+use steward::triggers::TriggerEvent;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+fn sandbox() -> Arc<ProcessSandbox> {
+    let base = std::env::temp_dir().join(format!("steward-sandbox-test-{}", std::process::id()));
+    let sandbox = ProcessSandbox::detect(base);
+    if let Some(why) = sandbox.unavailable() {
+        panic!("the script sandbox is unavailable ({why}); install bubblewrap (.ci/deps does)");
+    }
+    Arc::new(sandbox)
+}
+
+/// A folder holding one skill's scripts, mounted as the skill.
+fn skill_dir(scripts: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in scripts {
+        write(dir.path(), rel, text);
+    }
+    dir
+}
+
+async fn run_script(
+    sandbox: &ProcessSandbox,
+    dir: &Path,
+    script: &str,
+    interpreter: &str,
+    args: &[&str],
+    limits: &ProcessLimits,
+) -> steward::sandbox::process::Finished {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let program = find_program(interpreter).unwrap();
+    sandbox
+        .run(
+            &Job {
+                skill_dir: dir,
+                script,
+                interpreter: &program,
+                args: &args,
+                stdin: None,
+                inputs: &[],
+            },
+            limits,
+        )
+        .await
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const FILL_FORM: &str = r#"import json, sys
+# Fills a form template from the answers file named on the command line.
+answers = json.load(open(sys.argv[1]))
+template = open(sys.argv[2]).read()
+filled = template.format(**answers)
+open("filled.txt", "w").write(filled)
+print(json.dumps({"fields": sorted(answers), "bytes": len(filled)}))
+"#;
+
+const GREET: &str = "#!/bin/bash\nset -e\nread -r who\necho \"hello $who from $1 and $2\"\necho 'to stderr' >&2\n";
+
+const FAIL: &str = "import sys\nprint('half done')\nprint('Traceback: the form has no field named total', file=sys.stderr)\nsys.exit(3)\n";
+
+/// A config root with one agent and a skill shipping Python and shell scripts.
+fn form_tree(interpreters: &str) -> (tempfile::TempDir, Config, SkillSet) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "prompts/p.md", "You fill forms.");
+    write(
+        root,
+        "prompts/skills/forms/SKILL.md",
+        "---\nname: forms\ndescription: Fill text forms from answers.\ncompatibility: Needs python3.\nlicense: Apache-2.0\n---\nRun scripts/fill_form.py ANSWERS TEMPLATE.\n",
+    );
+    write(root, "prompts/skills/forms/scripts/fill_form.py", FILL_FORM);
+    write(root, "prompts/skills/forms/scripts/greet.sh", GREET);
+    write(root, "prompts/skills/forms/scripts/fail.py", FAIL);
+    write(root, "prompts/skills/forms/scripts/hello.rb", "puts 'hi'\n");
+    write(root, "prompts/skills/forms/scripts/requirements.txt", "pypdf>=4  # PDF forms\n");
+    write(
+        root,
+        "agents/filler.yaml",
+        &format!(
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [file_read]\nskills:\n  scripts:\n    interpreters: {interpreters}\n    timeout: 20s\n"
+        ),
+    );
+    let skills = SkillSet::load(root, &[]);
+    let known = Known {
+        tools: steward::integrations::builtin_tools(
+            &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
+            Default::default(),
+        )
+        .names(),
+        skills: skills.names(),
+    };
+    let config = Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
+    (dir, config, skills)
+}
+
+/// Runs the filler agent once: the model asks for `calls`, then answers.
+async fn filler_round(
+    skills: SkillSet,
+    config: &Config,
+    calls: &[(&str, &str, &str)],
+    attach: Vec<steward::files::NewFile>,
+) -> (FakeModel, steward::run::Runner, steward::run::RunOutcome, tempfile::TempDir) {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(calls)));
+    fake.push(Reply::ok(openai_text("done")));
+    let tools = steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
+        Default::default(),
+    );
+    let (dir, mut runner) = runner(providers(Some(&fake), None), tools, false).await;
+    runner.skills = Arc::new(skills);
+    let mut trigger = TriggerEvent::from_cli(json!({"text": "fill the form"}));
+    trigger.attachments = attach;
+    let agent = config.agent("filler").unwrap();
+    let out = runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    (fake, runner, out, dir)
+}
+
+#[tokio::test]
+async fn a_python_script_fills_a_form_from_input_files_and_its_output_becomes_a_run_file() {
+    let (_root, config, skills) = form_tree("[python3, bash, sh]");
+    let skills = skills.with_sandbox(sandbox());
+    let attach = vec![
+        steward::files::NewFile {
+            name: "answers.json".into(),
+            mime: "application/json".into(),
+            content: br#"{"name": "Ada", "team": "Platform"}"#.to_vec(),
+        },
+        steward::files::NewFile {
+            name: "template.txt".into(),
+            mime: "text/plain".into(),
+            content: b"Name: {name}\nTeam: {team}\n".to_vec(),
+        },
+    ];
+    let (fake, runner, out, _d) = filler_round(
+        skills,
+        &config,
+        &[
+            ("l1", "load_skills", r#"{"names": ["forms"]}"#),
+            (
+                "s1",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/fill_form.py", "args": ["answers.json", "template.txt"], "files": ["f_1", "f_2"]}"#,
+            ),
+            (
+                "s2",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/greet.sh", "args": ["argv-one", "argv two"], "stdin": "Grace\n"}"#,
+            ),
+        ],
+        attach,
+    )
+    .await;
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let results = tool_results(&fake);
+    let loaded = &results["l1"];
+    assert!(loaded.contains("License: Apache-2.0\nCompatibility: Needs python3."), "{loaded}");
+    assert!(
+        loaded.contains("declare requirements steward does not install: pypdf>=4"),
+        "{loaded}"
+    );
+    let filled: Value = serde_json::from_str(&results["s1"]).unwrap();
+    assert_eq!(filled["exit_code"], 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(filled["stdout"].as_str().unwrap().trim()).unwrap(),
+        json!({"fields": ["name", "team"], "bytes": 25})
+    );
+    assert_eq!(filled["files"], json!([{"id": "f_3", "name": "filled.txt", "bytes": 25}]));
+    // The written file is a run file like any other, stored with the run.
+    let files = runner.store.run_files(&out.run_id).await.unwrap();
+    let stored = files.iter().find(|f| f.id == "f_3").unwrap();
+    assert_eq!(stored.content, b"Name: Ada\nTeam: Platform\n");
+    assert_eq!(stored.meta["source"], "script_output");
+
+    let greet: Value = serde_json::from_str(&results["s2"]).unwrap();
+    assert_eq!(greet["stdout"], "hello Grace from argv-one and argv two\n");
+    assert_eq!(greet["stderr"], "to stderr");
+    assert_eq!(greet["files"], json!([]));
+
+    // The model sees `load_skills` names as an enum of the skills it may load.
+    let tools = &fake.requests()[0].body["tools"];
+    let load = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "load_skills")
+        .unwrap();
+    assert_eq!(load["function"]["parameters"]["properties"]["names"]["items"]["enum"], json!(["forms"]));
+}
+
+#[tokio::test]
+async fn failures_name_the_exit_code_the_scripts_and_the_interpreter() {
+    let (_root, config, skills) = form_tree("[python3]");
+    let skills = skills.with_sandbox(sandbox());
+    let (fake, _runner, out, _d) = filler_round(
+        skills,
+        &config,
+        &[
+            ("a", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fail.py"}"#),
+            ("b", "run_skill_script", r#"{"skill": "forms", "script": "scripts/check_fields.py"}"#),
+            ("c", "run_skill_script", r#"{"skill": "forms", "script": "scripts/greet.sh"}"#),
+            ("d", "run_skill_script", r#"{"skill": "forms", "script": "scripts/hello.rb"}"#),
+            ("e", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fail.py", "args": {"x": 1}}"#),
+        ],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(out.termination, Termination::Completed);
+    let r = tool_results(&fake);
+    assert_eq!(
+        r["a"],
+        "error: forms/scripts/fail.py exited with code 3.\nstderr (last 2000 bytes at most):\nTraceback: the form has no field named total\nstdout (last 2000 bytes at most):\nhalf done"
+    );
+    assert_eq!(
+        r["b"],
+        "error: skill 'forms' has no script 'scripts/check_fields.py'; its scripts: scripts/fail.py, scripts/fill_form.py, scripts/greet.sh, scripts/hello.rb, scripts/requirements.txt"
+    );
+    assert_eq!(
+        r["c"],
+        "error: forms/scripts/greet.sh needs the interpreter 'bash', which this agent does not allow (allowed: python3)"
+    );
+    assert!(r["d"].contains("needs the interpreter 'ruby'"), "{}", r["d"]);
+    assert_eq!(
+        r["e"],
+        "error: scripts/fail.py takes `args` as a list of strings (command-line arguments)"
+    );
+}
+
+#[tokio::test]
+async fn without_a_sandbox_scripts_are_refused_and_the_catalog_says_so() {
+    let (_root, config, skills) = form_tree("[python3]");
+    let skills = skills.with_sandbox(Arc::new(ProcessSandbox::disabled(
+        "bubblewrap cannot create its namespaces here (test)",
+    )));
+    assert_eq!(
+        skills.scripts_unavailable().map(|(_, names)| names),
+        Some(vec!["forms"])
+    );
+    let (fake, _runner, _out, _d) = filler_round(
+        skills,
+        &config,
+        &[("a", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fill_form.py"}"#)],
+        Vec::new(),
+    )
+    .await;
+    let system = fake.requests()[0].body["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(
+        system.contains("- forms: Fill text forms from answers. (scripts unavailable on this host)"),
+        "{system}"
+    );
+    assert_eq!(
+        tool_results(&fake)["a"],
+        "error: forms/scripts/fill_form.py cannot run: Python, shell and Node skill scripts are unavailable on this host (bubblewrap cannot create its namespaces here (test))"
+    );
+}
+
+#[tokio::test]
+async fn the_sandbox_hides_the_host_network_environment_and_processes() {
+    let sandbox = sandbox();
+    // A database file and a listener on the host the script must not reach.
+    let host = tempfile::tempdir().unwrap();
+    let db = host.path().join("steward.db");
+    std::fs::write(&db, "SECRET ROWS").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let probe = format!(
+        r#"import os, socket, json
+out = {{}}
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    out["net"] = "connected"
+except OSError as e:
+    out["net"] = type(e).__name__
+for path in ["{db}", "/etc/shadow", "/root", "/work/../etc/passwd"]:
+    out[path] = os.path.exists(path)
+out["env"] = sorted(os.environ)
+out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+try:
+    open("/usr/evil", "w")
+    out["usr"] = "writable"
+except OSError as e:
+    out["usr"] = type(e).__name__
+try:
+    open("/skill/scripts/probe.py", "a")
+    out["skill"] = "writable"
+except OSError as e:
+    out["skill"] = type(e).__name__
+out["uid"] = os.getuid()
+print(json.dumps(out))
+"#,
+        db = db.display()
+    );
+    let dir = skill_dir(&[("scripts/probe.py", &probe)]);
+    let done = run_script(&sandbox, dir.path(), "scripts/probe.py", "python3", &[], &ProcessLimits::default()).await;
+    assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
+    let seen: Value = serde_json::from_str(text(&done.stdout).trim()).unwrap();
+    assert_ne!(seen["net"], "connected", "no network: {seen}");
+    assert_eq!(seen[db.display().to_string()], false, "the host's files are not visible");
+    assert_eq!(seen["/etc/shadow"], false);
+    assert_eq!(seen["/root"], false);
+    assert_eq!(seen["/work/../etc/passwd"], false);
+    // Only what the sandbox sets (bubblewrap adds PWD, Python may add LC_CTYPE):
+    // nothing of steward's.
+    let allowed = [
+        "PWD",
+        "HOME", "LANG", "LC_CTYPE", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "SKILL_DIR",
+        "TMPDIR",
+    ];
+    for k in seen["env"].as_array().unwrap() {
+        assert!(allowed.contains(&k.as_str().unwrap()), "{k} leaked into the sandbox");
+    }
+    let pids = seen["pids"].as_array().unwrap();
+    assert!(pids.len() <= 3, "only the sandbox's own processes: {pids:?}");
+    assert_ne!(seen["usr"], "writable", "the system is read-only");
+    assert_ne!(seen["skill"], "writable", "the skill folder is read-only");
+    assert_eq!(seen["uid"], 65534);
+}
+
+#[tokio::test]
+async fn runaway_scripts_are_stopped_at_their_limits() {
+    let sandbox = sandbox();
+    let dir = skill_dir(&[
+        ("scripts/forkbomb.sh", "bomb() { bomb | bomb & }; bomb; sleep 5\n"),
+        ("scripts/forever.py", "while True:\n    pass\n"),
+        ("scripts/chatty.py", "import sys\nchunk = 'x' * 65536\nfor _ in range(16384):\n    sys.stdout.write(chunk)\n"),
+        ("scripts/filler.sh", "head -c 10000000000 /dev/zero > big.bin\n"),
+        ("scripts/many.sh", "i=0; while [ $i -lt 1000 ]; do echo $i > f$i; i=$((i+1)); done; sleep 5\n"),
+        ("scripts/hog.py", "x = bytearray(2 * 1024 * 1024 * 1024)\n"),
+    ]);
+    let limits = ProcessLimits {
+        wall: Duration::from_secs(3),
+        max_processes: 16,
+        max_output_bytes: 64 * 1024,
+        max_written_bytes: 8 * 1024 * 1024,
+        ..ProcessLimits::default()
+    };
+    // A fork bomb meets the process limit and ends by the time limit at the latest.
+    let done = run_script(&sandbox, dir.path(), "scripts/forkbomb.sh", "bash", &[], &limits).await;
+    assert!(done.took < Duration::from_secs(10));
+    assert!(
+        text(&done.stderr).contains("Resource temporarily unavailable") || done.stop == Stop::TimedOut,
+        "{:?} {}",
+        done.stop,
+        text(&done.stderr)
+    );
+    // An endless loop is killed at the wall-time limit.
+    let t = Instant::now();
+    let done = run_script(&sandbox, dir.path(), "scripts/forever.py", "python3", &[], &limits).await;
+    assert_eq!(done.stop, Stop::TimedOut);
+    assert!(t.elapsed() < Duration::from_secs(8));
+    // 1 GB of output stops at the cap, keeping the cap.
+    let done = run_script(&sandbox, dir.path(), "scripts/chatty.py", "python3", &[], &limits).await;
+    assert_eq!(done.stop, Stop::OutputCap);
+    assert_eq!(done.stdout.len(), 64 * 1024);
+    // Writing 10 GB stops at the write limit; nothing of it comes back.
+    let done = run_script(&sandbox, dir.path(), "scripts/filler.sh", "sh", &[], &limits).await;
+    assert!(
+        matches!(&done.stop, Stop::Exited(c) if *c != 0) || matches!(done.stop, Stop::WriteCap(_)),
+        "{:?}",
+        done.stop
+    );
+    assert!(done.stop.describe(&limits).contains("stopped") || text(&done.stderr).contains("File too large"));
+    assert!(done.files.iter().all(|f| f.content.len() as u64 <= limits.max_written_bytes));
+    // Too many files.
+    let done = run_script(&sandbox, dir.path(), "scripts/many.sh", "sh", &[], &limits).await;
+    assert_eq!(
+        done.stop,
+        Stop::WriteCap("it created more than 100 files in its work folder".into())
+    );
+    // Memory past the address-space limit fails inside the script.
+    let done = run_script(&sandbox, dir.path(), "scripts/hog.py", "python3", &[], &limits).await;
+    assert_ne!(done.stop, Stop::Exited(0));
+    assert!(text(&done.stderr).contains("MemoryError"), "{}", text(&done.stderr));
+}
+
+#[tokio::test]
+async fn input_files_are_in_the_work_folder_and_changed_ones_come_back() {
+    let sandbox = sandbox();
+    let dir = skill_dir(&[(
+        "scripts/edit.sh",
+        "cat in.txt; echo more >> in.txt; mkdir -p out; echo new > out/new.txt; ln -s /etc/hostname link\n",
+    )]);
+    let inputs = [
+        WorkFile {
+            name: "in.txt".into(),
+            content: Arc::new(b"first\n".to_vec()),
+        },
+        WorkFile {
+            name: "same.txt".into(),
+            content: Arc::new(b"unchanged\n".to_vec()),
+        },
+    ];
+    let program = find_program("sh").unwrap();
+    let done = sandbox
+        .run(
+            &Job {
+                skill_dir: dir.path(),
+                script: "scripts/edit.sh",
+                interpreter: &program,
+                args: &[],
+                stdin: None,
+                inputs: &inputs,
+            },
+            &ProcessLimits::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "first\n");
+    let names: Vec<(&str, &[u8])> = done
+        .files
+        .iter()
+        .map(|f| (f.name.as_str(), f.content.as_slice()))
+        .collect();
+    // Links are never followed out of the sandbox; unchanged inputs are not returned.
+    assert_eq!(names, [("in.txt", &b"first\nmore\n"[..]), ("out/new.txt", &b"new\n"[..])]);
+}
