@@ -57,7 +57,7 @@ pub fn name_problems(name: &str, folder: &str) -> Vec<String> {
     }
     if let Some(bad) = name
         .chars()
-        .find(|c| !(*c == '-' || (c.is_alphanumeric() && !c.is_uppercase())))
+        .find(|c| !(*c == '-' || c.is_alphanumeric()))
     {
         out.push(format!(
             "name '{name}' may hold only letters, digits and hyphens, not '{bad}'"
