@@ -73,12 +73,38 @@ async fn sandbox_start(runs: usize) {
 fn catalog_tokens() {
     let dir = tempfile::tempdir().expect("temp dir");
     let areas = [
-        "pdf", "spreadsheet", "slack", "jira", "notion", "github", "kubernetes", "terraform", "postgres", "invoice",
-        "onboarding", "incident", "release", "translation", "calendar", "expense", "security", "accessibility",
-        "dashboard", "email",
+        "pdf",
+        "spreadsheet",
+        "slack",
+        "jira",
+        "notion",
+        "github",
+        "kubernetes",
+        "terraform",
+        "postgres",
+        "invoice",
+        "onboarding",
+        "incident",
+        "release",
+        "translation",
+        "calendar",
+        "expense",
+        "security",
+        "accessibility",
+        "dashboard",
+        "email",
     ];
     let tasks = [
-        "format", "review", "summarize", "migrate", "validate", "generate", "debug", "audit", "convert", "schedule",
+        "format",
+        "review",
+        "summarize",
+        "migrate",
+        "validate",
+        "generate",
+        "debug",
+        "audit",
+        "convert",
+        "schedule",
     ];
     for area in areas {
         for task in tasks {
@@ -117,7 +143,10 @@ fn catalog_tokens() {
 }
 
 fn main() {
-    let runs = std::env::var("RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let runs = std::env::var("RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -48,28 +48,61 @@ fn every_specification_rule_has_its_diagnostic() {
         ),
         "",
     );
-    write(root, "prompts/skills/lower/skill.md", "---\nname: lower\ndescription: Lower-case file name.\n---\nbody");
+    write(
+        root,
+        "prompts/skills/lower/skill.md",
+        "---\nname: lower\ndescription: Lower-case file name.\n---\nbody",
+    );
     std::fs::create_dir_all(root.join("prompts/skills/latin1")).unwrap();
     std::fs::write(
         root.join("prompts/skills/latin1/SKILL.md"),
         b"---\nname: latin1\ndescription: caf\xe9\n---\n",
     )
     .unwrap();
-    write(root, "prompts/skills/group/inner/SKILL.md", "---\nname: inner\ndescription: Nested.\n---\n");
-    write(root, "prompts/skills/unclosed/SKILL.md", "---\nname: unclosed\ndescription: never closed\n");
+    write(
+        root,
+        "prompts/skills/group/inner/SKILL.md",
+        "---\nname: inner\ndescription: Nested.\n---\n",
+    );
+    write(
+        root,
+        "prompts/skills/unclosed/SKILL.md",
+        "---\nname: unclosed\ndescription: never closed\n",
+    );
     write(root, "prompts/skills/empty-folder/notes.txt", "no skill here");
     skill(root, "dup-a", "name: same\ndescription: first", "");
     skill(root, "dup-b", "name: same\ndescription: second", "");
 
     let set = SkillSet::load(root, &[]);
     let d = diagnostics(&set);
-    let w = |file: &str, message: &str| (format!("prompts/skills/{file}"), Level::Warning, message.to_string());
-    let e = |file: &str, message: &str| (format!("prompts/skills/{file}"), Level::Error, message.to_string());
+    let w = |file: &str, message: &str| {
+        (
+            format!("prompts/skills/{file}"),
+            Level::Warning,
+            message.to_string(),
+        )
+    };
+    let e = |file: &str, message: &str| {
+        (
+            format!("prompts/skills/{file}"),
+            Level::Error,
+            message.to_string(),
+        )
+    };
     let expected = vec![
         w("Bad--Name-/SKILL.md", "name 'Bad--Name-' must be lower case"),
-        w("Bad--Name-/SKILL.md", "name 'Bad--Name-' must not start or end with a hyphen"),
-        w("Bad--Name-/SKILL.md", "name 'Bad--Name-' must not contain two hyphens in a row"),
-        w(&format!("{long}/SKILL.md"), &format!("name '{long}' is 65 characters, over the 64 allowed")),
+        w(
+            "Bad--Name-/SKILL.md",
+            "name 'Bad--Name-' must not start or end with a hyphen",
+        ),
+        w(
+            "Bad--Name-/SKILL.md",
+            "name 'Bad--Name-' must not contain two hyphens in a row",
+        ),
+        w(
+            &format!("{long}/SKILL.md"),
+            &format!("name '{long}' is 65 characters, over the 64 allowed"),
+        ),
         w("dup-a/SKILL.md", "name 'same' does not match its folder 'dup-a'"),
         w("dup-b/SKILL.md", "name 'same' does not match its folder 'dup-b'"),
         w(
@@ -81,14 +114,26 @@ fn every_specification_rule_has_its_diagnostic() {
             "group",
             "folder has no SKILL.md but holds skills one level down (inner); skills must sit directly in the skills folder, so these are not loaded",
         ),
-        e("latin1/SKILL.md", "not UTF-8 text (invalid byte at offset 33); skipped"),
-        w("under_score/SKILL.md", "name 'under_score' may hold only letters, digits and hyphens, not '_'"),
-        e("unclosed/SKILL.md", "front matter is not closed (no line '---' after it); skipped"),
+        e(
+            "latin1/SKILL.md",
+            "not UTF-8 text (invalid byte at offset 33); skipped",
+        ),
+        w(
+            "under_score/SKILL.md",
+            "name 'under_score' may hold only letters, digits and hyphens, not '_'",
+        ),
+        e(
+            "unclosed/SKILL.md",
+            "front matter is not closed (no line '---' after it); skipped",
+        ),
         w(
             "wordy/SKILL.md",
             "description is 1499 characters, over the 1024 allowed; the catalog shows it shortened",
         ),
-        w("wordy/SKILL.md", "compatibility is 501 characters, over the 500 allowed"),
+        w(
+            "wordy/SKILL.md",
+            "compatibility is 501 characters, over the 500 allowed",
+        ),
         w(
             "wordy/SKILL.md",
             "metadata 'tags' is not a string (the specification maps strings to strings); read as text",
@@ -114,7 +159,10 @@ fn every_specification_rule_has_its_diagnostic() {
     let run = RunSkills::new(Arc::new(set), &SkillsSpec::default());
     let catalog = run.catalog().unwrap_or_default();
     let line = catalog.lines().find(|l| l.starts_with("- wordy: ")).unwrap();
-    assert!(line.ends_with('…') && line.chars().count() <= 1024 + "- wordy: ".len(), "{line}");
+    assert!(
+        line.ends_with('…') && line.chars().count() <= 1024 + "- wordy: ".len(),
+        "{line}"
+    );
 }
 
 fn loaded_set(root: &Path) -> Arc<SkillSet> {
@@ -131,10 +179,19 @@ fn loaded_set(root: &Path) -> Arc<SkillSet> {
             big.push_str("Policy words for this part of the handbook. ");
         }
     }
-    skill(root, "handbook", "name: handbook\ndescription: A very long handbook.", &big);
+    skill(
+        root,
+        "handbook",
+        "name: handbook\ndescription: A very long handbook.",
+        &big,
+    );
     write(root, "prompts/skills/guide/assets/logo.png", "\u{0}PNG");
     for i in 0..45 {
-        write(root, &format!("prompts/skills/guide/references/r{i:02}.md"), "ref");
+        write(
+            root,
+            &format!("prompts/skills/guide/references/r{i:02}.md"),
+            "ref",
+        );
     }
     Arc::new(SkillSet::load(root, &[]))
 }
@@ -147,18 +204,32 @@ fn loading_is_whole_once_counted_only_on_success_and_binary_files_are_listed_as_
 
     // A call naming an unknown skill loads nothing, not even the good names.
     let err = run.load_many(&["guide".into(), "nope".into()]).unwrap_err();
-    assert_eq!(err.to_string(), "unknown skill 'nope'; available skills: guide, handbook");
+    assert_eq!(
+        err.to_string(),
+        "unknown skill 'nope'; available skills: guide, handbook"
+    );
     assert!(run.loads().is_empty());
 
     let first = run.load_many(&["guide".into()]).unwrap();
-    assert!(first.starts_with("# Skill: guide\nLicense: MIT\nCompatibility: Any host.\n\n# Guide\nGUIDE BODY"), "{first}");
-    assert!(first.contains("assets/logo.png (binary, 4 bytes; not readable as text)"), "{first}");
+    assert!(
+        first.starts_with("# Skill: guide\nLicense: MIT\nCompatibility: Any host.\n\n# Guide\nGUIDE BODY"),
+        "{first}"
+    );
+    assert!(
+        first.contains("assets/logo.png (binary, 4 bytes; not readable as text)"),
+        "{first}"
+    );
     assert!(first.contains("references/r38.md, and 6 more)"), "{first}");
     let again = run.load_many(&["guide".into()]).unwrap();
-    assert_eq!(again, "# Skill: guide\n\n(already loaded above in this run; its instructions are unchanged)");
+    assert_eq!(
+        again,
+        "# Skill: guide\n\n(already loaded above in this run; its instructions are unchanged)"
+    );
     assert_eq!(run.loads()["guide"], 1);
     assert_eq!(
-        run.load_sub("guide", "assets/logo.png", None).unwrap_err().to_string(),
+        run.load_sub("guide", "assets/logo.png", None)
+            .unwrap_err()
+            .to_string(),
         "'assets/logo.png' is a binary file (a font, image or archive), not text"
     );
 
@@ -195,18 +266,54 @@ fn catalog_of_200() -> Vec<(String, String)> {
         ("jira", "Jira tickets", "epics, sprints and workflows"),
         ("notion", "Notion pages", "databases, properties and templates"),
         ("github", "GitHub pull requests", "reviews, checks and branches"),
-        ("kubernetes", "Kubernetes clusters", "pods, deployments and helm charts"),
+        (
+            "kubernetes",
+            "Kubernetes clusters",
+            "pods, deployments and helm charts",
+        ),
         ("terraform", "Terraform modules", "state, providers and plans"),
-        ("postgres", "PostgreSQL databases", "queries, indexes and migrations"),
-        ("invoice", "customer invoices", "line items, taxes and payment terms"),
-        ("onboarding", "new-hire onboarding", "accounts, laptops and first-week plans"),
-        ("incident", "production incidents", "timelines, severity and postmortems"),
+        (
+            "postgres",
+            "PostgreSQL databases",
+            "queries, indexes and migrations",
+        ),
+        (
+            "invoice",
+            "customer invoices",
+            "line items, taxes and payment terms",
+        ),
+        (
+            "onboarding",
+            "new-hire onboarding",
+            "accounts, laptops and first-week plans",
+        ),
+        (
+            "incident",
+            "production incidents",
+            "timelines, severity and postmortems",
+        ),
         ("release", "software releases", "changelogs, versions and rollout"),
-        ("translation", "product copy translation", "locales, glossaries and tone"),
+        (
+            "translation",
+            "product copy translation",
+            "locales, glossaries and tone",
+        ),
         ("calendar", "meeting calendars", "invites, time zones and rooms"),
-        ("expense", "expense reports", "receipts, mileage and reimbursements"),
-        ("security", "security reviews", "threat models, secrets and permissions"),
-        ("accessibility", "web accessibility", "contrast, screen readers and ARIA"),
+        (
+            "expense",
+            "expense reports",
+            "receipts, mileage and reimbursements",
+        ),
+        (
+            "security",
+            "security reviews",
+            "threat models, secrets and permissions",
+        ),
+        (
+            "accessibility",
+            "web accessibility",
+            "contrast, screen readers and ARIA",
+        ),
         ("dashboard", "metrics dashboards", "panels, queries and alerts"),
         ("email", "customer emails", "replies, tone and follow-ups"),
     ];
@@ -239,26 +346,62 @@ fn skill_search_finds_the_right_skill_in_the_top_3_over_200_skills() {
     let skills = catalog_of_200();
     let index = SkillIndex::new(skills.iter().map(|(n, d)| (n.as_str(), d.as_str())));
     let queries = [
-        ("fill in the fields of a PDF form and check the annotations", "pdf-"),
-        ("our pivot table formulas are broken, debug them", "spreadsheet-debug"),
+        (
+            "fill in the fields of a PDF form and check the annotations",
+            "pdf-",
+        ),
+        (
+            "our pivot table formulas are broken, debug them",
+            "spreadsheet-debug",
+        ),
         ("summarize this long Slack thread", "slack-summarize"),
-        ("move our Jira epics to the new workflow (migration)", "jira-migrate"),
-        ("generate a Notion page template for the team database", "notion-generate"),
+        (
+            "move our Jira epics to the new workflow (migration)",
+            "jira-migrate",
+        ),
+        (
+            "generate a Notion page template for the team database",
+            "notion-generate",
+        ),
         ("review this GitHub pull request", "github-review"),
-        ("the deployment pods keep crashing, debug the cluster", "kubernetes-debug"),
+        (
+            "the deployment pods keep crashing, debug the cluster",
+            "kubernetes-debug",
+        ),
         ("lint and validate the terraform plan", "terraform-validate"),
-        ("which PostgreSQL indexes should we add? review the queries", "postgres-review"),
+        (
+            "which PostgreSQL indexes should we add? review the queries",
+            "postgres-review",
+        ),
         ("audit the taxes on these customer invoices", "invoice-audit"),
-        ("schedule the first-week plans for a new hire", "onboarding-schedule"),
-        ("write the postmortem summary of yesterday's incident", "incident-summarize"),
+        (
+            "schedule the first-week plans for a new hire",
+            "onboarding-schedule",
+        ),
+        (
+            "write the postmortem summary of yesterday's incident",
+            "incident-summarize",
+        ),
         ("generate the changelog for the next release", "release-generate"),
-        ("translate the product copy into the German locale, keep the glossary", "translation-"),
+        (
+            "translate the product copy into the German locale, keep the glossary",
+            "translation-",
+        ),
         ("convert meeting invites between time zones", "calendar-convert"),
         ("validate the receipts in my expense report", "expense-validate"),
-        ("audit secrets and permissions: a security review", "security-audit"),
-        ("check color contrast and ARIA labels for accessibility", "accessibility-"),
+        (
+            "audit secrets and permissions: a security review",
+            "security-audit",
+        ),
+        (
+            "check color contrast and ARIA labels for accessibility",
+            "accessibility-",
+        ),
         ("migrate the dashboard panels and alerts", "dashboard-migrate"),
-        ("draft polite replies to customer emails (generate)", "email-generate"),
+        (
+            "draft polite replies to customer emails (generate)",
+            "email-generate",
+        ),
     ];
     let mut misses = Vec::new();
     for (query, want) in queries {
@@ -274,7 +417,12 @@ fn skill_search_finds_the_right_skill_in_the_top_3_over_200_skills() {
 fn a_large_catalog_lists_names_only_and_offers_search() {
     let dir = tempfile::tempdir().unwrap();
     for (name, description) in catalog_of_200() {
-        skill(dir.path(), &name, &format!("name: {name}\ndescription: {description}"), "body");
+        skill(
+            dir.path(),
+            &name,
+            &format!("name: {name}\ndescription: {description}"),
+            "body",
+        );
     }
     let set = Arc::new(SkillSet::load(dir.path(), &[]));
     assert_eq!(set.skills.len(), 200);
@@ -290,7 +438,9 @@ fn a_large_catalog_lists_names_only_and_offers_search() {
     let (full_catalog, short) = (full.catalog().unwrap(), budgeted.catalog().unwrap());
     let tokens = steward::tokens::quick_estimate;
     assert!(tokens(&full_catalog) > 2000 && tokens(&short) < tokens(&full_catalog) / 3);
-    assert!(short.contains("There are 200 skills, listed by name only.") && short.contains("\n- pdf-review\n"));
+    assert!(
+        short.contains("There are 200 skills, listed by name only.") && short.contains("\n- pdf-review\n")
+    );
     let found = budgeted.search("review a GitHub pull request");
     assert!(
         found.starts_with("Skills matching 'review a GitHub pull request', best first:\n\n- github-review: Review GitHub pull requests"),

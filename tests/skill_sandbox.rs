@@ -74,7 +74,8 @@ open("filled.txt", "w").write(filled)
 print(json.dumps({"fields": sorted(answers), "bytes": len(filled)}))
 "#;
 
-const GREET: &str = "#!/bin/bash\nset -e\nread -r who\necho \"hello $who from $1 and $2\"\necho 'to stderr' >&2\n";
+const GREET: &str =
+    "#!/bin/bash\nset -e\nread -r who\necho \"hello $who from $1 and $2\"\necho 'to stderr' >&2\n";
 
 const FAIL: &str = "import sys\nprint('half done')\nprint('Traceback: the form has no field named total', file=sys.stderr)\nsys.exit(3)\n";
 
@@ -92,7 +93,11 @@ fn form_tree(interpreters: &str) -> (tempfile::TempDir, Config, SkillSet) {
     write(root, "prompts/skills/forms/scripts/greet.sh", GREET);
     write(root, "prompts/skills/forms/scripts/fail.py", FAIL);
     write(root, "prompts/skills/forms/scripts/hello.rb", "puts 'hi'\n");
-    write(root, "prompts/skills/forms/scripts/requirements.txt", "pypdf>=4  # PDF forms\n");
+    write(
+        root,
+        "prompts/skills/forms/scripts/requirements.txt",
+        "pypdf>=4  # PDF forms\n",
+    );
     write(
         root,
         "agents/filler.yaml",
@@ -103,7 +108,10 @@ fn form_tree(interpreters: &str) -> (tempfile::TempDir, Config, SkillSet) {
     let skills = SkillSet::load(root, &[]);
     let known = Known {
         tools: steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
+            &steward::integrations::Clients::from_settings(
+                steward::http::client().unwrap(),
+                &Default::default(),
+            ),
             Default::default(),
         )
         .names(),
@@ -119,7 +127,12 @@ async fn filler_round(
     config: &Config,
     calls: &[(&str, &str, &str)],
     attach: Vec<steward::files::NewFile>,
-) -> (FakeModel, steward::run::Runner, steward::run::RunOutcome, tempfile::TempDir) {
+) -> (
+    FakeModel,
+    steward::run::Runner,
+    steward::run::RunOutcome,
+    tempfile::TempDir,
+) {
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_tools(calls)));
     fake.push(Reply::ok(openai_text("done")));
@@ -177,7 +190,10 @@ async fn a_python_script_fills_a_form_from_input_files_and_its_output_becomes_a_
     assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
     let results = tool_results(&fake);
     let loaded = &results["l1"];
-    assert!(loaded.contains("License: Apache-2.0\nCompatibility: Needs python3."), "{loaded}");
+    assert!(
+        loaded.contains("License: Apache-2.0\nCompatibility: Needs python3."),
+        "{loaded}"
+    );
     assert!(
         loaded.contains("declare requirements steward does not install: pypdf>=4"),
         "{loaded}"
@@ -188,7 +204,10 @@ async fn a_python_script_fills_a_form_from_input_files_and_its_output_becomes_a_
         serde_json::from_str::<Value>(filled["stdout"].as_str().unwrap().trim()).unwrap(),
         json!({"fields": ["name", "team"], "bytes": 25})
     );
-    assert_eq!(filled["files"], json!([{"id": "f_3", "name": "filled.txt", "bytes": 25}]));
+    assert_eq!(
+        filled["files"],
+        json!([{"id": "f_3", "name": "filled.txt", "bytes": 25}])
+    );
     // The written file is a run file like any other, stored with the run.
     let files = runner.store.run_files(&out.run_id).await.unwrap();
     let stored = files.iter().find(|f| f.id == "f_3").unwrap();
@@ -208,7 +227,10 @@ async fn a_python_script_fills_a_form_from_input_files_and_its_output_becomes_a_
         .iter()
         .find(|t| t["function"]["name"] == "load_skills")
         .unwrap();
-    assert_eq!(load["function"]["parameters"]["properties"]["names"]["items"]["enum"], json!(["forms"]));
+    assert_eq!(
+        load["function"]["parameters"]["properties"]["names"]["items"]["enum"],
+        json!(["forms"])
+    );
 }
 
 #[tokio::test]
@@ -219,11 +241,31 @@ async fn failures_name_the_exit_code_the_scripts_and_the_interpreter() {
         skills,
         &config,
         &[
-            ("a", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fail.py"}"#),
-            ("b", "run_skill_script", r#"{"skill": "forms", "script": "scripts/check_fields.py"}"#),
-            ("c", "run_skill_script", r#"{"skill": "forms", "script": "scripts/greet.sh"}"#),
-            ("d", "run_skill_script", r#"{"skill": "forms", "script": "scripts/hello.rb"}"#),
-            ("e", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fail.py", "args": {"x": 1}}"#),
+            (
+                "a",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/fail.py"}"#,
+            ),
+            (
+                "b",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/check_fields.py"}"#,
+            ),
+            (
+                "c",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/greet.sh"}"#,
+            ),
+            (
+                "d",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/hello.rb"}"#,
+            ),
+            (
+                "e",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/fail.py", "args": {"x": 1}}"#,
+            ),
         ],
         Vec::new(),
     )
@@ -262,11 +304,18 @@ async fn without_a_sandbox_scripts_are_refused_and_the_catalog_says_so() {
     let (fake, _runner, _out, _d) = filler_round(
         skills,
         &config,
-        &[("a", "run_skill_script", r#"{"skill": "forms", "script": "scripts/fill_form.py"}"#)],
+        &[(
+            "a",
+            "run_skill_script",
+            r#"{"skill": "forms", "script": "scripts/fill_form.py"}"#,
+        )],
         Vec::new(),
     )
     .await;
-    let system = fake.requests()[0].body["messages"][0]["content"].as_str().unwrap().to_string();
+    let system = fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
         system.contains("- forms: Fill text forms from answers. (scripts unavailable on this host)"),
         "{system}"
@@ -314,11 +363,23 @@ print(json.dumps(out))
         db = db.display()
     );
     let dir = skill_dir(&[("scripts/probe.py", &probe)]);
-    let done = run_script(&sandbox, dir.path(), "scripts/probe.py", "python3", &[], &ProcessLimits::default()).await;
+    let done = run_script(
+        &sandbox,
+        dir.path(),
+        "scripts/probe.py",
+        "python3",
+        &[],
+        &ProcessLimits::default(),
+    )
+    .await;
     assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
     let seen: Value = serde_json::from_str(text(&done.stdout).trim()).unwrap();
     assert_ne!(seen["net"], "connected", "no network: {seen}");
-    assert_eq!(seen[db.display().to_string()], false, "the host's files are not visible");
+    assert_eq!(
+        seen[db.display().to_string()],
+        false,
+        "the host's files are not visible"
+    );
     assert_eq!(seen["/etc/shadow"], false);
     assert_eq!(seen["/root"], false);
     assert_eq!(seen["/work/../etc/passwd"], false);
@@ -326,11 +387,20 @@ print(json.dumps(out))
     // nothing of steward's.
     let allowed = [
         "PWD",
-        "HOME", "LANG", "LC_CTYPE", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "SKILL_DIR",
+        "HOME",
+        "LANG",
+        "LC_CTYPE",
+        "PATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONIOENCODING",
+        "SKILL_DIR",
         "TMPDIR",
     ];
     for k in seen["env"].as_array().unwrap() {
-        assert!(allowed.contains(&k.as_str().unwrap()), "{k} leaked into the sandbox");
+        assert!(
+            allowed.contains(&k.as_str().unwrap()),
+            "{k} leaked into the sandbox"
+        );
     }
     let pids = seen["pids"].as_array().unwrap();
     assert!(pids.len() <= 3, "only the sandbox's own processes: {pids:?}");
@@ -345,9 +415,15 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
     let dir = skill_dir(&[
         ("scripts/forkbomb.sh", "bomb() { bomb | bomb & }; bomb; sleep 5\n"),
         ("scripts/forever.py", "while True:\n    pass\n"),
-        ("scripts/chatty.py", "import sys\nchunk = 'x' * 65536\nfor _ in range(16384):\n    sys.stdout.write(chunk)\n"),
+        (
+            "scripts/chatty.py",
+            "import sys\nchunk = 'x' * 65536\nfor _ in range(16384):\n    sys.stdout.write(chunk)\n",
+        ),
         ("scripts/filler.sh", "head -c 10000000000 /dev/zero > big.bin\n"),
-        ("scripts/many.sh", "i=0; while [ $i -lt 1000 ]; do echo $i > f$i; i=$((i+1)); done; sleep 5\n"),
+        (
+            "scripts/many.sh",
+            "i=0; while [ $i -lt 1000 ]; do echo $i > f$i; i=$((i+1)); done; sleep 5\n",
+        ),
         ("scripts/hog.py", "x = bytearray(2 * 1024 * 1024 * 1024)\n"),
     ]);
     let limits = ProcessLimits {
@@ -368,7 +444,15 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
     );
     // An endless loop is killed at the wall-time limit.
     let t = Instant::now();
-    let done = run_script(&sandbox, dir.path(), "scripts/forever.py", "python3", &[], &limits).await;
+    let done = run_script(
+        &sandbox,
+        dir.path(),
+        "scripts/forever.py",
+        "python3",
+        &[],
+        &limits,
+    )
+    .await;
     assert_eq!(done.stop, Stop::TimedOut);
     assert!(t.elapsed() < Duration::from_secs(8));
     // 1 GB of output stops at the cap, keeping the cap.
@@ -383,7 +467,11 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
         done.stop
     );
     assert!(done.stop.describe(&limits).contains("stopped") || text(&done.stderr).contains("File too large"));
-    assert!(done.files.iter().all(|f| f.content.len() as u64 <= limits.max_written_bytes));
+    assert!(
+        done.files
+            .iter()
+            .all(|f| f.content.len() as u64 <= limits.max_written_bytes)
+    );
     // Too many files.
     let done = run_script(&sandbox, dir.path(), "scripts/many.sh", "sh", &[], &limits).await;
     assert_eq!(
@@ -393,7 +481,11 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
     // Memory past the address-space limit fails inside the script.
     let done = run_script(&sandbox, dir.path(), "scripts/hog.py", "python3", &[], &limits).await;
     assert_ne!(done.stop, Stop::Exited(0));
-    assert!(text(&done.stderr).contains("MemoryError"), "{}", text(&done.stderr));
+    assert!(
+        text(&done.stderr).contains("MemoryError"),
+        "{}",
+        text(&done.stderr)
+    );
 }
 
 #[tokio::test]
@@ -436,5 +528,8 @@ async fn input_files_are_in_the_work_folder_and_changed_ones_come_back() {
         .map(|f| (f.name.as_str(), f.content.as_slice()))
         .collect();
     // Links are never followed out of the sandbox; unchanged inputs are not returned.
-    assert_eq!(names, [("in.txt", &b"first\nmore\n"[..]), ("out/new.txt", &b"new\n"[..])]);
+    assert_eq!(
+        names,
+        [("in.txt", &b"first\nmore\n"[..]), ("out/new.txt", &b"new\n"[..])]
+    );
 }

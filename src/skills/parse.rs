@@ -55,10 +55,7 @@ pub fn name_problems(name: &str, folder: &str) -> Vec<String> {
     if name.chars().any(|c| c.is_uppercase()) {
         out.push(format!("name '{name}' must be lower case"));
     }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(*c == '-' || c.is_alphanumeric()))
-    {
+    if let Some(bad) = name.chars().find(|c| !(*c == '-' || c.is_alphanumeric())) {
         out.push(format!(
             "name '{name}' may hold only letters, digits and hyphens, not '{bad}'"
         ));
