@@ -632,7 +632,9 @@ fn pids_cgroup() -> Option<PathBuf> {
     candidates.into_iter().find_map(|parent| {
         let base = parent.join("steward-sandbox");
         std::fs::create_dir_all(&base).ok()?;
-        let probe = RunCgroup::create(&base, &format!("probe-{}", std::process::id()), 1).ok()?;
+        // Unique per probe: several sandboxes may be probed at once in one process.
+        let name = format!("probe-{}", uuid::Uuid::now_v7().simple());
+        let probe = RunCgroup::create(&base, &name, 1).ok()?;
         let works = probe.0.join("cgroup.procs").exists();
         probe.remove();
         works.then_some(base)
