@@ -343,7 +343,7 @@ async fn run_process(
         )));
     };
     let allowed = skills.interpreters();
-    if !allowed.iter().any(|i| *i == interpreter) {
+    if !allowed.contains(&interpreter) {
         return Err(ToolError::Model(format!(
             "{label} needs the interpreter '{interpreter}', which this agent does not allow (allowed: {})",
             allowed.join(", ")
