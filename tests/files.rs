@@ -72,10 +72,7 @@ fn agent(tools: &[&str]) -> AgentConfig {
 }
 
 fn registry(extra: Vec<Arc<dyn Tool>>) -> ToolRegistry {
-    let mut r = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
-        Default::default(),
-    );
+    let mut r = builtin_registry();
     for t in extra {
         r.register(t);
     }

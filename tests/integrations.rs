@@ -740,14 +740,7 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let known = steward::config::Known {
-        tools: steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(
-                steward::http::client().unwrap(),
-                &Default::default(),
-            ),
-            Default::default(),
-        )
-        .names(),
+        tools: builtin_registry().names(),
         skills: skills.names(),
     };
     let config = steward::config::Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));

@@ -73,10 +73,7 @@ impl Tool for Broken {
 
 fn registry() -> (ToolRegistry, Spans) {
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let mut reg = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
-        Default::default(),
-    );
+    let mut reg = builtin_registry();
     reg.register(Arc::new(Sleepy::new(spans.clone())));
     reg.register(Arc::new(Broken(ToolSpec {
         name: "broken".into(),

@@ -91,13 +91,7 @@ impl Tool for Mark {
 }
 
 fn registry() -> ToolRegistry {
-    let mut r = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_settings(
-            steward::http::client().unwrap(),
-            &steward::config::Settings::default(),
-        ),
-        Default::default(),
-    );
+    let mut r = builtin_registry();
     r.register(Arc::new(Mark));
     r
 }

@@ -107,14 +107,7 @@ fn form_tree(interpreters: &str) -> (tempfile::TempDir, Config, SkillSet) {
     );
     let skills = SkillSet::load(root, &[]);
     let known = Known {
-        tools: steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(
-                steward::http::client().unwrap(),
-                &Default::default(),
-            ),
-            Default::default(),
-        )
-        .names(),
+        tools: builtin_registry().names(),
         skills: skills.names(),
     };
     let config = Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
@@ -136,10 +129,7 @@ async fn filler_round(
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_tools(calls)));
     fake.push(Reply::ok(openai_text("done")));
-    let tools = steward::integrations::builtin_tools(
-        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
-        Default::default(),
-    );
+    let tools = builtin_registry();
     let (dir, mut runner) = runner(providers(Some(&fake), None), tools, false).await;
     runner.skills = Arc::new(skills);
     let mut trigger = TriggerEvent::from_cli(json!({"text": "fill the form"}));

@@ -132,7 +132,7 @@ fn tree(files: &[(&str, &str)]) -> Tree {
     }
     let skills = SkillSet::load(dir.path(), &[]);
     let known = Known {
-        tools: ToolRegistryNames::get(),
+        tools: builtin_registry().names(),
         skills: skills.names(),
     };
     let config = Config::load(dir.path(), &known).unwrap_or_else(|d| panic!("{d}"));
@@ -143,33 +143,8 @@ fn tree(files: &[(&str, &str)]) -> Tree {
     }
 }
 
-struct ToolRegistryNames;
-impl ToolRegistryNames {
-    fn get() -> std::collections::BTreeSet<String> {
-        steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(
-                steward::http::client().unwrap(),
-                &Default::default(),
-            ),
-            Default::default(),
-        )
-        .names()
-    }
-}
-
 async fn runner_for(t: &Tree, fake: &FakeModel) -> (tempfile::TempDir, Runner) {
-    let (dir, mut runner) = runner(
-        providers(Some(fake), None),
-        steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(
-                steward::http::client().unwrap(),
-                &Default::default(),
-            ),
-            Default::default(),
-        ),
-        true,
-    )
-    .await;
+    let (dir, mut runner) = runner(providers(Some(fake), None), builtin_registry(), true).await;
     runner.subagents = Arc::new(t.config.subagents.clone());
     runner.skills = Arc::new(t.skills.clone());
     (dir, runner)

@@ -449,13 +449,7 @@ async fn content_is_never_captured_for_a_private_run() {
         .unwrap();
     let runner = steward::run::Runner::builder(Arc::new(store))
         .providers(providers(Some(&fake), None))
-        .tools(steward::integrations::builtin_tools(
-            &steward::integrations::Clients::from_settings(
-                steward::http::client().unwrap(),
-                &steward::config::Settings::default(),
-            ),
-            Default::default(),
-        ))
+        .tools(builtin_registry())
         .tokens(tokens())
         .capture_content(true)
         .build();

@@ -631,7 +631,7 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(line) = scripts_unavailable_line(&skills) {
-        eprintln!("{line}");
+        eprintln!("warning: {line}");
     }
     match Config::load(root, &known(&tools, &skills)) {
         Ok(config) if config.agents.is_empty() => {
@@ -741,7 +741,7 @@ fn report_skills(skills: &SkillSet) {
 fn scripts_unavailable_line(skills: &SkillSet) -> Option<String> {
     let (why, names) = skills.scripts_unavailable()?;
     Some(format!(
-        "warning: script skills are unavailable: {why}; these skills' Python, shell and Node scripts will be refused: {}",
+        "script skills are unavailable: {why}; these skills' Python, shell and Node scripts will be refused: {}",
         names.join(", ")
     ))
 }
@@ -769,7 +769,7 @@ fn skills_list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<ExitCo
         let out = serde_json::json!({
             "skills": list,
             "diagnostics": skills.diagnostics,
-            "scripts_unavailable": skills.sandbox.unavailable().filter(|_| skills.scripts_unavailable().is_some()),
+            "scripts_unavailable": skills.scripts_unavailable().map(|(why, _)| why),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
@@ -785,7 +785,7 @@ fn skills_list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<ExitCo
         println!("{d}");
     }
     if let Some(line) = scripts_unavailable_line(&skills) {
-        println!("{line}");
+        println!("warning: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -345,9 +345,7 @@ impl ProcessSandbox {
             read_capped(stderr, cap, &over),
             feed
         );
-        if let Some(cg) = cgroup {
-            cg.remove();
-        }
+        drop(cgroup);
         let inputs = job.inputs.to_vec();
         let dir = work.0.clone();
         let max_files = limits.max_files;
@@ -636,12 +634,12 @@ fn pids_cgroup() -> Option<PathBuf> {
         let name = format!("probe-{}", uuid::Uuid::now_v7().simple());
         let probe = RunCgroup::create(&base, &name, 1).ok()?;
         let works = probe.0.join("cgroup.procs").exists();
-        probe.remove();
+        drop(probe);
         works.then_some(base)
     })
 }
 
-/// One run's pids cgroup.
+/// One run's pids cgroup, removed when dropped (also when the run is cancelled).
 struct RunCgroup(PathBuf);
 
 impl RunCgroup {
@@ -658,9 +656,11 @@ impl RunCgroup {
         CString::new(self.0.join("cgroup.procs").as_os_str().as_encoded_bytes())
             .map_err(std::io::Error::other)
     }
+}
 
+impl Drop for RunCgroup {
     /// Kills anything left and removes the folder.
-    fn remove(self) {
+    fn drop(&mut self) {
         for _ in 0..20 {
             if let Ok(pids) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
                 for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {

@@ -68,15 +68,19 @@ impl RunSkills {
             index: None,
         };
         if quick_estimate(&skills.full_catalog()) > spec.catalog_tokens {
-            skills.index = Some(SkillIndex::new(
-                skills
-                    .available
-                    .iter()
-                    .filter_map(|n| skills.set.get(n))
-                    .map(|s| (s.name.as_str(), s.description.as_str())),
-            ));
+            skills.index = Some(skills.build_index());
         }
         skills
+    }
+
+    /// A search index over the available skills.
+    fn build_index(&self) -> SkillIndex {
+        SkillIndex::new(
+            self.available
+                .iter()
+                .filter_map(|n| self.set.get(n))
+                .map(|s| (s.name.as_str(), s.description.as_str())),
+        )
     }
 
     pub fn is_empty(&self) -> bool {
@@ -139,16 +143,12 @@ impl RunSkills {
 
     /// The skills best matching `query`, with their descriptions.
     pub fn search(&self, query: &str) -> String {
-        let index = match &self.index {
-            Some(index) => index.clone(),
-            None => SkillIndex::new(
-                self.available
-                    .iter()
-                    .filter_map(|n| self.set.get(n))
-                    .map(|s| (s.name.as_str(), s.description.as_str())),
-            ),
+        // Only an over-budget catalog keeps an index; an explicit grant of the tool
+        // without one searches a fresh index.
+        let hits = match &self.index {
+            Some(index) => index.search(query, SEARCH_RESULTS),
+            None => self.build_index().search(query, SEARCH_RESULTS),
         };
-        let hits = index.search(query, SEARCH_RESULTS);
         if hits.is_empty() {
             return format!("No skill matches '{query}'. Try other words, or go on without a skill.");
         }

@@ -95,8 +95,8 @@ impl Tool for SkillScript {
             .as_ref()
             .ok_or_else(|| ToolError::Model("no skills are available to this agent".into()))?;
         let a: ScriptArgs = super::args::parse(args)?;
-        let skill = skills.skill(&a.skill).map_err(ToolError::from)?.clone();
-        let rel = resolve(&skill, &a.script)?;
+        let skill = skills.skill(&a.skill).map_err(ToolError::from)?;
+        let rel = resolve(skill, &a.script)?;
         if rel.ends_with(".rhai") {
             if a.stdin.is_some() || a.files.is_some() {
                 return Err(ToolError::Model(format!(
@@ -136,7 +136,7 @@ impl Tool for SkillScript {
         run_process(
             ctx,
             skills,
-            &skill,
+            skill,
             &rel,
             argv,
             a.stdin,
@@ -154,24 +154,23 @@ impl Tool for SkillScript {
 /// Runs a Rhai script of `skill` with `args`.
 async fn run_rhai(
     ctx: &ToolCtx,
-    skill: Skill,
+    skill: &Skill,
     rel: String,
     source: String,
     script_args: serde_json::Map<String, Value>,
 ) -> ToolResult {
-    let skill_name = skill.name.clone();
     let input = rhai::serde::to_dynamic(Value::Object(script_args))
         .map_err(|e| ToolError::Model(format!("bad args: {e}")))?;
     let ctx = ctx.clone();
     let rt = tokio::runtime::Handle::current();
-    let label = format!("{skill_name}/{rel}");
+    let label = format!("{}/{rel}", skill.name);
+    let grant = skill.allowed_tools.clone();
     // A fatal nested failure (the run's tool budget is spent, the store is down)
     // must end the run, not just this script.
     let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let fatal_seen = fatal.clone();
     let task = tokio::task::spawn_blocking(move || {
         let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
-        let grant = skill.allowed_tools.clone();
         engine.register_fn(
             "tool",
             move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {

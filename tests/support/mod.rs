@@ -289,6 +289,14 @@ pub fn providers(openai: Option<&FakeModel>, anthropic: Option<&FakeModel>) -> P
 }
 
 /// A runner over a fresh SQLite file; keep the TempDir alive for the test.
+/// The built-in tools with clients from an empty environment (no service tokens).
+pub fn builtin_registry() -> ToolRegistry {
+    steward::integrations::builtin_tools(
+        &steward::integrations::Clients::from_settings(steward::http::client().unwrap(), &Default::default()),
+        Default::default(),
+    )
+}
+
 pub async fn runner(
     providers: ProviderSet,
     tools: ToolRegistry,
