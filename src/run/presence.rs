@@ -4,14 +4,16 @@
 //! fails the run.
 //!
 //! One task per run sends the updates, at most one step per [`STEP_INTERVAL`] (the
-//! newest wins), so tool calls never wait for Slack. The task is aborted when the run
-//! ends.
+//! newest wins), so tool calls never wait for Slack. When the run ends the task is told
+//! to stop and awaited, so an update already on its way lands before the final status
+//! (aborting it could let it land after the clear).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentConfig, StatusMode};
 use crate::triggers::source::Progress;
@@ -29,6 +31,8 @@ pub struct Presence {
     origin: Origin,
     steps: watch::Sender<Option<String>>,
     started: watch::Receiver<bool>,
+    /// Tells the task to stop between updates.
+    stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -54,14 +58,23 @@ impl Presence {
             user: trigger.actor(),
         };
         let (src, origin) = (sources.clone(), trigger.origin.clone());
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let task = tokio::spawn(async move {
             show(&src, mode, &origin, &working).await;
             started_tx.send_replace(true);
-            while step_rx.changed().await.is_ok() {
+            loop {
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    changed = step_rx.changed() => if changed.is_err() { return },
+                }
                 let step = step_rx.borrow_and_update().clone();
                 if let Some(text) = step {
                     show(&src, mode, &origin, &Progress::Step(text)).await;
-                    tokio::time::sleep(STEP_INTERVAL).await;
+                    tokio::select! {
+                        () = stopped.cancelled() => return,
+                        () = tokio::time::sleep(STEP_INTERVAL) => {}
+                    }
                 }
             }
         });
@@ -71,6 +84,7 @@ impl Presence {
             origin: trigger.origin.clone(),
             steps,
             started,
+            stop,
             task: Mutex::new(Some(task)),
         }))
     }
@@ -87,16 +101,18 @@ impl Presence {
         let _ = tokio::time::timeout(START_WAIT, rx.wait_for(|up| *up)).await;
     }
 
-    fn stop_task(&self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            task.abort();
-        }
+    fn take_task(&self) -> Option<JoinHandle<()>> {
+        self.task.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    /// The run ended: no more steps; shows how (`None` leaves the status to what
-    /// comes next, as for a run that waits for an approval).
+    /// The run ended: no more steps (an update on its way lands first); shows how
+    /// (`None` leaves the status to what comes next, as for a run that waits for an
+    /// approval).
     pub async fn end(&self, progress: Option<Progress>) {
-        self.stop_task();
+        self.stop.cancel();
+        if let Some(task) = self.take_task() {
+            let _ = task.await;
+        }
         if let Some(p) = progress {
             show(&self.sources, self.mode, &self.origin, &p).await;
         }
@@ -104,8 +120,12 @@ impl Presence {
 }
 
 impl Drop for Presence {
+    /// A presence dropped without [`Presence::end`] (the run was cancelled) stops at
+    /// once.
     fn drop(&mut self) {
-        self.stop_task();
+        if let Some(task) = self.take_task() {
+            task.abort();
+        }
     }
 }
 
