@@ -83,6 +83,7 @@ async fn main() {
         steward::http::client().unwrap(),
         &|_| None,
         reg.names(),
+        None,
     )
     .await;
     assert!(warnings.is_empty(), "{warnings:?}");

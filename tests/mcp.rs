@@ -80,9 +80,14 @@ fn var(name: &str) -> Option<String> {
 
 async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, Vec<String>) {
     let mut reg = ToolRegistry::core(Default::default());
-    let (hub, warnings) =
-        steward::integrations::mcp::connect_all(servers, steward::http::client().unwrap(), &var, reg.names())
-            .await;
+    let (hub, warnings) = steward::integrations::mcp::connect_all(
+        servers,
+        steward::http::client().unwrap(),
+        &var,
+        reg.names(),
+        None,
+    )
+    .await;
     reg.add_source(hub);
     (reg, warnings)
 }
@@ -510,4 +515,208 @@ async fn a_new_tool_is_picked_up_when_the_server_says_its_list_changed() {
         .await
         .unwrap();
     assert_eq!(out.model_text(), "I am new");
+}
+
+/// `steward` with `args` in `root`, no provider keys unless `env` gives them.
+async fn steward_in(root: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.args(args)
+        .env("STEWARD_ROOT", root)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.join("s.db").display()),
+        )
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("DEMO_MCP_TOKEN")
+        .env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The operator adds the two numbers of "Add X and Y" with the demo server's `add`,
+/// then answers with what the tool said.
+fn adding_model(fake: &FakeModel) {
+    fake.handler(|body| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        if let Some(result) = messages.iter().find(|m| m["role"] == "tool") {
+            return Reply::ok(openai_text(&format!(
+                "The tool said: {}",
+                result["content"].as_str().unwrap_or_default()
+            )));
+        }
+        let asked = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        let numbers: Vec<i64> = asked
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let args = json!({"a": numbers[0], "b": numbers[1]}).to_string();
+        Reply::ok(openai_tools(&[("c1", "demo__add", &args)]))
+    });
+}
+
+#[tokio::test]
+async fn mcp_tools_are_recorded_for_evals_and_replayed_without_the_server() {
+    let (url, server_task) = demo_server().await;
+    let fake = FakeModel::start().await;
+    adding_model(&fake);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "prompts/operator.md",
+        "You add numbers with the demo server.",
+    );
+    write(
+        root,
+        "agents/operator.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/operator.md\ntools: [mcp:demo]\n",
+    );
+    write(
+        root,
+        "mcp/demo.yaml",
+        &format!("url: {url}\nbearer_env: DEMO_MCP_TOKEN\n"),
+    );
+    write(
+        root,
+        "evals/operator/add.yaml",
+        "description: Adds with the server.\ntrigger:\n  text: Add 2 and 3\nexpect:\n  tools_called: [{ name: demo__add, args: { a: 2, b: 3 } }]\n  reply: { contains: [\"The tool said: 5\"] }\n",
+    );
+    write(
+        root,
+        "evals/operator/mocked.yaml",
+        "description: The case's own mock wins over the server.\ntrigger:\n  text: Add 40 and 2\nmocks:\n  demo__add: { result: \"42 (mocked)\" }\nexpect:\n  reply: { contains: [\"42 (mocked)\"] }\n",
+    );
+    let base = format!("{}/v1", fake.url);
+    let live = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("DEMO_MCP_TOKEN", TOKEN),
+    ];
+
+    // Recording reaches the server: its tool list and the call's result are kept.
+    let recorded = steward_in(root, &["eval", "--record", "--json"], &live).await;
+    assert!(recorded.status.success(), "{}", out(&recorded));
+    assert!(
+        out(&recorded).contains("recorded evals/mcp/demo.json"),
+        "{}",
+        out(&recorded)
+    );
+    let cassette: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("evals/mcp/demo.json")).unwrap()).unwrap();
+    let listed: Vec<&str> = cassette["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&"add") && listed.contains(&"big"), "{listed:?}");
+    let calls = cassette["calls"].as_array().unwrap();
+    assert_eq!(
+        calls.len(),
+        1,
+        "the mocked case never reached the server: {calls:?}"
+    );
+    assert_eq!(calls[0]["tool"], "add");
+    assert_eq!(calls[0]["arguments"], json!({"a": 2, "b": 3}));
+    assert_eq!(calls[0]["result"]["content"][0]["text"], "5");
+
+    // The server goes away; replays need neither it nor a key.
+    server_task.abort();
+    let _ = server_task.await;
+    let asked = fake.requests().len();
+    let replayed = steward_in(root, &["eval", "--json"], &[]).await;
+    assert!(replayed.status.success(), "{}", out(&replayed));
+    let report: serde_json::Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    assert_eq!(report["cases"].as_array().unwrap().len(), 2);
+    assert_eq!(fake.requests().len(), asked, "replay never calls the model");
+
+    // `steward run --mock-tools` answers from the recording, and says what is missing
+    // for a call that was never recorded.
+    let model = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    write(root, "same.json", r#"{"text": "Add 2 and 3"}"#);
+    let same = root.join("same.json");
+    let o = steward_in(
+        root,
+        &[
+            "run",
+            "operator",
+            "--mock-tools",
+            "--event",
+            same.to_str().unwrap(),
+        ],
+        &model,
+    )
+    .await;
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "The tool said: 5");
+    write(root, "other.json", r#"{"text": "Add 7 and 8"}"#);
+    let other = root.join("other.json");
+    let o = steward_in(
+        root,
+        &[
+            "run",
+            "operator",
+            "--mock-tools",
+            "--event",
+            other.to_str().unwrap(),
+        ],
+        &model,
+    )
+    .await;
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        said.contains(r#"no mock recorded for MCP tool demo__add with arguments {"a":7,"b":8}"#)
+            && said.contains(r#"only for {"a":2,"b":3}"#)
+            && said.contains("steward eval --record"),
+        "{}",
+        out(&o)
+    );
+
+    // Validation knows the recorded tools: a mock of one the server never listed is
+    // named with how to record it.
+    let ok = steward_in(root, &["validate"], &[]).await;
+    assert!(ok.status.success(), "{}", out(&ok));
+    write(
+        root,
+        "evals/operator/unknown.yaml",
+        "trigger:\n  text: hi\nmocks:\n  demo__nope: { result: x }\n",
+    );
+    let bad = steward_in(root, &["validate"], &[]).await;
+    assert!(!bad.status.success());
+    assert!(
+        out(&bad).contains("mock for MCP tool 'demo__nope', which evals/mcp/demo.json does not list"),
+        "{}",
+        out(&bad)
+    );
+    std::fs::remove_file(root.join("evals/operator/unknown.yaml")).unwrap();
+
+    // Without the recording, a replay says how to make one.
+    std::fs::remove_file(root.join("evals/mcp/demo.json")).unwrap();
+    let missing = steward_in(root, &["eval", "operator/add"], &[]).await;
+    assert!(!missing.status.success());
+    assert!(
+        out(&missing).contains("MCP server 'demo' has no recorded tool list"),
+        "{}",
+        out(&missing)
+    );
 }

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::{Outside, load_config};
+use super::{Outside, load_config, mcp_dir, replay_mcp};
 use crate::config::Settings;
 use crate::evals::report::{self, Report};
 use crate::evals::suite::{self, EvalMode, Suite};
 use crate::evals::{Case, CaseResult, case};
+use crate::integrations::mcp;
 
 /// How `steward eval` runs and reports.
 pub(super) struct EvalArgs {
@@ -87,9 +88,30 @@ pub(super) fn validate_cases(root: &Path, config: &crate::config::Config, tools:
 
 pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let outside = Outside::new(env.clone(), Arc::default())?;
-    let tools = outside.tools();
+    let mut tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
+    // MCP tools: replays answer from the servers' cassettes without reaching them;
+    // recording reaches them and records; live reaches them.
+    let hub = match args.mode {
+        EvalMode::Replay => {
+            for w in replay_mcp(root, &mut tools, &config) {
+                eprintln!("warning: {w}");
+            }
+            None
+        }
+        EvalMode::Record | EvalMode::Live => {
+            let recordings = mcp::Recordings {
+                dir: mcp_dir(root),
+                mode: if args.mode == EvalMode::Record {
+                    mcp::Recording::Record
+                } else {
+                    mcp::Recording::Live
+                },
+            };
+            outside.connect_mcp(&mut tools, &config, Some(&recordings)).await
+        }
+    };
     let names: Vec<String> = tools.names().into_iter().collect();
     let (cases, mut results) = cases(root, &args.targets, &config, &names);
     if cases.is_empty() && results.is_empty() {
@@ -128,6 +150,11 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         progress.inc(1);
     }
     progress.finish_and_clear();
+    if let Some(hub) = hub {
+        for file in hub.save_recordings()? {
+            eprintln!("recorded {}", file.strip_prefix(root).unwrap_or(&file).display());
+        }
+    }
     results.sort_by(|a, b| a.id.cmp(&b.id));
     let report = Report::new(args.mode, results);
     if args.json {
@@ -326,9 +353,14 @@ pub(super) async fn new_from_run(
 
     // Replay the recorded answers once in record mode: the cassette gets real keys.
     let outside = Outside::new(env.clone(), Arc::default())?;
-    let tools = outside.tools();
+    let mut tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
+    // The run's MCP tool results are the case's mocks; their definitions come from the
+    // servers' cassettes.
+    for w in replay_mcp(root, &mut tools, &config) {
+        eprintln!("warning: {w}");
+    }
     let names: Vec<String> = tools.names().into_iter().collect();
     let loaded = case::load(root, &path, &config, &names).map_err(|d| {
         anyhow::anyhow!(

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Known, Settings};
 use crate::files::NewFile;
+use crate::integrations::mcp;
 use crate::metrics::Metrics;
 use crate::provider::ProviderSet;
 use crate::run::Runner;
@@ -530,16 +531,23 @@ impl Outside {
     }
 
     /// Connects to the config's MCP servers and registers their tools; a server that
-    /// cannot be used is skipped with a warning, and steward starts without it.
-    async fn connect_mcp(&self, tools: &mut ToolRegistry, config: &Config) {
+    /// cannot be used is skipped with a warning, and steward starts without it. With
+    /// `recordings`, mock calls use the servers' cassettes as its mode says.
+    async fn connect_mcp(
+        &self,
+        tools: &mut ToolRegistry,
+        config: &Config,
+        recordings: Option<&mcp::Recordings>,
+    ) -> Option<Arc<mcp::McpHub>> {
         if config.mcp.is_empty() {
-            return;
+            return None;
         }
-        let (hub, warnings) = crate::integrations::mcp::connect_all(
+        let (hub, warnings) = mcp::connect_all(
             &config.mcp,
             self.http.clone(),
             &|name| self.settings.named_var(name),
             tools.names(),
+            recordings,
         )
         .await;
         for w in warnings {
@@ -551,9 +559,29 @@ impl Outside {
             servers = config.mcp.len(),
             "MCP servers connected"
         );
-        tools.add_source(hub);
+        tools.add_source(hub.clone());
+        Some(hub)
     }
+}
 
+/// The config's MCP tools from their cassettes under `root` (`evals/mcp`), answering
+/// from recorded results; no server is reached. The warnings (servers never recorded)
+/// are returned for the caller to show or not.
+fn replay_mcp(root: &Path, tools: &mut ToolRegistry, config: &Config) -> Vec<String> {
+    if config.mcp.is_empty() {
+        return Vec::new();
+    }
+    let (hub, warnings) = mcp::replay_all(&config.mcp, tools.names(), &mcp_dir(root));
+    tools.add_source(hub);
+    warnings
+}
+
+/// Where MCP cassettes live.
+fn mcp_dir(root: &Path) -> PathBuf {
+    root.join(crate::evals::MCP_CASSETTES)
+}
+
+impl Outside {
     fn providers(&self) -> ProviderSet {
         ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
     }
@@ -646,6 +674,9 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
                     crate::config::prices::FILE
                 );
             }
+            // Cases may mock MCP tools: their names come from the servers' cassettes.
+            let mut tools = tools;
+            replay_mcp(root, &mut tools, &config);
             let names: Vec<String> = tools.names().into_iter().collect();
             let case_problems = eval::validate_cases(root, &config, &names);
             for p in &case_problems {
@@ -814,9 +845,18 @@ async fn run(
     let skills = outside.skills(root);
     report_skills(&skills);
     let config = load_config(root, &tools, &skills)?;
-    // With --mock-tools no MCP server is reached: its tools answer with a clear error.
-    if !mocks.all {
-        outside.connect_mcp(&mut tools, &config).await;
+    // With --mock-tools no MCP server is reached: its tools answer from their cassettes
+    // (or with a clear "no mock recorded" error); a single --mock answers from them too.
+    if mocks.all {
+        for w in replay_mcp(root, &mut tools, &config) {
+            tracing::warn!("{w}");
+        }
+    } else {
+        let recordings = mcp::Recordings {
+            dir: mcp_dir(root),
+            mode: mcp::Recording::Replay,
+        };
+        outside.connect_mcp(&mut tools, &config, Some(&recordings)).await;
     }
     tools.mock_only(&mocks.only).map_err(anyhow::Error::msg)?;
     let mock_tools = mocks.all;
@@ -929,7 +969,7 @@ async fn serve(
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
     }
-    outside.connect_mcp(&mut tools, &config).await;
+    outside.connect_mcp(&mut tools, &config, None).await;
     let store = open_store(database_url).await?;
     let http = outside.http.clone();
     let runner = outside.runner(store, tools, skills, &config).build();

@@ -203,11 +203,33 @@ pub fn case_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The tools `agent` may call by name (its list; `inherit` only for subagents).
-fn granted(agent: &AgentConfig) -> Vec<String> {
+/// The tools `agent` may call by name (its list, with `mcp:<server>` standing for the
+/// server's known tools; `inherit` only for subagents).
+fn granted(agent: &AgentConfig, known_tools: &[String]) -> Vec<String> {
     match &agent.tools {
-        ToolSelection::List(list) => list.clone(),
+        ToolSelection::List(list) => list
+            .iter()
+            .flat_map(|t| {
+                crate::config::mcp::expand(t, known_tools.iter()).unwrap_or_else(|| vec![t.clone()])
+            })
+            .collect(),
         ToolSelection::Inherit => Vec::new(),
+    }
+}
+
+/// Why `tool` is unknown: an MCP server's tool that its cassette does not list says how
+/// to record it.
+fn unknown_tool(tool: &str, config: &Config) -> String {
+    let server = tool
+        .split_once(crate::config::mcp::SEPARATOR)
+        .map(|(server, _)| server)
+        .filter(|server| config.mcp.contains_key(*server));
+    match server {
+        Some(server) => format!(
+            "mock for MCP tool '{tool}', which {}/{server}.json does not list: record the server's tools with `steward eval --record` while it is reachable",
+            super::MCP_CASSETTES
+        ),
+        None => format!("mock for unknown tool '{tool}'"),
     }
 }
 
@@ -282,10 +304,10 @@ pub fn load(
     }
     let mut mocks = BTreeMap::new();
     if let Some(agent) = &agent {
-        let granted = granted(agent);
+        let granted = granted(agent, known_tools);
         for (tool, mock) in &spec.mocks {
             if !known_tools.iter().any(|k| k == tool) {
-                diags.push(at(tool, format!("mock for unknown tool '{tool}'")));
+                diags.push(at(tool, unknown_tool(tool, config)));
                 continue;
             }
             if !granted.iter().any(|g| g == tool) {

@@ -13,4 +13,8 @@ pub mod report;
 pub mod suite;
 
 pub use case::Case;
+
+/// Where MCP cassettes live under the config root: one file per server
+/// (`evals/mcp/<server>.json`), shared by every case that uses its tools.
+pub const MCP_CASSETTES: &str = "evals/mcp";
 pub use suite::{CaseResult, EvalMode, Suite};

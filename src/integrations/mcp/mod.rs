@@ -4,23 +4,45 @@
 //! Calls then go through the run's gateway like any tool (grant, caps, recording,
 //! spans). A server that is down at start is skipped with a warning; a server that goes
 //! away later makes its calls fail as tool errors the model reads.
+//!
+//! Mocks and evals use cassettes ([`cassette`]): `steward eval --record` records each
+//! server's tool list and call results, and [`replay_all`] offers the same tools from
+//! them alone, answering from the recorded results, without reaching any server.
+
+pub mod cassette;
+mod result;
+mod tool;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use async_trait::async_trait;
-use base64::Engine;
-use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
+use self::cassette::McpCassette;
+use self::tool::McpTool;
+pub use self::tool::Recording;
 use crate::config::mcp::{McpServer, McpTransport, SEPARATOR};
-use crate::files::{FileSource, NewFile};
 use crate::tools::registry::ToolSource;
-use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+use crate::tools::{Effect, Tool, ToolSpec};
+
+/// Where a server's recordings are and what its tools do with them.
+#[derive(Clone)]
+struct Binding {
+    cassette: Option<Arc<McpCassette>>,
+    recording: Recording,
+}
+
+/// Where MCP cassettes live (`evals/mcp`) and what tools do with them.
+#[derive(Debug, Clone)]
+pub struct Recordings {
+    pub dir: PathBuf,
+    pub mode: Recording,
+}
 
 /// Every connected server's tools, by steward name; kept current when a server says its
 /// list changed. The registry consults it as a [`ToolSource`].
@@ -30,6 +52,8 @@ pub struct McpHub {
     builtin: BTreeSet<String>,
     /// The live connections (dropping one closes it).
     running: Mutex<Vec<RunningService<RoleClient, Refresher>>>,
+    /// Every server's cassette, for [`McpHub::save_recordings`].
+    cassettes: Mutex<Vec<Arc<McpCassette>>>,
 }
 
 impl ToolSource for McpHub {
@@ -52,6 +76,48 @@ impl ToolSource for McpHub {
 }
 
 impl McpHub {
+    fn new(builtin: BTreeSet<String>) -> Arc<McpHub> {
+        Arc::new(McpHub {
+            tools: RwLock::default(),
+            builtin,
+            running: Mutex::default(),
+            cassettes: Mutex::default(),
+        })
+    }
+
+    /// Writes every cassette that recorded something new; the files written, or the
+    /// first error.
+    pub fn save_recordings(&self) -> Result<Vec<PathBuf>, cassette::McpCassetteError> {
+        let cassettes = self.cassettes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut written = Vec::new();
+        for c in cassettes {
+            if c.save()? {
+                written.push(c.file().to_path_buf());
+            }
+        }
+        Ok(written)
+    }
+
+    /// The cassette of `server` in `recordings`, kept for saving; a corrupt one is a
+    /// warning and no cassette.
+    fn cassette(&self, server: &str, recordings: Option<&Recordings>) -> Result<Binding, String> {
+        let Some(r) = recordings else {
+            return Ok(Binding {
+                cassette: None,
+                recording: Recording::Replay,
+            });
+        };
+        let c = Arc::new(McpCassette::load(&r.dir, server).map_err(|e| e.to_string())?);
+        self.cassettes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(c.clone());
+        Ok(Binding {
+            cassette: Some(c),
+            recording: r.mode,
+        })
+    }
+
     /// Replaces `server`'s tools with `tools`; warnings for the ones skipped.
     fn replace(&self, server: &str, tools: Vec<Arc<dyn Tool>>) -> Vec<String> {
         let prefix = format!("{server}{SEPARATOR}");
@@ -77,6 +143,7 @@ impl McpHub {
 pub struct Refresher {
     hub: Weak<McpHub>,
     server: McpServer,
+    binding: Binding,
 }
 
 impl ClientHandler for Refresher {
@@ -84,7 +151,7 @@ impl ClientHandler for Refresher {
         let Some(hub) = self.hub.upgrade() else {
             return;
         };
-        match list(&self.server, &context.peer).await {
+        match list(&self.server, &context.peer, &self.binding).await {
             Ok((tools, mut warnings)) => {
                 let n = tools.len();
                 warnings.extend(hub.replace(&self.server.name, tools));
@@ -174,15 +241,33 @@ pub async fn connect(
 }
 
 /// A server's tools, as steward tools named `<server>__<tool>`, and a warning for each
-/// tool that cannot be offered (a name or schema the model could not use).
+/// tool that cannot be offered. In record mode the list is recorded.
 async fn list(
     server: &McpServer,
     peer: &Peer<RoleClient>,
+    binding: &Binding,
 ) -> Result<(Vec<Arc<dyn Tool>>, Vec<String>), McpError> {
     let listed = tokio::time::timeout(server.connect_timeout, peer.list_all_tools())
         .await
         .map_err(|_| fail(server, "no answer while listing tools"))?
         .map_err(|e| fail(server, e))?;
+    if binding.recording == Recording::Record
+        && let Some(c) = &binding.cassette
+    {
+        c.set_tools(listed.clone());
+    }
+    Ok(tools_from(server, listed, Some(peer), binding))
+}
+
+/// `listed` as steward tools, and a warning for each tool that cannot be offered (a name
+/// or schema the model could not use). Without a `peer`, the tools answer from the
+/// binding's cassette alone.
+fn tools_from(
+    server: &McpServer,
+    listed: Vec<rmcp::model::Tool>,
+    peer: Option<&Peer<RoleClient>>,
+    binding: &Binding,
+) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
     let mut warnings = Vec::new();
     let usable = listed.into_iter().filter(|t| {
         let name_ok = !t.name.is_empty()
@@ -223,32 +308,40 @@ async fn list(
                 },
                 remote,
                 server: server.clone(),
-                peer: peer.clone(),
+                peer: peer.cloned(),
+                cassette: binding.cassette.clone(),
+                recording: binding.recording,
             }) as Arc<dyn Tool>
         })
         .collect();
-    Ok((tools, warnings))
+    (tools, warnings)
 }
 
 /// Connects to every server, lists its tools, and returns them as one [`McpHub`] (kept
 /// current on `tools/list_changed`), with one warning per server or tool that could not
-/// be used (skipped; steward starts without it).
+/// be used (skipped; steward starts without it). With `recordings`, mock calls answer
+/// from the servers' cassettes, or are made for real and recorded, per its mode.
 pub async fn connect_all(
     servers: &BTreeMap<String, McpServer>,
     http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
     builtin: BTreeSet<String>,
+    recordings: Option<&Recordings>,
 ) -> (Arc<McpHub>, Vec<String>) {
-    let hub = Arc::new(McpHub {
-        tools: RwLock::default(),
-        builtin,
-        running: Mutex::default(),
-    });
+    let hub = McpHub::new(builtin);
     let mut warnings = Vec::new();
     for server in servers.values() {
+        let binding = match hub.cassette(&server.name, recordings) {
+            Ok(b) => b,
+            Err(e) => {
+                warnings.push(format!("{e}; server '{}' is not used", server.name));
+                continue;
+            }
+        };
         let handler = Refresher {
             hub: Arc::downgrade(&hub),
             server: server.clone(),
+            binding: binding.clone(),
         };
         let running = match connect(server, http.clone(), var, handler).await {
             Ok(r) => r,
@@ -257,7 +350,7 @@ pub async fn connect_all(
                 continue;
             }
         };
-        match list(server, running.peer()).await {
+        match list(server, running.peer(), &binding).await {
             Ok((tools, skipped)) => {
                 warnings.extend(skipped);
                 warnings.extend(hub.replace(&server.name, tools));
@@ -272,135 +365,39 @@ pub async fn connect_all(
     (hub, warnings)
 }
 
-/// One tool of a connected server.
-struct McpTool {
-    spec: ToolSpec,
-    remote: String,
-    server: McpServer,
-    peer: Peer<RoleClient>,
-}
-
-#[async_trait]
-impl Tool for McpTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
-        let server = &self.server;
-        let arguments = match args {
-            Value::Object(map) => map,
-            Value::Null => Default::default(),
-            other => {
-                return Err(ToolError::Model(format!(
-                    "arguments must be an object, not {other}"
-                )));
+/// Every server's tools from its cassette in `dir` alone, answering from the recorded
+/// results; no server is reached. A server without a recorded tool list is a warning
+/// saying how to record one, and offers no tools.
+pub fn replay_all(
+    servers: &BTreeMap<String, McpServer>,
+    builtin: BTreeSet<String>,
+    dir: &Path,
+) -> (Arc<McpHub>, Vec<String>) {
+    let hub = McpHub::new(builtin);
+    let recordings = Recordings {
+        dir: dir.to_path_buf(),
+        mode: Recording::Replay,
+    };
+    let mut warnings = Vec::new();
+    for server in servers.values() {
+        let binding = match hub.cassette(&server.name, Some(&recordings)) {
+            Ok(b) => b,
+            Err(e) => {
+                warnings.push(format!("{e}; server '{}' offers no tools", server.name));
+                continue;
             }
         };
-        let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
-        let answer = tokio::time::timeout(server.timeout, self.peer.call_tool(request))
-            .await
-            .map_err(|_| {
-                ToolError::Model(format!(
-                    "MCP server '{}' did not answer within {}",
-                    server.name,
-                    crate::types::duration::format_duration(server.timeout)
-                ))
-            })?
-            .map_err(|e| ToolError::Model(format!("MCP server '{}': {e}", server.name)))?;
-        let mut text = Vec::new();
-        for (i, block) in answer.content.iter().enumerate() {
-            match block {
-                ContentBlock::Text(t) => text.push(t.text.clone()),
-                ContentBlock::Image(image) => {
-                    let bytes = decode(server, &image.data)?;
-                    let ext = image.mime_type.rsplit('/').next().unwrap_or("bin");
-                    let name = format!("{}-{}-{i}.{ext}", self.spec.name, ctx.call_id);
-                    let id = keep(ctx, name, &image.mime_type, bytes).await?;
-                    text.push(format!("[image {} ({}), file {id}]", i + 1, image.mime_type));
-                }
-                // An embedded resource (a document the server hands back) is a file too.
-                ContentBlock::Resource(embedded) => {
-                    let (uri, mime, bytes) = match &embedded.resource {
-                        ResourceContents::TextResourceContents {
-                            uri, mime_type, text, ..
-                        } => (
-                            uri,
-                            mime_type.clone().unwrap_or_else(|| "text/plain".into()),
-                            text.clone().into_bytes(),
-                        ),
-                        ResourceContents::BlobResourceContents {
-                            uri, mime_type, blob, ..
-                        } => (
-                            uri,
-                            mime_type
-                                .clone()
-                                .unwrap_or_else(|| "application/octet-stream".into()),
-                            decode(server, blob)?,
-                        ),
-                        other => {
-                            text.push(serde_json::to_string(other).unwrap_or_default());
-                            continue;
-                        }
-                    };
-                    let last = uri.rsplit('/').next().filter(|n| !n.is_empty());
-                    let name = last.map_or_else(
-                        || format!("{}-{}-{i}", self.spec.name, ctx.call_id),
-                        str::to_string,
-                    );
-                    let size = bytes.len();
-                    let id = keep(ctx, name, &mime, bytes).await?;
-                    text.push(format!("[resource {uri} ({mime}, {size} bytes), file {id}]"));
-                }
-                other => text.push(serde_json::to_string(other).unwrap_or_default()),
-            }
-        }
-        if text.is_empty()
-            && let Some(structured) = &answer.structured_content
-        {
-            text.push(structured.to_string());
-        }
-        let text = text.join("\n");
-        if answer.is_error == Some(true) {
-            return Err(ToolError::Model(text));
-        }
-        Ok(ToolOutput::text(text))
+        let Some(listed) = binding.cassette.as_ref().and_then(|c| c.tools()) else {
+            warnings.push(format!(
+                "MCP server '{}' has no recorded tool list ({}); its tools are unavailable: record them with `steward eval --record` while the server is reachable",
+                server.name,
+                McpCassette::path(dir, &server.name).display()
+            ));
+            continue;
+        };
+        let (tools, skipped) = tools_from(server, listed, None, &binding);
+        warnings.extend(skipped);
+        warnings.extend(hub.replace(&server.name, tools));
     }
-
-    async fn mock(&self, _ctx: &ToolCtx, _args: Value) -> ToolResult {
-        Err(ToolError::Model(format!(
-            "no mock recorded for MCP tool {}: give the eval case a mock for it (mocks: {{{}: {{result: ...}}}})",
-            self.spec.name, self.spec.name
-        )))
-    }
-}
-
-/// Base64 content from `server`, decoded.
-fn decode(server: &McpServer, data: &str) -> Result<Vec<u8>, ToolError> {
-    base64::engine::general_purpose::STANDARD
-        .decode(data.as_bytes())
-        .map_err(|e| {
-            ToolError::Model(format!(
-                "MCP server '{}' sent unreadable base64 content: {e}",
-                server.name
-            ))
-        })
-}
-
-/// Keeps `bytes` as a virtual file of the run; its id.
-async fn keep(ctx: &ToolCtx, name: String, mime: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
-    let file = ctx
-        .files
-        .add(
-            NewFile {
-                name,
-                mime: mime.to_string(),
-                content: bytes,
-            },
-            FileSource::ToolOutput,
-            None,
-        )
-        .await
-        .map_err(|e| ToolError::Model(format!("cannot keep the tool's file: {e}")))?;
-    Ok(file.id)
+    (hub, warnings)
 }
