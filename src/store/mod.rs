@@ -1,6 +1,7 @@
 //! Durable run records: a `runs` row per run with a compare-and-set state machine, and
 //! an append-only `run_events` log written while the run progresses.
 
+mod nodelay;
 pub mod postgres;
 mod rows;
 pub mod sqlite;

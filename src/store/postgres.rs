@@ -109,10 +109,21 @@ impl PgStore {
         // at once with its reason, instead of as a pool timeout.
         let probe = <sqlx::PgConnection as sqlx::Connection>::connect_with(&options).await?;
         sqlx::Connection::close(probe).await?;
+        // Over TCP (not a Unix socket), each new connection gets TCP_NODELAY (see
+        // `nodelay`): without it every group commit waits ~40 ms for a delayed ACK.
+        let port = (!options.get_host().starts_with('/')).then(|| options.get_port());
         let pool = PgPoolOptions::new()
             .max_connections(10)
             // An unreachable database is a clear error at start, not a long hang.
             .acquire_timeout(std::time::Duration::from_secs(10))
+            .after_connect(move |_conn, _meta| {
+                Box::pin(async move {
+                    if let Some(port) = port {
+                        super::nodelay::set_on_sockets_to(port);
+                    }
+                    Ok(())
+                })
+            })
             .connect_with(options)
             .await?;
         let migrator = migrator();
