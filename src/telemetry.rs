@@ -52,9 +52,19 @@ pub struct TelemetryError(pub(crate) String);
 #[must_use = "call shutdown() before exiting so queued spans are sent"]
 pub struct Telemetry {
     exporter: Option<queue::Exporter>,
+    /// The log filter shows `info` spans (as `serve`'s default does): log lines inside a
+    /// run then carry the run's span.
+    logs_spans: bool,
 }
 
 impl Telemetry {
+    /// Whether log lines show `info` spans. When they do not (a quiet `steward run`),
+    /// runs need not enter their span on every poll: exported spans name their parents
+    /// explicitly ([`parent_or`]), and the per-poll bookkeeping is saved.
+    pub fn logs_spans(&self) -> bool {
+        self.logs_spans
+    }
+
     /// Sends the spans still queued (bounded wait) and stops the exporter. The wait is
     /// longer than one export's own timeout (10 s), so a slow export in progress does
     /// not make the last batch miss the exit.
@@ -80,6 +90,9 @@ pub fn init(
     dropped: Option<queue::DropSink>,
 ) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let logs_spans = filter
+        .max_level_hint()
+        .is_none_or(|level| level >= LevelFilter::INFO);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
@@ -103,7 +116,15 @@ pub fn init(
         .with(fmt.with_filter(filter))
         .with(export)
         .try_init();
-    Ok(Telemetry { exporter })
+    Ok(Telemetry { exporter, logs_spans })
+}
+
+/// The parent for a span made inside a run: the current span when there is one (a tool
+/// call's, a compaction's, or the run's own when runs are entered on every poll), else
+/// `run`, the run's span, named explicitly.
+pub fn parent_or(run: &tracing::Span) -> tracing::Span {
+    let current = tracing::Span::current();
+    if current.is_none() { run.clone() } else { current }
 }
 
 /// Records several fields of `span` in one call into the subscriber (one span lookup)

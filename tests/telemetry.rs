@@ -323,6 +323,19 @@ fn delegating_model(fake: &FakeModel) {
 
 #[tokio::test]
 async fn a_subagent_run_is_a_child_of_its_tool_span_and_content_is_captured_when_asked() {
+    // Quiet logs: the run is not entered on every poll; its spans name their parents.
+    subagent_trace("error").await;
+}
+
+#[tokio::test]
+async fn the_span_tree_is_the_same_when_logs_show_spans() {
+    // `serve`'s default filter: the run's span is entered on every poll.
+    subagent_trace("warn,steward=info").await;
+}
+
+/// A boss run delegating to a helper, exported with `rust_log` as the log filter: the
+/// span tree and captured content checked.
+async fn subagent_trace(rust_log: &str) {
     let spans: Received = Arc::default();
     let app = axum::Router::new()
         .route("/v1/traces", post(collect))
@@ -348,6 +361,7 @@ async fn a_subagent_run_is_a_child_of_its_tool_span_and_content_is_captured_when
     std::fs::write(&ev, r#"{"text": "Ask the helper to greet me"}"#).unwrap();
     let base = format!("{}/v1", fake.url);
     let dir = root.path().to_path_buf();
+    let rust_log = rust_log.to_string();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
             .args(["run", "boss", "--event", ev.to_str().unwrap()])
@@ -356,7 +370,7 @@ async fn a_subagent_run_is_a_child_of_its_tool_span_and_content_is_captured_when
             .env("OPENAI_BASE_URL", base)
             .env("OPENAI_API_KEY", "sk-test")
             .env_remove("ANTHROPIC_API_KEY")
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", rust_log)
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
             .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
             .output()
@@ -388,7 +402,19 @@ async fn a_subagent_run_is_a_child_of_its_tool_span_and_content_is_captured_when
     );
     let chats = named("chat gpt-4.1");
     assert_eq!(chats.len(), 3);
-    assert!(chats.iter().any(|c| c.parent_span_id == helper.span_id));
+    assert_eq!(
+        chats
+            .iter()
+            .filter(|c| c.parent_span_id == helper.span_id)
+            .count(),
+        1,
+        "the helper's model call is the helper's"
+    );
+    assert_eq!(
+        chats.iter().filter(|c| c.parent_span_id == boss.span_id).count(),
+        2,
+        "the boss's two model calls are the boss's"
+    );
     assert!(
         spans.iter().all(|(_, s)| s.trace_id == boss.trace_id),
         "one trace"

@@ -272,7 +272,7 @@ pub fn main() -> ExitCode {
         _ => "error",
     };
     // The environment is read here, once; everything below gets its part of it.
-    let env = match Settings::from_env() {
+    let mut env = match Settings::from_env() {
         Ok(env) => env,
         Err(e) => {
             eprintln!("error: {e}");
@@ -296,6 +296,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    env.log_spans = telemetry.logs_spans();
     // The server spreads requests and runs over every core. A one-shot command runs one
     // run: on a single thread its model calls, tool fetches and store writes need no
     // cross-thread wake-ups, which were most of a turn's CPU (see benches/run_cpu.rs).
@@ -526,6 +527,7 @@ impl Outside {
             .skills(skills)
             .sources(self.sources())
             .capture_content(self.settings.otel_capture_content)
+            .instrument_runs(self.settings.log_spans)
             .metrics(self.metrics.clone())
             .data_key(self.settings.data_key.clone())
     }

@@ -66,6 +66,10 @@ pub struct Settings {
     /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: spans carry prompts,
     /// tool arguments and results, and answers (never for private runs).
     pub otel_capture_content: bool,
+    /// Log lines show `info` spans (from `RUST_LOG` or the command's default; set once
+    /// logging is installed, true until then): runs enter their span on every poll only
+    /// when they do.
+    pub log_spans: bool,
     /// `STEWARD_METRICS_TOKEN`: bearer token `/metrics` requires (open when unset).
     pub metrics_token: Option<String>,
     /// `STEWARD_ADMIN_TOKEN`: bearer token (or login) for the run inspector.
@@ -186,6 +190,7 @@ impl Settings {
             otel_sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),
             otel_disabled: is_true(get("OTEL_SDK_DISABLED")),
             otel_capture_content: is_true(get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")),
+            log_spans: true,
             metrics_token: get("STEWARD_METRICS_TOKEN"),
             admin_token: get("STEWARD_ADMIN_TOKEN"),
             trusted_user_header: get("STEWARD_TRUSTED_USER_HEADER"),

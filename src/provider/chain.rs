@@ -20,6 +20,8 @@ pub struct ModelChain {
     prices: Arc<Prices>,
     /// The prompt-cache hints of every request (the agent's).
     caching: Caching,
+    /// The run's span: `chat` spans are its children when no other span is current.
+    parent: Option<tracing::Span>,
 }
 
 /// A successful call and which model served it.
@@ -49,6 +51,7 @@ impl ModelChain {
             capture_content: false,
             prices,
             caching: Caching::NONE,
+            parent: None,
         }
     }
 
@@ -70,6 +73,20 @@ impl ModelChain {
     pub fn capturing(mut self, on: bool) -> Self {
         self.capture_content = on;
         self
+    }
+
+    /// Makes `chat` spans children of `run` (the run's span) unless another span is
+    /// current (a compaction's).
+    pub fn under(mut self, run: tracing::Span) -> Self {
+        self.parent = Some(run);
+        self
+    }
+
+    /// The parent of a span made for this chain's run: the current span, else the run's.
+    pub fn span_parent(&self) -> tracing::Span {
+        self.parent
+            .as_ref()
+            .map_or_else(tracing::Span::current, crate::telemetry::parent_or)
     }
 
     /// The primary model.
@@ -103,6 +120,7 @@ impl ModelChain {
                 caching: &self.caching,
             };
             let span = tracing::info_span!(
+                parent: &self.span_parent(),
                 "chat",
                 otel.kind = "client",
                 "gen_ai.operation.name" = "chat",

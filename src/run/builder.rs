@@ -43,6 +43,7 @@ impl Runner {
                 capture_content: false,
                 interrupt: CancellationToken::new(),
                 data_key: None,
+                instrument_runs: true,
             },
         }
     }
@@ -102,6 +103,13 @@ impl RunnerBuilder {
     /// Counts runs into `metrics` (shared with the server's `/metrics`).
     pub fn metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.runner.metrics = metrics;
+        self
+    }
+
+    /// Whether top-level runs enter their span on every poll (default: yes). Turn it off
+    /// when log lines do not show spans ([`crate::telemetry::Telemetry::logs_spans`]).
+    pub fn instrument_runs(mut self, on: bool) -> Self {
+        self.runner.instrument_runs = on;
         self
     }
 

@@ -56,6 +56,8 @@ pub struct RunContext<'a> {
     /// The conversation it continues already holds an answer of the bot's (set when
     /// the thread is read); the first answer names an agent-view thread.
     pub answered_before: std::sync::atomic::AtomicBool,
+    /// The run's `invoke_agent` span: the parent of the spans the run makes.
+    pub span: tracing::Span,
 }
 
 /// Marks the run running and builds its context: files (the parent's subset or new),
@@ -68,6 +70,7 @@ pub async fn prepare<'a>(
     run_id: String,
     lineage: Lineage,
     cancel: CancellationToken,
+    span: tracing::Span,
 ) -> Result<RunContext<'a>, RunError> {
     let recorder = Arc::new(
         Recorder::new(runner.store.clone(), run_id.clone(), trigger.private)
@@ -190,6 +193,7 @@ pub async fn prepare<'a>(
         presence: lineage.presence.clone(),
         live: lineage.live.clone(),
         search,
+        span: span.clone(),
     });
     Ok(RunContext {
         runner,
@@ -213,6 +217,7 @@ pub async fn prepare<'a>(
         presence: lineage.presence,
         live: lineage.live,
         answered_before: Default::default(),
+        span,
     })
 }
 

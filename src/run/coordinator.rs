@@ -3,6 +3,7 @@
 //! its gateway) and return the same [`RunOutcome`].
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use super::context::RunContext;
 use super::llm::LlmRun;
@@ -36,6 +37,7 @@ impl Coordinator for LlmCoordinator {
         let chain = match cx.runner.providers.chain(&cx.models) {
             Ok(chain) => chain
                 .capturing(cx.capture_content)
+                .under(cx.span.clone())
                 .caching(crate::provider::Caching {
                     long_ttl: cx.agent.context.cache_1h,
                     // One key per agent: its runs land on the same OpenAI cache.
@@ -117,6 +119,9 @@ impl Coordinator for ScriptCoordinator {
             cx.trigger,
             &cx.agent.vars,
         )
+        // Entered, so the `run_script` span it makes is the run's child; a script run
+        // polls this future only a few times.
+        .instrument(cx.span.clone())
         .await;
         let (usage, cost, unknown) = cx.child_totals.take();
         out.usage.add(&usage);

@@ -39,6 +39,8 @@ pub struct GatewayParts {
     pub max_tool_calls: u32,
     /// Longest one call may take; `subagent` is bounded by the child run's own limits.
     pub tool_timeout: Duration,
+    /// The run's span, parent of its `execute_tool` spans.
+    pub span: tracing::Span,
     /// Record arguments and results on `execute_tool` spans (never for private runs).
     pub capture_content: bool,
     /// Where the run's status shows what it does (top-level Slack runs).
@@ -249,6 +251,7 @@ impl Gateway {
     ) -> (ToolResult, tracing::Span) {
         let capture = self.parts.capture_content;
         let span = tracing::info_span!(
+            parent: &crate::telemetry::parent_or(&self.parts.span),
             "execute_tool",
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = name,

@@ -81,6 +81,10 @@ pub struct Runner {
     /// Seals what a private run leaves at rest while it waits for an approval
     /// (`STEWARD_DATA_KEY`); without it a private run cannot wait.
     pub data_key: Option<crate::types::seal::DataKey>,
+    /// Enter a top-level run's span on every poll of the run, so log lines inside it
+    /// carry the run. Off when logs do not show spans: spans made in the run then name
+    /// it as their parent explicitly, and the per-poll cost is saved.
+    pub instrument_runs: bool,
 }
 
 /// Where a run sits in a tree of runs.
@@ -249,10 +253,14 @@ impl Runner {
                 .and_then(|s| s.live(&trigger.origin));
         }
         let presence = lineage.presence.clone();
-        let outcome = self
-            .execute(agent, trigger, run_id, lineage, cancel)
-            .instrument(span.clone())
-            .await;
+        // A subagent's run is always entered: it runs inside its parent's tool span,
+        // which would otherwise be the current span of everything it does.
+        let execute = self.execute(agent, trigger, run_id, lineage, cancel, span.clone());
+        let outcome = if self.instrument_runs || !top_level {
+            execute.instrument(span.clone()).await
+        } else {
+            execute.await
+        };
         // A run waiting for an approval has not ended: its status stays to the request.
         let ended = outcome
             .as_ref()
@@ -308,9 +316,13 @@ impl Runner {
         run_id: String,
         lineage: Lineage,
         cancel: CancellationToken,
+        span: tracing::Span,
     ) -> Result<RunOutcome, RunError> {
         let stop = lineage.stop.clone();
-        let cx = context::prepare(self, agent, trigger, run_id, lineage, cancel).await?;
+        // Entered while preparing (once per run): attachment extraction spans are its.
+        let cx = context::prepare(self, agent, trigger, run_id, lineage, cancel, span.clone())
+            .instrument(span)
+            .await?;
         let mut result = coordinator::for_agent(agent).coordinate(&cx).await?;
         if result.termination == Termination::Cancelled && self.interrupt.is_cancelled() {
             result.termination = Termination::Interrupted;
