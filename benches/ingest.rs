@@ -5,7 +5,9 @@
 //! acknowledged event is in the store.
 //!
 //! Run with `cargo bench --bench ingest`; with `INGEST_POSTGRES=postgres://...` the store
-//! is PostgreSQL (a schema of its own, dropped afterwards) instead of SQLite.
+//! is PostgreSQL (a schema of its own, dropped afterwards) instead of SQLite, and the
+//! built-in generator is also run against one and then three `steward serve` processes
+//! on one schema (the load spread over them), as replicas are deployed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +17,7 @@ use serde_json::json;
 use steward::config::Config;
 use steward::run::Runner;
 use steward::server::{DispatchSettings, Secrets, Service};
-use steward::store::{PgStore, SqliteStore, Store};
+use steward::store::{EventQueue, PgStore, SqliteStore, Store};
 use steward::triggers::auth::sign_hex;
 
 const SECRET: &str = "bench-signing-secret";
@@ -40,7 +42,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn builtin(url: &str, n: usize) -> (usize, f64, Vec<f64>) {
+/// Posts `n` signed events over `CONNECTIONS` connections, connection k to
+/// `urls[k % urls.len()]`; how many, in how many seconds, and each ack latency in ms.
+async fn builtin(urls: &[String], n: usize) -> (usize, f64, Vec<f64>) {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(CONNECTIONS)
         .build()
@@ -58,12 +62,12 @@ async fn builtin(url: &str, n: usize) -> (usize, f64, Vec<f64>) {
     );
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..CONNECTIONS {
+    for k in 0..CONNECTIONS {
         let (client, next, bodies, url, ts) = (
             client.clone(),
             next.clone(),
             bodies.clone(),
-            url.to_string(),
+            urls[k % urls.len()].clone(),
             ts.clone(),
         );
         tasks.push(tokio::spawn(async move {
@@ -166,7 +170,7 @@ fn main() {
 
         let n = std::env::var("INGEST_BUILTIN").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
         let wrk_n = std::env::var("WRK_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(450_000);
-        let (count, secs, mut lat) = builtin(&url, n).await;
+        let (count, secs, mut lat) = builtin(std::slice::from_ref(&url), n).await;
         lat.sort_by(|a, b| a.total_cmp(b));
         println!(
             "built-in generator (reqwest, same process), {CONNECTIONS} connections: {count} events in {secs:.2} s = {:.0} events/s; ack latency p50 {:.2} ms, p99 {:.2} ms",
@@ -192,6 +196,9 @@ fn main() {
         }
         service.stop(Duration::from_secs(5)).await;
         if let Some(url) = &postgres {
+            for replicas in [1, 3] {
+                replicas_on_postgres(url, replicas, n).await;
+            }
             let pool = sqlx::PgPool::connect(url).await.unwrap();
             sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
                 .execute(&pool)
@@ -199,4 +206,83 @@ fn main() {
                 .unwrap();
         }
     });
+}
+
+/// The built-in generator against `replicas` `steward serve` processes sharing one
+/// PostgreSQL schema (release binary, one agent that Slack events do not match, so the
+/// router claims and drops them as above).
+async fn replicas_on_postgres(url: &str, replicas: usize, n: usize) {
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/intake.md", "You note requests.");
+    write(
+        "agents/intake.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/intake.md\ntriggers:\n  - webhook: { name: intake }\n",
+    );
+    let schema = format!("ingest_replicas_{}_{replicas}", std::process::id());
+    let store = PgStore::connect_in_schema(url, &schema).await.unwrap();
+    let db = format!("{url}?options=-c%20search_path%3D{schema}");
+    let mut addrs = Vec::new();
+    let mut children = Vec::new();
+    for _ in 0..replicas {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        children.push(
+            std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                .args(["serve", "--addr", &addr])
+                .env("STEWARD_ROOT", root.path())
+                .env("DATABASE_URL", &db)
+                .env("SLACK_SIGNING_SECRET", SECRET)
+                .env("RUST_LOG", "error")
+                .spawn()
+                .unwrap(),
+        );
+        addrs.push(addr);
+    }
+    let client = reqwest::Client::new();
+    for a in &addrs {
+        let mut up = false;
+        for _ in 0..200 {
+            if client.get(format!("http://{a}/healthz")).send().await.is_ok() {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(up, "replica {a} did not start");
+    }
+    let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}/slack/events")).collect();
+    let (count, secs, mut lat) = builtin(&urls, n).await;
+    lat.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "built-in generator, {replicas} steward serve process{} on one PostgreSQL schema, {CONNECTIONS} connections: {count} events in {secs:.2} s = {:.0} events/s; ack latency p50 {:.2} ms, p99 {:.2} ms",
+        if replicas == 1 { "" } else { "es" },
+        count as f64 / secs,
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99)
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    println!(
+        "  events stored: {} of {count} acknowledged",
+        store.count_events().await.unwrap()
+    );
+    for child in &mut children {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&pool)
+        .await
+        .unwrap();
 }
