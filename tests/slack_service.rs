@@ -307,12 +307,20 @@ fn posted(calls: &Calls, method: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The buttons' value of the approval request posted in the thread.
-fn button_value(calls: &Calls) -> String {
-    let request = posted(calls, "chat.postMessage")
-        .into_iter()
-        .find(|b| b["blocks"].to_string().contains("steward_approve"))
-        .expect("an approval request");
+/// The buttons' value of the approval request posted in the thread. The run is marked
+/// waiting before the request is posted, so this waits for the post (up to 5 s).
+async fn button_value(calls: &Calls) -> String {
+    let mut found = None;
+    for _ in 0..200 {
+        found = posted(calls, "chat.postMessage")
+            .into_iter()
+            .find(|b| b["blocks"].to_string().contains("steward_approve"));
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let request = found.expect("an approval request");
     let actions = request["blocks"]
         .as_array()
         .unwrap()
@@ -362,7 +370,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
     );
     assert!(blocks.contains(r#"\"service\": \"billing\""#), "{blocks}");
     assert!(blocks.contains(&format!("<@{ASKER}>, <@{APPROVER}>")), "{blocks}");
-    let value = button_value(&calls);
+    let value = button_value(&calls).await;
     assert!(value.ends_with(&format!(":{}", waiting.id)));
 
     // The service restarts while the run waits: nothing is lost.
@@ -472,7 +480,8 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
     s.mention("EvDENY1").await;
     let waiting = s.wait_status(RunStatus::Waiting).await;
     assert_eq!(
-        s.click(APPROVER, "steward_deny", &button_value(&calls)).await,
+        s.click(APPROVER, "steward_deny", &button_value(&calls).await)
+            .await,
         StatusCode::OK
     );
     let done = s.wait_status(RunStatus::Succeeded).await;
@@ -514,7 +523,8 @@ async fn feedback_buttons_record_one_score_per_person() {
     let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
     s.mention("EvFEEDBACK1").await;
     s.wait_status(RunStatus::Waiting).await;
-    s.click(ASKER, "steward_approve", &button_value(&calls)).await;
+    s.click(ASKER, "steward_approve", &button_value(&calls).await)
+        .await;
     let done = s.wait_status(RunStatus::Succeeded).await;
     // The answer carries 👍 / 👎 for its run.
     let reply = posted(&calls, "chat.postMessage")
@@ -741,7 +751,7 @@ async fn without_a_thread_the_approvers_are_asked_by_dm_and_a_private_run_needs_
     assert_eq!(request["channel"], "D0APPROVERS");
     assert!(request.get("thread_ts").is_none());
     // Only the approvers may decide: a webhook has no asker.
-    let value = button_value(&calls);
+    let value = button_value(&calls).await;
     s.click(APPROVER, "steward_approve", &value).await;
     let done = s.wait_status(RunStatus::Succeeded).await;
     assert_eq!(
