@@ -119,12 +119,41 @@ pub fn init(
     Ok(Telemetry { exporter, logs_spans })
 }
 
-/// The parent for a span made inside a run: the current span when there is one (a tool
-/// call's, a compaction's, or the run's own when runs are entered on every poll), else
-/// `run`, the run's span, named explicitly.
-pub fn parent_or(run: &tracing::Span) -> tracing::Span {
+tokio::task_local! {
+    /// The span a task is [`within`] without entering it on every poll.
+    static WITHIN: tracing::Span;
+}
+
+/// Runs `fut` inside `span`: entered on every poll when `enter` (log lines inside then
+/// carry it), else only named as the parent of the spans made inside ([`parent`]),
+/// which saves the subscriber's work on every poll.
+pub async fn within<F: std::future::Future>(span: &tracing::Span, enter: bool, fut: F) -> F::Output {
+    use tracing::Instrument;
+    if enter {
+        fut.instrument(span.clone()).await
+    } else {
+        WITHIN.scope(span.clone(), fut).await
+    }
+}
+
+/// The parent for a new span: the current span, else the span this task is [`within`],
+/// else none (the new span is a root).
+pub fn parent() -> tracing::Span {
     let current = tracing::Span::current();
-    if current.is_none() { run.clone() } else { current }
+    if !current.is_none() {
+        return current;
+    }
+    WITHIN
+        .try_with(tracing::Span::clone)
+        .unwrap_or_else(|_| tracing::Span::none())
+}
+
+/// The parent for a span made inside a run: [`parent`] when there is one (a tool call's,
+/// a compaction's, or the run's own when runs are entered on every poll), else `run`,
+/// the run's span, named explicitly.
+pub fn parent_or(run: &tracing::Span) -> tracing::Span {
+    let found = parent();
+    if found.is_none() { run.clone() } else { found }
 }
 
 /// Records several fields of `span` in one call into the subscriber (one span lookup)

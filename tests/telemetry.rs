@@ -312,11 +312,14 @@ fn delegating_model(fake: &FakeModel) {
         } else if answered {
             openai_text("The helper says hello.")
         } else {
-            openai_tools(&[(
-                "s1",
-                "subagent",
-                r#"{"name": "helper", "prompt": "Say hello to the boss"}"#,
-            )])
+            openai_tools(&[
+                (
+                    "s1",
+                    "subagent",
+                    r#"{"name": "helper", "prompt": "Say hello to the boss"}"#,
+                ),
+                ("k1", "load_skills", r#"{"names": ["greeting"]}"#),
+            ])
         })
     });
 }
@@ -347,6 +350,11 @@ async fn subagent_trace(rust_log: &str) {
     let root = tempfile::tempdir().unwrap();
     write(root.path(), "prompts/boss.md", "You are the boss agent.");
     write(root.path(), "prompts/helper.md", "You are the helper subagent.");
+    write(
+        root.path(),
+        "prompts/skills/greeting/SKILL.md",
+        "---\nname: greeting\ndescription: How to greet people.\n---\nSay hello warmly.\n",
+    );
     write(
         root.path(),
         "subagents/helper.yaml",
@@ -394,6 +402,14 @@ async fn subagent_trace(rust_log: &str) {
     };
     let boss = &named("invoke_agent boss")[0];
     let delegate = &named("execute_tool subagent")[0];
+    // A span a tool makes hangs under the tool's span, whether or not it was entered.
+    let load = &named("execute_tool load_skills")[0];
+    let skill = &named("load_skill greeting")[0];
+    assert_eq!(load.parent_span_id, boss.span_id);
+    assert_eq!(
+        skill.parent_span_id, load.span_id,
+        "the skill load is the tool call's"
+    );
     let helper = &named("invoke_agent helper")[0];
     assert_eq!(delegate.parent_span_id, boss.span_id);
     assert_eq!(

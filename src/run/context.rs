@@ -194,6 +194,8 @@ pub async fn prepare<'a>(
         live: lineage.live.clone(),
         search,
         span: span.clone(),
+        // As the run itself (see `Runner::run`): subagent runs are always entered.
+        enter_spans: runner.instrument_runs || lineage.depth > 0,
     });
     Ok(RunContext {
         runner,

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::recorder::Recorder;
 use crate::files::RunFiles;
@@ -41,6 +40,8 @@ pub struct GatewayParts {
     pub tool_timeout: Duration,
     /// The run's span, parent of its `execute_tool` spans.
     pub span: tracing::Span,
+    /// Whether tool calls enter their span on every poll (when the run does).
+    pub enter_spans: bool,
     /// Record arguments and results on `execute_tool` spans (never for private runs).
     pub capture_content: bool,
     /// Where the run's status shows what it does (top-level Slack runs).
@@ -297,7 +298,7 @@ impl Gateway {
                 .tools
                 .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock);
             let result = if let Some((first, mut output)) = earlier {
-                tracing::Span::current().record("steward.tool.repeat_of", first.as_str());
+                span.record("steward.tool.repeat_of", first.as_str());
                 output.repeat_of = Some(first);
                 Ok(output)
             } else if name == SUBAGENT_TOOL {
@@ -325,10 +326,9 @@ impl Gateway {
             let event = match &result {
                 Ok(output) => {
                     let text = output.model_text();
-                    let current = tracing::Span::current();
-                    current.record("steward.tool.result_bytes", text.len() as u64);
+                    span.record("steward.tool.result_bytes", text.len() as u64);
                     if capture {
-                        current.record(
+                        span.record(
                             "gen_ai.tool.call.result",
                             crate::tokens::floor_char(&text, PREVIEW_BYTES),
                         );
@@ -346,7 +346,7 @@ impl Gateway {
                 }
                 Err(e) => {
                     let fatal = matches!(e, ToolError::Fatal(_));
-                    tracing::Span::current().record("error.type", if fatal { "fatal" } else { "tool_error" });
+                    span.record("error.type", if fatal { "fatal" } else { "tool_error" });
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),
                         name: name.to_string(),
@@ -373,9 +373,8 @@ impl Gateway {
                 }
             }
             result
-        }
-        .instrument(span.clone())
-        .await;
+        };
+        let result = crate::telemetry::within(&span, self.parts.enter_spans, result).await;
         (result, span)
     }
 
