@@ -1,11 +1,14 @@
-//! The span export queue: closed spans go into a bounded channel and one thread sends
+//! The span export queue: closed spans go into a bounded buffer and one thread sends
 //! them in batches as OTLP/HTTP protobuf. A run never waits on the collector: when the
-//! queue is full (the endpoint is slow or down) a span is dropped, and so is a batch the
+//! buffer is full (the endpoint is slow or down) a span is dropped, and so is a batch the
 //! endpoint refused. Every dropped span is counted (through the sink, into
 //! `steward_otel_spans_dropped_total`) and warned about at most once a minute.
+//!
+//! Adding a span takes an uncontended lock and wakes the export thread only when a batch
+//! starts or fills, not once per span: the thread sleeps until a batch is due.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::TelemetryError;
@@ -32,10 +35,30 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// Told how many spans were dropped (the metrics counter).
 pub type DropSink = Arc<dyn Fn(u64) + Send + Sync>;
 
-enum Message {
-    Span(SpanRecord),
-    Flush(SyncSender<()>),
-    Shutdown(SyncSender<()>),
+/// What the export thread is asked to do, with the spans it is to send.
+#[derive(Default)]
+struct State {
+    spans: Vec<SpanRecord>,
+    /// When the first span of the current batch came.
+    first_at: Option<Instant>,
+    /// Flushes waiting for the spans queued before them to be sent.
+    flushes: Vec<SyncSender<()>>,
+    shutdown: Option<SyncSender<()>>,
+    /// The thread has stopped: new spans are ignored.
+    closed: bool,
+}
+
+/// The buffer and the export thread's wake-up call.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Counts drops and rate-limits the warning.
@@ -65,18 +88,32 @@ impl Drops {
 
 /// Where closed spans go: never blocks.
 pub struct SpanSink {
-    tx: SyncSender<Message>,
+    shared: Arc<Shared>,
     drops: Arc<Drops>,
 }
 
 impl SpanSink {
-    /// Queues `span` for export, or drops (and counts) it when the queue is full.
+    /// Queues `span` for export, or drops (and counts) it when the buffer is full.
     pub fn send(&self, span: SpanRecord) {
-        match self.tx.try_send(Message::Span(span)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => self.drops.record(1, "the export queue is full"),
+        let mut state = self.shared.lock();
+        if state.closed {
             // Shut down: nothing more is exported.
-            Err(TrySendError::Disconnected(_)) => {}
+            return;
+        }
+        if state.spans.len() >= QUEUE {
+            drop(state);
+            self.drops.record(1, "the export queue is full");
+            return;
+        }
+        state.spans.push(span);
+        // The thread sleeps until a batch starts (to time its delay) or fills.
+        let wake = state.first_at.is_none() || state.spans.len() == BATCH;
+        if state.first_at.is_none() {
+            state.first_at = Some(Instant::now());
+        }
+        drop(state);
+        if wake {
+            self.shared.wake.notify_one();
         }
     }
 }
@@ -174,7 +211,7 @@ fn export_client(url: &str) -> Result<reqwest::Client, reqwest::Error> {
 
 /// The export thread's handle: flush and shut down.
 pub struct Exporter {
-    tx: SyncSender<Message>,
+    shared: Arc<Shared>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -186,44 +223,52 @@ impl Exporter {
         service_name: &str,
         dropped: Option<DropSink>,
     ) -> std::io::Result<(Exporter, SpanSink)> {
-        let (tx, rx) = sync_channel(QUEUE);
+        let shared = Arc::new(Shared::default());
         let drops = Arc::new(Drops {
             sink: dropped,
             warned: Mutex::new(None),
         });
-        let thread_drops = drops.clone();
+        let (thread_shared, thread_drops) = (shared.clone(), drops.clone());
         let resource = otlp::resource(service_name);
         let worker = std::thread::Builder::new()
             .name("steward-otlp".into())
-            .spawn(move || run(transport, &resource, rx, &thread_drops))?;
+            .spawn(move || run(transport, &resource, &thread_shared, &thread_drops))?;
         let sink = SpanSink {
-            tx: tx.clone(),
+            shared: shared.clone(),
             drops,
         };
         Ok((
             Exporter {
-                tx,
+                shared,
                 worker: Some(worker),
             },
             sink,
         ))
     }
 
-    /// Sends a control message and waits (bounded) for the worker to act on it.
-    fn control(&self, make: impl FnOnce(SyncSender<()>) -> Message, timeout: Duration) -> bool {
+    /// Asks the worker for something and waits (bounded) until it is done.
+    fn control(&self, ask: impl FnOnce(&mut State, SyncSender<()>), timeout: Duration) -> bool {
         let (done_tx, done_rx) = sync_channel(1);
-        self.tx.send(make(done_tx)).is_ok() && done_rx.recv_timeout(timeout).is_ok()
+        {
+            let mut state = self.shared.lock();
+            if state.closed {
+                return false;
+            }
+            ask(&mut state, done_tx);
+        }
+        self.shared.wake.notify_one();
+        done_rx.recv_timeout(timeout).is_ok()
     }
 
     /// Sends what is queued; `false` when that did not finish within `timeout`.
     pub fn flush(&self, timeout: Duration) -> bool {
-        self.control(Message::Flush, timeout)
+        self.control(|s, done| s.flushes.push(done), timeout)
     }
 
     /// Sends what is queued and stops the thread; `false` when that did not finish
     /// within `timeout` (the thread is then left to end on its own).
     pub fn shutdown(mut self, timeout: Duration) -> bool {
-        let done = self.control(Message::Shutdown, timeout);
+        let done = self.control(|s, done| s.shutdown = Some(done), timeout);
         if done && let Some(worker) = self.worker.take() {
             let _ = worker.join();
         }
@@ -231,70 +276,86 @@ impl Exporter {
     }
 }
 
-/// The export thread: collects spans into batches and sends each when it is full, when
-/// [`DELAY`] has passed since its first span, on a flush, and at shutdown.
-fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, rx: Receiver<Message>, drops: &Drops) {
-    let mut batch: Vec<SpanRecord> = Vec::with_capacity(BATCH);
-    let mut due: Option<Instant> = None;
-    let mut send = |batch: &mut Vec<SpanRecord>| {
+/// The export thread: sends the buffered spans when a batch is full, when [`DELAY`] has
+/// passed since its first span, on a flush, and at shutdown.
+fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, shared: &Shared, drops: &Drops) {
+    let mut send = |batch: Vec<SpanRecord>| {
         if batch.is_empty() {
             return;
         }
         let n = batch.len() as u64;
-        let body = otlp::encode(resource, batch);
-        batch.clear();
+        let body = otlp::encode(resource, &batch);
         if let Err(e) = transport.send(body) {
             drops.record(n, &format!("the OTLP endpoint failed: {e}"));
         }
     };
     loop {
-        let message = match due {
-            Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                Ok(m) => Some(m),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            },
-            None => match rx.recv() {
-                Ok(m) => Some(m),
-                Err(_) => break,
-            },
-        };
-        match message {
-            Some(Message::Span(span)) => {
-                batch.push(span);
-                due.get_or_insert_with(|| Instant::now() + DELAY);
-                if batch.len() >= BATCH {
-                    send(&mut batch);
-                    due = None;
+        let mut state = shared.lock();
+        // Sleep until there is something to do.
+        loop {
+            if state.shutdown.is_some() || !state.flushes.is_empty() || state.spans.len() >= BATCH {
+                break;
+            }
+            match state.first_at {
+                None => state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(first) => {
+                    let left = (first + DELAY).saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    state = shared
+                        .wake
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
-            }
-            Some(Message::Flush(done)) => {
-                send(&mut batch);
-                due = None;
-                let _ = done.send(());
-            }
-            Some(Message::Shutdown(done)) => {
-                // A span can close just after the run that made it: its last handle may
-                // be dropped on another thread (sqlx's worker holds the current span with
-                // each statement it runs). Such spans are still taken while they keep
-                // coming, for at most LATE_WINDOW.
-                let until = Instant::now() + LATE_WINDOW;
-                while let Ok(Message::Span(span)) =
-                    rx.recv_timeout(LATE_QUIET.min(until.saturating_duration_since(Instant::now())))
-                {
-                    batch.push(span);
-                }
-                send(&mut batch);
-                let _ = done.send(());
-                return;
-            }
-            None => {
-                send(&mut batch);
-                due = None;
             }
         }
+        let take = state.spans.len().min(BATCH);
+        let batch: Vec<SpanRecord> = state.spans.drain(..take).collect();
+        state.first_at = (!state.spans.is_empty()).then(Instant::now);
+        let flushes = if state.spans.is_empty() {
+            std::mem::take(&mut state.flushes)
+        } else {
+            Vec::new()
+        };
+        let shutdown = if state.spans.is_empty() {
+            state.shutdown.take()
+        } else {
+            None
+        };
+        drop(state);
+        send(batch);
+        for done in flushes {
+            let _ = done.send(());
+        }
+        if let Some(done) = shutdown {
+            // A span can close just after the run that made it: its last handle may be
+            // dropped on another thread (sqlx's worker holds the current span with each
+            // statement it runs). Such spans are still taken while they keep coming,
+            // for at most LATE_WINDOW.
+            let until = Instant::now() + LATE_WINDOW;
+            let mut late = Vec::new();
+            while Instant::now() < until {
+                std::thread::sleep(LATE_QUIET);
+                let mut state = shared.lock();
+                if state.spans.is_empty() {
+                    break;
+                }
+                late.append(&mut state.spans);
+            }
+            {
+                let mut state = shared.lock();
+                late.append(&mut state.spans);
+                state.closed = true;
+            }
+            for chunk in late.chunks(BATCH) {
+                send(chunk.to_vec());
+            }
+            let _ = done.send(());
+            return;
+        }
     }
-    send(&mut batch);
 }
 
 #[cfg(test)]
@@ -359,6 +420,55 @@ mod tests {
         assert_eq!(dropped.load(Ordering::SeqCst), 5);
         // After shutdown spans are ignored, not queued forever.
         sink.send(span());
+    }
+
+    #[test]
+    fn more_than_a_batch_is_sent_whole_on_flush_and_a_full_buffer_drops_and_counts() {
+        let ok = Fake::default();
+        let (exporter, sink) = Exporter::start(ok.clone(), "svc", None).unwrap();
+        for _ in 0..(BATCH * 2 + 100) {
+            sink.send(span());
+        }
+        assert!(exporter.flush(Duration::from_secs(10)));
+        assert_eq!(ok.got.load(Ordering::SeqCst), (BATCH * 2 + 100) as u64);
+        assert!(exporter.shutdown(Duration::from_secs(5)));
+
+        // A transport that blocks until released: the buffer fills, and what does not
+        // fit is dropped and counted.
+        struct Stuck(Arc<std::sync::Barrier>);
+        impl Transport for Stuck {
+            fn send(&mut self, _body: Vec<u8>) -> Result<(), String> {
+                self.0.wait();
+                Ok(())
+            }
+        }
+        let release = Arc::new(std::sync::Barrier::new(2));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let counter = dropped.clone();
+        let drop_sink: DropSink = Arc::new(move |n| {
+            counter.fetch_add(n, Ordering::SeqCst);
+        });
+        let (exporter, sink) = Exporter::start(Stuck(release.clone()), "svc", Some(drop_sink)).unwrap();
+        // The first full batch goes to the stuck transport; then the buffer fills.
+        for _ in 0..BATCH {
+            sink.send(span());
+        }
+        while !exporter.shared.lock().spans.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for _ in 0..(QUEUE + 10) {
+            sink.send(span());
+        }
+        assert_eq!(dropped.load(Ordering::SeqCst), 10);
+        release.wait();
+        // The rest goes out in batches, each released in turn.
+        let releaser = std::thread::spawn(move || {
+            for _ in 0..(QUEUE / BATCH) {
+                release.wait();
+            }
+        });
+        assert!(exporter.shutdown(Duration::from_secs(10)));
+        releaser.join().unwrap();
     }
 
     #[test]
