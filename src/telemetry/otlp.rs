@@ -219,10 +219,19 @@ fn message(b: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     if len < 0x80 {
         b[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(5);
-        varint(&mut prefix, len as u64);
-        debug_assert_eq!(prefix.len(), varint_len(len as u64));
-        b.splice(at..at + 1, prefix);
+        // The length's varint on the stack (no allocation per large message).
+        let mut prefix = [0u8; 10];
+        let mut n = 0;
+        let mut v = len as u64;
+        while v >= 0x80 {
+            prefix[n] = (v as u8) | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        prefix[n] = v as u8;
+        n += 1;
+        debug_assert_eq!(n, varint_len(len as u64));
+        b.splice(at..at + 1, prefix[..n].iter().copied());
     }
 }
 
