@@ -465,7 +465,15 @@ async fn a_failed_run_says_so_in_its_thread() {
     .await;
     let runs = s.runs(1).await;
     assert_eq!(runs[0].status, RunStatus::Failed);
-    let posts = ws.bot_posts();
+    // The run is recorded as failed before the failure is told in its thread.
+    let mut posts = ws.bot_posts();
+    for _ in 0..200 {
+        if !posts.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        posts = ws.bot_posts();
+    }
     assert_eq!(posts.len(), 1);
     let text = posts[0]["text"].as_str().unwrap();
     assert!(
