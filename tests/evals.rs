@@ -79,48 +79,13 @@ fn clock_model(fake: &FakeModel) {
     });
 }
 
-fn eval(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
-    cmd.arg("eval")
-        .args(args)
-        .env("STEWARD_ROOT", root)
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}", root.join("s.db").display()),
-        )
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env("RUST_LOG", "error");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
+/// `steward eval <args>` in the tree `root`.
 async fn eval_async(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let root = root.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        eval(&root, &args, &env)
-    })
-    .await
-    .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    steward_in_async(root, &[&["eval"], args].concat(), env).await
 }
 
 fn json_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", output_text(o)))
 }
 
 #[tokio::test]
@@ -133,7 +98,7 @@ async fn record_then_replay_without_a_key_gives_the_same_result() {
     let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
 
     let recorded = eval_async(root, &["--record", "--json"], &live).await;
-    assert!(recorded.status.success(), "{}", text(&recorded));
+    assert!(recorded.status.success(), "{}", output_text(&recorded));
     let recorded = json_of(&recorded);
     assert_eq!(recorded["passed"], true);
     let case = &recorded["cases"][0];
@@ -157,7 +122,7 @@ async fn record_then_replay_without_a_key_gives_the_same_result() {
     // Replay: no key, no server; identical checks and verdicts, every time.
     for _ in 0..3 {
         let replayed = eval_async(root, &["--json"], &[]).await;
-        assert!(replayed.status.success(), "{}", text(&replayed));
+        assert!(replayed.status.success(), "{}", output_text(&replayed));
         let replayed = json_of(&replayed);
         let strip = |v: &Value| {
             let mut t = v["cases"][0]["results"][0].clone();
@@ -170,7 +135,7 @@ async fn record_then_replay_without_a_key_gives_the_same_result() {
 
     // The table names the case, its passes and totals.
     let table = eval_async(root, &[], &[]).await;
-    let out = text(&table);
+    let out = output_text(&table);
     assert!(
         out.contains("PASS") && out.contains("clock/tokyo") && out.contains("1/1"),
         "{out}"
@@ -191,7 +156,7 @@ async fn a_prompt_edit_misses_the_cassette_with_a_diff() {
     write(root, "prompts/clock.md", "You tell the time.\nBe thorough.");
     let out = eval_async(root, &["clock"], &[]).await;
     assert_eq!(out.status.code(), Some(1));
-    let out = text(&out);
+    let out = output_text(&out);
     assert!(out.contains("FAIL") && out.contains("clock/tokyo"), "{out}");
     assert!(
         out.contains("case clock/tokyo: no recorded model answer"),
@@ -229,8 +194,8 @@ criteria: [The answer gives the time in Tokyo.]
     let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
     let junit = root.join("junit.xml");
     let out = eval_async(root, &["--live", "--junit", junit.to_str().unwrap()], &live).await;
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let report = output_text(&out);
     assert!(report.contains("PASS   clock/tokyo"), "{report}");
     assert!(report.contains("FAIL   clock/wrong"), "{report}");
     assert!(
@@ -315,7 +280,7 @@ async fn k_of_n_trials_pass_when_enough_do() {
     let base = format!("{}/v1", fake.url);
     let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
     let out = eval_async(root, &["--live", "--json", "clock/flaky"], &live).await;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let v = json_of(&out);
     let case = &v["cases"][0];
     assert_eq!(
@@ -362,7 +327,7 @@ async fn bad_cases_fail_alone_and_validate_names_their_lines() {
 
     let out = eval_async(root, &[], &[]).await;
     assert_eq!(out.status.code(), Some(1));
-    let report = text(&out);
+    let report = output_text(&out);
     assert!(
         report.contains("PASS   clock/tokyo"),
         "the good case still runs: {report}"
@@ -414,16 +379,16 @@ async fn compare_fails_on_a_lower_pass_rate() {
     let old = root.join("before.json");
     std::fs::write(&old, &before.stdout).unwrap();
     let same = eval_async(root, &["--compare", old.to_str().unwrap()], &[]).await;
-    assert!(same.status.success(), "{}", text(&same));
-    assert!(text(&same).contains("no regressions"));
+    assert!(same.status.success(), "{}", output_text(&same));
+    assert!(output_text(&same).contains("no regressions"));
     // A prompt edit: the case now misses its cassette and fails.
     write(root, "prompts/clock.md", "Different.");
     let after = eval_async(root, &["--compare", old.to_str().unwrap()], &[]).await;
     assert_eq!(after.status.code(), Some(1));
     assert!(
-        text(&after).contains("clock/tokyo: pass rate 100% → 0% (1/1 → 0/1)"),
+        output_text(&after).contains("clock/tokyo: pass rate 100% → 0% (1/1 → 0/1)"),
         "{}",
-        text(&after)
+        output_text(&after)
     );
 }
 
@@ -462,11 +427,11 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
         .await
         .unwrap()
     };
-    assert!(run.status.success(), "{}", text(&run));
+    assert!(run.status.success(), "{}", output_text(&run));
     let run_id = json_of(&run)["id"].as_str().unwrap().to_string();
 
     let out = eval_async(root, &["new", "--from-run", &run_id], &[]).await;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let short = &run_id[run_id.len() - 8..];
     let case_path = root.join(format!("evals/clock/from-run-{short}.yaml"));
     let case = std::fs::read_to_string(&case_path).unwrap();
@@ -481,7 +446,7 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
     // Replays green without a key or the model.
     let calls = fake.requests().len();
     let replay = eval_async(root, &[&format!("clock/from-run-{short}")], &[]).await;
-    assert!(replay.status.success(), "{}", text(&replay));
+    assert!(replay.status.success(), "{}", output_text(&replay));
     assert_eq!(fake.requests().len(), calls);
 }
 
@@ -526,7 +491,7 @@ async fn post_run_evals_score_a_cli_run_and_runs_show_lists_them() {
     ])
     .await
     .unwrap();
-    assert!(run.status.success(), "{}", text(&run));
+    assert!(run.status.success(), "{}", output_text(&run));
     // The answer is printed as before; the judge ran afterwards.
     let answer = String::from_utf8_lossy(&run.stdout);
     assert!(answer.contains("in Tokyo"), "{answer}");
@@ -601,7 +566,7 @@ async fn a_judge_that_does_not_answer_with_a_verdict_is_an_error_not_a_pass() {
     let base = format!("{}/v1", fake.url);
     let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
     let out = eval_async(root, &["--live", "--json", "clock/tokyo"], &live).await;
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let v = json_of(&out);
     let verdict = &v["cases"][0]["results"][0]["verdicts"][0];
     assert_eq!(verdict["passed"], false);

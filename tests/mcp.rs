@@ -517,36 +517,6 @@ async fn a_new_tool_is_picked_up_when_the_server_says_its_list_changed() {
     assert_eq!(out.model_text(), "I am new");
 }
 
-/// `steward` with `args` in `root`, no provider keys unless `env` gives them.
-async fn steward_in(root: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
-    cmd.args(args)
-        .env("STEWARD_ROOT", root)
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}", root.join("s.db").display()),
-        )
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("DEMO_MCP_TOKEN")
-        .env("RUST_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn out(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// The operator adds the two numbers of "Add X and Y" with the demo server's `add`,
 /// then answers with what the tool said.
 fn adding_model(fake: &FakeModel) {
@@ -613,12 +583,12 @@ async fn mcp_tools_are_recorded_for_evals_and_replayed_without_the_server() {
     ];
 
     // Recording reaches the server: its tool list and the call's result are kept.
-    let recorded = steward_in(root, &["eval", "--record", "--json"], &live).await;
-    assert!(recorded.status.success(), "{}", out(&recorded));
+    let recorded = steward_in_async(root, &["eval", "--record", "--json"], &live).await;
+    assert!(recorded.status.success(), "{}", output_text(&recorded));
     assert!(
-        out(&recorded).contains("recorded evals/mcp/demo.json"),
+        output_text(&recorded).contains("recorded evals/mcp/demo.json"),
         "{}",
-        out(&recorded)
+        output_text(&recorded)
     );
     let cassette: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("evals/mcp/demo.json")).unwrap()).unwrap();
@@ -643,8 +613,8 @@ async fn mcp_tools_are_recorded_for_evals_and_replayed_without_the_server() {
     server_task.abort();
     let _ = server_task.await;
     let asked = fake.requests().len();
-    let replayed = steward_in(root, &["eval", "--json"], &[]).await;
-    assert!(replayed.status.success(), "{}", out(&replayed));
+    let replayed = steward_in_async(root, &["eval", "--json"], &[]).await;
+    assert!(replayed.status.success(), "{}", output_text(&replayed));
     let report: serde_json::Value = serde_json::from_slice(&replayed.stdout).unwrap();
     assert_eq!(report["passed"], true, "{report}");
     assert_eq!(report["cases"].as_array().unwrap().len(), 2);
@@ -653,70 +623,57 @@ async fn mcp_tools_are_recorded_for_evals_and_replayed_without_the_server() {
     // `steward run --mock-tools` answers from the recording, and says what is missing
     // for a call that was never recorded.
     let model = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
-    write(root, "same.json", r#"{"text": "Add 2 and 3"}"#);
-    let same = root.join("same.json");
-    let o = steward_in(
-        root,
-        &[
-            "run",
-            "operator",
-            "--mock-tools",
-            "--event",
-            same.to_str().unwrap(),
-        ],
-        &model,
-    )
-    .await;
-    assert!(o.status.success(), "{}", out(&o));
+    let mock_run = |name: &str, text: &str| {
+        let event = root.join(name);
+        std::fs::write(&event, json!({ "text": text }).to_string()).unwrap();
+        let event = event.to_str().unwrap().to_string();
+        async move {
+            steward_in_async(
+                root,
+                &["run", "operator", "--mock-tools", "--event", &event],
+                &model,
+            )
+            .await
+        }
+    };
+    let o = mock_run("same.json", "Add 2 and 3").await;
+    assert!(o.status.success(), "{}", output_text(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "The tool said: 5");
-    write(root, "other.json", r#"{"text": "Add 7 and 8"}"#);
-    let other = root.join("other.json");
-    let o = steward_in(
-        root,
-        &[
-            "run",
-            "operator",
-            "--mock-tools",
-            "--event",
-            other.to_str().unwrap(),
-        ],
-        &model,
-    )
-    .await;
+    let o = mock_run("other.json", "Add 7 and 8").await;
     let said = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(
         said.contains(r#"no mock recorded for MCP tool demo__add with arguments {"a":7,"b":8}"#)
             && said.contains(r#"only for {"a":2,"b":3}"#)
             && said.contains("steward eval --record"),
         "{}",
-        out(&o)
+        output_text(&o)
     );
 
     // Validation knows the recorded tools: a mock of one the server never listed is
     // named with how to record it.
-    let ok = steward_in(root, &["validate"], &[]).await;
-    assert!(ok.status.success(), "{}", out(&ok));
+    let ok = steward_in_async(root, &["validate"], &[]).await;
+    assert!(ok.status.success(), "{}", output_text(&ok));
     write(
         root,
         "evals/operator/unknown.yaml",
         "trigger:\n  text: hi\nmocks:\n  demo__nope: { result: x }\n",
     );
-    let bad = steward_in(root, &["validate"], &[]).await;
+    let bad = steward_in_async(root, &["validate"], &[]).await;
     assert!(!bad.status.success());
     assert!(
-        out(&bad).contains("mock for MCP tool 'demo__nope', which evals/mcp/demo.json does not list"),
+        output_text(&bad).contains("mock for MCP tool 'demo__nope', which evals/mcp/demo.json does not list"),
         "{}",
-        out(&bad)
+        output_text(&bad)
     );
     std::fs::remove_file(root.join("evals/operator/unknown.yaml")).unwrap();
 
     // Without the recording, a replay says how to make one.
     std::fs::remove_file(root.join("evals/mcp/demo.json")).unwrap();
-    let missing = steward_in(root, &["eval", "operator/add"], &[]).await;
+    let missing = steward_in_async(root, &["eval", "operator/add"], &[]).await;
     assert!(!missing.status.success());
     assert!(
-        out(&missing).contains("MCP server 'demo' has no recorded tool list"),
+        output_text(&missing).contains("MCP server 'demo' has no recorded tool list"),
         "{}",
-        out(&missing)
+        output_text(&missing)
     );
 }

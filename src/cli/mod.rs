@@ -564,26 +564,7 @@ impl Outside {
         tools.add_source(hub.clone());
         Some(hub)
     }
-}
 
-/// The config's MCP tools from their cassettes under `root` (`evals/mcp`), answering
-/// from recorded results; no server is reached. The warnings (servers never recorded)
-/// are returned for the caller to show or not.
-fn replay_mcp(root: &Path, tools: &mut ToolRegistry, config: &Config) -> Vec<String> {
-    if config.mcp.is_empty() {
-        return Vec::new();
-    }
-    let (hub, warnings) = mcp::replay_all(&config.mcp, tools.names(), &mcp_dir(root));
-    tools.add_source(hub);
-    warnings
-}
-
-/// Where MCP cassettes live.
-fn mcp_dir(root: &Path) -> PathBuf {
-    root.join(crate::evals::MCP_CASSETTES)
-}
-
-impl Outside {
     fn providers(&self) -> ProviderSet {
         ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
     }
@@ -614,6 +595,23 @@ impl Outside {
             ..crate::triggers::source::SourceSettings::from_clients(&self.clients)
         })
     }
+}
+
+/// The config's MCP tools from their cassettes under `root` (`evals/mcp`), answering
+/// from recorded results; no server is reached. The warnings (servers never recorded)
+/// are returned for the caller to show or not.
+fn replay_mcp(root: &Path, tools: &mut ToolRegistry, config: &Config) -> Vec<String> {
+    if config.mcp.is_empty() {
+        return Vec::new();
+    }
+    let (hub, warnings) = mcp::replay_all(&config.mcp, tools.names(), &mcp_dir(root));
+    tools.add_source(hub);
+    warnings
+}
+
+/// Where MCP cassettes live.
+fn mcp_dir(root: &Path) -> PathBuf {
+    root.join(crate::evals::MCP_CASSETTES)
 }
 
 fn known(tools: &ToolRegistry, skills: &SkillSet) -> Known {

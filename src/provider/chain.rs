@@ -86,7 +86,7 @@ impl ModelChain {
     pub fn span_parent(&self) -> tracing::Span {
         self.parent
             .as_ref()
-            .map_or_else(tracing::Span::current, crate::telemetry::parent_or)
+            .map_or_else(crate::telemetry::parent, crate::telemetry::parent_or)
     }
 
     /// The primary model.

@@ -349,8 +349,9 @@ fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, shared: &Share
                 late.append(&mut state.spans);
                 state.closed = true;
             }
-            for chunk in late.chunks(BATCH) {
-                send(chunk.to_vec());
+            while !late.is_empty() {
+                let rest = late.split_off(late.len().min(BATCH));
+                send(std::mem::replace(&mut late, rest));
             }
             let _ = done.send(());
             return;

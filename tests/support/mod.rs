@@ -681,3 +681,50 @@ pub fn tool_results(fake: &FakeModel) -> std::collections::BTreeMap<String, Stri
         })
         .collect()
 }
+
+/// `steward <args>` in the tree `root` (its store at `root/s.db`), with no provider
+/// keys or base URLs and error-only logs unless `env` sets them.
+pub fn steward_in(root: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.args(args)
+        .env("STEWARD_ROOT", root)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.join("s.db").display()),
+        )
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("RUST_LOG", "error");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// [`steward_in`] off the async runtime's threads.
+pub async fn steward_in_async(
+    root: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let root = root.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        steward_in(&root, &args, &env)
+    })
+    .await
+    .unwrap()
+}
+
+/// A process's standard output then standard error, for assertions and messages.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

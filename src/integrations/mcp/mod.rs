@@ -98,8 +98,8 @@ impl McpHub {
         Ok(written)
     }
 
-    /// The cassette of `server` in `recordings`, kept for saving; a corrupt one is a
-    /// warning and no cassette.
+    /// The cassette of `server` in `recordings`, kept for saving; a corrupt one is an
+    /// error (the caller warns and leaves the server out).
     fn cassette(&self, server: &str, recordings: Option<&Recordings>) -> Result<Binding, String> {
         let Some(r) = recordings else {
             return Ok(Binding {

@@ -91,10 +91,14 @@ impl Tool for McpTool {
             // Not connected: only the recording can answer.
             return self.replay(ctx, arguments).await;
         };
-        let answer = self.ask(peer, arguments.clone()).await?;
-        if self.recording == Recording::Record
-            && let Some(cassette) = &self.cassette
-        {
+        // The arguments are kept only when the call is recorded.
+        let recorder = self
+            .cassette
+            .as_ref()
+            .filter(|_| self.recording == Recording::Record);
+        let kept = recorder.map(|_| arguments.clone());
+        let answer = self.ask(peer, arguments).await?;
+        if let (Some(cassette), Some(arguments)) = (recorder, kept) {
             cassette.add(&self.remote, Value::Object(arguments), answer.clone());
         }
         super::result::output(ctx, &self.server.name, &self.spec.name, &answer).await
