@@ -148,6 +148,7 @@ fn main() {
         let rss_idle = status_mb(pid, "VmRSS:");
         let cpu_before = cpu_secs(pid);
         let started = Instant::now();
+        let first_post = chrono::Utc::now();
         let mut posts = Vec::new();
         for chunk in (0..runs).collect::<Vec<_>>().chunks(runs.div_ceil(50)) {
             let (client, url, chunk) = (client.clone(), url.clone(), chunk.to_vec());
@@ -169,12 +170,23 @@ fn main() {
             p.await.unwrap();
         }
         let queued = started.elapsed();
-        // Read the runs from the database as they finish (WAL: readers never block).
+        // Count finished runs as they end (WAL: readers never block). One count query,
+        // not a read of every row: the poll shares the two cores with the server.
         let store = steward::store::SqliteStore::open(&db).await.unwrap();
         use steward::store::RunStore;
+        let counter = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect(&format!("sqlite://{}?mode=ro", db.display()))
+            .await
+            .unwrap();
         let finished = loop {
-            let rows = store.list_runs(runs as u32 + 10).await.unwrap();
-            let done = rows.iter().filter(|r| r.status.is_terminal()).count();
+            let done: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM runs WHERE status NOT IN ('queued', 'running', 'waiting')",
+            )
+            .fetch_one(&counter)
+            .await
+            .unwrap();
+            let done = done as usize;
             if done >= runs {
                 break started.elapsed();
             }
@@ -190,6 +202,37 @@ fn main() {
             .filter(|r| r.status == steward::store::RunStatus::Succeeded && r.turns as usize == TURNS)
             .count();
         let floor = MODEL_LATENCY * TURNS as u32;
+        // Where the time went: when runs were routed (created), started and finished,
+        // counted from the first post, and how long each run took from start to end.
+        let at = |t: chrono::DateTime<chrono::Utc>| (t - first_post).num_milliseconds() as f64 / 1000.0;
+        let spread = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            let q = |p: f64| v.get(((v.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+            format!("first {:.2} s, median {:.2} s, last {:.2} s", q(0.0), q(0.5), q(1.0))
+        };
+        println!("runs created: {}", spread(rows.iter().map(|r| at(r.created_at)).collect()));
+        let mut buckets = [0usize; 40];
+        for r in &rows {
+            let b = ((at(r.created_at) * 10.0) as usize).min(39);
+            buckets[b] += 1;
+        }
+        println!("created per 100 ms: {buckets:?}");
+        println!(
+            "runs started: {}",
+            spread(rows.iter().filter_map(|r| r.started_at.map(at)).collect())
+        );
+        println!(
+            "runs finished: {}",
+            spread(rows.iter().filter_map(|r| r.finished_at.map(at)).collect())
+        );
+        println!(
+            "run durations: {}",
+            spread(
+                rows.iter()
+                    .filter_map(|r| Some((r.finished_at? - r.started_at?).num_milliseconds() as f64 / 1000.0))
+                    .collect()
+            )
+        );
         println!(
             "{runs} runs of {TURNS} turns, model latency {} ms: all queued in {:.2} s, all finished in {:.2} s ({:.2}× the {:.1} s floor); {completed} succeeded after {TURNS} turns",
             MODEL_LATENCY.as_millis(),

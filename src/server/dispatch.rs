@@ -2,7 +2,7 @@
 //! whose rules match, executes runs under a global and a per-agent concurrency limit
 //! with a renewed lease, fires cron slots, and reconciles runs whose process died.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +19,26 @@ use crate::integrations::slack::SlackClient;
 use crate::run::events::RunEvent;
 use crate::run::events::append_now;
 use crate::run::{Lineage, Runner, trigger_summary};
-use crate::store::{EventRow, NewRun, RunStatus, StoreError};
+use crate::store::{EventRow, NewRun, Route, RunStatus, StoreError};
 use crate::triggers::Origin;
 use crate::triggers::TriggerEvent;
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
 use crate::types::{Privacy, RunOutcome, Termination};
+
+/// What routing decided for one claimed event, written with its batch.
+struct Planned {
+    event: EventRow,
+    trigger: TriggerEvent,
+    /// The trigger holds its private text (see [`Dispatcher::trigger_of`]).
+    whole: bool,
+    /// The agents that start a run, one for each of `runs`.
+    agents: Vec<Arc<AgentConfig>>,
+    runs: Vec<NewRun>,
+    /// The agents whose run in `conversation` takes the message instead.
+    handed: Vec<Arc<AgentConfig>>,
+    conversation: Option<String>,
+}
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -257,7 +271,14 @@ impl Dispatcher {
         Ok(n)
     }
 
-    /// Routes every queued event.
+    /// Routes every queued event. A claimed batch is decided event by event and written
+    /// in one transaction ([`EventQueue::route_events`]): on SQLite's single writer,
+    /// one commit per event queued behind every running run's writes made routing
+    /// the slowest part of a burst. An event whose conversation or person already has
+    /// an event in the pending batch first writes and starts the batch, so that
+    /// hand-offs, follow-ups and per-person limits see the earlier event's runs.
+    ///
+    /// [`EventQueue::route_events`]: crate::store::EventQueue::route_events
     pub async fn drain(&self) -> Result<usize, StoreError> {
         let mut n = 0;
         loop {
@@ -265,9 +286,40 @@ impl Dispatcher {
             if events.is_empty() {
                 return Ok(n);
             }
+            let mut batch: Vec<Planned> = Vec::new();
+            let mut keys: HashSet<String> = HashSet::new();
             for e in events {
-                n += self.route_event(e).await?;
+                let Some((trigger, whole)) = self.trigger_of(&e) else {
+                    // Unreadable: record that nothing can run for it rather than retry forever.
+                    self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
+                    continue;
+                };
+                let mine: Vec<String> = [
+                    trigger.conversation_key().map(|c| format!("c:{c}")),
+                    trigger.actor().map(|a| format!("a:{}:{a}", trigger.source)),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if mine.iter().any(|k| keys.contains(k)) {
+                    n += self.commit(std::mem::take(&mut batch)).await?;
+                    keys.clear();
+                }
+                match self.plan(e, trigger, whole).await {
+                    Ok(Some(planned)) => {
+                        keys.extend(mine);
+                        batch.push(planned);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        // What was decided before stays decided; this event (and the
+                        // rest of the claim) goes back to the queue after a lease.
+                        self.commit(batch).await?;
+                        return Err(e);
+                    }
+                }
             }
+            n += self.commit(batch).await?;
         }
     }
 
@@ -343,17 +395,14 @@ impl Dispatcher {
     }
 
     /// Starts a run for every matching agent; returns how many.
-    async fn route_event(&self, e: EventRow) -> Result<usize, StoreError> {
-        let Some((mut trigger, whole)) = self.trigger_of(&e) else {
-            // Unreadable: record that nothing can run for it rather than retry forever.
-            self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
-            return Ok(0);
-        };
+    /// Decides what `e` starts: its runs, and the conversations' runs it is handed to.
+    /// None when it is settled already (a stop, Slack's agent view).
+    async fn plan(&self, e: EventRow, mut trigger: TriggerEvent, whole: bool) -> Result<Option<Planned>, StoreError> {
         // Slack's agent view: suggested prompts and the channel a person looks at.
         let store = self.runner.store.as_ref();
         if super::agent_view::handle(store, self.slack.as_ref(), &self.config, &trigger).await? {
             store.route_event(&e.id, &[], Utc::now()).await?;
-            return Ok(0);
+            return Ok(None);
         }
         super::agent_view::add_context(store, &mut trigger).await?;
         self.record_feedback(&trigger).await?;
@@ -364,7 +413,7 @@ impl Dispatcher {
             if !stopped.is_empty() || trigger.kind == "agent_session_stopped" {
                 tracing::info!(event = %e.id, runs = ?stopped, "stop requested");
                 self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
-                return Ok(0);
+                return Ok(None);
             }
         }
         let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
@@ -424,26 +473,54 @@ impl Dispatcher {
                 thread_key: conversation.clone(),
             })
             .collect();
-        // The event leaves the queue in the same transaction that creates its runs, so a
-        // crash between the two loses nothing.
-        if !self
-            .runner
-            .store
-            .route_event(&e.id, &runs, lease_until(self.settings.lease))
-            .await?
-        {
+        Ok(Some(Planned {
+            event: e,
+            trigger,
+            whole,
+            agents,
+            runs,
+            handed,
+            conversation,
+        }))
+    }
+
+    /// Writes a batch of decisions in one transaction, then starts what each event
+    /// started, in order. Returns how many runs started or took a message.
+    async fn commit(&self, batch: Vec<Planned>) -> Result<usize, StoreError> {
+        if batch.is_empty() {
             return Ok(0);
         }
-        if runs.is_empty() && e.sealed.is_some() {
-            // Nothing will read it.
-            self.runner.store.erase_sealed(&e.id).await?;
-        }
-        let started = agents.len() + handed.len();
-        for (run, agent) in runs.into_iter().zip(agents) {
-            self.start(run.id, e.id.clone(), agent, trigger.clone(), whole);
-        }
-        if let Some(conversation) = conversation.filter(|_| !handed.is_empty()) {
-            self.hand_over(&e.id, &conversation, handed, &trigger).await?;
+        // The events leave the queue in the same transaction that creates their runs,
+        // so a crash between the two loses nothing.
+        let routes: Vec<Route<'_>> = batch
+            .iter()
+            .map(|p| Route {
+                event_id: &p.event.id,
+                runs: &p.runs,
+            })
+            .collect();
+        let written = self
+            .runner
+            .store
+            .route_events(&routes, lease_until(self.settings.lease))
+            .await?;
+        let mut started = 0;
+        for (p, written) in batch.into_iter().zip(written) {
+            if !written {
+                continue;
+            }
+            let e = p.event;
+            if p.runs.is_empty() && e.sealed.is_some() {
+                // Nothing will read it.
+                self.runner.store.erase_sealed(&e.id).await?;
+            }
+            started += p.agents.len() + p.handed.len();
+            for (run, agent) in p.runs.into_iter().zip(p.agents) {
+                self.start(run.id, e.id.clone(), agent, p.trigger.clone(), p.whole);
+            }
+            if let Some(conversation) = p.conversation.filter(|_| !p.handed.is_empty()) {
+                self.hand_over(&e.id, &conversation, p.handed, &p.trigger).await?;
+            }
         }
         Ok(started)
     }

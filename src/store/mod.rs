@@ -1,6 +1,7 @@
 //! Durable run records: a `runs` row per run with a compare-and-set state machine, and
 //! an append-only `run_events` log written while the run progresses.
 
+mod group_commit;
 mod nodelay;
 pub mod postgres;
 mod rows;
@@ -318,6 +319,13 @@ pub trait FileStore: Send + Sync {
     ) -> Result<Vec<(String, StoredFile)>, StoreError>;
 }
 
+/// One claimed event and the runs it starts, for [`EventQueue::route_events`].
+#[derive(Debug, Clone, Copy)]
+pub struct Route<'a> {
+    pub event_id: &'a str,
+    pub runs: &'a [NewRun],
+}
+
 /// The durable queue of acknowledged trigger events.
 #[async_trait]
 pub trait EventQueue: Send + Sync {
@@ -335,7 +343,14 @@ pub trait EventQueue: Send + Sync {
         event_id: &str,
         runs: &[NewRun],
         lease_until: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let routed = self.route_events(&[Route { event_id, runs }], lease_until).await?;
+        Ok(routed.first().copied().unwrap_or(false))
+    }
+    /// [`EventQueue::route_event`] for several events in one transaction (one commit,
+    /// one turn on SQLite's single writer, for a whole claimed batch). For each route
+    /// in order, whether it was written: an event no longer claimed is skipped.
+    async fn route_events(&self, routes: &[Route<'_>], lease_until: DateTime<Utc>) -> Result<Vec<bool>, StoreError>;
     /// Puts events claimed before `claimed_before` that have no run back in the queue
     /// (their router died between claiming and routing); returns how many. Routing
     /// takes milliseconds, so a claim older than a lease belongs to a dead process,

@@ -14,7 +14,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
+    ApprovalRow, ApprovalStore, EventQueue, Route, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
     RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile,
     timestamp,
 };
@@ -531,45 +531,46 @@ impl EventQueue for PgStore {
         Ok(events)
     }
 
-    async fn route_event(
-        &self,
-        event_id: &str,
-        runs: &[NewRun],
-        lease_until: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    async fn route_events(&self, routes: &[Route<'_>], lease_until: DateTime<Utc>) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let status = if runs.is_empty() { "unmatched" } else { "routed" };
-        let moved = sqlx::query("UPDATE events SET status = $1 WHERE id = $2 AND status = 'claimed'")
-            .bind(status)
-            .bind(event_id)
-            .execute(&mut *tx)
-            .await?;
-        if moved.rows_affected() != 1 {
-            return Ok(false);
-        }
         let now = timestamp(Utc::now());
-        for run in runs {
-            sqlx::query(
-                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
-                 source, trigger_kind, actor, private, thread_key) VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11, $12)",
-            )
-            .bind(&run.id)
-            .bind(&run.agent)
-            .bind(&run.parent_id)
-            .bind(&run.trigger_summary)
-            .bind(&now)
-            .bind(event_id)
-            .bind(timestamp(lease_until))
-            .bind(&run.source)
-            .bind(&run.kind)
-            .bind(&run.actor)
-            .bind(run.private)
-            .bind(&run.thread_key)
-            .execute(&mut *tx)
-            .await?;
+        let lease_until = timestamp(lease_until);
+        let mut written = Vec::with_capacity(routes.len());
+        for route in routes {
+            let status = if route.runs.is_empty() { "unmatched" } else { "routed" };
+            let moved = sqlx::query("UPDATE events SET status = $1 WHERE id = $2 AND status = 'claimed'")
+                .bind(status)
+                .bind(route.event_id)
+                .execute(&mut *tx)
+                .await?;
+            let claimed = moved.rows_affected() == 1;
+            written.push(claimed);
+            if !claimed {
+                continue;
+            }
+            for run in route.runs {
+                sqlx::query(
+                    "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
+                     source, trigger_kind, actor, private, thread_key) VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11, $12)",
+                )
+                .bind(&run.id)
+                .bind(&run.agent)
+                .bind(&run.parent_id)
+                .bind(&run.trigger_summary)
+                .bind(&now)
+                .bind(route.event_id)
+                .bind(&lease_until)
+                .bind(&run.source)
+                .bind(&run.kind)
+                .bind(&run.actor)
+                .bind(run.private)
+                .bind(&run.thread_key)
+                .execute(&mut *tx)
+                .await?;
+            }
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(written)
     }
 
     async fn requeue_orphan_events(&self, claimed_before: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -13,9 +13,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::group_commit::Appender;
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
+    ApprovalRow, ApprovalStore, EventQueue, Route, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, RunFilter,
     RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent, StoredFile,
     timestamp,
 };
@@ -68,6 +69,8 @@ fn migrator() -> Migrator {
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: SqlitePool,
+    /// Group-commits run events across runs ([`super::group_commit`]).
+    appender: Appender,
 }
 
 impl SqliteStore {
@@ -113,7 +116,8 @@ impl SqliteStore {
                 .connect_with(options)
                 .await?
         };
-        let store = SqliteStore { pool, writer };
+        let appender = Appender::start(writer.clone());
+        let store = SqliteStore { pool, writer, appender };
         store.migrate().await?;
         Ok(store)
     }
@@ -319,19 +323,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn append_events(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError> {
-        // One multi-row INSERT per chunk: a single round trip to SQLite's worker thread
-        // instead of one per event. SQLite allows 32,766 bound parameters.
-        for chunk in events.chunks(1000) {
-            let mut query = QueryBuilder::<Sqlite>::new("INSERT INTO run_events (run_id, at, kind, data) ");
-            query.push_values(chunk, |mut row, e| {
-                row.push_bind(run_id.to_string())
-                    .push_bind(timestamp(e.at))
-                    .push_bind(e.kind.clone())
-                    .push_bind(e.data.to_string());
-            });
-            query.build().execute(&self.writer).await?;
-        }
-        Ok(())
+        self.appender.append(&self.writer, run_id, events).await
     }
 
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -561,45 +553,46 @@ impl EventQueue for SqliteStore {
         Ok(events)
     }
 
-    async fn route_event(
-        &self,
-        event_id: &str,
-        runs: &[NewRun],
-        lease_until: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    async fn route_events(&self, routes: &[Route<'_>], lease_until: DateTime<Utc>) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let status = if runs.is_empty() { "unmatched" } else { "routed" };
-        let moved = sqlx::query("UPDATE events SET status = ? WHERE id = ? AND status = 'claimed'")
-            .bind(status)
-            .bind(event_id)
-            .execute(&mut *tx)
-            .await?;
-        if moved.rows_affected() != 1 {
-            return Ok(false);
-        }
         let now = timestamp(Utc::now());
-        for run in runs {
-            sqlx::query(
-                "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
-                 source, trigger_kind, actor, private, thread_key) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&run.id)
-            .bind(&run.agent)
-            .bind(&run.parent_id)
-            .bind(&run.trigger_summary)
-            .bind(&now)
-            .bind(event_id)
-            .bind(timestamp(lease_until))
-            .bind(&run.source)
-            .bind(&run.kind)
-            .bind(&run.actor)
-            .bind(run.private)
-            .bind(&run.thread_key)
-            .execute(&mut *tx)
-            .await?;
+        let lease_until = timestamp(lease_until);
+        let mut written = Vec::with_capacity(routes.len());
+        for route in routes {
+            let status = if route.runs.is_empty() { "unmatched" } else { "routed" };
+            let moved = sqlx::query("UPDATE events SET status = ? WHERE id = ? AND status = 'claimed'")
+                .bind(status)
+                .bind(route.event_id)
+                .execute(&mut *tx)
+                .await?;
+            let claimed = moved.rows_affected() == 1;
+            written.push(claimed);
+            if !claimed {
+                continue;
+            }
+            for run in route.runs {
+                sqlx::query(
+                    "INSERT INTO runs (id, agent, parent_id, trigger_summary, status, created_at, event_id, lease_until, \
+                     source, trigger_kind, actor, private, thread_key) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&run.id)
+                .bind(&run.agent)
+                .bind(&run.parent_id)
+                .bind(&run.trigger_summary)
+                .bind(&now)
+                .bind(route.event_id)
+                .bind(&lease_until)
+                .bind(&run.source)
+                .bind(&run.kind)
+                .bind(&run.actor)
+                .bind(run.private)
+                .bind(&run.thread_key)
+                .execute(&mut *tx)
+                .await?;
+            }
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(written)
     }
 
     async fn requeue_orphan_events(&self, claimed_before: DateTime<Utc>) -> Result<u64, StoreError> {
