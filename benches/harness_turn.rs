@@ -215,13 +215,12 @@ impl EventQueue for NullStore {
         Ok(Vec::new())
     }
 
-    async fn route_event(
+    async fn route_events(
         &self,
-        _event_id: &str,
-        _runs: &[steward::store::NewRun],
+        routes: &[steward::store::Route<'_>],
         _lease_until: chrono::DateTime<chrono::Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(true)
+    ) -> Result<Vec<bool>, StoreError> {
+        Ok(vec![true; routes.len()])
     }
 
     async fn requeue_orphan_events(

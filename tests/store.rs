@@ -10,7 +10,7 @@ use std::sync::Arc;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
 use steward::store::{
-    EventRow, NewEvent, NewRun, PgStore, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
+    EventRow, NewEvent, NewRun, PgStore, Route, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
     StoredFile,
 };
 use steward::types::{Privacy, RunOutcome, Termination};
@@ -192,7 +192,7 @@ async fn events_keep_their_order_and_side_effects_are_found(s: Arc<dyn Store>) {
         .map(|i| NewEvent {
             at: now + Span::milliseconds(i),
             kind: if i == 3 { "tool_call".into() } else { "note".into() },
-            data: json!({"i": i, "side_effect": i == 3}),
+            data: json!({"i": i, "side_effect": i == 3}).to_string(),
         })
         .collect();
     s.append_events("r2", &events).await.unwrap();
@@ -340,6 +340,98 @@ async fn the_event_queue_dedupes_claims_and_routes(s: Arc<dyn Store>) {
     assert!(s.get_event("e9").await.unwrap().is_none());
 }
 both!(the_event_queue_on_both, the_event_queue_dedupes_claims_and_routes);
+
+async fn a_claimed_batch_is_routed_in_one_transaction(s: Arc<dyn Store>) {
+    let events: Vec<EventRow> = (0..5)
+        .map(|i| event(&format!("b{i}"), &format!("bk{i}")))
+        .collect();
+    s.insert_events(&events).await.unwrap();
+    assert_eq!(s.claim_events(4).await.unwrap().len(), 4);
+    let lease = Utc::now() + Span::seconds(60);
+    let two = [run("b0-a", "helpdesk"), run("b0-b", "triage")];
+    let one = [run("b2-a", "helpdesk")];
+    let later = [run("b4-a", "helpdesk")];
+    let routes = [
+        Route {
+            event_id: "b0",
+            runs: &two,
+        },
+        Route {
+            event_id: "b1",
+            runs: &[],
+        },
+        Route {
+            event_id: "b2",
+            runs: &one,
+        },
+        // Still queued (not claimed): skipped, nothing written for it.
+        Route {
+            event_id: "b4",
+            runs: &later,
+        },
+    ];
+    let written = s.route_events(&routes, lease).await.unwrap();
+    assert_eq!(written, [true, true, true, false]);
+    for id in ["b0-a", "b0-b", "b2-a"] {
+        let r = s.get_run(id).await.unwrap().unwrap();
+        assert_eq!(
+            (r.status, r.source.as_str()),
+            (RunStatus::Queued, "slack"),
+            "{id}"
+        );
+    }
+    assert!(s.get_run("b4-a").await.unwrap().is_none());
+    // b3 (claimed) and b4 (queued) wait; the three runs are queued. Routed twice is
+    // refused.
+    assert_eq!(s.queue_depth().await.unwrap(), (2, 3));
+    assert_eq!(s.route_events(&routes[..1], lease).await.unwrap(), [false]);
+}
+both!(
+    a_claimed_batch_is_routed_on_both,
+    a_claimed_batch_is_routed_in_one_transaction
+);
+
+async fn appends_from_many_runs_at_once_all_land_and_a_bad_one_fails_alone(s: Arc<dyn Store>) {
+    let runs = 40;
+    for i in 0..runs {
+        s.create_run(&run(&format!("g{i}"), "a")).await.unwrap();
+    }
+    let now = Utc::now();
+    // Different sizes, so batches mix statements of every size.
+    let appends = (0..runs).map(|i| {
+        let s = s.clone();
+        async move {
+            let events: Vec<NewEvent> = (0..(i * 7 % 300 + 1))
+                .map(|n| NewEvent {
+                    at: now,
+                    kind: "note".into(),
+                    data: json!({"run": i, "n": n}).to_string(),
+                })
+                .collect();
+            s.append_events(&format!("g{i}"), &events)
+                .await
+                .map(|_| events.len())
+        }
+    });
+    let nothing = json!({});
+    let bad = s.append_event("no-such-run", "note", &nothing);
+    let (results, bad) = tokio::join!(futures_util::future::join_all(appends), bad);
+    assert!(bad.is_err(), "an event of a run that does not exist is refused");
+    for (i, r) in results.into_iter().enumerate() {
+        let n = r.unwrap_or_else(|e| panic!("run g{i}: {e}"));
+        let stored = s.run_events(&format!("g{i}")).await.unwrap();
+        let order: Vec<i64> = stored.iter().map(|e| e.data["n"].as_i64().unwrap()).collect();
+        assert_eq!(
+            order,
+            (0..n as i64).collect::<Vec<_>>(),
+            "g{i} in order, none lost"
+        );
+    }
+}
+both!(
+    appends_from_many_runs_land_on_both,
+    appends_from_many_runs_at_once_all_land_and_a_bad_one_fails_alone
+);
 
 async fn leases_expire_and_runs_are_requeued_without_their_files(s: Arc<dyn Store>) {
     s.insert_events(&[event("ev", "kev")]).await.unwrap();

@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::error::{ErrorKind, ProviderError};
 use super::settings::Endpoint;
-use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage, cached};
 use super::{Provider, wire};
+use serde_json::value::RawValue;
 
 pub const NAME: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
@@ -147,9 +148,17 @@ struct WireRequest<'a> {
     system: [SystemBlock<'a>; 1],
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<ToolItem<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+}
+
+/// A tool in the request: serialized before, or with the cache marker.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolItem<'a> {
+    Cached(&'a RawValue),
+    Marked(WireTool<'a>),
 }
 
 #[derive(Serialize)]
@@ -249,7 +258,7 @@ struct ImageSource<'a> {
 struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: &'a serde_json::value::RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
 }
@@ -323,18 +332,25 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
         }
     }
     let marker = CacheControl::for_request(request.caching);
-    let mut tools: Vec<WireTool> = request
-        .tools
-        .iter()
-        .map(|t| WireTool {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.parameters,
-            cache_control: None,
-        })
-        .collect();
-    if let Some(last) = tools.last_mut() {
-        last.cache_control = Some(marker);
+    // Every tool but the last is the same bytes each turn; the last carries the
+    // marker that caches the tool list.
+    let mut tools = Vec::with_capacity(request.tools.len());
+    for (i, t) in request.tools.iter().enumerate() {
+        let tool = |cache_control| -> Result<WireTool<'_>, serde_json::Error> {
+            Ok(WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: t.parameters_json()?,
+                cache_control,
+            })
+        };
+        tools.push(if i + 1 == request.tools.len() {
+            ToolItem::Marked(tool(Some(marker))?)
+        } else {
+            ToolItem::Cached(cached(&t.wire.anthropic, || {
+                serde_json::value::to_raw_value(&tool(None)?)
+            })?)
+        });
     }
     let system = SystemBlock {
         kind: "text",
@@ -555,16 +571,8 @@ mod tests {
     #[test]
     fn cache_markers_sit_on_the_last_tool_the_system_and_the_last_two_messages() {
         let tools = [
-            ToolDef {
-                name: "read".into(),
-                description: "Reads.".into(),
-                parameters: serde_json::json!({"type": "object"}),
-            },
-            ToolDef {
-                name: "write".into(),
-                description: "Writes.".into(),
-                parameters: serde_json::json!({"type": "object"}),
-            },
+            ToolDef::new("read", "Reads.", serde_json::json!({"type": "object"})),
+            ToolDef::new("write", "Writes.", serde_json::json!({"type": "object"})),
         ];
         let none = super::super::types::Caching::NONE;
         let assistant = |calls: Vec<ToolCall>| Message::Assistant {

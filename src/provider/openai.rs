@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::error::{ErrorKind, ProviderError};
 use super::settings::Endpoint;
-use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage, cached};
 use super::{Provider, wire};
+use serde_json::value::RawValue;
 
 pub const NAME: &str = "openai";
 
@@ -193,7 +194,7 @@ struct WireRequest<'a> {
     model: &'a str,
     messages: Vec<WireItem<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -279,7 +280,7 @@ struct WireTool<'a> {
 struct WireFunction<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: &'a serde_json::value::RawValue,
 }
 
 /// One conversation message in the Chat Completions shape.
@@ -346,18 +347,22 @@ fn encode_request_with(request: &ChatRequest<'_>, cache_fields: bool) -> Result<
             None => WireItem::Fresh(wire_message(m)),
         });
     }
-    let tools: Vec<WireTool> = request
+    let tools = request
         .tools
         .iter()
-        .map(|t| WireTool {
-            kind: "function",
-            function: WireFunction {
-                name: &t.name,
-                description: &t.description,
-                parameters: &t.parameters,
-            },
+        .map(|t| {
+            cached(&t.wire.openai, || {
+                serde_json::value::to_raw_value(&WireTool {
+                    kind: "function",
+                    function: WireFunction {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: t.parameters_json()?,
+                    },
+                })
+            })
         })
-        .collect();
+        .collect::<Result<Vec<&RawValue>, serde_json::Error>>()?;
     // Output caps are left to the server: `max_tokens` is rejected by reasoning models
     // and `max_completion_tokens` by some compatible servers.
     // Sized up front: the body of a long run is hundreds of KB, and growing it by
@@ -556,11 +561,11 @@ mod tests {
                 is_error: false,
             },
         ];
-        let tools = vec![ToolDef {
-            name: "current_time".into(),
-            description: "time".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {}}),
-        }];
+        let tools = vec![ToolDef::new(
+            "current_time",
+            "time",
+            serde_json::json!({"type": "object", "properties": {}}),
+        )];
         let body = encode_request(&ChatRequest {
             model: "gpt-4.1",
             system: "sys",

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
+use std::sync::OnceLock;
 
 pub use crate::types::Usage;
 
@@ -60,6 +62,72 @@ pub struct ToolDef {
     /// JSON Schema of the arguments. serde_json keeps object keys sorted, so the
     /// serialized schema is byte-stable across turns (provider prompt caches hit).
     pub parameters: Value,
+    /// The tool serialized, filled by the first request that sends it.
+    #[serde(skip)]
+    pub wire: ToolWire,
+}
+
+impl ToolDef {
+    /// A tool offered with this schema.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            wire: ToolWire::default(),
+        }
+    }
+
+    /// The parameters' JSON, serialized once.
+    pub fn parameters_json(&self) -> Result<&RawValue, serde_json::Error> {
+        cached(&self.wire.parameters, || {
+            serde_json::value::to_raw_value(&self.parameters)
+        })
+    }
+}
+
+/// A [`ToolDef`] serialized, once per run rather than once per turn: every turn of a
+/// run offers the same tools, and writing their schemas and descriptions out again
+/// each turn cost more than the rest of the request body (whose messages are cached
+/// in [`WireCache`]). A clone starts empty (a copy may be changed before it is sent),
+/// and it takes no part in comparisons: it is derived from the other fields.
+#[derive(Default)]
+pub struct ToolWire {
+    parameters: OnceLock<Box<RawValue>>,
+    /// The whole tool as OpenAI's Chat Completions takes it.
+    pub openai: OnceLock<Box<RawValue>>,
+    /// The whole tool as Anthropic's Messages API takes it, without a cache marker.
+    pub anthropic: OnceLock<Box<RawValue>>,
+}
+
+impl Clone for ToolWire {
+    fn clone(&self) -> Self {
+        ToolWire::default()
+    }
+}
+
+impl PartialEq for ToolWire {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ToolWire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolWire")
+    }
+}
+
+/// The value in `slot`, made by `make` the first time.
+pub fn cached(
+    slot: &OnceLock<Box<RawValue>>,
+    make: impl FnOnce() -> Result<Box<RawValue>, serde_json::Error>,
+) -> Result<&RawValue, serde_json::Error> {
+    if let Some(raw) = slot.get() {
+        return Ok(raw);
+    }
+    let raw = make()?;
+    Ok(slot.get_or_init(|| raw))
 }
 
 /// A message's serialized wire form, filled by the adapter the first time it sends the

@@ -116,10 +116,19 @@ pub fn tool_message_tokens(content_tokens: u64) -> u64 {
     PER_MESSAGE + content_tokens
 }
 
-/// Estimated tokens of the system prompt and tool definitions.
+/// Estimated tokens of the system prompt and tool definitions. Each tool counts its
+/// name, description and schema (the schema serialized once, as the requests send it)
+/// and the punctuation around them.
 pub fn fixed_tokens(system: &str, tools: &[ToolDef]) -> u64 {
-    let defs = serde_json::to_string(tools).unwrap_or_default();
-    PER_MESSAGE + quick_estimate(system) + quick_estimate(&defs)
+    let frame = quick_estimate(r#"{"name":"","description":"","parameters":},"#);
+    let defs: u64 = tools
+        .iter()
+        .map(|t| {
+            let schema = t.parameters_json().map_or(0, |raw| quick_estimate(raw.get()));
+            frame + quick_estimate(&t.name) + quick_estimate(&t.description) + schema
+        })
+        .sum();
+    PER_MESSAGE + quick_estimate(system) + defs
 }
 
 /// The status appended after every tool round: context use and the file list.

@@ -192,24 +192,43 @@ pub struct CallRecord {
 impl RunEvent {
     /// The event's kind and data as stored.
     pub fn to_parts(&self) -> (String, Value) {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(mut map)) => {
-                let kind = match map.remove("kind") {
-                    Some(Value::String(k)) => k,
-                    _ => String::new(),
+        let (kind, data) = self.to_stored();
+        (kind, serde_json::from_str(&data).unwrap_or(Value::Null))
+    }
+
+    /// The event's kind and its data as JSON text, serialized once: building a
+    /// `Value` first and writing it out later cost a run more than the rest of its
+    /// event log. serde_json writes an adjacently tagged variant as
+    /// `{"kind":"<kind>","data":<data>}` (or `{"kind":"<kind>"}` without data), so the
+    /// parts are cut out of that text.
+    pub fn to_stored(&self) -> (String, String) {
+        let Ok(text) = serde_json::to_string(self) else {
+            return (String::new(), "null".into());
+        };
+        let split = text
+            .strip_prefix("{\"kind\":\"")
+            .and_then(|rest| rest.split_once('"'))
+            .and_then(|(kind, rest)| {
+                let data = match rest {
+                    "}" => "null",
+                    _ => rest.strip_prefix(",\"data\":")?.strip_suffix('}')?,
                 };
-                (kind, map.remove("data").unwrap_or(Value::Null))
-            }
-            // Every variant serializes to a tagged object; nothing else can come back.
-            _ => (String::new(), Value::Null),
-        }
+                Some((kind.to_string(), data.to_string()))
+            });
+        // Every variant serializes to a tagged object; nothing else can come back.
+        split.unwrap_or_else(|| (String::new(), "null".into()))
     }
 }
 
 /// Appends `event` to a run's log at once, outside a running run (crash recovery).
 pub async fn append_now(store: &dyn Store, run_id: &str, event: RunEvent) -> Result<(), StoreError> {
-    let (kind, data) = event.to_parts();
-    store.append_event(run_id, &kind, &data).await
+    let (kind, data) = event.to_stored();
+    let event = crate::store::NewEvent {
+        at: chrono::Utc::now(),
+        kind,
+        data,
+    };
+    store.append_events(run_id, std::slice::from_ref(&event)).await
 }
 
 #[cfg(test)]
@@ -245,5 +264,29 @@ mod tests {
             json!([{"id": "c", "name": "t", "arguments": "[private: 7 chars]"}])
         );
         assert_eq!(data["model"], "openai/gpt-4.1");
+    }
+
+    #[test]
+    fn stored_text_is_the_tagged_serialization_cut_in_two() {
+        let events = [
+            RunEvent::InputLost { reason: "restart" },
+            RunEvent::ModelRequest {
+                turn: 2,
+                model: "openai/\"quoted\" {model}".into(),
+                messages: 3,
+                tools: 1,
+            },
+            RunEvent::AttachmentRefused {
+                note: Privacy::Recorded.wrap("too large: \"a.pdf\" } ,\"data\":"),
+            },
+        ];
+        for event in events {
+            let whole = serde_json::to_value(&event).unwrap();
+            let (kind, data) = event.to_stored();
+            assert_eq!(kind, whole["kind"], "{event:?}");
+            let data: Value = serde_json::from_str(&data).unwrap();
+            assert_eq!(data, whole["data"], "{event:?}");
+            assert_eq!(event.to_parts(), (kind, data));
+        }
     }
 }

@@ -71,7 +71,7 @@ impl Recorder {
         if let Some(meter) = &self.meter {
             meter.observe(&event);
         }
-        let (kind, data) = event.to_parts();
+        let (kind, data) = event.to_stored();
         let event = NewEvent {
             at: chrono::Utc::now(),
             kind,

@@ -397,7 +397,12 @@ impl Dispatcher {
     /// Starts a run for every matching agent; returns how many.
     /// Decides what `e` starts: its runs, and the conversations' runs it is handed to.
     /// None when it is settled already (a stop, Slack's agent view).
-    async fn plan(&self, e: EventRow, mut trigger: TriggerEvent, whole: bool) -> Result<Option<Planned>, StoreError> {
+    async fn plan(
+        &self,
+        e: EventRow,
+        mut trigger: TriggerEvent,
+        whole: bool,
+    ) -> Result<Option<Planned>, StoreError> {
         // Slack's agent view: suggested prompts and the channel a person looks at.
         let store = self.runner.store.as_ref();
         if super::agent_view::handle(store, self.slack.as_ref(), &self.config, &trigger).await? {

@@ -21,8 +21,8 @@ use super::{NewEvent, StoreError, timestamp};
 
 /// Rows written in one transaction, at most (more wait for the next one).
 const MAX_BATCH_ROWS: usize = 8192;
-/// Rows per INSERT statement: 4 parameters each, under SQLite's 32,766.
-const ROWS_PER_INSERT: usize = 1000;
+/// Rows per INSERT statement, largest first: 4 parameters each, under SQLite's 32,766.
+const CHUNKS: [usize; 5] = [256, 64, 16, 4, 1];
 
 /// One row of `run_events`, bound as is.
 struct Row {
@@ -52,21 +52,28 @@ impl Appender {
     }
 
     /// Appends `events` of `run_id`, returning once they are committed.
-    pub async fn append(&self, writer: &SqlitePool, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError> {
+    pub async fn append(
+        &self,
+        writer: &SqlitePool,
+        run_id: &str,
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
         let rows = events
             .iter()
             .map(|e| Row {
                 run_id: run_id.to_string(),
                 at: timestamp(e.at),
                 kind: e.kind.clone(),
-                data: e.data.to_string(),
+                data: e.data.clone(),
             })
             .collect();
         let (done, answer) = oneshot::channel();
         match self.tx.send(Append { rows, done }).await {
             Ok(()) => match answer.await {
                 Ok(result) => result.map_err(StoreError::Corrupt),
-                Err(_) => Err(StoreError::Corrupt("the event writer stopped before answering".into())),
+                Err(_) => Err(StoreError::Corrupt(
+                    "the event writer stopped before answering".into(),
+                )),
             },
             // No writer task (its runtime is gone): write here.
             Err(mpsc::error::SendError(append)) => write(writer, &append.rows).await,
@@ -118,20 +125,40 @@ async fn write(writer: &SqlitePool, rows: &[Row]) -> Result<(), StoreError> {
 
 /// Writes `rows` in one transaction (rolled back if dropped half way).
 async fn write_all(writer: &SqlitePool, rows: &[&Row]) -> Result<(), StoreError> {
-    if rows.is_empty() {
-        return Ok(());
+    // Statements of a few fixed sizes, so each is prepared once and then found in the
+    // connection's statement cache; a statement per batch size was parsed anew every
+    // time (and pushed the other statements out of the cache).
+    let mut chunks = Vec::new();
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let size = CHUNKS.iter().copied().find(|n| *n <= rest.len()).unwrap_or(1);
+        let (chunk, later) = rest.split_at(size);
+        chunks.push(chunk);
+        rest = later;
+    }
+    if let [only] = chunks.as_slice() {
+        // One statement commits by itself.
+        return Ok(insert(writer, only).await?);
     }
     let mut tx = writer.begin().await?;
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut query = QueryBuilder::<Sqlite>::new("INSERT INTO run_events (run_id, at, kind, data) ");
-        query.push_values(chunk, |mut row, r| {
-            row.push_bind(r.run_id.as_str())
-                .push_bind(r.at.as_str())
-                .push_bind(r.kind.as_str())
-                .push_bind(r.data.as_str());
-        });
-        query.build().execute(&mut *tx).await?;
+    for chunk in chunks {
+        insert(&mut *tx, chunk).await?;
     }
     tx.commit().await?;
+    Ok(())
+}
+
+async fn insert<'c, E>(exec: E, rows: &[&Row]) -> Result<(), sqlx::Error>
+where
+    E: sqlx::Executor<'c, Database = Sqlite>,
+{
+    let mut query = QueryBuilder::<Sqlite>::new("INSERT INTO run_events (run_id, at, kind, data) ");
+    query.push_values(rows, |mut row, r| {
+        row.push_bind(r.run_id.as_str())
+            .push_bind(r.at.as_str())
+            .push_bind(r.kind.as_str())
+            .push_bind(r.data.as_str());
+    });
+    query.build().execute(exec).await?;
     Ok(())
 }

@@ -83,7 +83,8 @@ pub struct ExpiredRun {
 pub struct NewEvent {
     pub at: DateTime<Utc>,
     pub kind: String,
-    pub data: Value,
+    /// The event's data as JSON text.
+    pub data: String,
 }
 
 /// One row of `runs`.
@@ -275,7 +276,7 @@ pub trait RunStore: Send + Sync {
         let event = NewEvent {
             at: Utc::now(),
             kind: kind.to_string(),
-            data: data.clone(),
+            data: data.to_string(),
         };
         self.append_events(run_id, std::slice::from_ref(&event)).await
     }
@@ -344,13 +345,19 @@ pub trait EventQueue: Send + Sync {
         runs: &[NewRun],
         lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let routed = self.route_events(&[Route { event_id, runs }], lease_until).await?;
+        let routed = self
+            .route_events(&[Route { event_id, runs }], lease_until)
+            .await?;
         Ok(routed.first().copied().unwrap_or(false))
     }
     /// [`EventQueue::route_event`] for several events in one transaction (one commit,
     /// one turn on SQLite's single writer, for a whole claimed batch). For each route
     /// in order, whether it was written: an event no longer claimed is skipped.
-    async fn route_events(&self, routes: &[Route<'_>], lease_until: DateTime<Utc>) -> Result<Vec<bool>, StoreError>;
+    async fn route_events(
+        &self,
+        routes: &[Route<'_>],
+        lease_until: DateTime<Utc>,
+    ) -> Result<Vec<bool>, StoreError>;
     /// Puts events claimed before `claimed_before` that have no run back in the queue
     /// (their router died between claiming and routing); returns how many. Routing
     /// takes milliseconds, so a claim older than a lease belongs to a dead process,

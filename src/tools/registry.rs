@@ -101,11 +101,7 @@ impl ToolRegistry {
             .filter(|t| wanted.contains(t.spec().name.as_str()))
             .map(|t| {
                 let s = t.spec();
-                ToolDef {
-                    name: s.name.clone(),
-                    description: s.description.clone(),
-                    parameters: s.parameters.clone(),
-                }
+                ToolDef::new(s.name.clone(), s.description.clone(), s.parameters.clone())
             })
             .collect()
     }
