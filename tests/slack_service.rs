@@ -696,6 +696,37 @@ async fn a_persons_rate_and_an_agents_concurrency_hold_across_two_processes() {
 }
 
 #[tokio::test]
+async fn a_burst_from_one_person_routed_in_one_batch_keeps_their_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("Done.")));
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\n\
+                 limits: {per_user_per_minute: 2}\ntriggers:\n  - slack_mention: {}\n";
+    let mut s = start(dir.path(), &fake, &slack, &deploys, agent).await;
+    // Sent at once, the four land in one group commit and one claim: routing decides
+    // them as a batch, and still sees the person's earlier runs of the same batch.
+    let sent = futures_util::future::join_all((0..4).map(|n| {
+        let ts = format!("17000003{n:02}.000100");
+        let s = &s;
+        async move { s.mention_at(&format!("EvBURST{n}"), ASKER, &ts).await }
+    }))
+    .await;
+    assert!(sent.iter().all(|c| *c == StatusCode::OK), "{sent:?}");
+    routed(&s).await;
+    let runs = s.store.list_runs(10).await.unwrap();
+    assert_eq!(runs.len(), 2, "the person's rate is two a minute: {runs:?}");
+    eventually("one notice for the refused requests", || {
+        posted(&calls, "chat.postMessage")
+            .iter()
+            .any(|b| b["text"].as_str().unwrap().contains("in the last minute"))
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
     let dir = tempfile::tempdir().unwrap();
     let (slack, calls) = fake_slack().await;

@@ -296,7 +296,7 @@ impl Dispatcher {
                 };
                 let mine: Vec<String> = [
                     trigger.conversation_key().map(|c| format!("c:{c}")),
-                    trigger.actor().map(|a| format!("a:{}:{a}", trigger.source)),
+                    limits::limited_person(&trigger).map(|a| format!("p:{a}")),
                 ]
                 .into_iter()
                 .flatten()

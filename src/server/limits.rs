@@ -21,6 +21,12 @@ pub enum Admit {
 /// The rate window.
 const MINUTE: chrono::Duration = chrono::Duration::seconds(60);
 
+/// The person whose per-minute limit `trigger` counts against: Slack's users only
+/// (a webhook's or a schedule's "actor" is the source itself, not a person).
+pub fn limited_person(trigger: &TriggerEvent) -> Option<String> {
+    (trigger.source == "slack").then(|| trigger.actor()).flatten()
+}
+
 /// Checks `agent`'s daily budget and, for Slack triggers with a person, their rate.
 pub async fn admit(
     store: &dyn Store,
@@ -47,9 +53,7 @@ pub async fn admit(
         }
     }
     let limit = agent.limits.per_user_per_minute;
-    if trigger.source == "slack"
-        && let Some(person) = trigger.actor()
-    {
+    if let Some(person) = limited_person(trigger) {
         let recent = store.runs_since(&agent.name, &person, now - MINUTE).await?;
         if recent >= u64::from(limit) {
             // One reply per person and minute; the rest is silence.
