@@ -173,3 +173,55 @@ fn deploy_yaml_parses_and_compose_config_passes() {
         );
     }
 }
+
+#[test]
+fn the_image_build_stage_copies_what_the_build_reads() {
+    let dockerfile = read("deploy/Dockerfile");
+    // The text after the first FROM, up to the second: the build stage.
+    let build_stage = dockerfile.split("\nFROM ").nth(1).unwrap();
+    let copied = names(build_stage, r"(?m)^COPY (\S+) ");
+    // Files compiled in from outside src/ (the harness prompt, for one).
+    let mut outside = BTreeSet::new();
+    let mut stack = vec![repo().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for rel in names(&text, r#"include_(?:str|bytes)!\("([^"]+)"\)"#) {
+                    let file = path.parent().unwrap().join(&rel);
+                    let file = file.canonicalize().unwrap_or_else(|e| panic!("{rel}: {e}"));
+                    let top = file.strip_prefix(repo()).unwrap().components().next().unwrap();
+                    outside.insert(top.as_os_str().to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    assert!(outside.contains("prompts"), "{outside:?}");
+    for dir in &outside {
+        assert!(
+            copied.contains(dir),
+            "the build stage compiles in {dir}/ but does not COPY it: {copied:?}"
+        );
+    }
+    // Cargo refuses a manifest whose bench files are missing: the stub step makes one
+    // for each bench the manifest names, rather than a list that falls behind.
+    assert!(build_stage.contains("[[bench]]") && build_stage.contains("Cargo.toml); do"));
+    // Nothing the Dockerfile copies is left out of the build context.
+    let ignored: BTreeSet<String> = read(".dockerignore")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .map(String::from)
+        .collect();
+    let all_copied = names(&dockerfile, r"(?m)^COPY (?:--chown=\S+ )?([^-\s]\S*) ");
+    assert!(all_copied.contains("agents"), "{all_copied:?}");
+    for path in &all_copied {
+        assert!(
+            !ignored.contains(path),
+            ".dockerignore leaves out {path}, which the Dockerfile copies"
+        );
+    }
+}
