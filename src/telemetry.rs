@@ -136,24 +136,20 @@ pub async fn within<F: std::future::Future>(span: &tracing::Span, enter: bool, f
     }
 }
 
-/// The parent for a new span: the current span, else the span this task is [`within`],
-/// else none (the new span is a root).
-pub fn parent() -> tracing::Span {
-    let current = tracing::Span::current();
-    if !current.is_none() {
-        return current;
-    }
-    WITHIN
-        .try_with(tracing::Span::clone)
-        .unwrap_or_else(|_| tracing::Span::none())
+/// The parent for a new span (`info_span!(parent: ...)`): the current span, else the
+/// span this task is [`within`], else none (the new span is a root). An id rather than a
+/// `Span`: a handle would be cloned and dropped around every span made, each a trip
+/// through the subscriber's registry.
+pub fn parent() -> Option<tracing::Id> {
+    let current = tracing::dispatcher::get_default(|d| d.current_span().id().cloned());
+    current.or_else(|| WITHIN.try_with(tracing::Span::id).ok().flatten())
 }
 
 /// The parent for a span made inside a run: [`parent`] when there is one (a tool call's,
 /// a compaction's, or the run's own when runs are entered on every poll), else `run`,
 /// the run's span, named explicitly.
-pub fn parent_or(run: &tracing::Span) -> tracing::Span {
-    let found = parent();
-    if found.is_none() { run.clone() } else { found }
+pub fn parent_or(run: &tracing::Span) -> Option<tracing::Id> {
+    parent().or_else(|| run.id())
 }
 
 /// Records several fields of `span` in one call into the subscriber (one span lookup)

@@ -60,7 +60,7 @@ impl Extractor {
     /// Extracts `bytes` as `kind` within every bound; a breach fails this file only.
     pub async fn extract(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
         let span = tracing::info_span!(
-            parent: &crate::telemetry::parent(),
+            parent: crate::telemetry::parent(),
             "extract_file",
             otel.name = format!("extract_file {}", kind.label()).as_str(),
             "steward.file.kind" = kind.label(),

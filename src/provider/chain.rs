@@ -83,7 +83,7 @@ impl ModelChain {
     }
 
     /// The parent of a span made for this chain's run: the current span, else the run's.
-    pub fn span_parent(&self) -> tracing::Span {
+    pub fn span_parent(&self) -> Option<tracing::Id> {
         self.parent
             .as_ref()
             .map_or_else(crate::telemetry::parent, crate::telemetry::parent_or)
@@ -120,7 +120,7 @@ impl ModelChain {
                 caching: &self.caching,
             };
             let span = tracing::info_span!(
-                parent: &self.span_parent(),
+                parent: self.span_parent(),
                 "chat",
                 otel.kind = "client",
                 "gen_ai.operation.name" = "chat",

@@ -252,7 +252,7 @@ impl Gateway {
     ) -> (ToolResult, tracing::Span) {
         let capture = self.parts.capture_content;
         let span = tracing::info_span!(
-            parent: &crate::telemetry::parent_or(&self.parts.span),
+            parent: crate::telemetry::parent_or(&self.parts.span),
             "execute_tool",
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = name,

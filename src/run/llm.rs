@@ -443,7 +443,7 @@ impl LlmRun<'_> {
         };
         let n = out.compactions + 1;
         let span = tracing::info_span!(
-            parent: &self.chain.span_parent(),
+            parent: self.chain.span_parent(),
             "compaction",
             otel.name = "compaction",
             "steward.compaction.n" = n,

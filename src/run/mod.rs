@@ -215,7 +215,7 @@ impl Runner {
         let agent = resolved.as_ref().unwrap_or(agent);
         let span = tracing::info_span!(
             // A subagent's run is a child of its parent's tool call.
-            parent: &crate::telemetry::parent(),
+            parent: crate::telemetry::parent(),
             "invoke_agent",
             "gen_ai.operation.name" = "invoke_agent",
             "gen_ai.agent.name" = %agent.name,

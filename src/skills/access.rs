@@ -548,7 +548,7 @@ fn traced_load(
     load: impl FnOnce() -> Result<String, SkillError>,
 ) -> Result<String, SkillError> {
     let span = tracing::info_span!(
-        parent: &crate::telemetry::parent(),
+        parent: crate::telemetry::parent(),
         "load_skill",
         otel.name = %format!("load_skill {name}"),
         "steward.skill.name" = name,

@@ -42,7 +42,7 @@ pub fn resource(service_name: &str) -> Resource {
         ("telemetry.sdk.name", "steward"),
     ] {
         // Resource.attributes = 1
-        message(&mut buf, 1, |b| key_value(b, key, &Value::Str(value.to_string())));
+        message(&mut buf, 1, |b| key_value(b, key, &Value::Str(value.into())));
     }
     Resource(buf)
 }
@@ -96,7 +96,7 @@ fn span(b: &mut Vec<u8>, r: &SpanRecord) {
     if r.parent_span_id != 0 {
         bytes(b, 4, &r.parent_span_id.to_be_bytes());
     }
-    bytes(b, 5, span_name(r).as_bytes());
+    name(b, r);
     uint(b, 6, kind(r.kind));
     fixed64(b, 7, r.start_unix_nano);
     fixed64(b, 8, r.end_unix_nano);
@@ -119,23 +119,34 @@ fn span(b: &mut Vec<u8>, r: &SpanRecord) {
     b.extend_from_slice(&flags.to_le_bytes());
 }
 
-/// The span's name: `otel.name` when the code gave one; else, for the GenAI operations,
-/// the conventions' `{operation} {subject}` (`chat gpt-4.1`, `execute_tool http_fetch`,
-/// `invoke_agent helpdesk`), composed here on the export thread rather than by a
-/// `format!` on the run's; else the tracing span's name.
-fn span_name(r: &SpanRecord) -> Cow<'_, str> {
-    if let Cow::Owned(name) = &r.name {
-        return Cow::Borrowed(name);
+/// The span's name (`Span.name = 5`): `otel.name` when the code gave one; else, for the
+/// GenAI operations, the conventions' `{operation} {subject}` (`chat gpt-4.1`,
+/// `execute_tool http_fetch`, `invoke_agent helpdesk`), written here on the export
+/// thread in its two parts rather than composed by a `format!`; else the tracing span's
+/// name.
+fn name(b: &mut Vec<u8>, r: &SpanRecord) {
+    let subject = match (&r.name, r.name.as_ref()) {
+        (Cow::Owned(_), _) => None,
+        (_, "chat") => Some("gen_ai.request.model"),
+        (_, "execute_tool") => Some("gen_ai.tool.name"),
+        (_, "invoke_agent") => Some("gen_ai.agent.name"),
+        _ => None,
     }
-    let subject = match r.name.as_ref() {
-        "chat" => "gen_ai.request.model",
-        "execute_tool" => "gen_ai.tool.name",
-        "invoke_agent" => "gen_ai.agent.name",
-        _ => return Cow::Borrowed(&r.name),
-    };
-    match r.attributes.iter().find(|(k, _)| *k == subject) {
-        Some((_, Value::Str(s))) => Cow::Owned(format!("{} {s}", r.name)),
-        _ => Cow::Borrowed(&r.name),
+    .and_then(|key| {
+        r.attributes.iter().find_map(|(k, v)| match v {
+            Value::Str(s) if *k == key => Some(s.as_str()),
+            _ => None,
+        })
+    });
+    match subject {
+        Some(subject) => {
+            tag(b, 5, LEN);
+            varint(b, (r.name.len() + 1 + subject.len()) as u64);
+            b.extend_from_slice(r.name.as_bytes());
+            b.push(b' ');
+            b.extend_from_slice(subject.as_bytes());
+        }
+        None => bytes(b, 5, r.name.as_bytes()),
     }
 }
 
@@ -163,7 +174,7 @@ fn key_value(b: &mut Vec<u8>, key: &str, value: &Value) {
     bytes(b, 1, key.as_bytes());
     message(b, 2, |b| match value {
         // AnyValue { string_value = 1, bool_value = 2, int_value = 3, double_value = 4 }
-        Value::Str(s) => bytes(b, 1, s.as_bytes()),
+        Value::Str(s) => bytes(b, 1, s.as_str().as_bytes()),
         Value::Bool(v) => {
             tag(b, 2, VARINT);
             b.push(u8::from(*v));
@@ -280,8 +291,8 @@ mod tests {
         chat.set("otel.kind", Value::Str("client".into()));
         chat.set("steward.cost_usd", Value::Float(0.5));
         // Lengths of one, two and three varint bytes; a negative and a boolean value.
-        chat.set("gen_ai.input.messages", Value::Str("x".repeat(20_000)));
-        chat.set("gen_ai.tool.call.id", Value::Str("y".repeat(200)));
+        chat.set("gen_ai.input.messages", Value::Str("x".repeat(20_000).into()));
+        chat.set("gen_ai.tool.call.id", Value::Str("y".repeat(200).into()));
         chat.set("steward.delta", Value::Int(-3));
         chat.set("steward.fallback", Value::Bool(true));
         chat.set("error.type", Value::Str("timeout".into()));
@@ -302,10 +313,18 @@ mod tests {
         // Without `otel.name`, a GenAI span is named by the conventions.
         let mut tool = SpanRecord::new("execute_tool", None, true);
         tool.set("gen_ai.tool.name", Value::Str("http_fetch".into()));
-        assert_eq!(span_name(&tool), "execute_tool http_fetch");
+        let names = |spans: &[SpanRecord]| -> Vec<String> {
+            let body = encode(&resource("svc"), spans);
+            let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+            request.resource_spans[0].scope_spans[0]
+                .spans
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
+        };
         assert_eq!(
-            span_name(&SpanRecord::new("compaction", None, true)),
-            "compaction"
+            names(&[tool, SpanRecord::new("compaction", None, true)]),
+            ["execute_tool http_fetch", "compaction"]
         );
         assert_eq!(spans[0].trace_id, root.trace_id.to_be_bytes());
         assert_eq!(spans[0].parent_span_id, 0x1234u64.to_be_bytes());

@@ -311,8 +311,14 @@ fn run<T: Transport>(mut transport: T, resource: &otlp::Resource, shared: &Share
                 }
             }
         }
-        let take = state.spans.len().min(BATCH);
-        let batch: Vec<SpanRecord> = state.spans.drain(..take).collect();
+        let batch: Vec<SpanRecord> = if state.spans.len() <= BATCH {
+            // The whole buffer is the batch: handed over, not copied span by span.
+            let batch = std::mem::take(&mut state.spans);
+            state.spans.reserve(batch.len());
+            batch
+        } else {
+            state.spans.drain(..BATCH).collect()
+        };
         state.first_at = (!state.spans.is_empty()).then(Instant::now);
         let flushes = if state.spans.is_empty() {
             std::mem::take(&mut state.flushes)

@@ -361,7 +361,7 @@ async fn run_process(
     }
     let limits = skills.script_limits();
     let span = tracing::info_span!(
-        parent: &crate::telemetry::parent(),
+        parent: crate::telemetry::parent(),
         "skill_script",
         otel.name = %format!("skill_script {label}"),
         "steward.skill.name" = skill.name.as_str(),
