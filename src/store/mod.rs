@@ -293,7 +293,8 @@ pub trait RunStore: Send + Sync {
     async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError>;
     /// Sets a run's lease (the time after which it is presumed dead).
     async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
-    /// Server runs that are queued or running with a lease that ran out before `now`.
+    /// Server runs that are queued or running with a lease that ran out at or before `now`
+    /// (a decided approval frees its run with a lease ending at the decision).
     async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError>;
     /// Whether the run made a side-effecting tool call.
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;

@@ -407,7 +407,7 @@ impl RunStore for PgStore {
         let now = timestamp(now);
         let rows = sqlx::query(
             "SELECT id, agent, status, event_id, attempt FROM runs WHERE event_id IS NOT NULL \
-             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < $1) ORDER BY created_at",
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until <= $1) ORDER BY created_at",
         )
         .bind(now)
         .fetch_all(&self.pool)
