@@ -441,6 +441,17 @@ async fn leases_expire_and_runs_are_requeued_without_their_files(s: Arc<dyn Stor
     let expired = s.expired_runs(Utc::now()).await.unwrap();
     assert_eq!(expired.len(), 1);
     assert_eq!((expired[0].id.as_str(), expired[0].attempt), ("leased", 1));
+    let now = Utc::now();
+    let until = now + Span::seconds(60);
+    assert!(
+        s.take_expired("leased", now, until).await.unwrap(),
+        "the first taker"
+    );
+    assert!(
+        !s.take_expired("leased", now, until).await.unwrap(),
+        "a second replica reconciling the same run leaves it alone"
+    );
+    assert!(s.expired_runs(now).await.unwrap().is_empty());
     s.renew_lease("leased", Utc::now() + Span::seconds(60))
         .await
         .unwrap();
@@ -743,6 +754,63 @@ fn an_unreachable_postgres_is_a_one_line_error_without_the_password() {
     assert!(!err.contains("hunter2"));
 }
 
+/// A `STEWARD_DATA_KEY` for replicas that take Slack events (32 zero bytes, base64).
+const TEST_DATA_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+/// Runs `steward serve` with `env` on a tree with a Slack agent and returns its exit
+/// code and stderr: for start-up errors, which come before any port or database.
+fn serve_start_error(env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let root = tempfile::tempdir().unwrap();
+    support::write(root.path(), "prompts/helper.md", "You help.");
+    support::write(
+        root.path(),
+        "agents/helper.yaml",
+        "description: Helper.\ntriggers:\n  - slack_mention: {}\nmodel: openai/gpt-4.1\nprompt: prompts/helper.md\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env("STEWARD_ROOT", root.path())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("SLACK_SIGNING_SECRET", "s")
+        .env("SLACK_BOT_TOKEN", "xoxb-test")
+        .env("RUST_LOG", "error")
+        .env_remove("STEWARD_DATA_KEY")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_database_urls_and_data_keys_are_one_line_errors() {
+    // Another database's URL would otherwise name a SQLite file (password and all).
+    let (code, err) = serve_start_error(&[("DATABASE_URL", "mysql://app:hunter2@127.0.0.1/app")]);
+    assert_eq!(code, Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("`mysql` is not a supported database"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    // PostgreSQL with a Slack agent and no key: replicas could not read private input.
+    // (Checked before connecting: port 1 is never reached.)
+    let (code, err) = serve_start_error(&[("DATABASE_URL", "postgres://steward@127.0.0.1:1/steward")]);
+    assert_eq!(code, Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: STEWARD_DATA_KEY is not set"), "{err}");
+    // A malformed key.
+    let (code, err) = serve_start_error(&[
+        ("DATABASE_URL", "postgres://steward@127.0.0.1:1/steward"),
+        ("STEWARD_DATA_KEY", "not-base64-and-too-short"),
+    ]);
+    assert_eq!(code, Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: STEWARD_DATA_KEY='(hidden)' is not valid: 32 bytes"),
+        "{err}"
+    );
+}
+
 /// Posts a Slack Events API body to `addr`, signed now with `secret`; the HTTP status,
 /// or 0 when the replica is gone.
 async fn post_slack(client: &reqwest::Client, addr: &str, body: &str, secret: &str) -> u16 {
@@ -811,6 +879,7 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
             .env("OPENAI_API_KEY", "sk-test")
             .env("SLACK_SIGNING_SECRET", SECRET)
+            .env("STEWARD_DATA_KEY", TEST_DATA_KEY)
             .env("SLACK_BOT_TOKEN", "xoxb-test")
             .env("SLACK_BOT_USER_ID", "UBOT")
             .env("SLACK_API_URL", &api_base)
@@ -1150,6 +1219,7 @@ async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
             .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
             .env("OPENAI_API_KEY", "sk-test")
             .env("SLACK_APP_TOKEN", "xapp-1-test")
+            .env("STEWARD_DATA_KEY", TEST_DATA_KEY)
             .env("SLACK_BOT_TOKEN", "xoxb-test")
             .env("SLACK_BOT_USER_ID", "UBOT")
             .env("SLACK_API_URL", &api_base)

@@ -631,11 +631,29 @@ fn load_config(root: &Path, tools: &ToolRegistry, skills: &SkillSet) -> anyhow::
     })
 }
 
+/// Whether `url` names PostgreSQL (`postgres://` or `postgresql://`); `sqlite:` URLs
+/// and plain paths name the embedded SQLite; any other scheme is an error (it would
+/// otherwise become the name of a SQLite file).
+fn is_postgres(url: &str) -> anyhow::Result<bool> {
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s)
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)));
+    match scheme {
+        Some("postgres" | "postgresql") => Ok(true),
+        Some("sqlite") | None => Ok(false),
+        Some(other) => bail!(
+            "DATABASE_URL {}: `{other}` is not a supported database (use sqlite://PATH or postgres://...)",
+            crate::store::redact_url(url)
+        ),
+    }
+}
+
 /// The run store `url` names: `postgres://` (or `postgresql://`) for PostgreSQL,
-/// anything else for the embedded SQLite.
+/// `sqlite://` or a plain path for the embedded SQLite.
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     let shown = crate::store::redact_url(url);
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if is_postgres(url)? {
         let store = crate::store::PgStore::connect(url)
             .await
             .with_context(|| format!("cannot open the run store {shown}"))?;
@@ -969,6 +987,13 @@ async fn serve(
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
     }
+    // On PostgreSQL (the store replicas share) private Slack input waits sealed in the
+    // database, so whichever replica claims the run can read it: the key is required.
+    if is_postgres(database_url)? && settings.data_key.is_none() && takes_slack(&config) {
+        bail!(
+            "STEWARD_DATA_KEY is not set: on PostgreSQL private Slack messages are sealed with it so any replica can answer them (create one with `openssl rand -base64 32`)"
+        );
+    }
     outside.connect_mcp(&mut tools, &config, None).await;
     let store = open_store(database_url).await?;
     let http = outside.http.clone();
@@ -991,6 +1016,22 @@ async fn serve(
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether any agent takes Slack events (the only triggers whose input can be private).
+fn takes_slack(config: &Config) -> bool {
+    use crate::config::TriggerSpec;
+    config.agents.values().any(|a| {
+        a.triggers.iter().any(|t| {
+            matches!(
+                t,
+                TriggerSpec::SlackReaction(_)
+                    | TriggerSpec::SlackMention(_)
+                    | TriggerSpec::SlackMessage(_)
+                    | TriggerSpec::SlackDm(_)
+            )
+        })
+    })
 }
 
 /// Whether the run inspector may answer without authentication: only when none is

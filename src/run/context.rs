@@ -76,6 +76,8 @@ pub async fn prepare<'a>(
         Recorder::new(runner.store.clone(), run_id.clone(), trigger.private)
             .metered(super::metering::Meter::new(runner.metrics.clone(), &agent.name)),
     );
+    // False when the dispatcher already started it (`start_within`): only the process
+    // that took the run (routed it, or took its expired lease) gets here.
     runner
         .store
         .transition(&run_id, RunStatus::Queued, RunStatus::Running)

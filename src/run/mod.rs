@@ -149,8 +149,6 @@ pub enum RunError {
     /// A parked run's checkpoint could not be written, sealed or read back.
     #[error("approval checkpoint: {0}")]
     Checkpoint(String),
-    #[error("run {0} is not queued (another worker took it)")]
-    NotQueued(String),
 }
 
 impl Runner {
@@ -198,21 +196,6 @@ impl Runner {
                 id
             }
         };
-        // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
-        // whose prompt cannot be had fails now rather than waiting in the queue.
-        let resolved = match self
-            .prompts
-            .resolve(agent, &self.sources, self.store.as_ref())
-            .await
-        {
-            Ok(resolved) => resolved,
-            Err(e) => {
-                return self
-                    .end_unstarted(run_id, agent, trigger, Termination::PromptUnavailable, e)
-                    .await;
-            }
-        };
-        let agent = resolved.as_ref().unwrap_or(agent);
         let span = tracing::info_span!(
             // A subagent's run is a child of its parent's tool call.
             parent: crate::telemetry::parent(),
@@ -241,6 +224,29 @@ impl Runner {
         {
             crate::telemetry::continue_trace(&span, traceparent);
         }
+        // Prompts hosted in Notion are fetched (or taken from the cache) first; a run
+        // whose prompt cannot be had fails now rather than waiting in the queue. It still
+        // has its span, its log line and its failure notice.
+        let resolved = match self
+            .prompts
+            .resolve(agent, &self.sources, self.store.as_ref())
+            .await
+        {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                let outcome = self
+                    .end_unstarted(run_id, agent, trigger, Termination::PromptUnavailable, e)
+                    .instrument(span.clone())
+                    .await?;
+                span.record("termination", outcome.termination.as_str());
+                if lineage.parent_id.is_none() {
+                    status::log(&self.sources, agent, trigger, &outcome).await;
+                    failure::tell(&self.sources, agent, trigger, &outcome).await;
+                }
+                return Ok(outcome);
+            }
+        };
+        let agent = resolved.as_ref().unwrap_or(agent);
         let top_level = lineage.parent_id.is_none();
         // The "working" status goes up while the run starts, not before it: the person
         // waits for one Slack call less (the first model call waits for it).

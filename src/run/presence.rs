@@ -129,6 +129,16 @@ impl Drop for Presence {
     }
 }
 
+/// Shows how a run ended whose presence died with its process (a run ended when
+/// another process reconciled it): the same final status an ended presence shows.
+pub async fn show_end(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, progress: Progress) {
+    let mode = agent.output.status;
+    if mode == StatusMode::None || !matches!(trigger.origin, Origin::Slack { .. }) {
+        return;
+    }
+    show(sources, mode, &trigger.origin, &progress).await;
+}
+
 async fn show(sources: &Sources, mode: StatusMode, origin: &Origin, progress: &Progress) {
     let Some(source) = sources.for_origin(origin) else {
         return;

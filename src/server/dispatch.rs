@@ -639,7 +639,12 @@ impl Dispatcher {
                     let mut waited = false;
                     while !store.start_within(&run_id, &agent.name, max, thread.as_deref()).await? {
                         waited = true;
-                        tokio::time::sleep(SLOT_POLL).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(SLOT_POLL) => {}
+                            // Still waiting when the grace runs out: the run stays queued
+                            // and its lease lapses, so the next process takes it.
+                            _ = runner.interrupt.cancelled() => return Ok(None),
+                        }
                     }
                     // A run that waited its turn starts once the conversation is quiet,
                     // so a burst of messages becomes one turn. A first message starts
@@ -654,16 +659,23 @@ impl Dispatcher {
                         }
                     }
                 }
-                let _global = global.acquire_owned().await;
-                let _agent = match per_agent {
-                    Some(s) => s.acquire_owned().await.ok(),
-                    None => None,
+                let slots = async {
+                    let global = global.acquire_owned().await;
+                    let agent = match per_agent {
+                        Some(s) => s.acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    (global, agent)
+                };
+                let _slots = tokio::select! {
+                    slots = slots => slots,
+                    _ = runner.interrupt.cancelled() => return Ok(None),
                 };
                 let mut lineage = Lineage::root(&agent);
                 lineage.existing_run = Some(run_id.clone());
                 lineage.inbox = inbox.as_ref().map(|(_, i)| i.clone());
                 lineage.stop = Some(stop.clone());
-                runner.run_in(&agent, &trigger, lineage, stop.token()).await
+                runner.run_in(&agent, &trigger, lineage, stop.token()).await.map(Some)
             };
             let renew = async {
                 loop {
@@ -675,7 +687,11 @@ impl Dispatcher {
             };
             let outcome = tokio::select! {
                 r = work => match r {
-                    Ok(o) => {
+                    Ok(None) => {
+                        tracing::info!(run = %run_id, agent = %agent.name, "run left queued at shutdown");
+                        None
+                    }
+                    Ok(Some(o)) => {
                         tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status().as_str(), termination = o.termination.as_str(), "run finished");
                         Some(o)
                     }
@@ -713,17 +729,80 @@ impl Dispatcher {
         });
     }
 
+    /// Ends a run that reconcile will not resume, as a run that ends by itself would
+    /// end: counted, its final status and log line shown, the person told, its sealed
+    /// input erased. False when it had already ended (nothing else happens then).
+    async fn end_reconciled(
+        &self,
+        r: &crate::store::ExpiredRun,
+        agent: Option<&AgentConfig>,
+        termination: Termination,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let store = &self.runner.store;
+        if !end_run(store.as_ref(), &r.id, termination, error).await? {
+            return Ok(false);
+        }
+        let outcome = RunOutcome::new(&r.id).stopped(termination, Some(error.into()));
+        let ran = store
+            .get_run(&r.id)
+            .await?
+            .and_then(|row| row.started_at.or(Some(row.created_at)))
+            .map_or(0.0, |at| {
+                (Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0
+            });
+        self.runner
+            .metrics
+            .run_finished(&r.agent, outcome.status(), termination, ran);
+        let Some(event) = (match &r.event_id {
+            Some(id) => store.get_event(id).await?,
+            None => None,
+        }) else {
+            return Ok(true);
+        };
+        if let (Some(agent), Some((trigger, _))) = (agent, self.trigger_of(&event)) {
+            let sources = &self.runner.sources;
+            crate::run::presence::show_end(
+                sources,
+                agent,
+                &trigger,
+                crate::run::status::progress_of(&outcome),
+            )
+            .await;
+            crate::run::status::log(sources, agent, &trigger, &outcome).await;
+            crate::run::failure::tell(sources, agent, &trigger, &outcome).await;
+        }
+        if event.private
+            && let Err(e) = store.erase_sealed(&event.id).await
+        {
+            tracing::warn!(event = %event.id, error = %e, "cannot erase a private event's sealed text");
+        }
+        Ok(true)
+    }
+
     /// Runs whose lease ran out belong to a process that died. One with no
     /// side-effecting tool call yet is retried; one with side effects is marked
     /// `interrupted` and reported, never silently re-run.
     pub async fn reconcile(&self) -> Result<(), StoreError> {
         let store = &self.runner.store;
-        for r in store.expired_runs(Utc::now()).await? {
+        let now = Utc::now();
+        for r in store.expired_runs(now).await? {
+            // Every replica reconciles the same table: only the one that takes the lease
+            // acts on the run, so an expired run is never started twice.
+            if !store
+                .take_expired(&r.id, now, lease_until(self.settings.lease))
+                .await?
+            {
+                continue;
+            }
             self.runner.metrics.lease_reclaimed();
             let Some(agent) = self.config.agents.get(&r.agent).cloned() else {
                 // Ended rather than left queued: a queued run holds its conversation.
                 let error = format!("agent '{}' is no longer in the configuration", r.agent);
-                if end_run(store.as_ref(), &r.id, Termination::Interrupted, &error).await? {
+                if self
+                    .end_reconciled(&r, None, Termination::Interrupted, &error)
+                    .await?
+                {
                     tracing::warn!(run = %r.id, agent = %r.agent, "ended a run of an agent that no longer exists");
                 }
                 continue;
@@ -732,7 +811,10 @@ impl Dispatcher {
                 let reason = "process stopped after a side-effecting tool call; not retried";
                 append_now(store.as_ref(), &r.id, RunEvent::Interrupted { reason }).await?;
                 let error = "steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect";
-                if end_run(store.as_ref(), &r.id, Termination::Interrupted, error).await? {
+                if self
+                    .end_reconciled(&r, Some(&agent), Termination::Interrupted, error)
+                    .await?
+                {
                     tracing::error!(run = %r.id, agent = %r.agent, "run interrupted by a crash after side effects; reported, not retried");
                 }
                 continue;
@@ -746,7 +828,10 @@ impl Dispatcher {
                     "the process stopped during each of this run's {} attempts; it is not retried again",
                     r.attempt
                 );
-                if end_run(store.as_ref(), &r.id, Termination::CrashLoop, &error).await? {
+                if self
+                    .end_reconciled(&r, Some(&agent), Termination::CrashLoop, &error)
+                    .await?
+                {
                     tracing::error!(run = %r.id, agent = %r.agent, attempts = r.attempt, "run failed as a crash loop");
                 }
                 continue;

@@ -35,6 +35,10 @@ pub struct Ingest {
     data_key: Option<DataKey>,
 }
 
+/// How long a webhook waits for its event's commit before answering 503: well inside
+/// the request timeout (10 s), which would answer 408.
+pub const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error("the event store is unavailable: {0}")]
@@ -154,8 +158,17 @@ impl Ingest {
     }
 
     /// Persists `event` under `dedupe_key`; `Ok(true)` when new, `Ok(false)` for a
-    /// duplicate. Returns after the commit.
+    /// duplicate. Returns after the commit, or an error after [`COMMIT_WAIT`] without
+    /// one (a database that stopped answering makes the pool wait; the sender must
+    /// hear 503 and retry before the request times out, and a late commit of the same
+    /// event is then a duplicate).
     pub async fn submit(&self, event: &TriggerEvent, dedupe_key: &str) -> Result<bool, IngestError> {
+        tokio::time::timeout(COMMIT_WAIT, self.submit_now(event, dedupe_key))
+            .await
+            .map_err(|_| IngestError::Store(format!("no commit within {} s", COMMIT_WAIT.as_secs())))?
+    }
+
+    async fn submit_now(&self, event: &TriggerEvent, dedupe_key: &str) -> Result<bool, IngestError> {
         let (reply, rx) = oneshot::channel();
         let submission = Submission {
             row: match &self.data_key {

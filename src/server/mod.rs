@@ -307,7 +307,8 @@ impl Service {
 
 /// Serves on `addr` until SIGTERM or ctrl-c, then stops gracefully: `/readyz` turns
 /// 503 at once, requests are still served for `drain` (so load balancers see the
-/// change), then no new connections are accepted and running work gets `grace`.
+/// change), then no new connections are accepted, and open connections and running
+/// work both get the same `grace`.
 pub async fn serve(
     addr: SocketAddr,
     service: Service,
@@ -335,9 +336,21 @@ pub async fn serve(
             _ = on_signal.cancelled() => {}
         }
     });
-    serve_connections(listener, service.router(), stop, HEADER_READ_TIMEOUT, grace).await;
+    // Open connections and running work share one grace period (not one after the
+    // other), so a stop takes at most drain + grace + INTERRUPT_WAIT.
+    let connections = serve_connections(
+        listener,
+        service.router(),
+        stop.clone(),
+        HEADER_READ_TIMEOUT,
+        grace,
+    );
+    let work = async {
+        stop.cancelled().await;
+        service.stop(grace).await;
+    };
+    tokio::join!(connections, work);
     signals.abort();
-    service.stop(grace).await;
     tracing::info!("steward stopped");
     Ok(())
 }

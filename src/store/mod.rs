@@ -296,9 +296,21 @@ pub trait RunStore: Send + Sync {
     /// Server runs that are queued or running with a lease that ran out at or before `now`
     /// (a decided approval frees its run with a lease ending at the decision).
     async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError>;
+    /// Takes over a run from [`expired_runs`](Self::expired_runs): sets its lease to
+    /// `until` only if it is still queued or running with a lease that ran out at or
+    /// before `now`. Exactly one of several replicas reconciling the same run gets
+    /// true; the others must leave it alone.
+    async fn take_expired(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
     /// Whether the run made a side-effecting tool call.
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;
-    /// false when it was no longer in `from`.
+    /// Puts a run back in the queue for another attempt (its files dropped, its lease
+    /// kept: the caller took it with [`take_expired`](Self::take_expired)); false when
+    /// it was no longer in `from`.
     async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError>;
 }
 

@@ -403,6 +403,25 @@ impl RunStore for PgStore {
         Ok(())
     }
 
+    async fn take_expired(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        // One statement: a second replica's update finds the new lease and matches nothing.
+        let done = sqlx::query(
+            "UPDATE runs SET lease_until = $1 WHERE id = $2 AND status IN ('queued', 'running') \
+             AND (lease_until IS NULL OR lease_until <= $3)",
+        )
+        .bind(timestamp(until))
+        .bind(run_id)
+        .bind(timestamp(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
         let now = timestamp(now);
         let rows = sqlx::query(
@@ -429,7 +448,7 @@ impl RunStore for PgStore {
     async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
-            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = $1 AND status = $2",
+            "UPDATE runs SET status = 'queued', attempt = attempt + 1 WHERE id = $1 AND status = $2",
         )
         .bind(run_id)
         .bind(from.as_str())

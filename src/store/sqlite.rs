@@ -421,6 +421,25 @@ impl RunStore for SqliteStore {
         Ok(())
     }
 
+    async fn take_expired(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        // One statement: a second replica's update finds the new lease and matches nothing.
+        let done = sqlx::query(
+            "UPDATE runs SET lease_until = ? WHERE id = ? AND status IN ('queued', 'running') \
+             AND (lease_until IS NULL OR lease_until <= ?)",
+        )
+        .bind(timestamp(until))
+        .bind(run_id)
+        .bind(timestamp(now))
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
         let now = timestamp(now);
         let rows = sqlx::query(
@@ -447,7 +466,7 @@ impl RunStore for SqliteStore {
     async fn requeue(&self, run_id: &str, from: RunStatus) -> Result<bool, StoreError> {
         let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
-            "UPDATE runs SET status = 'queued', attempt = attempt + 1, lease_until = NULL WHERE id = ? AND status = ?",
+            "UPDATE runs SET status = 'queued', attempt = attempt + 1 WHERE id = ? AND status = ?",
         )
         .bind(run_id)
         .bind(from.as_str())
