@@ -225,3 +225,22 @@ fn the_image_build_stage_copies_what_the_build_reads() {
         );
     }
 }
+
+#[test]
+fn the_ingress_routes_every_url_the_slack_manifest_names() {
+    let manifest = read("deploy/slack-app-manifest.yaml");
+    let urls = names(&manifest, r"request_url: https://[^/\s]+(/[^\s#]+)");
+    assert!(
+        urls.contains("/slack/events") && urls.contains("/slack/interactivity"),
+        "{urls:?}"
+    );
+    let ingress: serde_yaml::Value = serde_yaml::from_str(&read("deploy/k8s/ingress.yaml")).unwrap();
+    let routed: BTreeSet<String> = ingress["spec"]["rules"][0]["http"]["paths"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["path"].as_str().map(str::to_string))
+        .collect();
+    let missing: Vec<&String> = urls.iter().filter(|u| !routed.contains(*u)).collect();
+    assert!(missing.is_empty(), "the Ingress does not route {missing:?}");
+}
