@@ -90,6 +90,19 @@ struct EvalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EvalScoreLabels {
+    agent: String,
+    criterion: String,
+}
+
+/// Judge scores run from 0 to 1.
+const EVAL_SCORES: [f64; 10] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+
+fn eval_histogram() -> Histogram {
+    Histogram::new(EVAL_SCORES)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FeedbackLabels {
     agent: String,
     vote: &'static str,
@@ -174,6 +187,7 @@ pub struct Metrics {
     retries: Counter,
     spans_dropped: Counter,
     evals: Family<EvalLabels, Counter>,
+    eval_scores: Family<EvalScoreLabels, Histogram, fn() -> Histogram>,
     feedback: Family<FeedbackLabels, Counter>,
 }
 
@@ -212,6 +226,7 @@ impl Metrics {
             retries: Counter::default(),
             spans_dropped: Counter::default(),
             evals: Family::default(),
+            eval_scores: Family::new_with_constructor(eval_histogram),
             feedback: Family::default(),
             registry: Registry::default(),
         };
@@ -290,6 +305,11 @@ impl Metrics {
             "eval_results",
             "Post-run eval verdicts by agent, criterion and result (pass, fail, error)",
             m.evals.clone(),
+        );
+        registry.register(
+            "eval_score",
+            "Post-run judge scores (0 to 1) by agent and criterion; verdicts that errored have none",
+            m.eval_scores.clone(),
         );
         registry.register(
             "feedback",
@@ -421,8 +441,9 @@ impl Metrics {
         set("runs", runs);
     }
 
-    /// A post-run eval verdict: `pass`, `fail` or `error`.
-    pub fn eval_result(&self, agent: &str, criterion: &str, result: &str) {
+    /// A post-run eval verdict: `pass`, `fail` or `error`, and the judge's score (none
+    /// when judging failed).
+    pub fn eval_result(&self, agent: &str, criterion: &str, result: &str, score: Option<f64>) {
         self.evals
             .get_or_create(&EvalLabels {
                 agent: agent.to_string(),
@@ -430,6 +451,14 @@ impl Metrics {
                 result: result.to_string(),
             })
             .inc();
+        if let Some(score) = score {
+            self.eval_scores
+                .get_or_create(&EvalScoreLabels {
+                    agent: agent.to_string(),
+                    criterion: criterion.to_string(),
+                })
+                .observe(score);
+        }
     }
 
     /// A 👍 (`up`) or 👎 (`down`) on a reply.

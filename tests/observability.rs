@@ -373,6 +373,10 @@ async fn metrics_status_and_inspector_after_slack_runs() {
         r#"steward_eval_results_total{agent="helpdesk",criterion="The answer says whether the ticket is open.",result="pass"}"#,
         2.0,
     );
+    expect(
+        r#"steward_eval_score_count{agent="helpdesk",criterion="The answer says whether the ticket is open."}"#,
+        2.0,
+    );
     expect(r#"steward_run_duration_seconds_count{agent="helpdesk"}"#, 2.0);
     let input = line_value(
         &metrics,

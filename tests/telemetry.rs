@@ -56,6 +56,15 @@ fn text(v: Option<&AnyValue>) -> String {
         Some(AnyValue::IntValue(i)) => i.to_string(),
         Some(AnyValue::BoolValue(b)) => b.to_string(),
         Some(AnyValue::DoubleValue(d)) => d.to_string(),
+        // String arrays (finish reasons) as `[a,b]`, so a test sees the type.
+        Some(AnyValue::ArrayValue(a)) => format!(
+            "[{}]",
+            a.values
+                .iter()
+                .map(|v| text(v.value.as_ref()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         _ => String::new(),
     }
 }
@@ -189,7 +198,7 @@ async fn a_run_exports_genai_spans_in_one_trace() {
     // Each model call: the response's id and finish reason, usage, not a fallback.
     let first = chats
         .iter()
-        .find(|c| attr(c, "gen_ai.response.finish_reasons").as_deref() == Some("tool_calls"));
+        .find(|c| attr(c, "gen_ai.response.finish_reasons").as_deref() == Some("[tool_calls]"));
     let first = first.expect("the tool-calling turn");
     assert_eq!(
         attr(first, "gen_ai.response.id").as_deref(),

@@ -10,19 +10,33 @@ pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
     if s.otel_disabled {
         return Ok(None);
     }
-    let traces_url = match (&s.otel_traces_endpoint, &s.otel_endpoint) {
-        (Some(url), _) => url.trim().to_string(),
-        (None, Some(base)) => format!("{}/v1/traces", base.trim().trim_end_matches('/')),
+    let (var, traces_url) = match (&s.otel_traces_endpoint, &s.otel_endpoint) {
+        (Some(url), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url.trim().to_string()),
+        (None, Some(base)) => (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("{}/v1/traces", base.trim().trim_end_matches('/')),
+        ),
         (None, None) => return Ok(None),
     };
     if !(traces_url.starts_with("http://") || traces_url.starts_with("https://")) {
+        return Err(format!("{var} '{traces_url}' is not an http:// or https:// URL"));
+    }
+    // gRPC would be POSTed protobuf on the gRPC port and silently dropped: refused.
+    if let Some((var, protocol)) = &s.otel_protocol
+        && protocol.trim() != "http/protobuf"
+    {
         return Err(format!(
-            "OTEL_EXPORTER_OTLP_ENDPOINT '{traces_url}' is not an http:// or https:// URL"
+            "{var} '{}' is not supported: steward exports OTLP as http/protobuf (the collector's port 4318)",
+            protocol.trim()
         ));
     }
+    let (headers_var, header_text) = s
+        .otel_headers
+        .clone()
+        .unwrap_or(("OTEL_EXPORTER_OTLP_HEADERS", String::new()));
     Ok(Some(OtlpConfig {
         traces_url,
-        headers: headers(s.otel_headers.as_deref().unwrap_or_default())?,
+        headers: headers(&header_text).map_err(|e| format!("{headers_var}: {e}"))?,
         service_name: s.otel_service_name.clone().unwrap_or_else(|| "steward".into()),
         sampler: sampler(s.otel_sampler.as_deref(), s.otel_sampler_arg.as_deref())?,
     }))
@@ -34,14 +48,12 @@ fn headers(text: &str) -> Result<Vec<(String, String)>, String> {
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((k, v)) = entry.split_once('=') else {
             return Err(format!(
-                "OTEL_EXPORTER_OTLP_HEADERS: '{entry}' is not key=value (entries are separated by commas)"
+                "'{entry}' is not key=value (entries are separated by commas)"
             ));
         };
         let key = k.trim();
         if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(format!(
-                "OTEL_EXPORTER_OTLP_HEADERS: '{key}' is not a header name"
-            ));
+            return Err(format!("'{key}' is not a header name"));
         }
         out.push((key.to_string(), percent_decode(v.trim())?));
     }
@@ -57,7 +69,7 @@ fn percent_decode(text: &str) -> Result<String, String> {
             let hex = text
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("OTEL_EXPORTER_OTLP_HEADERS: bad percent-escape in '{text}'"))?;
+                .ok_or_else(|| format!("bad percent-escape in '{text}'"))?;
             out.push(hex);
             i += 3;
         } else {
@@ -65,7 +77,7 @@ fn percent_decode(text: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| "OTEL_EXPORTER_OTLP_HEADERS: a value is not UTF-8".to_string())
+    String::from_utf8(out).map_err(|_| "a value is not UTF-8".to_string())
 }
 
 fn sampler(name: Option<&str>, arg: Option<&str>) -> Result<TraceSampler, String> {
@@ -156,6 +168,35 @@ mod tests {
                 .unwrap_err()
                 .starts_with("OTEL_TRACES_SAMPLER 'sometimes'")
         );
+        let bad = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"),
+            ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "k=%zz"),
+        ]);
+        assert_eq!(
+            config(&bad).unwrap_err(),
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS: bad percent-escape in '%zz'"
+        );
+        let bad = settings(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318/v1/traces")]);
+        assert!(
+            config(&bad)
+                .unwrap_err()
+                .starts_with("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT 'collector:4318/v1/traces'")
+        );
+        // gRPC would go unanswered on the HTTP exporter: refused by name.
+        let grpc = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ]);
+        assert!(
+            config(&grpc)
+                .unwrap_err()
+                .starts_with("OTEL_EXPORTER_OTLP_PROTOCOL 'grpc' is not supported")
+        );
+        let http = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+        ]);
+        assert!(config(&http).unwrap().is_some());
         let bad = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")]);
         assert!(
             config(&bad)

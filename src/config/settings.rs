@@ -56,8 +56,12 @@ pub struct Settings {
     pub otel_endpoint: Option<String>,
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the full traces URL, used as is.
     pub otel_traces_endpoint: Option<String>,
-    /// `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`.
-    pub otel_headers: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else `OTEL_EXPORTER_OTLP_HEADERS`, with the
+    /// name of the variable it came from (for errors).
+    pub otel_headers: Option<(&'static str, String)>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`, with its
+    /// variable's name: only `http/protobuf` is exported, anything else is refused.
+    pub otel_protocol: Option<(&'static str, String)>,
     pub otel_service_name: Option<String>,
     pub otel_sampler: Option<String>,
     pub otel_sampler_arg: Option<String>,
@@ -183,8 +187,12 @@ impl Settings {
             hook_tokens,
             otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             otel_traces_endpoint: get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-            otel_headers: get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
-                .or_else(|| get("OTEL_EXPORTER_OTLP_HEADERS")),
+            otel_headers: (get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", v)))
+            .or_else(|| get("OTEL_EXPORTER_OTLP_HEADERS").map(|v| ("OTEL_EXPORTER_OTLP_HEADERS", v))),
+            otel_protocol: (get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", v)))
+            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL").map(|v| ("OTEL_EXPORTER_OTLP_PROTOCOL", v))),
             otel_service_name: get("OTEL_SERVICE_NAME"),
             otel_sampler: get("OTEL_TRACES_SAMPLER"),
             otel_sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),

@@ -99,7 +99,8 @@ pub async fn evaluate(
                 "gen_ai.evaluation.explanation" = explanation.as_deref().unwrap_or(""),
                 "gen_ai.evaluation.result"
             );
-            runner.metrics.eval_result(&agent.name, criterion, label);
+            let score = v.error.is_none().then_some(v.score);
+            runner.metrics.eval_result(&agent.name, criterion, label, score);
             runner
                 .store
                 .add_score(

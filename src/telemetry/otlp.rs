@@ -169,11 +169,21 @@ fn kind(k: Kind) -> u64 {
     }
 }
 
+/// Attributes the GenAI conventions type as string arrays. tracing's fields carry one
+/// string, comma-separated; the encoder writes them as an OTLP array.
+const STRING_ARRAYS: [&str; 1] = ["gen_ai.response.finish_reasons"];
+
 /// `KeyValue { key = 1, value = 2: AnyValue }`.
 fn key_value(b: &mut Vec<u8>, key: &str, value: &Value) {
     bytes(b, 1, key.as_bytes());
     message(b, 2, |b| match value {
-        // AnyValue { string_value = 1, bool_value = 2, int_value = 3, double_value = 4 }
+        // AnyValue { string_value = 1, bool_value = 2, int_value = 3, double_value = 4,
+        // array_value = 5: ArrayValue { values = 1: AnyValue } }
+        Value::Str(s) if STRING_ARRAYS.contains(&key) => message(b, 5, |b| {
+            for item in s.as_str().split(',').filter(|i| !i.is_empty()) {
+                message(b, 1, |b| bytes(b, 1, item.as_bytes()));
+            }
+        }),
         Value::Str(s) => bytes(b, 1, s.as_str().as_bytes()),
         Value::Bool(v) => {
             tag(b, 2, VARINT);
@@ -296,6 +306,7 @@ mod tests {
         chat.set("steward.delta", Value::Int(-3));
         chat.set("steward.fallback", Value::Bool(true));
         chat.set("error.type", Value::Str("timeout".into()));
+        chat.set("gen_ai.response.finish_reasons", Value::Str("length".into()));
         chat.add_event(EventRecord {
             time_unix_nano: 7,
             name: "retry".into(),
@@ -345,6 +356,16 @@ mod tests {
         assert_eq!(value(3), Some(any_value::Value::IntValue(-3)));
         assert_eq!(value(4), Some(any_value::Value::BoolValue(true)));
         assert_eq!(spans[1].attributes[5].key, "error.type");
+        // A string array by the conventions.
+        let Some(any_value::Value::ArrayValue(reasons)) = value(6) else {
+            panic!("finish_reasons is not an array: {:?}", value(6));
+        };
+        assert_eq!(
+            reasons.values,
+            [AnyValue {
+                value: Some(any_value::Value::StringValue("length".into()))
+            }]
+        );
         assert_eq!(
             spans[1].events[0].attributes[0].value,
             Some(AnyValue {
