@@ -176,6 +176,22 @@ impl Harness {
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
+    /// `/metrics` in the classic text format.
+    async fn metrics_text(&self) -> String {
+        let req = Request::get("/metrics").body(Body::empty()).unwrap();
+        let resp = self
+            .service
+            .as_ref()
+            .unwrap()
+            .router()
+            .oneshot(req)
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
     /// Waits until `n` runs exist and all have finished.
     async fn finished_runs(&self, n: usize) -> Vec<RunRow> {
         for _ in 0..200 {
@@ -1139,6 +1155,13 @@ async fn a_run_that_keeps_crashing_the_process_is_failed_as_a_crash_loop() {
     assert!(
         h.fake.requests().is_empty(),
         "a crash-looping run is not started again"
+    );
+    // Ended by reconcile, yet counted like any run that ends.
+    let metrics = h.metrics_text().await;
+    assert!(
+        metrics
+            .contains(r#"steward_runs_total{agent="helpdesk",status="failed",termination="crash_loop"} 1"#),
+        "{metrics}"
     );
     h.stop().await;
 }

@@ -736,6 +736,90 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     let _ = child.wait();
 }
 
+/// A TCP proxy to `upstream` that, once `cut` is set, stops passing bytes both ways
+/// while keeping every connection open: a database that stopped answering (a network
+/// partition or a hung server), which the pool cannot tell from a slow one.
+async fn partition_proxy(upstream: String, cut: Arc<std::sync::atomic::AtomicBool>) -> String {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            let pump = |cut: Arc<std::sync::atomic::AtomicBool>| {
+                move |mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf| async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        let n = match from.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        while cut.load(Ordering::SeqCst) {
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        }
+                        if to.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            };
+            tokio::spawn(pump(cut.clone())(cr, sw));
+            tokio::spawn(pump(cut.clone())(sr, cw));
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_that_stops_answering_makes_webhooks_answer_503_not_408() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use support::*;
+    let Some((_, schema)) = postgres().await else {
+        return;
+    };
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("noted")));
+    let root = intake_tree();
+    let mut url = reqwest::Url::parse(&pg_url()).unwrap();
+    let upstream = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let cut = Arc::new(AtomicBool::new(false));
+    let proxy = partition_proxy(upstream, cut.clone()).await;
+    let port: u16 = proxy.rsplit(':').next().unwrap().parse().unwrap();
+    url.set_port(Some(port)).unwrap();
+    url.set_query(Some(&format!("options=-c%20search_path%3D{schema}")));
+    let addr = free_local_addr();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", root.path())
+        .env("DATABASE_URL", url.as_str())
+        .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"first\"}").await;
+    assert_eq!(status, 200);
+    cut.store(true, Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"unstored\"}").await;
+    let waited = started.elapsed();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    cut.store(false, Ordering::SeqCst);
+    // 503 (the sender retries), not the request timeout's 408, and not a 200 for an
+    // event that was never stored.
+    assert_eq!(status, 503, "after {waited:?}");
+    drop_schema(&schema).await;
+}
+
 #[test]
 fn an_unreachable_postgres_is_a_one_line_error_without_the_password() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
@@ -1051,6 +1135,21 @@ async fn three_replicas_fire_each_cron_slot_once() {
     );
     let distinct: std::collections::BTreeSet<&String> = slots.iter().map(|(k, _)| k).collect();
     assert_eq!(distinct.len(), slots.len());
+    // And none was missed: from the first slot fired to the last, every 2 s slot is
+    // there exactly once (`cron:{agent}:{index}:{slot}`).
+    let times: std::collections::BTreeSet<i64> = slots
+        .iter()
+        .map(|(k, _)| {
+            let slot = k.splitn(4, ':').nth(3).unwrap();
+            chrono::DateTime::parse_from_rfc3339(slot).unwrap().timestamp()
+        })
+        .collect();
+    let (first, last) = (*times.first().unwrap(), *times.last().unwrap());
+    let expected: std::collections::BTreeSet<i64> = (first..=last).step_by(2).collect();
+    assert_eq!(
+        times, expected,
+        "every slot from the first to the last fired once"
+    );
     drop_schema(&schema).await;
 }
 

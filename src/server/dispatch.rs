@@ -116,13 +116,22 @@ async fn input_lost(
         tracing::warn!(run = %run_id, error = %e, "cannot tell the person their message was lost");
     }
     recorder.flush().await?;
-    end_run(
+    if end_run(
         runner.store.as_ref(),
         run_id,
         Termination::Interrupted,
         "the private input of this run was lost in a restart; the person was asked to send it again",
     )
-    .await?;
+    .await?
+    {
+        // Ended here, not by the runner: counted here (it never ran, so no duration).
+        runner.metrics.run_finished(
+            &agent.name,
+            Termination::Interrupted.status(),
+            Termination::Interrupted,
+            0.0,
+        );
+    }
     tracing::warn!(run = %run_id, agent = %agent.name, "private input lost in a restart; run ended with an apology");
     Ok(())
 }
