@@ -173,6 +173,15 @@ impl RunStore for NullStore {
         Ok(Vec::new())
     }
 
+    async fn take_expired(
+        &self,
+        _run_id: &str,
+        _now: chrono::DateTime<chrono::Utc>,
+        _until: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     async fn has_side_effects(&self, _run_id: &str) -> Result<bool, StoreError> {
         Ok(false)
     }

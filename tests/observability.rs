@@ -595,7 +595,7 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
         token: Some(ADMIN_TOKEN.into()),
         trusted_user_header: Some("x-forwarded-user".into()),
         metrics_token: Some("scrape-me".into()),
-        open: false,
+        ..AdminAccess::default()
     })
     .await;
     assert_eq!(h.get("/runs").await.0, StatusCode::UNAUTHORIZED);

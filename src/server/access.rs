@@ -15,7 +15,6 @@
 
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
-use sha2::{Digest, Sha256};
 
 /// The login cookie's name.
 pub const COOKIE_NAME: &str = "steward_admin";
@@ -32,7 +31,13 @@ pub struct AdminAccess {
     /// Admit unauthenticated inspector requests: set by `serve` only when neither the
     /// token nor the header is configured and the bind address is loopback.
     pub open: bool,
+    /// Mark the login cookie `Secure` (set when `STEWARD_PUBLIC_URL` is https).
+    pub secure_cookie: bool,
 }
+
+/// How long a login lasts: the expiry is inside the signed cookie value, so a copied
+/// cookie stops working then whatever the browser does.
+const SESSION_SECS: i64 = 12 * 3600;
 
 impl std::fmt::Debug for AdminAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,7 +91,7 @@ impl AdminAccess {
                 return Ok(Viewer::Admin);
             }
             if cookie(headers, COOKIE_NAME)
-                .is_some_and(|c| same(c.as_bytes(), session_value(token).as_bytes()))
+                .is_some_and(|c| valid_session(token, c, chrono::Utc::now().timestamp()))
             {
                 return Ok(Viewer::Admin);
             }
@@ -114,21 +119,36 @@ impl AdminAccess {
     pub fn login(&self, typed: &str) -> Option<String> {
         let token = self.token.as_ref()?;
         same(typed.trim().as_bytes(), token.as_bytes()).then(|| {
+            let expires = chrono::Utc::now().timestamp() + SESSION_SECS;
             format!(
-                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200",
-                session_value(token)
+                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{}",
+                session_value(token, expires),
+                if self.secure_cookie { "; Secure" } else { "" }
             )
         })
     }
 }
 
-/// The cookie value for `token`: a hash, so the cookie never holds the token itself
-/// (and changing the token signs everyone out).
-fn session_value(token: &str) -> String {
-    let mut hash = Sha256::new();
-    hash.update(b"steward inspector session v1\0");
-    hash.update(token.as_bytes());
-    hex::encode(hash.finalize())
+/// The cookie value for `token` until `expires` (Unix seconds): `{expires}.{HMAC}`
+/// keyed by the token, so the cookie never holds the token itself, cannot be extended,
+/// and changing the token signs everyone out.
+fn session_value(token: &str, expires: i64) -> String {
+    let at = expires.to_string();
+    let mac = crate::triggers::auth::sign_hex(
+        token.as_bytes(),
+        &[b"steward inspector session v2\0", at.as_bytes()],
+    );
+    format!("{at}.{mac}")
+}
+
+/// Whether `value` is a session cookie for `token` that has not expired at `now`.
+fn valid_session(token: &str, value: &str, now: i64) -> bool {
+    let Some(expires) = value.split_once('.').and_then(|(at, _)| at.parse::<i64>().ok()) else {
+        return false;
+    };
+    expires > now
+        && expires <= now + SESSION_SECS
+        && same(value.as_bytes(), session_value(token, expires).as_bytes())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -208,6 +228,23 @@ mod tests {
             access.viewer(&headers(&[("cookie", &format!("theme=dark; {value}"))])),
             Ok(Viewer::Admin)
         );
+        assert!(
+            !set.contains("Secure"),
+            "plain HTTP unless the public URL is https"
+        );
+        // The expiry is signed: an old cookie, or one whose expiry was pushed out, fails.
+        let now = chrono::Utc::now().timestamp();
+        let old = session_value("s3cret", now - 1);
+        assert!(!valid_session("s3cret", &old, now));
+        let (_, mac) = old.split_once('.').unwrap();
+        assert!(!valid_session("s3cret", &format!("{}.{mac}", now + 600), now));
+        assert!(valid_session("s3cret", &session_value("s3cret", now + 600), now));
+        assert!(!valid_session("other", &session_value("s3cret", now + 600), now));
+        let tls = AdminAccess {
+            secure_cookie: true,
+            ..access.clone()
+        };
+        assert!(tls.login("s3cret").unwrap().ends_with("; Secure"));
     }
 
     #[test]

@@ -102,6 +102,12 @@ impl Secrets {
                     .map(|h| h.to_ascii_lowercase()),
                 metrics_token: settings.metrics_token.clone(),
                 open: false,
+                // Served over TLS (the public URL is https): the login cookie is never
+                // sent over plain HTTP.
+                secure_cookie: settings
+                    .public_url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("https://")),
             },
         }
     }
