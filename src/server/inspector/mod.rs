@@ -171,11 +171,21 @@ async fn run_list(State(state): State<AppState>, Query(query): Query<ListQuery>)
         Ok(runs) => runs,
         Err(e) => return unavailable(false, e),
     };
-    let mut listed = Vec::with_capacity(runs.len());
-    for run in runs {
-        let actor = actor_name(&state, &run).await;
-        listed.push(pages::ListedRun { run, actor });
-    }
+    let names = state
+        .people
+        .names(runs.iter().filter_map(|r| r.actor.as_deref()))
+        .await;
+    let listed: Vec<pages::ListedRun> = runs
+        .into_iter()
+        .map(|run| {
+            let actor = match &run.actor {
+                Some(actor) => names.get(actor).cloned().unwrap_or_else(|| actor.clone()),
+                None if run.parent_id.is_some() => "parent run".into(),
+                None => String::new(),
+            };
+            pages::ListedRun { run, actor }
+        })
+        .collect();
     let agents: Vec<String> = state.config.agents.keys().cloned().collect();
     let sources = ["slack", "jira", "notion", "webhook", "cron", "cli", "subagent"];
     Html(pages::run_list(&listed, &filter, &agents, &sources).into_string()).into_response()
