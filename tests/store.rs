@@ -691,6 +691,7 @@ both!(
 
 #[tokio::test]
 async fn steward_serve_runs_a_webhook_on_postgres() {
+    let _alone = SERVERS.lock().await;
     use support::*;
     let Some((_, schema)) = postgres().await else {
         return;
@@ -736,6 +737,11 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     let _ = child.wait();
 }
 
+/// Tests that start `steward serve` processes take turns: several sets of replicas on
+/// 2 cores at once starve each other, and the kill test's replica may then have nothing
+/// in flight to take over.
+static SERVERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A TCP proxy to `upstream` that, once `cut` is set, stops passing bytes both ways
 /// while keeping every connection open: a database that stopped answering (a network
 /// partition or a hung server), which the pool cannot tell from a slow one.
@@ -777,6 +783,7 @@ async fn partition_proxy(upstream: String, cut: Arc<std::sync::atomic::AtomicBoo
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_database_that_stops_answering_makes_webhooks_answer_503_not_408() {
+    let _alone = SERVERS.lock().await;
     use std::sync::atomic::{AtomicBool, Ordering};
     use support::*;
     let Some((_, schema)) = postgres().await else {
@@ -921,6 +928,7 @@ async fn post_slack(client: &reqwest::Client, addr: &str, body: &str, secret: &s
 /// runs in flight. Afterwards every event was stored once and has exactly one run.
 #[tokio::test(flavor = "multi_thread")]
 async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
+    let _alone = SERVERS.lock().await;
     use futures_util::StreamExt;
     use support::*;
     const EVENTS: usize = 5_000;
@@ -1013,6 +1021,18 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .collect::<Vec<(usize, bool)>>()
     };
     let mut delivered = deliver(0..EVENTS / 2).await;
+    // Runs are in flight (each model call takes 200 ms) before the kill.
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    for _ in 0..200 {
+        let running: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status = 'running'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if running >= 32 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     // A replica dies mid-stream, with whatever it had claimed and was running.
     children[2].kill().unwrap();
     children[2].wait().unwrap();
@@ -1020,7 +1040,6 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     let acknowledged = delivered.iter().filter(|(_, ok)| *ok).count();
 
     // Every acknowledged event ends in exactly one finished run.
-    let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let count = |sql: &'static str| {
         let pool = pool.clone();
         async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool).await.unwrap() }
@@ -1080,6 +1099,7 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_replicas_fire_each_cron_slot_once() {
+    let _alone = SERVERS.lock().await;
     use support::*;
     let Some((_, schema)) = postgres().await else {
         return;
@@ -1155,6 +1175,7 @@ async fn three_replicas_fire_each_cron_slot_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sealed_private_dm_is_answered_by_another_replica_and_pg_dump_holds_no_text() {
+    let _alone = SERVERS.lock().await;
     use support::*;
     let Some((store, schema)) = postgres().await else {
         return;
@@ -1239,6 +1260,7 @@ async fn a_sealed_private_dm_is_answered_by_another_replica_and_pg_dump_holds_no
 /// each replica's connection (a retry, or a reconnect); it is stored once and runs once.
 #[tokio::test(flavor = "multi_thread")]
 async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
+    let _alone = SERVERS.lock().await;
     use futures_util::{SinkExt, StreamExt};
     use support::*;
     use tokio_tungstenite::tungstenite::Message;
