@@ -165,8 +165,9 @@ impl RunStore for NullStore {
         &self,
         _run_id: &str,
         _until: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(), StoreError> {
-        Ok(())
+        _owner: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
     }
 
     async fn expired_runs(&self, _now: chrono::DateTime<chrono::Utc>) -> Result<Vec<ExpiredRun>, StoreError> {
@@ -178,6 +179,7 @@ impl RunStore for NullStore {
         _run_id: &str,
         _now: chrono::DateTime<chrono::Utc>,
         _until: chrono::DateTime<chrono::Utc>,
+        _owner: &str,
     ) -> Result<bool, StoreError> {
         Ok(false)
     }

@@ -718,7 +718,12 @@ async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {
     );
     h.stop().await;
     // The process is gone: its lease runs out.
-    store.renew_lease(&run_id, chrono::Utc::now()).await.unwrap();
+    assert!(
+        store
+            .renew_lease(&run_id, chrono::Utc::now(), "crashed")
+            .await
+            .unwrap()
+    );
     run_id
 }
 
@@ -1143,7 +1148,7 @@ async fn a_run_that_keeps_crashing_the_process_is_failed_as_a_crash_loop() {
                 assert!(store.requeue(&run_id, RunStatus::Running).await.unwrap());
             }
         }
-        store.renew_lease(&run_id, past).await.unwrap();
+        assert!(store.renew_lease(&run_id, past, "crashed").await.unwrap());
     }
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("again")));

@@ -444,17 +444,26 @@ async fn leases_expire_and_runs_are_requeued_without_their_files(s: Arc<dyn Stor
     let now = Utc::now();
     let until = now + Span::seconds(60);
     assert!(
-        s.take_expired("leased", now, until).await.unwrap(),
+        s.take_expired("leased", now, until, "replica-a").await.unwrap(),
         "the first taker"
     );
     assert!(
-        !s.take_expired("leased", now, until).await.unwrap(),
+        !s.take_expired("leased", now, until, "replica-b").await.unwrap(),
         "a second replica reconciling the same run leaves it alone"
     );
     assert!(s.expired_runs(now).await.unwrap().is_empty());
-    s.renew_lease("leased", Utc::now() + Span::seconds(60))
-        .await
-        .unwrap();
+    // The lease is replica-a's now: the process that created the run and stalled past
+    // its lease cannot renew it.
+    assert!(
+        !s.renew_lease("leased", Utc::now() + Span::seconds(60), "creator")
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.renew_lease("leased", Utc::now() + Span::seconds(60), "replica-a")
+            .await
+            .unwrap()
+    );
     assert!(s.expired_runs(Utc::now()).await.unwrap().is_empty());
     s.transition("leased", RunStatus::Queued, RunStatus::Running)
         .await

@@ -156,6 +156,8 @@ pub struct Dispatcher {
     handoffs: Arc<super::handoff::Handoffs>,
     /// What a person's Stop reaches.
     stops: Arc<super::stops::Stops>,
+    /// This process's name on the leases it holds (one per process, never reused).
+    lease_owner: Arc<str>,
 }
 
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
@@ -195,6 +197,7 @@ impl Dispatcher {
             cron: jobs(&config),
             handoffs: Arc::default(),
             stops: Arc::default(),
+            lease_owner: uuid::Uuid::now_v7().to_string().into(),
             runner,
             config,
             notify,
@@ -569,7 +572,7 @@ impl Dispatcher {
             let store = &self.runner.store;
             store.create_run(&run).await?;
             store
-                .renew_lease(&run.id, lease_until(self.settings.lease))
+                .renew_lease(&run.id, lease_until(self.settings.lease), &self.lease_owner)
                 .await?;
             // The trigger is whole: it is the one just routed, still in memory.
             self.spawn(run.id, event_id.to_string(), agent, trigger.clone());
@@ -636,6 +639,7 @@ impl Dispatcher {
         let handoffs = self.handoffs.clone();
         let stop = Arc::new(crate::run::stop::StopSignal::new(&runner.interrupt));
         let stops = self.stops.clone();
+        let owner = self.lease_owner.clone();
         stops.add(&run_id, &trigger, stop.clone());
         self.tracker.spawn(async move {
             let store = runner.store.clone();
@@ -689,8 +693,15 @@ impl Dispatcher {
             let renew = async {
                 loop {
                     tokio::time::sleep(lease / 3).await;
-                    if let Err(e) = store.renew_lease(&run_id, lease_until(lease)).await {
-                        tracing::warn!(run = %run_id, error = %e, "cannot renew the run's lease");
+                    match store.renew_lease(&run_id, lease_until(lease), &owner).await {
+                        Ok(true) => {}
+                        // This process stalled past the lease and another replica took
+                        // the run: it is theirs now; this copy stops where it is.
+                        Ok(false) => {
+                            tracing::error!(run = %run_id, "another process took over this run while this one stalled past its lease; abandoning it here");
+                            return;
+                        }
+                        Err(e) => tracing::warn!(run = %run_id, error = %e, "cannot renew the run's lease"),
                     }
                 }
             };
@@ -799,7 +810,7 @@ impl Dispatcher {
             // Every replica reconciles the same table: only the one that takes the lease
             // acts on the run, so an expired run is never started twice.
             if !store
-                .take_expired(&r.id, now, lease_until(self.settings.lease))
+                .take_expired(&r.id, now, lease_until(self.settings.lease), &self.lease_owner)
                 .await?
             {
                 continue;
@@ -865,7 +876,12 @@ impl Dispatcher {
             let Some((trigger, whole)) = self.trigger_of(&event) else {
                 continue;
             };
-            store.renew_lease(&r.id, lease_until(self.settings.lease)).await?;
+            if !store
+                .renew_lease(&r.id, lease_until(self.settings.lease), &self.lease_owner)
+                .await?
+            {
+                continue;
+            }
             tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
             self.start(r.id, event.id.clone(), agent, trigger, whole);
         }

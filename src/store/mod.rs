@@ -291,8 +291,10 @@ pub trait RunStore: Send + Sync {
     async fn run_ids_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// In the order they were written.
     async fn run_events(&self, run_id: &str) -> Result<Vec<StoredEvent>, StoreError>;
-    /// Sets a run's lease (the time after which it is presumed dead).
-    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Sets a run's lease (the time after which it is presumed dead) for the process
+    /// `owner`. False when another process took the run over (its lease ran out while
+    /// this one stalled): the caller must stop working on it.
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>, owner: &str) -> Result<bool, StoreError>;
     /// Server runs that are queued or running with a lease that ran out at or before `now`
     /// (a decided approval frees its run with a lease ending at the decision).
     async fn expired_runs(&self, now: DateTime<Utc>) -> Result<Vec<ExpiredRun>, StoreError>;
@@ -305,6 +307,7 @@ pub trait RunStore: Send + Sync {
         run_id: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
+        owner: &str,
     ) -> Result<bool, StoreError>;
     /// Whether the run made a side-effecting tool call.
     async fn has_side_effects(&self, run_id: &str) -> Result<bool, StoreError>;

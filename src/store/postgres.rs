@@ -44,6 +44,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "thread key",
         include_str!("migrations/postgres/0005_thread_key.sql"),
     ),
+    (
+        6,
+        "lease owner",
+        include_str!("migrations/postgres/0006_lease_owner.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -394,13 +399,19 @@ impl RunStore for PgStore {
         rows.iter().map(rows::stored_event).collect()
     }
 
-    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET lease_until = $1 WHERE id = $2")
-            .bind(timestamp(until))
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>, owner: &str) -> Result<bool, StoreError> {
+        // A run nobody has renewed yet belongs to its creator, who claims it here.
+        let done = sqlx::query(
+            "UPDATE runs SET lease_until = $1, lease_owner = $2 WHERE id = $3 \
+             AND (lease_owner IS NULL OR lease_owner = $4)",
+        )
+        .bind(timestamp(until))
+        .bind(owner)
+        .bind(run_id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn take_expired(
@@ -408,13 +419,15 @@ impl RunStore for PgStore {
         run_id: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
+        owner: &str,
     ) -> Result<bool, StoreError> {
         // One statement: a second replica's update finds the new lease and matches nothing.
         let done = sqlx::query(
-            "UPDATE runs SET lease_until = $1 WHERE id = $2 AND status IN ('queued', 'running') \
-             AND (lease_until IS NULL OR lease_until <= $3)",
+            "UPDATE runs SET lease_until = $1, lease_owner = $2 WHERE id = $3 \
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until <= $4)",
         )
         .bind(timestamp(until))
+        .bind(owner)
         .bind(run_id)
         .bind(timestamp(now))
         .execute(&self.pool)

@@ -39,6 +39,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "claimed at", include_str!("migrations/0008_claimed_at.sql")),
     (9, "approvals", include_str!("migrations/0009_approvals.sql")),
     (10, "thread key", include_str!("migrations/0010_thread_key.sql")),
+    (11, "lease owner", include_str!("migrations/0011_lease_owner.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -412,13 +413,19 @@ impl RunStore for SqliteStore {
         rows.iter().map(rows::stored_event).collect()
     }
 
-    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET lease_until = ? WHERE id = ?")
-            .bind(timestamp(until))
-            .bind(run_id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+    async fn renew_lease(&self, run_id: &str, until: DateTime<Utc>, owner: &str) -> Result<bool, StoreError> {
+        // A run nobody has renewed yet belongs to its creator, who claims it here.
+        let done = sqlx::query(
+            "UPDATE runs SET lease_until = ?, lease_owner = ? WHERE id = ? \
+             AND (lease_owner IS NULL OR lease_owner = ?)",
+        )
+        .bind(timestamp(until))
+        .bind(owner)
+        .bind(run_id)
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn take_expired(
@@ -426,13 +433,15 @@ impl RunStore for SqliteStore {
         run_id: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
+        owner: &str,
     ) -> Result<bool, StoreError> {
         // One statement: a second replica's update finds the new lease and matches nothing.
         let done = sqlx::query(
-            "UPDATE runs SET lease_until = ? WHERE id = ? AND status IN ('queued', 'running') \
-             AND (lease_until IS NULL OR lease_until <= ?)",
+            "UPDATE runs SET lease_until = ?, lease_owner = ? WHERE id = ? \
+             AND status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until <= ?)",
         )
         .bind(timestamp(until))
+        .bind(owner)
         .bind(run_id)
         .bind(timestamp(now))
         .execute(&self.writer)
