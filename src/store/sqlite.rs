@@ -1044,6 +1044,7 @@ mod tests {
                  ALTER TABLE runs DROP COLUMN private; DROP TABLE run_scores; ALTER TABLE events DROP COLUMN sealed; \
                  ALTER TABLE events DROP COLUMN claimed_at; DROP TABLE approvals; \
                  DROP INDEX runs_thread; ALTER TABLE runs DROP COLUMN thread_key; \
+                 ALTER TABLE runs DROP COLUMN lease_owner; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -1059,7 +1060,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)
