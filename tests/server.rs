@@ -162,7 +162,8 @@ async fn harness() -> Harness {
 }
 
 impl Harness {
-    async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+    /// The service's answer to `req`: its status and whole body.
+    async fn exchange(&self, req: Request<Body>) -> (StatusCode, axum::body::Bytes) {
         let resp = self
             .service
             .as_ref()
@@ -172,23 +173,23 @@ impl Harness {
             .await
             .unwrap();
         let status = resp.status();
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        (
+            status,
+            axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap(),
+        )
+    }
+
+    async fn send(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let (status, bytes) = self.exchange(req).await;
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
     /// `/metrics` in the classic text format.
     async fn metrics_text(&self) -> String {
-        let req = Request::get("/metrics").body(Body::empty()).unwrap();
-        let resp = self
-            .service
-            .as_ref()
-            .unwrap()
-            .router()
-            .oneshot(req)
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let (status, bytes) = self
+            .exchange(Request::get("/metrics").body(Body::empty()).unwrap())
+            .await;
+        assert_eq!(status, StatusCode::OK);
         String::from_utf8(bytes.to_vec()).unwrap()
     }
 

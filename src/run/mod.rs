@@ -240,8 +240,7 @@ impl Runner {
                     .await?;
                 span.record("termination", outcome.termination.as_str());
                 if lineage.parent_id.is_none() {
-                    status::log(&self.sources, agent, trigger, &outcome).await;
-                    failure::tell(&self.sources, agent, trigger, &outcome).await;
+                    status::ended(&self.sources, agent, trigger, &outcome).await;
                 }
                 return Ok(outcome);
             }
@@ -279,8 +278,7 @@ impl Runner {
         }
         let outcome = outcome?;
         if top_level && outcome.termination != Termination::AwaitingApproval {
-            status::log(&self.sources, agent, trigger, &outcome).await;
-            failure::tell(&self.sources, agent, trigger, &outcome).await;
+            status::ended(&self.sources, agent, trigger, &outcome).await;
         }
         span.record("termination", outcome.termination.as_str());
         span.record("gen_ai.usage.input_tokens", outcome.usage.input_tokens);

@@ -44,10 +44,7 @@ impl Presence {
         agent: &AgentConfig,
         trigger: &TriggerEvent,
     ) -> Option<Arc<Presence>> {
-        let mode = agent.output.status;
-        if mode == StatusMode::None || !matches!(trigger.origin, Origin::Slack { .. }) {
-            return None;
-        }
+        let mode = shown_mode(agent, trigger)?;
         sources.for_origin(&trigger.origin)?;
         let (steps, mut step_rx) = watch::channel(None::<String>);
         let (started_tx, started) = watch::channel(false);
@@ -132,11 +129,16 @@ impl Drop for Presence {
 /// Shows how a run ended whose presence died with its process (a run ended when
 /// another process reconciled it): the same final status an ended presence shows.
 pub async fn show_end(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, progress: Progress) {
-    let mode = agent.output.status;
-    if mode == StatusMode::None || !matches!(trigger.origin, Origin::Slack { .. }) {
-        return;
+    if let Some(mode) = shown_mode(agent, trigger) {
+        show(sources, mode, &trigger.origin, &progress).await;
     }
-    show(sources, mode, &trigger.origin, &progress).await;
+}
+
+/// How `agent` shows a run's status for `trigger`; `None` when it shows none there
+/// (only Slack has a place for it).
+fn shown_mode(agent: &AgentConfig, trigger: &TriggerEvent) -> Option<StatusMode> {
+    let mode = agent.output.status;
+    (mode != StatusMode::None && matches!(trigger.origin, Origin::Slack { .. })).then_some(mode)
 }
 
 async fn show(sources: &Sources, mode: StatusMode, origin: &Origin, progress: &Progress) {

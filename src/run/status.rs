@@ -46,6 +46,13 @@ pub fn log_line(
     line
 }
 
+/// What people see when a top-level run has ended: its log-channel line and, if it
+/// failed, the sentence saying so where they asked.
+pub async fn ended(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, outcome: &RunOutcome) {
+    log(sources, agent, trigger, outcome).await;
+    super::failure::tell(sources, agent, trigger, outcome).await;
+}
+
 /// Posts the run's line to the log channel; nothing for private runs or without one.
 pub async fn log(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent, outcome: &RunOutcome) {
     let Some((client, channel)) = &sources.log else {

@@ -767,7 +767,7 @@ impl Dispatcher {
         let ran = store
             .get_run(&r.id)
             .await?
-            .and_then(|row| row.started_at.or(Some(row.created_at)))
+            .map(|row| row.started_at.unwrap_or(row.created_at))
             .map_or(0.0, |at| {
                 (Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0
             });
@@ -789,8 +789,7 @@ impl Dispatcher {
                 crate::run::status::progress_of(&outcome),
             )
             .await;
-            crate::run::status::log(sources, agent, &trigger, &outcome).await;
-            crate::run::failure::tell(sources, agent, &trigger, &outcome).await;
+            crate::run::status::ended(sources, agent, &trigger, &outcome).await;
         }
         if event.private
             && let Err(e) = store.erase_sealed(&event.id).await
@@ -876,12 +875,6 @@ impl Dispatcher {
             let Some((trigger, whole)) = self.trigger_of(&event) else {
                 continue;
             };
-            if !store
-                .renew_lease(&r.id, lease_until(self.settings.lease), &self.lease_owner)
-                .await?
-            {
-                continue;
-            }
             tracing::info!(run = %r.id, agent = %r.agent, "resuming a run whose process stopped");
             self.start(r.id, event.id.clone(), agent, trigger, whole);
         }

@@ -7,6 +7,8 @@ pub mod pages;
 pub mod people;
 pub mod timeline;
 
+use std::collections::HashMap;
+
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::header::{LOCATION, SET_COOKIE};
@@ -154,9 +156,11 @@ fn not_found(api: bool, what: &str) -> Response {
     r
 }
 
-async fn actor_name(state: &AppState, run: &RunRow) -> String {
+/// Who triggered `run`, as a page shows it: the person's name from `names` (their id
+/// when it has none), or "parent run" for a subagent's run.
+fn actor_label(run: &RunRow, names: &HashMap<String, String>) -> String {
     match &run.actor {
-        Some(actor) => state.people.name(actor).await,
+        Some(actor) => names.get(actor).cloned().unwrap_or_else(|| actor.clone()),
         None if run.parent_id.is_some() => "parent run".into(),
         None => String::new(),
     }
@@ -177,13 +181,9 @@ async fn run_list(State(state): State<AppState>, Query(query): Query<ListQuery>)
         .await;
     let listed: Vec<pages::ListedRun> = runs
         .into_iter()
-        .map(|run| {
-            let actor = match &run.actor {
-                Some(actor) => names.get(actor).cloned().unwrap_or_else(|| actor.clone()),
-                None if run.parent_id.is_some() => "parent run".into(),
-                None => String::new(),
-            };
-            pages::ListedRun { run, actor }
+        .map(|run| pages::ListedRun {
+            actor: actor_label(&run, &names),
+            run,
         })
         .collect();
     let agents: Vec<String> = state.config.agents.keys().cloned().collect();
@@ -217,7 +217,7 @@ async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Resp
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unavailable(false, e),
     };
     let page = pages::RunPage {
-        actor: actor_name(&state, &run).await,
+        actor: actor_label(&run, &state.people.names(run.actor.as_deref()).await),
         steps: timeline::steps(&events, run.private),
         children,
         prompt: agent_of(&state, &run.agent)

@@ -54,7 +54,7 @@ impl People {
 
     /// The name to show for `actor`: a Slack user id becomes the person's display
     /// name when Slack says; anything else (or a failed lookup) is shown as stored.
-    pub async fn name(&self, actor: &str) -> String {
+    async fn name(&self, actor: &str) -> String {
         if let Some(name) = self.names.lock().unwrap_or_else(|e| e.into_inner()).get(actor) {
             return name.clone();
         }
