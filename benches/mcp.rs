@@ -84,6 +84,7 @@ async fn main() {
         &|_| None,
         reg.names(),
         None,
+        None,
     )
     .await;
     assert!(warnings.is_empty(), "{warnings:?}");

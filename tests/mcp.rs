@@ -74,8 +74,15 @@ fn server(url: &str) -> BTreeMap<String, McpServer> {
     .into()
 }
 
+/// The port of a listener on the host, for the stdio server to try to reach.
+static HOST_PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+
 fn var(name: &str) -> Option<String> {
-    (name == "DEMO_MCP_TOKEN").then(|| TOKEN.to_string())
+    match name {
+        "DEMO_MCP_TOKEN" => Some(TOKEN.to_string()),
+        "DEMO_PORT" => HOST_PORT.get().map(|p| p.to_string()),
+        _ => None,
+    }
 }
 
 async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, Vec<String>) {
@@ -86,10 +93,20 @@ async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, 
         &var,
         reg.names(),
         None,
+        Some(&jail()),
     )
     .await;
     reg.add_source(hub);
     (reg, warnings)
+}
+
+fn jail() -> steward::sandbox::process::ProcessSandbox {
+    let jail =
+        steward::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-mcp-test"));
+    if let Some(why) = jail.unavailable() {
+        panic!("the sandbox is unavailable ({why}); install bubblewrap (.ci/deps does)");
+    }
+    jail
 }
 
 fn agent(tools: &[&str]) -> AgentConfig {
@@ -347,28 +364,49 @@ fn stdio_demo() -> std::path::PathBuf {
     debug.join("examples").join("mcp_stdio_demo")
 }
 
-#[tokio::test]
-async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
+fn stdio_server(sandbox: Option<steward::config::mcp::StdioSandbox>) -> BTreeMap<String, McpServer> {
     let command = stdio_demo();
     assert!(
         command.exists(),
         "{} (cargo test builds the examples)",
         command.display()
     );
-    let servers: BTreeMap<String, McpServer> = [(
+    [(
         "local".to_string(),
         McpServer {
             name: "local".into(),
             transport: McpTransport::Stdio {
                 command: command.display().to_string(),
                 args: Vec::new(),
-                env: [("DEMO_GREETING".to_string(), "DEMO_MCP_TOKEN".to_string())].into(),
+                env: [
+                    ("DEMO_GREETING".to_string(), "DEMO_MCP_TOKEN".to_string()),
+                    ("DEMO_PORT".to_string(), "DEMO_PORT".to_string()),
+                ]
+                .into(),
+                sandbox,
             },
             timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(10),
         },
     )]
-    .into();
+    .into()
+}
+
+/// As `mcp/local.yaml` with `command:` the demo's path would be sandboxed: its folder
+/// at `/server`.
+fn demo_sandbox() -> steward::config::mcp::StdioSandbox {
+    let command = stdio_demo();
+    steward::config::mcp::StdioSandbox {
+        dir: command.parent().map(|p| p.to_path_buf()),
+        program: format!("/server/{}", command.file_name().unwrap().to_string_lossy()),
+    }
+}
+
+#[tokio::test]
+async fn a_stdio_server_runs_sandboxed_with_only_its_named_environment() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    HOST_PORT.get_or_init(|| listener.local_addr().unwrap().port());
+    let servers = stdio_server(Some(demo_sandbox()));
     let (reg, warnings) = registry_with(&servers).await;
     assert!(warnings.is_empty(), "{warnings:?}");
     let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
@@ -376,7 +414,7 @@ async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
         reg,
         &agent(&["mcp:local"]),
         &trigger,
-        &[("c1", "local__env", "{}")],
+        &[("c1", "local__env", "{}"), ("c2", "local__snoop", "{}")],
         "done",
     )
     .await;
@@ -384,6 +422,32 @@ async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
     assert_eq!(
         r["c1"],
         format!("greeting {TOKEN}; steward's variables visible: false")
+    );
+    // Its parent inside the sandbox is bubblewrap's init, started from an empty
+    // environment; the host's files and network are out of reach.
+    assert_eq!(
+        r["c2"],
+        "parent environment leaked: false; host home visible: false; network: ConnectionRefused"
+    );
+
+    // Outside the sandbox (`sandbox: false`), the same server reads steward's
+    // environment from /proc and reaches the host's port: what the sandbox prevents.
+    let (reg, warnings) = registry_with(&stdio_server(None)).await;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let OneRound { fake, dir: _dir, .. } = one_round(
+        reg,
+        &agent(&["mcp:local"]),
+        &trigger,
+        &[("c2", "local__snoop", "{}")],
+        "done",
+    )
+    .await;
+    let r = tool_results(&fake);
+    assert!(r["c2"].contains("parent environment leaked: true"), "{}", r["c2"]);
+    assert!(
+        r["c2"].ends_with("network: connected") || r["c2"].contains("connected"),
+        "{}",
+        r["c2"]
     );
 
     // A command that is not there: a warning naming the server, not a failed start.
@@ -393,6 +457,7 @@ async fn a_stdio_server_runs_as_a_child_with_only_its_named_environment() {
             command: "/nonexistent/mcp-server".into(),
             args: Vec::new(),
             env: BTreeMap::new(),
+            sandbox: None,
         };
     }
     let (_, warnings) = registry_with(&missing).await;

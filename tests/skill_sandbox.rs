@@ -523,3 +523,84 @@ async fn input_files_are_in_the_work_folder_and_changed_ones_come_back() {
         [("in.txt", &b"first\nmore\n"[..]), ("out/new.txt", &b"new\n"[..])]
     );
 }
+
+/// bubblewrap's PID 1 keeps the environment and command line bubblewrap started with
+/// (containers/bubblewrap#725): they must hold nothing of steward's, no host path, no
+/// inherited descriptor, and no nested user namespace may be made.
+#[tokio::test]
+async fn pid_1_shows_no_secret_or_host_path_and_user_namespaces_are_refused() {
+    let sandbox = sandbox();
+    let probe = r#"import os, json, subprocess
+out = {}
+for name in ["environ", "cmdline"]:
+    try:
+        out[name] = open("/proc/1/" + name, "rb").read().decode("utf-8", "replace")
+    except OSError as e:
+        out[name] = "unreadable: " + type(e).__name__
+out["fds"] = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+try:
+    os.unshare(os.CLONE_NEWUSER)
+    out["userns"] = "created"
+except (OSError, AttributeError) as e:
+    out["userns"] = type(e).__name__
+r = subprocess.run(["unshare", "-r", "id", "-u"], capture_output=True, text=True)
+out["unshare"] = [r.returncode, r.stdout.strip()]
+print(json.dumps(out))
+"#;
+    let dir = skill_dir(&[("scripts/peek.py", probe)]);
+    let done = run_script(
+        &sandbox,
+        dir.path(),
+        "scripts/peek.py",
+        "python3",
+        &[],
+        &ProcessLimits::default(),
+    )
+    .await;
+    assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
+    let seen: Value = serde_json::from_str(text(&done.stdout).trim()).unwrap();
+    let environ = seen["environ"].as_str().unwrap();
+    // The test process has PATH, HOME, CARGO_* ...: none of it reaches PID 1.
+    assert!(
+        environ.is_empty() || environ.starts_with("unreadable"),
+        "PID 1's environment: {environ:?}"
+    );
+    let cmdline = seen["cmdline"].as_str().unwrap();
+    let host_dir = dir.path().display().to_string();
+    assert!(
+        !cmdline.contains(&host_dir),
+        "host path on PID 1's command line: {cmdline:?}"
+    );
+    assert!(
+        !cmdline.contains("steward-sandbox-test"),
+        "work folder on the command line: {cmdline:?}"
+    );
+    // stdin, stdout, stderr and the descriptor listing /proc/self/fd itself.
+    let fds: Vec<i64> = seen["fds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(
+        fds.len() <= 4 && fds.iter().take(3).eq([0, 1, 2].iter()),
+        "inherited descriptors: {fds:?}"
+    );
+    assert_ne!(seen["userns"], "created", "{seen}");
+    assert_ne!(seen["unshare"][1], "0", "unshare -r gave uid 0: {seen}");
+    assert_ne!(seen["unshare"][0], 0, "{seen}");
+}
+
+#[tokio::test]
+async fn a_script_killed_at_its_cpu_limit_is_told_so() {
+    let sandbox = sandbox();
+    let dir = skill_dir(&[("scripts/spin.py", "while True:\n    pass\n")]);
+    let limits = ProcessLimits {
+        cpu_secs: 1,
+        wall: Duration::from_secs(20),
+        ..ProcessLimits::default()
+    };
+    let done = run_script(&sandbox, dir.path(), "scripts/spin.py", "python3", &[], &limits).await;
+    let said = done.stop.describe(&limits);
+    assert!(said.contains("CPU time limit (1 s)"), "{said} ({:?})", done.stop);
+}

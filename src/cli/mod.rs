@@ -236,6 +236,11 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
     Ok(lease)
 }
 
+/// The process sandbox of skill scripts and command MCP servers, probed once per use.
+fn script_sandbox() -> crate::sandbox::process::ProcessSandbox {
+    crate::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-scripts"))
+}
+
 /// Loads `path` (a `.env` file) into the environment when it exists. Variables already
 /// set win, so the real environment always overrides the file.
 fn load_dotenv(path: &Path) -> Result<(), String> {
@@ -254,6 +259,14 @@ fn load_dotenv(path: &Path) -> Result<(), String> {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // The extraction worker starts from an empty environment and must stay without
+    // one: it reads no `.env` (which would load steward's secrets into it).
+    let mut raw = std::env::args();
+    if let (Some(_), Some(sub), Some(kind), None) = (raw.next(), raw.next(), raw.next(), raw.next())
+        && sub == "extract-worker"
+    {
+        return crate::files::extractor::worker_main(&kind);
+    }
     crate::http::install_crypto_provider();
     // Before parsing: flags such as --root and --database-url default from it.
     if let Err(e) = load_dotenv(Path::new(".env")) {
@@ -261,10 +274,6 @@ pub fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cli = Cli::parse();
-    if let Command::ExtractWorker { kind } = &cli.command {
-        // No runtime and no logging: the worker is small, single-threaded and silent.
-        return crate::files::extractor::worker_main(kind);
-    }
     // The server logs its work; one-shot commands print their result and one-line
     // errors, so they log only errors unless RUST_LOG asks for more.
     let default_log = match cli.command {
@@ -544,12 +553,21 @@ impl Outside {
         if config.mcp.is_empty() {
             return None;
         }
+        // Command servers run in the script sandbox unless their file opts out.
+        let sandboxed = config.mcp.values().any(|s| {
+            matches!(
+                &s.transport,
+                crate::config::mcp::McpTransport::Stdio { sandbox: Some(_), .. }
+            )
+        });
+        let jail = sandboxed.then(script_sandbox);
         let (hub, warnings) = mcp::connect_all(
             &config.mcp,
             self.http.clone(),
             &|name| self.settings.named_var(name),
             tools.names(),
             recordings,
+            jail.as_ref(),
         )
         .await;
         for w in warnings {
@@ -576,9 +594,7 @@ impl Outside {
         if !set.skills.values().any(|s| s.has_process_scripts()) {
             return set;
         }
-        let sandbox =
-            crate::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-scripts"));
-        set.with_sandbox(Arc::new(sandbox))
+        set.with_sandbox(Arc::new(script_sandbox()))
     }
 
     fn tools(&self) -> ToolRegistry {

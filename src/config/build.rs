@@ -43,7 +43,7 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
     for source in read_yaml_dir(root, "mcp", &mut diags) {
         let name = name_of(None, &source.rel);
         match parse_all::<super::mcp::McpSpec>(&source.rel, &source.text) {
-            Ok(spec) => match super::mcp::build(&name, spec) {
+            Ok(spec) => match super::mcp::build(&name, spec, root) {
                 Ok(server) => {
                     config.mcp.insert(name, server);
                 }

@@ -40,7 +40,37 @@ pub struct McpSpec {
     pub timeout: Option<HumanDuration>,
     /// Longest connecting and listing its tools may take (default 10s).
     pub connect_timeout: Option<HumanDuration>,
+    /// For `command`: `false` runs the server outside the sandbox (it then sees the
+    /// host's files and network as steward's user does); `{dir: <folder>}` names the
+    /// folder mounted read-only at `/server`. Sandboxed by default.
+    pub sandbox: Option<SandboxSpec>,
 }
+
+/// `sandbox:` of a command server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SandboxSpec {
+    /// `true` (the default) or `false` (no sandbox).
+    On(bool),
+    Dir {
+        /// The server's folder, relative to the config root.
+        dir: String,
+    },
+}
+
+/// How a command server is sandboxed (see `sandbox::process::ProcessSandbox::server_command`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioSandbox {
+    /// The host folder mounted read-only at `/server`, its working folder; none
+    /// mounted when `None` (the server then works in `/work`).
+    pub dir: Option<std::path::PathBuf>,
+    /// The program as the sandbox sees it: a path under `/server`, an absolute system
+    /// path, or a bare name looked up in the system's program folders.
+    pub program: String,
+}
+
+/// System folders the sandbox shows (read-only) at the same paths.
+const SYSTEM_DIRS: &[&str] = &["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"];
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +84,8 @@ pub enum McpTransport {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        /// `None` when the file says `sandbox: false`.
+        sandbox: Option<StdioSandbox>,
     },
 }
 
@@ -81,8 +113,68 @@ pub fn is_server_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
-/// Validates `spec` as server `name`; problems as (key, value, message).
-pub fn build(name: &str, spec: McpSpec) -> Result<McpServer, Vec<(&'static str, String, String)>> {
+/// Where a sandboxed server's folder and program are (see [`StdioSandbox`]), or why
+/// the program cannot be seen from inside the sandbox.
+fn sandbox_of(
+    root: &std::path::Path,
+    name: &str,
+    command: &str,
+    dir: Option<&str>,
+) -> Result<StdioSandbox, String> {
+    use std::path::Path;
+    let dir = match dir {
+        Some(d) => Some(root.join(d)),
+        None => {
+            let own = root.join("mcp").join(name);
+            if own.is_dir() {
+                Some(own)
+            } else if command.starts_with('/') && !SYSTEM_DIRS.iter().any(|s| command.starts_with(s)) {
+                // A program installed elsewhere: its own folder is the server's.
+                Path::new(command).parent().map(Path::to_path_buf)
+            } else {
+                None
+            }
+        }
+    };
+    let program = if !command.contains('/') || SYSTEM_DIRS.iter().any(|s| command.starts_with(s)) {
+        command.to_string()
+    } else {
+        let Some(d) = &dir else {
+            return Err(format!(
+                "'{command}' is not visible inside the sandbox: put the server in mcp/{name}/, name its folder with sandbox: {{dir: ...}}, or use a program under /usr"
+            ));
+        };
+        let full = if command.starts_with('/') {
+            std::path::PathBuf::from(command)
+        } else {
+            d.join(command)
+        };
+        match full.strip_prefix(d) {
+            Ok(rel)
+                if rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_))) =>
+            {
+                format!("/server/{}", rel.display())
+            }
+            _ => {
+                return Err(format!(
+                    "'{command}' is outside the server's folder {}, which is all the sandbox shows of the host",
+                    d.display()
+                ));
+            }
+        }
+    };
+    Ok(StdioSandbox { dir, program })
+}
+
+/// Validates `spec` as server `name` of the config under `root`; problems as (key,
+/// value, message).
+pub fn build(
+    name: &str,
+    spec: McpSpec,
+    root: &std::path::Path,
+) -> Result<McpServer, Vec<(&'static str, String, String)>> {
     let mut problems = Vec::new();
     if !is_server_name(name) {
         problems.push((
@@ -108,11 +200,11 @@ pub fn build(name: &str, spec: McpSpec) -> Result<McpServer, Vec<(&'static str, 
             if !(url.starts_with("https://") || url.starts_with("http://")) {
                 problems.push(("url", url.clone(), format!("'{url}' is not an http(s) URL")));
             }
-            if !spec.env.is_empty() || !spec.args.is_empty() {
+            if !spec.env.is_empty() || !spec.args.is_empty() || spec.sandbox.is_some() {
                 problems.push((
                     "args",
                     String::new(),
-                    "args and env apply to command servers".into(),
+                    "args, env and sandbox apply to command servers".into(),
                 ));
             }
             McpTransport::Http {
@@ -129,10 +221,23 @@ pub fn build(name: &str, spec: McpSpec) -> Result<McpServer, Vec<(&'static str, 
                     "bearer_env and headers_env apply to url servers".into(),
                 ));
             }
+            let sandbox = match &spec.sandbox {
+                Some(SandboxSpec::On(false)) => None,
+                Some(SandboxSpec::On(true)) | None => Some(sandbox_of(root, name, &command, None)),
+                Some(SandboxSpec::Dir { dir }) => Some(sandbox_of(root, name, &command, Some(dir))),
+            };
+            let sandbox = match sandbox.transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(("command", command.clone(), e));
+                    None
+                }
+            };
             McpTransport::Stdio {
                 command,
                 args: spec.args,
                 env: spec.env,
+                sandbox,
             }
         }
         _ => {
@@ -179,9 +284,11 @@ mod tests {
 
     #[test]
     fn servers_are_urls_or_commands_with_named_secrets() {
+        let root = std::path::Path::new("/srv/steward");
         let s = build(
             "github",
             spec("url: https://api.example.com/mcp\nbearer_env: GITHUB_MCP_TOKEN\n"),
+            root,
         )
         .unwrap();
         assert!(matches!(s.transport, McpTransport::Http { .. }));
@@ -189,13 +296,55 @@ mod tests {
         let s = build(
             "notes",
             spec("command: notes-mcp\nargs: [--stdio]\nenv: {NOTES_KEY: NOTES_KEY}\ntimeout: 5s\n"),
+            root,
         )
         .unwrap();
         assert_eq!(s.timeout, Duration::from_secs(5));
-        let bad = build("x", spec("url: https://a/mcp\nbearer_env: 'ghp_literal123'\n")).unwrap_err();
+        let bad = build(
+            "x",
+            spec("url: https://a/mcp\nbearer_env: 'ghp_literal123'\n"),
+            root,
+        )
+        .unwrap_err();
         assert!(bad[0].2.contains("not an environment variable name"), "{bad:?}");
-        assert!(build("x", spec("args: []\n")).is_err());
-        assert!(build("a__b", spec("url: https://a/mcp\n")).is_err());
+        assert!(build("x", spec("args: []\n"), root).is_err());
+        assert!(build("a__b", spec("url: https://a/mcp\n"), root).is_err());
+    }
+
+    #[test]
+    fn command_servers_are_sandboxed_unless_the_file_says_otherwise() {
+        let root = std::path::Path::new("/srv/steward");
+        let sandbox_of = |yaml: &str| match build("notes", spec(yaml), root) {
+            Ok(McpServer {
+                transport: McpTransport::Stdio { sandbox, .. },
+                ..
+            }) => Ok(sandbox),
+            Ok(_) => panic!("not a command server"),
+            Err(p) => Err(p[0].2.clone()),
+        };
+        // A system program: no folder, the name looked up inside.
+        let s = sandbox_of("command: python3\n").unwrap().unwrap();
+        assert_eq!((s.dir, s.program.as_str()), (None, "python3"));
+        // A program elsewhere: its folder becomes /server.
+        let s = sandbox_of("command: /opt/notes/bin/notes-mcp\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.dir.as_deref(), Some(std::path::Path::new("/opt/notes/bin")));
+        assert_eq!(s.program, "/server/notes-mcp");
+        let s = sandbox_of("command: ./server.py\nsandbox: {dir: tools/notes}\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s.dir.as_deref(),
+            Some(std::path::Path::new("/srv/steward/tools/notes"))
+        );
+        assert_eq!(s.program, "/server/server.py");
+        assert_eq!(sandbox_of("command: x\nsandbox: false\n").unwrap(), None);
+        let e = sandbox_of("command: ../escape.sh\nsandbox: {dir: tools/notes}\n").unwrap_err();
+        assert!(e.contains("outside the server's folder"), "{e}");
+        let e = sandbox_of("command: ./server.py\n").unwrap_err();
+        assert!(e.contains("not visible inside the sandbox"), "{e}");
+        assert!(build("x", spec("url: https://a/mcp\nsandbox: false\n"), root).is_err());
     }
 
     #[test]

@@ -104,13 +104,17 @@ impl Extractor {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let crashed = |m: String| ExtractError::Crashed(m);
         let mut command = tokio::process::Command::new(worker);
+        // The worker gets nothing of steward's: no environment (keys, tokens, the
+        // database URL) and no descriptor but its pipes.
         command
+            .env_clear()
             .args(["extract-worker", kind.label()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         limit_memory(&mut command, self.memory_limit);
+        crate::sandbox::process::inherit_only_stdio(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| crashed(format!("cannot start the extraction worker: {e}")))?;

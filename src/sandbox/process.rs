@@ -12,7 +12,7 @@
 //! the script runs). Where any of this cannot be had, the sandbox says so once, at
 //! start, and refuses to run scripts rather than run them with less.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -216,23 +216,28 @@ impl ProcessSandbox {
             sandbox.unavailable = Some(format!("cannot create {}: {e}", sandbox.work_base.display()));
             return sandbox;
         }
-        let mut probe = std::process::Command::new(&sandbox.bwrap);
-        probe
-            .args(base_args())
-            .args(["--remount-ro", "/", "--"])
-            .arg("/bin/sh")
-            .arg("-c")
-            .arg("exit 0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        match probe.output() {
+        let mut args = base_args();
+        args.extend(["--remount-ro", "/"].map(OsString::from));
+        let probe = BwrapArgs::new(&args).and_then(|fd| {
+            let mut probe = std::process::Command::new(&sandbox.bwrap);
+            probe
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            fd.attach_std(&mut probe);
+            probe.args(["--", "/bin/sh", "-c", "exit 0"]).output()
+        });
+        match probe {
             Ok(out) if out.status.success() => {}
             Ok(out) => {
-                sandbox.unavailable = Some(format!(
-                    "bubblewrap cannot create its namespaces here ({})",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                sandbox.unavailable = Some(if said.contains("Unknown option --disable-userns") {
+                    format!(
+                        "bubblewrap is older than 0.8, so nested user namespaces cannot be refused inside the sandbox ({said}); install bubblewrap 0.8 or later"
+                    )
+                } else {
+                    format!("bubblewrap cannot create its namespaces here ({said})")
+                })
             }
             Err(e) => sandbox.unavailable = Some(format!("cannot start bubblewrap: {e}")),
         }
@@ -254,6 +259,17 @@ impl ProcessSandbox {
         self.unavailable.as_deref()
     }
 
+    /// bubblewrap started from an empty environment, reading its options from `fd`:
+    /// its PID 1 inside the sandbox keeps the environment and command line it was
+    /// started with (containers/bubblewrap#725), so neither may hold a secret or a
+    /// host path.
+    fn command(&self, fd: &BwrapArgs) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        command.env_clear();
+        fd.attach(&mut command);
+        command
+    }
+
     /// Runs `job` under `limits`. Errors only when no sandbox could be made; a script
     /// that fails or is stopped is a [`Finished`] with its [`Stop`].
     pub async fn run(&self, job: &Job<'_>, limits: &ProcessLimits) -> Result<Finished, SandboxError> {
@@ -268,19 +284,19 @@ impl ProcessSandbox {
             PidLimit::Cgroup(base) => Some(RunCgroup::create(base, &id, limits.max_processes)?),
             PidLimit::Rlimit => None,
         };
-        let mut command = tokio::process::Command::new(&self.bwrap);
+        let mut args = base_args();
+        args.extend(mounts(
+            limits.max_written_bytes,
+            Some(job.skill_dir),
+            "/skill",
+            &work.0,
+        ));
+        args.extend(["--chdir", "/work", "--remount-ro", "/"].map(OsString::from));
+        let fd = BwrapArgs::new(&args)?;
+        let mut command = self.command(&fd);
+        // The command itself stays on the command line (bubblewrap wants it there):
+        // only paths inside the sandbox and the script's own arguments.
         command
-            .args(base_args())
-            .args(["--size", &limits.max_written_bytes.to_string(), "--tmpfs", "/tmp"])
-            .args(["--size", &SHM_BYTES.to_string(), "--tmpfs", "/dev/shm"])
-            .args(["--remount-ro", "/dev"])
-            .arg("--ro-bind")
-            .arg(job.skill_dir)
-            .arg("/skill")
-            .arg("--bind")
-            .arg(&work.0)
-            .arg("/work")
-            .args(["--chdir", "/work", "--remount-ro", "/"])
             .arg("--")
             .arg(job.interpreter)
             .arg(Path::new("/skill").join(job.script))
@@ -290,7 +306,7 @@ impl ProcessSandbox {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let rlimits = Rlimits {
-            cpu: limits.cpu_secs,
+            cpu: Some(limits.cpu_secs),
             address_space: limits.memory_bytes,
             file_size: limits.max_written_bytes,
             nproc: match &cgroup {
@@ -301,6 +317,7 @@ impl ProcessSandbox {
         };
         rlimits.apply(&mut command);
         let mut child = command.spawn()?;
+        drop(fd);
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -361,6 +378,70 @@ impl ProcessSandbox {
             took: started.elapsed(),
         })
     }
+
+    /// A long-running program (an MCP stdio server) in the same sandbox as scripts:
+    /// `dir` read-only at `/server` (its working folder; without one it works in
+    /// `/work`), a private work folder at `/work`, no network, nothing of steward's environment but `env`, and the
+    /// memory, process and file-size limits of `limits` (no CPU or wall limit: it lives
+    /// as long as steward). The [`ServerGuard`] owns the work folder and the process
+    /// cgroup; dropping it kills what is left of the server.
+    pub fn server_command(
+        &self,
+        dir: Option<&Path>,
+        program: &Path,
+        args: &[String],
+        env: &std::collections::BTreeMap<String, String>,
+        limits: &ProcessLimits,
+    ) -> Result<(tokio::process::Command, ServerGuard), SandboxError> {
+        if let Some(why) = &self.unavailable {
+            return Err(SandboxError::Unavailable(why.clone()));
+        }
+        let id = format!("server-{}", uuid::Uuid::now_v7().simple());
+        let work = Scratch::create(self.work_base.join(&id))?;
+        let mut all = base_args();
+        all.extend(mounts(limits.max_written_bytes, dir, "/server", &work.0));
+        for (k, v) in env {
+            all.extend(["--setenv".into(), k.into(), v.into()]);
+        }
+        let cwd = if dir.is_some() { "/server" } else { "/work" };
+        all.extend(["--chdir", cwd, "--remount-ro", "/"].map(OsString::from));
+        let fd = BwrapArgs::new(&all)?;
+        let mut command = self.command(&fd);
+        command.arg("--").arg(program).args(args);
+        let cgroup = match &self.pids {
+            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, &id, limits.max_processes)?),
+            PidLimit::Rlimit => None,
+        };
+        let rlimits = Rlimits {
+            cpu: None,
+            address_space: limits.memory_bytes,
+            file_size: limits.max_written_bytes,
+            nproc: match &cgroup {
+                Some(_) => None,
+                None => Some(user_tasks() + limits.max_processes),
+            },
+            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
+        };
+        rlimits.apply(&mut command);
+        command.kill_on_drop(true);
+        Ok((
+            command,
+            ServerGuard {
+                _args: fd,
+                _cgroup: cgroup,
+                _work: work,
+            },
+        ))
+    }
+}
+
+/// What a sandboxed server needs kept while it runs (see
+/// [`ProcessSandbox::server_command`]).
+#[derive(Debug)]
+pub struct ServerGuard {
+    _args: BwrapArgs,
+    _cgroup: Option<RunCgroup>,
+    _work: Scratch,
 }
 
 /// The program `name` (a bare name) in the system's program folders.
@@ -376,10 +457,12 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 
 /// The bubblewrap arguments every run shares: namespaces, the read-only system, an
 /// empty environment. The root is remounted read-only after the run's own mounts.
-fn base_args() -> Vec<String> {
+fn base_args() -> Vec<OsString> {
     let mut args: Vec<String> = [
         "--unshare-all",
         "--unshare-user",
+        // No nested user namespace: `unshare -r` inside would give uid 0 there.
+        "--disable-userns",
         "--uid",
         "65534",
         "--gid",
@@ -452,10 +535,145 @@ fn base_args() -> Vec<String> {
         ]
         .map(String::from),
     );
+    args.into_iter().map(OsString::from).collect()
+}
+
+/// The writable mounts of a sandbox: a capped `/tmp`, `/dev/shm`, `dir` read-only at
+/// `at`, and `work` at `/work`.
+fn mounts(max_written: u64, dir: Option<&Path>, at: &str, work: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--size", &max_written.to_string(), "--tmpfs", "/tmp"]
+        .map(OsString::from)
+        .to_vec();
+    args.extend(
+        [
+            "--size",
+            &SHM_BYTES.to_string(),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
+        ]
+        .map(OsString::from),
+    );
+    if let Some(dir) = dir {
+        args.extend(["--ro-bind".into(), dir.into(), at.into()]);
+    }
+    args.extend(["--bind".into(), work.into(), "/work".into()]);
     args
 }
 
+/// bubblewrap's options in a memory file, passed as `--args 3` (as Flatpak does), so
+/// host paths (the bind mounts' sources) never appear on its command line, which a
+/// sandboxed process can read from `/proc/1/cmdline`; only the command to run, a path
+/// inside the sandbox, follows. bubblewrap closes the descriptor once read.
+#[derive(Debug)]
+pub struct BwrapArgs(std::os::fd::OwnedFd);
+
+/// The descriptor number bubblewrap reads its options from.
+const ARGS_FD: libc::c_int = 3;
+
+impl BwrapArgs {
+    fn new(args: &[OsString]) -> std::io::Result<BwrapArgs> {
+        use std::io::{Seek, Write};
+        use std::os::fd::{FromRawFd, OwnedFd};
+        // SAFETY: the name is a valid C string; the result is checked.
+        let raw = unsafe { libc::memfd_create(c"steward-bwrap-args".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut file = std::fs::File::from(fd);
+        for a in args {
+            let bytes = a.as_encoded_bytes();
+            if bytes.contains(&0) {
+                return Err(std::io::Error::other("a sandbox argument contains a NUL byte"));
+            }
+            file.write_all(bytes)?;
+            file.write_all(&[0])?;
+        }
+        file.rewind()?;
+        Ok(BwrapArgs(file.into()))
+    }
+
+    fn dup_into_child(raw: libc::c_int) -> std::io::Result<()> {
+        close_on_exec_from(ARGS_FD + 1);
+        // SAFETY: dup2 and fcntl are async-signal-safe and touch only descriptors.
+        unsafe {
+            if raw == ARGS_FD {
+                let flags = libc::fcntl(raw, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(raw, ARGS_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands the options to `command` as descriptor 3 and adds `--args 3`.
+    fn attach(&self, command: &mut tokio::process::Command) {
+        use std::os::fd::AsRawFd;
+        let raw = self.0.as_raw_fd();
+        command.args(["--args", "3"]);
+        // SAFETY: the closure runs between fork and exec and only calls dup2/fcntl.
+        unsafe {
+            command.pre_exec(move || Self::dup_into_child(raw));
+        }
+    }
+
+    fn attach_std(&self, command: &mut std::process::Command) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let raw = self.0.as_raw_fd();
+        command.env_clear().args(["--args", "3"]);
+        // SAFETY: as in `attach`.
+        unsafe {
+            command.pre_exec(move || Self::dup_into_child(raw));
+        }
+    }
+}
+
+/// Marks every descriptor from `first` up close-on-exec, in a child between fork and
+/// exec: descriptors steward inherited without that flag (from whatever started it)
+/// must not reach a sandbox or a worker. Async-signal-safe.
+fn close_on_exec_from(first: libc::c_int) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range and fcntl only change descriptor flags.
+    unsafe {
+        let done = libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        );
+        if done != 0 {
+            // Kernels before 5.11: one descriptor at a time, up to the usual limit.
+            for fd in first..4096 {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+    }
+}
+
+/// Has a child command start with only descriptors 0 to 2 (and whatever the command
+/// itself passes on): see [`close_on_exec_from`].
+pub fn inherit_only_stdio(command: &mut tokio::process::Command) {
+    // SAFETY: the closure only changes descriptor flags (async-signal-safe).
+    unsafe {
+        command.pre_exec(|| {
+            close_on_exec_from(3);
+            Ok(())
+        });
+    }
+}
+
 /// A run's work folder, removed when dropped.
+#[derive(Debug)]
 struct Scratch(PathBuf);
 
 impl Scratch {
@@ -640,6 +858,7 @@ fn pids_cgroup() -> Option<PathBuf> {
 }
 
 /// One run's pids cgroup, removed when dropped (also when the run is cancelled).
+#[derive(Debug)]
 struct RunCgroup(PathBuf);
 
 impl RunCgroup {
@@ -678,7 +897,9 @@ impl Drop for RunCgroup {
 
 /// Limits set in the child between fork and exec.
 struct Rlimits {
-    cpu: u64,
+    /// CPU seconds: `SIGXCPU` at the limit, `SIGKILL` a second later (equal soft and
+    /// hard limits would kill with `SIGKILL` alone, which names no reason).
+    cpu: Option<u64>,
     address_space: u64,
     file_size: u64,
     nproc: Option<u64>,
@@ -693,17 +914,20 @@ impl Rlimits {
         // values moved into it before the fork.
         unsafe {
             command.pre_exec(move || {
-                let set = |resource, value: u64| {
+                let set_range = |resource, soft: u64, hard: u64| {
                     let rl = libc::rlimit {
-                        rlim_cur: value as libc::rlim_t,
-                        rlim_max: value as libc::rlim_t,
+                        rlim_cur: soft as libc::rlim_t,
+                        rlim_max: hard as libc::rlim_t,
                     };
                     if libc::setrlimit(resource, &rl) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     Ok(())
                 };
-                set(libc::RLIMIT_CPU, self.cpu)?;
+                let set = |resource, value: u64| set_range(resource, value, value);
+                if let Some(cpu) = self.cpu {
+                    set_range(libc::RLIMIT_CPU, cpu, cpu + 1)?;
+                }
                 set(libc::RLIMIT_AS, self.address_space)?;
                 set(libc::RLIMIT_FSIZE, self.file_size)?;
                 set(libc::RLIMIT_CORE, 0)?;

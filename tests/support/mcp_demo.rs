@@ -1,7 +1,8 @@
 //! A small MCP server built with rmcp's server side, shared by the MCP tests, the MCP
 //! benchmark and the stdio example (each includes this file by path): `add`, `fail`
 //! (an error result), `big` (2 MB of text), `image` (a PNG), `env` (what of its
-//! environment the server sees), and `grow`, after which `grown` appears and the
+//! environment the server sees), `snoop` (its parent's environment, the host's files,
+//! the network), and `grow`, after which `grown` appears and the
 //! server says its tool list changed.
 #![allow(dead_code)]
 
@@ -122,6 +123,32 @@ impl Demo {
         let leaked = std::env::var("OPENAI_API_KEY").is_ok() || std::env::var("CARGO").is_ok();
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
             "greeting {greeting}; steward's variables visible: {leaked}"
+        ))]))
+    }
+
+    #[tool(description = "Tries to read its parent's environment and the host's files")]
+    async fn snoop(&self) -> Result<CallToolResult, ErrorData> {
+        let parent = std::os::unix::process::parent_id();
+        let environ = std::fs::read(format!("/proc/{parent}/environ")).unwrap_or_default();
+        let seen = String::from_utf8_lossy(&environ);
+        let leaked = seen.contains("CARGO") || seen.contains("DEMO_MCP_TOKEN") || seen.contains("PATH=");
+        let home = std::fs::read_dir("/root").is_ok()
+            || std::fs::read_dir("/home").is_ok_and(|mut d| d.next().is_some());
+        let port = std::env::var("DEMO_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(9);
+        let net = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            std::time::Duration::from_millis(300),
+        );
+        let net = match net {
+            Ok(_) => "connected".to_string(),
+            Err(e) => format!("{:?}", e.kind()),
+        };
+        eprintln!("snoop: this line goes to steward's log through a pipe");
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "parent environment leaked: {leaked}; host home visible: {home}; network: {net}"
         ))]))
     }
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
@@ -27,6 +27,7 @@ use self::cassette::McpCassette;
 use self::tool::McpTool;
 pub use self::tool::Recording;
 use crate::config::mcp::{McpServer, McpTransport, SEPARATOR};
+use crate::sandbox::process::{ProcessLimits, ProcessSandbox, ServerGuard, find_program};
 use crate::tools::registry::ToolSource;
 use crate::tools::{Effect, Tool, ToolSpec};
 
@@ -52,6 +53,8 @@ pub struct McpHub {
     builtin: BTreeSet<String>,
     /// The live connections (dropping one closes it).
     running: Mutex<Vec<RunningService<RoleClient, Refresher>>>,
+    /// The command servers' sandboxes and log readers, kept as long as the hub.
+    children: Mutex<Vec<ChildGuard>>,
     /// Every server's cassette, for [`McpHub::save_recordings`].
     cassettes: Mutex<Vec<Arc<McpCassette>>>,
 }
@@ -81,6 +84,7 @@ impl McpHub {
             tools: RwLock::default(),
             builtin,
             running: Mutex::default(),
+            children: Mutex::default(),
             cassettes: Mutex::default(),
         })
     }
@@ -182,14 +186,33 @@ fn fail(server: &McpServer, message: impl std::fmt::Display) -> McpError {
     }
 }
 
+/// What a command server needs kept while it runs: its sandbox (work folder, process
+/// cgroup) and the task copying its stderr into the log.
+pub struct ChildGuard {
+    _sandbox: Option<ServerGuard>,
+    _stderr: Option<tokio_util::task::AbortOnDropHandle<()>>,
+}
+
+/// Limits of a sandboxed command server: those of scripts, with room for a runtime
+/// such as Node that reserves much address space.
+fn server_limits() -> ProcessLimits {
+    ProcessLimits {
+        memory_bytes: 8 * 1024 * 1024 * 1024,
+        max_processes: 64,
+        ..ProcessLimits::default()
+    }
+}
+
 /// Connects to `server`, reading the secrets it names with `var`; `handler` hears the
-/// server's notifications.
+/// server's notifications. A command server runs in `jail` unless its file says
+/// `sandbox: false`.
 pub async fn connect(
     server: &McpServer,
     http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
     handler: Refresher,
-) -> Result<RunningService<RoleClient, Refresher>, McpError> {
+    jail: Option<&ProcessSandbox>,
+) -> Result<(RunningService<RoleClient, Refresher>, Option<ChildGuard>), McpError> {
     let needed = |name: &str| var(name).ok_or_else(|| fail(server, format!("{name} is not set")));
     let connecting = async {
         match &server.transport {
@@ -212,23 +235,80 @@ pub async fn connect(
                 }
                 let transport =
                     StreamableHttpClientTransport::with_client(http, config.custom_headers(headers));
-                handler.serve(transport).await.map_err(|e| fail(server, e))
+                Ok((handler.serve(transport).await.map_err(|e| fail(server, e))?, None))
             }
-            McpTransport::Stdio { command, args, env } => {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                sandbox,
+            } => {
                 let mut values = BTreeMap::new();
                 for (child, ours) in env {
                     values.insert(child.clone(), needed(ours)?);
                 }
-                let cmd = tokio::process::Command::new(command).configure(|c| {
-                    // The child sees only what its file names, nothing else of steward's.
-                    c.args(args).env_clear().envs(&values);
-                    if let Some(path) = std::env::var_os("PATH") {
-                        c.env("PATH", path);
+                let (cmd, jailed) = match sandbox {
+                    Some(within) => {
+                        let jail = jail.ok_or_else(|| fail(server, "no script sandbox in this process"))?;
+                        let program = match within.program.contains('/') {
+                            true => std::path::PathBuf::from(&within.program),
+                            false => find_program(&within.program).ok_or_else(|| {
+                                fail(
+                                    server,
+                                    format!(
+                                        "'{}' is not in /usr/local/bin, /usr/bin or /bin",
+                                        within.program
+                                    ),
+                                )
+                            })?,
+                        };
+                        let (cmd, guard) = jail
+                            .server_command(within.dir.as_deref(), &program, args, &values, &server_limits())
+                            .map_err(|e| {
+                                fail(
+                                    server,
+                                    format!("{e}; `sandbox: false` in its file runs it outside the sandbox"),
+                                )
+                            })?;
+                        (cmd, Some(guard))
                     }
-                });
-                let transport = TokioChildProcess::new(cmd)
+                    None => {
+                        let mut cmd = tokio::process::Command::new(command);
+                        // The child sees only what its file names, nothing else of
+                        // steward's (it runs as steward's user: `sandbox: false` is a
+                        // choice to trust it).
+                        cmd.args(args).env_clear().envs(&values);
+                        if let Some(path) = std::env::var_os("PATH") {
+                            cmd.env("PATH", path);
+                        }
+                        crate::sandbox::process::inherit_only_stdio(&mut cmd);
+                        (cmd, None)
+                    }
+                };
+                // Its stderr is read into steward's log, line by line, never shared.
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
                     .map_err(|e| fail(server, format!("cannot start {command}: {e}")))?;
-                handler.serve(transport).await.map_err(|e| fail(server, e))
+                let forward = stderr.map(|err| {
+                    let name = server.name.clone();
+                    tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                        use tokio::io::AsyncBufReadExt;
+                        let mut lines = tokio::io::BufReader::new(err).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            let line: String = line.chars().take(2000).collect();
+                            tracing::info!(server = %name, "MCP server stderr: {line}");
+                        }
+                    }))
+                });
+                let running = handler.serve(transport).await.map_err(|e| fail(server, e))?;
+                Ok((
+                    running,
+                    Some(ChildGuard {
+                        _sandbox: jailed,
+                        _stderr: forward,
+                    }),
+                ))
             }
         }
     };
@@ -327,6 +407,7 @@ pub async fn connect_all(
     var: &dyn Fn(&str) -> Option<String>,
     builtin: BTreeSet<String>,
     recordings: Option<&Recordings>,
+    jail: Option<&ProcessSandbox>,
 ) -> (Arc<McpHub>, Vec<String>) {
     let hub = McpHub::new(builtin);
     let mut warnings = Vec::new();
@@ -343,15 +424,19 @@ pub async fn connect_all(
             server: server.clone(),
             binding: binding.clone(),
         };
-        let running = match connect(server, http.clone(), var, handler).await {
+        let running = match connect(server, http.clone(), var, handler, jail).await {
             Ok(r) => r,
             Err(e) => {
                 warnings.push(format!("{e}; its tools are unavailable"));
                 continue;
             }
         };
+        let (running, child) = running;
         match list(server, running.peer(), &binding).await {
             Ok((tools, skipped)) => {
+                if let Some(child) = child {
+                    hub.children.lock().unwrap_or_else(|e| e.into_inner()).push(child);
+                }
                 warnings.extend(skipped);
                 warnings.extend(hub.replace(&server.name, tools));
                 hub.running
