@@ -368,7 +368,7 @@ async fn an_approved_call_runs_once_after_a_restart() {
         blocks.contains("*ops* wants to run `deploy`. This cannot be undone."),
         "{blocks}"
     );
-    assert!(blocks.contains(r#"\"service\": \"billing\""#), "{blocks}");
+    assert!(blocks.contains(r#"*service*\n```\nbilling\n```"#), "{blocks}");
     assert!(blocks.contains(&format!("<@{ASKER}>, <@{APPROVER}>")), "{blocks}");
     let value = button_value(&calls).await;
     assert!(value.ends_with(&format!(":{}", waiting.id)));
@@ -466,6 +466,99 @@ async fn an_approved_call_runs_once_after_a_restart() {
         ),
         (Some("approved"), Some(ASKER))
     );
+}
+
+/// Every approval request posted so far: (its buttons' value, its blocks as text).
+fn requests(calls: &Calls) -> Vec<(String, String)> {
+    posted(calls, "chat.postMessage")
+        .into_iter()
+        .filter(|b| b["blocks"].to_string().contains("steward_approve"))
+        .map(|b| {
+            let blocks = b["blocks"].as_array().unwrap();
+            let actions = blocks.iter().find(|b| b["type"] == "actions").unwrap();
+            (
+                actions["elements"][0]["value"].as_str().unwrap().to_string(),
+                b["blocks"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// One model turn asking for two gated calls: each gets its own request showing its
+/// own arguments (a long one folded, saying how much), the approved one runs, the
+/// denied one reaches the model as denied.
+#[tokio::test]
+async fn two_gated_calls_in_one_turn_get_a_request_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    let long = "x".repeat(5000);
+    let second_args = json!({"service": "payments", "reason": long}).to_string();
+    fake.handler(move |body| {
+        let messages = body["messages"].as_array().unwrap();
+        let results: Vec<String> = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                format!(
+                    "{}={}",
+                    m["tool_call_id"].as_str().unwrap(),
+                    m["content"].as_str().unwrap()
+                )
+            })
+            .collect();
+        if results.is_empty() {
+            Reply::ok(openai_tools(&[
+                ("call_1", "deploy", r#"{"service":"billing"}"#),
+                ("call_2", "deploy", &second_args),
+            ]))
+        } else {
+            Reply::ok(openai_text(&results.join(" | ")))
+        }
+    });
+    let deploys = Arc::new(AtomicU32::new(0));
+    let s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
+    assert_eq!(s.mention("EvTWO1").await, StatusCode::OK);
+    let waiting = s.wait_status(RunStatus::Waiting).await;
+    eventually("the first request", || requests(&calls).len() == 1).await;
+    let (first, blocks) = requests(&calls).remove(0);
+    assert!(
+        blocks.contains("billing") && !blocks.contains("payments"),
+        "{blocks}"
+    );
+    assert_eq!(s.click(ASKER, "steward_approve", &first).await, StatusCode::OK);
+
+    // Approving the first call asks about the second; nothing has run yet.
+    eventually("the second request", || requests(&calls).len() == 2).await;
+    assert_eq!(
+        deploys.load(Ordering::SeqCst),
+        0,
+        "no call runs before every decision"
+    );
+    let (second, blocks) = requests(&calls).remove(1);
+    assert_ne!(first, second);
+    // Destination first, then the long value folded with what was left out.
+    let service_at = blocks.find("*service*").unwrap();
+    let reason_at = blocks.find("*reason*").unwrap();
+    assert!(service_at < reason_at, "{blocks}");
+    assert!(blocks.contains("payments"), "{blocks}");
+    assert!(blocks.contains("… 4300 more characters"), "{blocks}");
+    assert!(
+        blocks.contains(&format!("steward runs show {}", waiting.id)),
+        "{blocks}"
+    );
+    assert_eq!(s.click(APPROVER, "steward_deny", &second).await, StatusCode::OK);
+
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(done.id, waiting.id);
+    assert_eq!(deploys.load(Ordering::SeqCst), 1, "only the approved call ran");
+    let answer = done.final_text.unwrap();
+    assert!(answer.contains("call_1=deployed billing"), "{answer}");
+    assert!(
+        answer.contains("call_2=") && answer.contains("denied by"),
+        "{answer}"
+    );
+    assert_eq!(requests(&calls).len(), 2, "one request per gated call");
 }
 
 #[tokio::test]

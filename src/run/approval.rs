@@ -23,8 +23,15 @@ pub struct Checkpoint {
     pub messages: Vec<Message>,
     /// The held round: every call of that message, none run yet.
     pub calls: Vec<ToolCall>,
-    /// The ids of the calls that need the decision.
+    /// The ids of the calls that need a decision, one request each, asked in order.
     pub gated: Vec<String>,
+    /// Decisions taken so far, by call id: `None` approved, `Some(reason)` refused.
+    #[serde(default)]
+    pub decided: Vec<(String, Option<String>)>,
+    /// Why a call needs a decision beyond the agent's config (private content leaving
+    /// its conversation), by call id; shown on its request.
+    #[serde(default)]
+    pub notes: std::collections::BTreeMap<String, String>,
     pub turns: u32,
     pub usage: Usage,
     pub cost_usd: f64,
@@ -48,11 +55,27 @@ pub enum Start {
     Resume(Resume),
 }
 
-/// A decided checkpoint.
+impl Checkpoint {
+    /// The first gated call nobody has decided yet.
+    pub fn undecided(&self) -> Option<&ToolCall> {
+        self.gated
+            .iter()
+            .find(|id| !self.decided.iter().any(|(d, _)| d == *id))
+            .and_then(|id| self.calls.iter().find(|c| &c.id == id))
+    }
+
+    /// The refused calls with their reasons.
+    pub fn refusals(&self) -> std::collections::HashMap<String, String> {
+        self.decided
+            .iter()
+            .filter_map(|(id, r)| r.clone().map(|r| (id.clone(), r)))
+            .collect()
+    }
+}
+
+/// A checkpoint with the latest decision added to it.
 pub struct Resume {
     pub checkpoint: Checkpoint,
-    /// The error the gated calls get instead of running; `None` when approved.
-    pub refusal: Option<String>,
 }
 
 /// Decisions as stored.
@@ -82,7 +105,7 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
             ));
         }
     };
-    let checkpoint: Checkpoint =
+    let mut checkpoint: Checkpoint =
         serde_json::from_slice(&plain).map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?;
     let by = match &row.decided_by {
         Some(user) => {
@@ -107,7 +130,12 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
         )),
         _ => Some("steward could not ask anyone to approve this call, so it was not run".into()),
     };
-    Ok(Some(Resume { checkpoint, refusal }))
+    // The decision is this request's call's alone; the round's other gated calls
+    // each get a request of their own.
+    if !checkpoint.decided.iter().any(|(d, _)| *d == row.call_id) {
+        checkpoint.decided.push((row.call_id.clone(), refusal));
+    }
+    Ok(Some(Resume { checkpoint }))
 }
 
 /// Parks a run that returned [`Termination::AwaitingApproval`]: stores the request and
@@ -133,12 +161,11 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
             ));
         }
     };
+    // One request per gated call: the next one nobody decided yet.
     let first = parsed
-        .calls
-        .iter()
-        .find(|c| parsed.gated.contains(&c.id))
+        .undecided()
         .cloned()
-        .ok_or_else(|| RunError::Checkpoint("no gated call in it".into()))?;
+        .ok_or_else(|| RunError::Checkpoint("no undecided gated call in it".into()))?;
     let now = Utc::now();
     let deadline = now + chrono::Duration::from_std(cx.agent.approval.timeout).unwrap_or_default();
     let requester = match &cx.trigger.origin {
@@ -192,6 +219,7 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
             .public_url
             .as_deref()
             .map(|p| format!("{}/runs/{}", p.trim_end_matches('/'), cx.run_id)),
+        note: parsed.notes.get(&first.id).cloned(),
     };
     match runner.sources.ask_approval(&cx.trigger.origin, &request).await {
         Ok((channel, ts)) => runner.store.set_approval_message(&row.id, &channel, &ts).await?,

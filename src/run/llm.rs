@@ -167,9 +167,8 @@ impl LlmRun<'_> {
             }
             Start::Resume(resume) => {
                 let c = resume.checkpoint;
-                for m in c.messages {
-                    let t = message_tokens(&m);
-                    conv.push(m, t);
+                for m in &c.messages {
+                    conv.push(m.clone(), message_tokens(m));
                 }
                 out.turns = c.turns;
                 out.usage = c.usage;
@@ -178,10 +177,13 @@ impl LlmRun<'_> {
                 request_at = c.request_at;
                 self.gateway.restore_calls(c.tool_calls);
                 spent = Duration::from_millis(c.elapsed_ms);
-                let refusals = match resume.refusal {
-                    Some(reason) => c.gated.iter().map(|id| (id.clone(), reason.clone())).collect(),
-                    None => HashMap::new(),
-                };
+                // Another gated call of the round still waits for its own decision.
+                if c.undecided().is_some() {
+                    out.tool_calls = c.tool_calls;
+                    out.awaiting = serde_json::to_value(&c).ok();
+                    return Ok(finish(out, Termination::AwaitingApproval, None));
+                }
+                let refusals = c.refusals();
                 held = Some((c.calls, refusals));
             }
         }
@@ -297,6 +299,8 @@ impl LlmRun<'_> {
                     messages: conv.messages().to_vec(),
                     calls,
                     gated,
+                    decided: Vec::new(),
+                    notes: Default::default(),
                     turns: out.turns,
                     usage: out.usage,
                     cost_usd: out.cost_usd,

@@ -127,6 +127,8 @@ pub struct ApprovalRequest<'a> {
     pub approvers: &'a [String],
     pub timeout: std::time::Duration,
     pub run_link: Option<String>,
+    /// Why a person must decide beyond the agent's config (see `Ask::note`).
+    pub note: Option<String>,
 }
 
 /// A run's progress as shown where it was asked (see [`crate::config::StatusMode`]).

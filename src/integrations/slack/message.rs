@@ -254,6 +254,93 @@ pub struct Ask<'a> {
     pub approvers: &'a [String],
     pub timeout: &'a str,
     pub run_link: Option<&'a str>,
+    /// Why this call needs a decision beyond the agent's config (private content on
+    /// its way out of its conversation), shown above the arguments.
+    pub note: Option<&'a str>,
+}
+
+/// Argument names that say where a call acts, shown first.
+const DESTINATION_KEYS: &[&str] = &[
+    "channel",
+    "channel_id",
+    "user",
+    "users",
+    "to",
+    "email",
+    "project",
+    "project_key",
+    "issue",
+    "issue_key",
+    "key",
+    "page_id",
+    "parent",
+    "parent_id",
+    "database_id",
+    "repo",
+    "repository",
+    "owner",
+    "url",
+    "method",
+    "path",
+    "service",
+    "environment",
+    "title",
+    "summary",
+];
+
+/// Characters of one argument shown before it is folded.
+const FOLD_CHARS: usize = 700;
+
+/// Argument sections at most in one request (Slack allows 50 blocks).
+const MAX_ARGUMENT_BLOCKS: usize = 40;
+
+/// `text` cut at [`FOLD_CHARS`] with an explicit count of what was left out.
+fn folded(text: &str) -> (String, bool) {
+    let total = text.chars().count();
+    if total <= FOLD_CHARS {
+        return (text.to_string(), false);
+    }
+    let head: String = text.chars().take(FOLD_CHARS).collect();
+    (format!("{head}\n… {} more characters", total - FOLD_CHARS), true)
+}
+
+/// Every argument of a call, destination fields first, one section each; long values
+/// folded. The flag says whether anything was folded or left out.
+fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {
+        let (text, cut) = folded(arguments);
+        return (vec![section(format!("```\n{}\n```", mrkdwn::escape(&text)))], cut);
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_by_key(|k| {
+        (
+            DESTINATION_KEYS.iter().position(|d| d == k).unwrap_or(usize::MAX),
+            k.as_str(),
+        )
+    });
+    let mut any_cut = false;
+    let mut blocks = Vec::new();
+    for key in keys.iter().take(MAX_ARGUMENT_BLOCKS) {
+        let value = match &map[key.as_str()] {
+            Value::String(s) => s.clone(),
+            other => serde_json::to_string_pretty(other).unwrap_or_default(),
+        };
+        let (text, cut) = folded(&value);
+        any_cut |= cut;
+        blocks.push(section(format!(
+            "*{}*\n```\n{}\n```",
+            mrkdwn::escape(key),
+            mrkdwn::escape(&text)
+        )));
+    }
+    if keys.len() > MAX_ARGUMENT_BLOCKS {
+        any_cut = true;
+        blocks.push(section(format!(
+            "… and {} more arguments",
+            keys.len() - MAX_ARGUMENT_BLOCKS
+        )));
+    }
+    (blocks, any_cut)
 }
 
 /// The `value` both buttons carry: which request and which run, checked on a click.
@@ -263,11 +350,7 @@ pub fn approval_value(approval: &str, run_id: &str) -> String {
 
 /// The Block Kit request: what the run wants to do, readably, with Approve and Deny.
 pub fn approval_request(ask: &Ask<'_>) -> SlackMessageContent {
-    let arguments = serde_json::from_str::<Value>(ask.arguments)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| ask.arguments.to_string());
-    let arguments: String = arguments.chars().take(SECTION_CHARS - 20).collect();
+    let (arguments, cut) = argument_sections(ask.arguments);
     let undo = if ask.reversible {
         ""
     } else {
@@ -289,13 +372,22 @@ pub fn approval_request(ask: &Ask<'_>) -> SlackMessageContent {
         }
     );
     context_line.push_str(&format!("  ·  no decision in {} counts as Deny", ask.timeout));
-    if let Some(link) = ask.run_link {
-        context_line.push_str(&format!("  ·  <{link}|Run>"));
+    match (ask.run_link, cut) {
+        (Some(link), true) => context_line.push_str(&format!("  ·  <{link}|the whole call, in the run>")),
+        (Some(link), false) => context_line.push_str(&format!("  ·  <{link}|Run>")),
+        (None, true) => context_line.push_str(&format!(
+            "  ·  the whole call: `steward runs show {}`",
+            ask.run_id
+        )),
+        (None, false) => {}
     }
     let value = approval_value(ask.approval, ask.run_id);
-    let blocks = vec![
-        section(headline),
-        section(format!("```\n{}\n```", mrkdwn::escape(&arguments))),
+    let mut blocks = vec![section(headline)];
+    if let Some(note) = ask.note {
+        blocks.push(section(format!(":lock: {}", mrkdwn::escape(note))));
+    }
+    blocks.extend(arguments);
+    blocks.extend([
         context_block(context_line),
         actions(
             "steward_approval",
@@ -314,7 +406,7 @@ pub fn approval_request(ask: &Ask<'_>) -> SlackMessageContent {
                 ),
             ],
         ),
-    ];
+    ]);
     content(
         format!("{} wants to run {}: approve or deny", ask.agent, ask.tool),
         blocks,

@@ -275,6 +275,7 @@ async fn ask(
         approvers: request.approvers,
         timeout: &timeout,
         run_link: request.run_link.as_deref(),
+        note: request.note.as_deref(),
     });
     let mut request = SlackApiChatPostMessageRequest::new(channel.as_str().into(), msg);
     request.thread_ts = thread_ts.map(Into::into);
