@@ -109,6 +109,11 @@ struct FeedbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoginLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: &'static str,
 }
@@ -152,6 +157,8 @@ pub enum TriggerOutcome {
     NoAgent,
     /// Matched an agent, but a limit refused the run (rate per person, daily budget).
     Limited,
+    /// Signed, but from a Slack workspace not in `SLACK_TEAM_IDS`.
+    ForeignTeam,
 }
 
 impl TriggerOutcome {
@@ -164,6 +171,7 @@ impl TriggerOutcome {
             TriggerOutcome::BadRequest => "bad_request",
             TriggerOutcome::NoAgent => "no_agent",
             TriggerOutcome::Limited => "limited",
+            TriggerOutcome::ForeignTeam => "foreign_team",
         }
     }
 }
@@ -189,6 +197,7 @@ pub struct Metrics {
     evals: Family<EvalLabels, Counter>,
     eval_scores: Family<EvalScoreLabels, Histogram, fn() -> Histogram>,
     feedback: Family<FeedbackLabels, Counter>,
+    logins: Family<LoginLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -228,6 +237,7 @@ impl Metrics {
             evals: Family::default(),
             eval_scores: Family::new_with_constructor(eval_histogram),
             feedback: Family::default(),
+            logins: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -315,6 +325,11 @@ impl Metrics {
             "feedback",
             "People's reactions to replies, by agent and vote (up, down)",
             m.feedback.clone(),
+        );
+        registry.register(
+            "inspector_logins",
+            "Inspector sign-in attempts by outcome (ok, wrong_token, throttled)",
+            m.logins.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -469,6 +484,11 @@ impl Metrics {
                 vote: if up { "up" } else { "down" },
             })
             .inc();
+    }
+
+    /// An inspector sign-in attempt: `ok`, `wrong_token` or `throttled`.
+    pub fn login(&self, outcome: &'static str) {
+        self.logins.get_or_create(&LoginLabels { outcome }).inc();
     }
 
     pub fn lease_reclaimed(&self) {

@@ -31,6 +31,7 @@ type Calls = Arc<Mutex<Vec<(String, Value, Instant)>>>;
 
 async fn fake_slack(calls: Calls) -> SlackClient {
     let app = Router::new()
+        .route("/conversations.info", get(conversations_info))
         .route(
             "/conversations.replies",
             get(|Query(_q): Query<HashMap<String, String>>| async {
@@ -249,7 +250,14 @@ async fn stopped_mid_loop(stop: impl Fn(&str) -> Value) {
     assert_eq!(run.error.as_deref(), Some("stopped by U0ADA"));
     assert_eq!(fake.requests().len(), 2, "no model call after the stop");
     assert_eq!(runs.len(), 1, "a stop starts nothing");
-    // Slack does not set the session back; steward does. No answer, no failure note.
+    // Slack does not set the session back; steward does (after the run's row is
+    // written, so wait for it). No answer, no failure note.
+    for _ in 0..200 {
+        if methods(&calls, "agents.sessions.setStatus").last().unwrap()["status"] == "closed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
         methods(&calls, "agents.sessions.setStatus").last().unwrap()["status"],
         "closed"

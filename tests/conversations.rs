@@ -58,6 +58,7 @@ async fn fake_slack(ws: Workspace) -> SlackClient {
 async fn fake_slack_at(ws: Workspace) -> (SlackClient, String) {
     let (w1, w2, w3) = (ws.clone(), ws.clone(), ws.clone());
     let app = Router::new()
+        .route("/conversations.info", get(conversations_info))
         .route(
             "/conversations.replies",
             get(move |Query(q): Query<HashMap<String, String>>| {

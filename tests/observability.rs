@@ -109,6 +109,7 @@ async fn fake_slack() -> (String, SlackCalls) {
     let calls: SlackCalls = Arc::default();
     let app = axum::Router::new()
         .route("/api/users.info", get(users_info))
+        .route("/api/conversations.info", get(conversations_info))
         .route("/api/{method}", post(slack_post))
         .with_state(calls.clone());
     (format!("{}/api", serve(app).await), calls)

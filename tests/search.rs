@@ -701,3 +701,29 @@ async fn a_workspace_without_real_time_search_gets_a_clear_error() {
         "asked once per workspace"
     );
 }
+
+/// An agent that may search public channels only drops a private channel's hit even
+/// when Slack returns one (a C id: `conversations.info` says it is private).
+#[tokio::test]
+async fn hits_outside_the_agents_channel_types_are_dropped_locally() {
+    let world = Arc::new(World::default());
+    let base = fakes(world.clone()).await;
+    let mut clients = clients(&base);
+    clients.slack_search_user = clients.slack.as_ref().map(|s| s.with_token("xoxp-search-user"));
+    let trigger = TriggerEvent {
+        source: "cron".into(),
+        kind: "cron".into(),
+        ..TriggerEvent::from_cli(json!({"text": "weekly digest"}))
+    };
+    let mut public_only = agent(&["slack_search"]);
+    public_only.search.slack_channel_types = vec!["public_channel".into()];
+    let calls = [("c1", "slack_search", r#"{"query": "runbook"}"#)];
+    let OneRound { fake, dir: _dir, .. } =
+        one_round(registry(&clients), &public_only, &trigger, &calls, "done").await;
+    let result = tool_result(&fake, "c1");
+    assert!(result.contains("The on-call runbook is in Notion"), "{result}");
+    assert!(
+        !result.contains("C0PRIV") && !result.contains("payroll"),
+        "{result}"
+    );
+}

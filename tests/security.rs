@@ -474,3 +474,326 @@ fn private_text_and_file_names_never_reach_the_database_or_the_log() {
         "the log was captured"
     );
 }
+
+/// Web API calls a fake Slack received: (method, body as text).
+type SlackCalls = Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A fake Slack Web API on 127.0.0.1: `answer` gives each method's reply (form or
+/// JSON bodies alike); every call is recorded.
+async fn fake_slack_api(
+    answer: impl Fn(&str, &str) -> serde_json::Value + Send + Sync + 'static,
+) -> (String, SlackCalls) {
+    let calls: SlackCalls = Arc::default();
+    let seen = calls.clone();
+    let answer = Arc::new(answer);
+    let app = Router::new().route(
+        "/api/{method}",
+        axum::routing::any(
+            move |axum::extract::Path(method): axum::extract::Path<String>,
+                  uri: axum::http::Uri,
+                  body: String| {
+                let query = uri.query().unwrap_or_default().to_string();
+                let body = format!("{query} {body}");
+                seen.lock().unwrap().push((method.clone(), body.clone()));
+                let reply = answer(&method, &body);
+                async move { axum::Json(reply) }
+            },
+        ),
+    );
+    let url = support::serve(app).await;
+    (format!("{url}/api"), calls)
+}
+
+/// Signs a Slack Events API body as Slack does.
+fn slack_request(base: &str, body: &str) -> reqwest::RequestBuilder {
+    let ts = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        steward::triggers::auth::sign_hex(b"signing-secret", &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
+    );
+    steward::http::client()
+        .unwrap()
+        .post(format!("{base}/slack/events"))
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(body.to_string())
+}
+
+/// Whether `needle` occurs in `bytes`.
+fn holds(bytes: &[u8], needle: &str) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// Every row of every table in `schema`, as text.
+async fn postgres_dump(url: &str, schema: &str) -> String {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1")
+            .bind(schema)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut all = String::new();
+    for t in tables {
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT t::text FROM {schema}.\"{t}\" t"
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        all.push_str(&rows.join("\n"));
+    }
+    pool.close().await;
+    all
+}
+
+/// A mention in a private channel whose id starts with C (Slack's newer private
+/// channels; `app_mention` carries no `channel_type`): `conversations.info` says it is
+/// private, so nothing of its text, the thread the run read, or the answer is at rest,
+/// on SQLite and on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_channel_with_a_c_id_keeps_its_text_out_of_the_store_and_log() {
+    let secret = "bluebird layoffs in march";
+    let in_thread = "severance budget is 4.2M";
+    let (api, calls) = fake_slack_api(move |method, _| match method {
+        "conversations.info" => json!({"ok": true, "channel": {"id": "C0PRIV", "name": "exec", "is_channel": true,
+            "is_private": true, "is_im": false, "is_mpim": false}}),
+        "conversations.replies" => json!({"ok": true, "has_more": false, "messages": [
+            {"type": "message", "user": "U1", "text": format!("earlier: {in_thread}"), "ts": "1700000000.000100"},
+            {"type": "message", "user": "U1", "text": format!("<@UBOT> {secret}"), "ts": "1700000000.000200",
+             "thread_ts": "1700000000.000100"}]}),
+        _ => json!({"ok": true, "ts": "1700000001.000100", "channel": "C0PRIV"}),
+    })
+    .await;
+    let fake = support::FakeModel::start().await;
+    fake.always(support::Reply::ok(support::openai_text(&format!(
+        "Summary: {secret}; {in_thread}"
+    ))));
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "prompts/p.md", "You help.");
+    write(
+        root.path(),
+        "agents/helper.yaml",
+        "description: Helps.\ntriggers:\n  - slack_mention: {}\nmodel: openai/gpt-4.1\nprompt: prompts/p.md\noutput: { stream: false }\n",
+    );
+    let pg = std::env::var("STEWARD_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut databases = vec![format!(
+        "sqlite://{}",
+        root.path().join("data/steward.db").display()
+    )];
+    match sqlx::PgPool::connect(&pg).await {
+        Ok(p) => {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&p)
+                .await
+                .unwrap();
+            p.close().await;
+            databases.push(format!("{pg}?options=-c%20search_path%3D{schema}"));
+        }
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("PostgreSQL is required under CI: {e}")
+        }
+        Err(e) => eprintln!("skipping the PostgreSQL half: {e}"),
+    }
+    for (i, url) in databases.iter().enumerate() {
+        let log = root.path().join(format!("steward-{i}.log"));
+        let addr = free_local_addr();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--addr", &addr])
+            .env("STEWARD_ROOT", root.path())
+            .env("DATABASE_URL", url)
+            .env("RUST_LOG", "info")
+            .env("SLACK_SIGNING_SECRET", "signing-secret")
+            .env("SLACK_BOT_TOKEN", "xoxb-test")
+            .env("SLACK_BOT_USER_ID", "UBOT")
+            .env("SLACK_API_URL", &api)
+            .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("STEWARD_DATA_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let base = format!("http://{addr}");
+        let body = support::event_callback(
+            &format!("EvCPRIV{i}"),
+            json!({"type": "app_mention", "user": "U1", "text": format!("<@UBOT> {secret}"),
+                   "ts": "1700000000.000200", "thread_ts": "1700000000.000100", "channel": "C0PRIV",
+                   "event_ts": "1700000000.000200"}),
+        )
+        .to_string();
+        let mut status = None;
+        for _ in 0..200 {
+            if let Ok(r) = slack_request(&base, &body).send().await {
+                status = Some(r.status());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(status, Some(reqwest::StatusCode::OK));
+        // The answer is posted to Slack: the run read the thread and finished.
+        let mut answered = false;
+        for _ in 0..400 {
+            answered = calls
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(m, _)| m == "chat.postMessage")
+                .count()
+                > i;
+            if answered {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(answered, "the run never answered");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().unwrap();
+        let mut stored: Vec<(String, Vec<u8>)> =
+            vec![(format!("steward-{i}.log"), std::fs::read(&log).unwrap())];
+        if url.starts_with("sqlite") {
+            for name in ["data/steward.db", "data/steward.db-wal"] {
+                if let Ok(bytes) = std::fs::read(root.path().join(name)) {
+                    stored.push((name.to_string(), bytes));
+                }
+            }
+        } else {
+            let dump = postgres_dump(&pg, &schema).await;
+            assert!(dump.contains("helper"), "the run is in the PostgreSQL schema");
+            stored.push(("postgres".into(), dump.into_bytes()));
+        }
+        for (name, bytes) in &stored {
+            for needle in [secret, in_thread, "bluebird", "4.2M"] {
+                assert!(!holds(bytes, needle), "'{needle}' found in {name}");
+            }
+        }
+    }
+    if databases.len() > 1 {
+        let p = sqlx::PgPool::connect(&pg).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&p)
+            .await
+            .unwrap();
+    }
+}
+
+/// DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own
+/// name as `Host`; the inspector on its default loopback bind, open without a token,
+/// answers only its own names.
+#[tokio::test]
+async fn the_inspector_answers_only_its_own_host_names() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "agents/cron.yaml",
+        "description: Ticks.\ntriggers:\n  - cron: { schedule: \"0 9 * * 1\" }\ncoordinator: script\nscript: scripts/t.rhai\noutput: { reply: false }\n",
+    );
+    write(root.path(), "scripts/t.rhai", "log(\"tick\");\n");
+    let db = root.path().join("data/steward.db");
+    let (mut child, base) = serve(root.path(), &db, &[], None);
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let client = steward::http::client().unwrap();
+    let get = |host: String| {
+        let client = client.clone();
+        let url = format!("{base}/api/runs");
+        async move {
+            client
+                .get(url)
+                .header("host", host)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(get(format!("attacker.example:{port}")).await, 403);
+    assert_eq!(get("attacker.example".into()).await, 403);
+    assert_eq!(get(format!("localhost.attacker.example:{port}")).await, 403);
+    assert_eq!(get(format!("localhost:{port}")).await, 200);
+    assert_eq!(get(format!("127.0.0.1:{port}")).await, 200);
+    // The login form too: a rebound page cannot post tokens from it.
+    let login = client
+        .get(format!("{base}/login"))
+        .header("host", "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 403);
+    // Webhooks and health checks are not the inspector's: any Host.
+    let health = client
+        .get(format!("{base}/healthz"))
+        .header("host", "pod-10-0-0-7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn fifty_wrong_tokens_are_throttled_and_counted() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "agents/cron.yaml",
+        "description: Ticks.\ntriggers:\n  - cron: { schedule: \"0 9 * * 1\" }\ncoordinator: script\nscript: scripts/t.rhai\noutput: { reply: false }\n",
+    );
+    write(root.path(), "scripts/t.rhai", "log(\"tick\");\n");
+    let db = root.path().join("data/steward.db");
+    let (mut child, base) = serve(
+        root.path(),
+        &db,
+        &[("STEWARD_ADMIN_TOKEN", "the-right-token-1234")],
+        None,
+    );
+    let client = steward::http::client().unwrap();
+    let mut statuses = Vec::new();
+    for i in 0..50 {
+        let r = client
+            .post(format!("{base}/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token=guess-{i}"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            let wait: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!(wait >= 1);
+        }
+        statuses.push(r.status().as_u16());
+    }
+    let wrong = statuses.iter().filter(|s| **s == 401).count();
+    let throttled = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((wrong, throttled), (3, 47), "{statuses:?}");
+    // Even the right token waits out the delay.
+    let right = client
+        .post(format!("{base}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=the-right-token-1234")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 429);
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("steward_inspector_logins_total{outcome=\"throttled\"} 48"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("steward_inspector_logins_total{outcome=\"wrong_token\"} 3"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

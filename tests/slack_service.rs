@@ -97,23 +97,25 @@ fn config(root: &Path, deploys: &Arc<AtomicU32>, agent: &str) -> Config {
 async fn fake_slack() -> (SlackClient, Calls) {
     let calls: Calls = Arc::default();
     let c = calls.clone();
-    let app = Router::new().route(
-        "/{method}",
-        post(
-            move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
-                c.lock().unwrap().push((method.clone(), body.clone()));
-                async move {
-                    if method == "conversations.open" {
-                        return Json(json!({"ok": true, "channel": {"id": "D0APPROVERS"}}));
-                    }
-                    Json(
-                        json!({"ok": true, "channel": body["channel"].as_str().unwrap_or("C123ABC456"),
+    let app = Router::new()
+        .route("/conversations.info", axum::routing::get(conversations_info))
+        .route(
+            "/{method}",
+            post(
+                move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
+                    c.lock().unwrap().push((method.clone(), body.clone()));
+                    async move {
+                        if method == "conversations.open" {
+                            return Json(json!({"ok": true, "channel": {"id": "D0APPROVERS"}}));
+                        }
+                        Json(
+                            json!({"ok": true, "channel": body["channel"].as_str().unwrap_or("C123ABC456"),
                             "ts": format!("1700000{:03}.000100", body.to_string().len() % 1000)}),
-                    )
-                }
-            },
-        ),
-    );
+                        )
+                    }
+                },
+            ),
+        );
     let url = serve(app).await;
     (
         SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test"),

@@ -1016,6 +1016,7 @@ async fn serve(
     let runner = outside.runner(store, tools, skills, &config).build();
     let mut secrets = Secrets::new(&config, &outside.settings);
     secrets.admin.open = inspector_open(&secrets.admin, addr);
+    secrets.admin.hosts.bind = Some(addr.ip());
     let mut service = Service::start(
         runner,
         config.clone(),

@@ -27,6 +27,9 @@ pub struct Settings {
     pub slack_api_url: Option<String>,
     pub slack_signing_secret: Option<String>,
     pub slack_bot_user_id: Option<String>,
+    /// `SLACK_TEAM_IDS`: the workspaces (`T…` ids, comma-separated) whose events and
+    /// clicks steward accepts; empty accepts any workspace the signing secret signs for.
+    pub slack_team_ids: Vec<String>,
     /// `SLACK_SEARCH_USER_TOKEN`: a user token (`xoxp-`) for Slack search in runs no
     /// person started (no `action_token`); unset, those runs cannot search Slack.
     pub slack_search_user_token: Option<String>,
@@ -170,6 +173,14 @@ impl Settings {
             slack_api_url: get("SLACK_API_URL"),
             slack_signing_secret: get("SLACK_SIGNING_SECRET"),
             slack_bot_user_id: get("SLACK_BOT_USER_ID"),
+            slack_team_ids: get("SLACK_TEAM_IDS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|t| t.trim().to_string())
+                        .filter(|t| !t.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
             slack_search_user_token: get("SLACK_SEARCH_USER_TOKEN"),
             jira_base_url: get("JIRA_BASE_URL"),
             jira_email: get("JIRA_EMAIL"),

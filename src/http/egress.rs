@@ -187,6 +187,13 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
         _ if ip.is_broadcast() || a >= 240 => "reserved",
         (192, 0) if ip.octets()[2] == 0 => "reserved",
         (198, 18) | (198, 19) => "reserved",
+        // 6to4 relay anycast (deprecated).
+        (192, 88) if ip.octets()[2] == 99 => "reserved",
+        // Documentation (TEST-NET-1, -2, -3): never a real destination, and some hosts
+        // use them for themselves.
+        (192, 0) if ip.octets()[2] == 2 => "documentation",
+        (198, 51) if ip.octets()[2] == 100 => "documentation",
+        (203, 0) if ip.octets()[2] == 113 => "documentation",
         _ => return None,
     })
 }
@@ -196,19 +203,22 @@ fn v6_class(ip: Ipv6Addr) -> Option<&'static str> {
         return v4_class(v4);
     }
     let seg = ip.segments();
-    // IPv4-compatible (::a.b.c.d, deprecated) and NAT64 (64:ff9b::/96) carry an IPv4
-    // address that some stacks still route to.
-    let embedded = Ipv4Addr::new(
-        (seg[6] >> 8) as u8,
-        seg[6] as u8,
-        (seg[7] >> 8) as u8,
-        seg[7] as u8,
-    );
+    let v4_at = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    // The IPv4 address in the low 32 bits (IPv4-compatible, IPv4-translated, NAT64).
+    let low = v4_at(seg[6], seg[7]);
     Some(match seg[0] {
         _ if ip.is_unspecified() => "unspecified",
         _ if ip.is_loopback() => "loopback",
-        0 if seg[1..6].iter().all(|s| *s == 0) => return v4_class(embedded).or(Some("reserved")),
-        0x64 if seg[1] == 0xff9b && seg[2..6].iter().all(|s| *s == 0) => return v4_class(embedded),
+        // ::/8 is reserved; its IPv4-embedding forms (::a.b.c.d, ::ffff:0:a.b.c.d) are
+        // judged by their IPv4 address, and refused in any case.
+        s if s < 0x0100 => return v4_class(low).or(Some("reserved")),
+        // NAT64, well-known (64:ff9b::/96) and local-use (64:ff9b:1::/48) prefixes.
+        0x64 if seg[1] == 0xff9b => return v4_class(low).or((seg[2] != 0).then_some("private")),
+        // 6to4: 2002:a.b.c.d::/48 reaches a.b.c.d's network.
+        0x2002 => return v4_class(v4_at(seg[1], seg[2])),
+        // Teredo (2001::/32) tunnels to an IPv4 host through a relay: never needed.
+        0x2001 if seg[1] == 0 => "Teredo",
+        0x2001 if seg[1] == 0x0db8 => "documentation",
         s if s & 0xfe00 == 0xfc00 => "private",
         s if s & 0xffc0 == 0xfe80 => "link-local",
         s if s & 0xffc0 == 0xfec0 => "site-local",
@@ -374,6 +384,16 @@ mod tests {
             "http://[fd00::1]/",
             "http://[ff02::1]/",
             "http://[64:ff9b::a00:1]/",
+            "http://192.0.2.10/",
+            "http://198.51.100.7/",
+            "http://203.0.113.1/",
+            "http://[2002:7f00:1::]/",
+            "http://[2002:a00:1::1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[::7f00:1]/",
+            "http://[64:ff9b:1::a00:1]/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "http://[2001:db8::1]/",
         ] {
             assert!(
                 matches!(p.check_url(&url(u)), Err(EgressError::Internal { .. })),
@@ -382,6 +402,8 @@ mod tests {
         }
         assert!(p.check_url(&url("https://93.184.215.14/")).is_ok());
         assert!(p.check_url(&url("https://[2606:4700::1111]/")).is_ok());
+        // 6to4 of a public IPv4 address is public.
+        assert!(p.check_url(&url("https://[2002:5db8:d70e::1]/")).is_ok());
         assert!(p.check_url(&url("https://example.com/")).is_ok());
     }
 

@@ -33,6 +33,51 @@ pub struct AdminAccess {
     pub open: bool,
     /// Mark the login cookie `Secure` (set when `STEWARD_PUBLIC_URL` is https).
     pub secure_cookie: bool,
+    /// The `Host` names the inspector answers to (see [`AdminAccess::host_allowed`]).
+    pub hosts: Hosts,
+    /// Failed sign-ins per client address.
+    pub throttle: std::sync::Arc<super::throttle::LoginThrottle>,
+}
+
+/// The `Host` values the inspector answers to, against DNS rebinding: a page on
+/// `attacker.example` whose name is made to resolve to 127.0.0.1 sends
+/// `Host: attacker.example`, which is refused.
+#[derive(Debug, Clone, Default)]
+pub struct Hosts {
+    /// The address `serve` listens on: an IP literal `Host` must be it, or a loopback
+    /// address (any IP literal when listening on every address).
+    pub bind: Option<std::net::IpAddr>,
+    /// `STEWARD_PUBLIC_URL`'s host, lower-cased.
+    pub public: Option<String>,
+}
+
+impl Hosts {
+    /// Whether `host` (a `Host` header value, port and all) names this steward.
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or_default().to_string(),
+            None => match host.rsplit_once(':') {
+                Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name.to_string(),
+                _ => host.clone(),
+            },
+        };
+        let name = name.trim_end_matches('.');
+        if name == "localhost" || self.public.as_deref() == Some(name) {
+            return true;
+        }
+        // An IP literal cannot be a rebound name: the browser's origin is that address.
+        match name.parse::<std::net::IpAddr>() {
+            Ok(ip) => {
+                ip.is_loopback()
+                    || match self.bind {
+                        Some(bind) => bind.is_unspecified() || bind == ip,
+                        None => true,
+                    }
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 /// How long a login lasts: the expiry is inside the signed cookie value, so a copied
@@ -104,6 +149,17 @@ impl AdminAccess {
             Ok(Viewer::Local)
         } else {
             Err(Denied::Closed)
+        }
+    }
+
+    /// `Err(host)` when the request's `Host` is not one this steward answers to as the
+    /// inspector. A request without `Host` (not a browser's) passes.
+    pub fn host_allowed(&self, headers: &HeaderMap) -> Result<(), String> {
+        match headers.get(axum::http::header::HOST).map(|h| h.to_str()) {
+            None => Ok(()),
+            Some(Ok(host)) if self.hosts.allows(host) => Ok(()),
+            Some(Ok(host)) => Err(host.to_string()),
+            Some(Err(_)) => Err("(not text)".into()),
         }
     }
 

@@ -89,6 +89,22 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
             mut event,
             dedupe_key,
         } => {
+            if let crate::triggers::Origin::Slack { team, .. } = &event.origin
+                && !state.secrets.slack_team_allowed(team.as_deref())
+            {
+                // Acknowledged (Slack would retry a refusal), counted, never stored.
+                state
+                    .runner
+                    .metrics
+                    .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
+                tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
+                return Ok((
+                    StatusCode::OK,
+                    Json(json!({"ok": true, "refused": "workspace not allowed"})),
+                )
+                    .into_response());
+            }
+            settle_privacy(state, &mut event).await;
             let span = tracing::info_span!(
                 "ingest",
                 otel.name = %format!("ingest {}", event.source),
@@ -123,6 +139,34 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
             Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
         }
         Inbound::VerificationToken(token) => park_notion_token(state, &token).await,
+    }
+}
+
+/// How long ingest waits for Slack to say whether a channel is private before
+/// counting it as private (Slack wants its acknowledgement within 3 s).
+const PRIVACY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Decides, before anything is stored, whether a Slack event comes from a private
+/// conversation: its id (D, G) or `channel_type` say so, or else `conversations.info`
+/// (private channels can have C ids and `app_mention` has no `channel_type`). Asked
+/// once per channel and cached; no answer, or no Slack client to ask, counts as
+/// private.
+async fn settle_privacy(state: &AppState, event: &mut TriggerEvent) {
+    let crate::triggers::Origin::Slack { channel, .. } = &event.origin else {
+        return;
+    };
+    if event.private || channel.is_empty() {
+        return;
+    }
+    let private = match &state.slack {
+        Some(client) => tokio::time::timeout(PRIVACY_WAIT, client.is_private_channel(channel))
+            .await
+            .unwrap_or(true),
+        None => true,
+    };
+    if private {
+        event.private = true;
+        event.summary = crate::run::trigger_summary(event);
     }
 }
 

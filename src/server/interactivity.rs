@@ -112,6 +112,13 @@ pub fn button_click(payload: &Value) -> Option<ButtonClick> {
 /// button click, or the comment of a 👎. Other payload types are logged and
 /// acknowledged.
 pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    let team = payload["team"]["id"]
+        .as_str()
+        .or(payload["user"]["team_id"].as_str());
+    if !state.secrets.slack_team_allowed(team) {
+        tracing::warn!(team = ?team, "refused a Slack click from a workspace not in SLACK_TEAM_IDS");
+        return Ok(Click::Ignored);
+    }
     if payload["type"] == "view_submission" && payload["view"]["callback_id"] == message::FEEDBACK_COMMENT {
         return comment(state, payload).await;
     }
@@ -200,7 +207,7 @@ async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::s
         // `steward_feedback_up` / `_down`: the buttons of answers posted before Slack's
         // feedback buttons; their clicks still count.
         message::FEEDBACK_ACTION | "steward_feedback_up" | "steward_feedback_down" => {
-            return rate(state, user, value).await;
+            return rate(state, click).await;
         }
         _ => return Ok(Click::Ignored),
     };
@@ -259,15 +266,29 @@ async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::s
 }
 
 /// A 👍 / 👎 button: one human score per person and run (a second click is refused).
-async fn rate(state: &AppState, user: &str, value: &str) -> Result<Click, crate::store::StoreError> {
-    let Some((vote, run_id)) = value.split_once(':') else {
-        return Ok(Click::Refused("This button is not valid.".into()));
+/// Counted only for a run of an agent that asks for feedback and that posted its
+/// answer in Slack in the channel the button is in, and only for the two votes.
+async fn rate(state: &AppState, click: &ButtonClick) -> Result<Click, crate::store::StoreError> {
+    let (user, value) = (click.user.as_str(), click.value.as_str());
+    let up = match value.split_once(':') {
+        Some(("up", _)) => true,
+        Some(("down", _)) => false,
+        _ => return Ok(Click::Refused("This button is not valid.".into())),
     };
-    let up = vote == "up";
+    let run_id = value.split_once(':').map(|(_, r)| r).unwrap_or_default();
     let store = &state.runner.store;
     let Some(run) = store.get_run(run_id).await? else {
         return Ok(Click::Refused("This answer's run is gone.".into()));
     };
+    let asks = state
+        .config
+        .agents
+        .get(&run.agent)
+        .is_some_and(|a| a.output.feedback);
+    if !asks || !posted_in(store.as_ref(), run_id, &click.channel).await? {
+        tracing::warn!(run = %run_id, %user, "refused feedback for a run that posted no answer with feedback buttons here");
+        return Ok(Click::Refused("This button is not valid.".into()));
+    }
     let scores = store.run_scores(run_id).await?;
     if scores
         .iter()
@@ -289,6 +310,23 @@ async fn rate(state: &AppState, user: &str, value: &str) -> Result<Click, crate:
     state.runner.metrics.feedback(&run.agent, up);
     tracing::info!(run = %run_id, up, "feedback recorded");
     Ok(Click::Rated { up })
+}
+
+/// Whether run `run_id` posted its answer in Slack channel `channel`: its `reply`
+/// event names that channel and a `reply_sent` event says it went out.
+async fn posted_in(
+    store: &dyn crate::store::Store,
+    run_id: &str,
+    channel: &str,
+) -> Result<bool, crate::store::StoreError> {
+    let events = store.run_events(run_id).await?;
+    let aimed = events
+        .iter()
+        .any(|e| e.kind == "reply" && e.data["destination"]["slack"].as_str() == Some(channel));
+    let sent = events
+        .iter()
+        .any(|e| e.kind == "reply_sent" && e.data["ok"] == true);
+    Ok(aimed && sent)
 }
 
 /// The criterion of a score from the feedback buttons.

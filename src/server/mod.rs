@@ -14,6 +14,7 @@ pub mod limits;
 pub mod scrape;
 pub mod socket_mode;
 pub mod stops;
+pub mod throttle;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -54,6 +55,8 @@ pub const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
 pub struct Secrets {
     pub slack_signing: String,
     pub slack_bot_user: Option<String>,
+    /// `SLACK_TEAM_IDS`; empty accepts every workspace.
+    pub slack_teams: Vec<String>,
     pub jira: String,
     /// `NOTION_WEBHOOK_TOKEN`: the subscription's verification token, pasted by the
     /// operator. Unset means the Notion route is closed.
@@ -91,6 +94,7 @@ impl Secrets {
         Secrets {
             slack_signing: settings.slack_signing_secret.clone().unwrap_or_default(),
             slack_bot_user: settings.slack_bot_user_id.clone(),
+            slack_teams: settings.slack_team_ids.clone(),
             jira: settings.jira_webhook_secret.clone().unwrap_or_default(),
             notion: settings.notion_webhook_token.clone(),
             hooks,
@@ -108,8 +112,28 @@ impl Secrets {
                     .public_url
                     .as_deref()
                     .is_some_and(|u| u.starts_with("https://")),
+                hosts: access::Hosts {
+                    bind: None,
+                    public: settings
+                        .public_url
+                        .as_deref()
+                        .and_then(|u| url::Url::parse(u).ok())
+                        .and_then(|u| {
+                            u.host_str()
+                                .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
+                        }),
+                },
+                throttle: Default::default(),
             },
         }
+    }
+}
+
+impl Secrets {
+    /// Whether Slack workspace `team` may reach steward (`SLACK_TEAM_IDS`). With a
+    /// list, an event or click naming no workspace is refused too.
+    pub fn slack_team_allowed(&self, team: Option<&str>) -> bool {
+        self.slack_teams.is_empty() || team.is_some_and(|t| self.slack_teams.iter().any(|a| a == t))
     }
 }
 
@@ -394,7 +418,10 @@ pub async fn serve_connections(
             },
             _ = stop.cancelled() => break,
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let service = hyper_util::service::TowerToHyperService::new(WithPeer {
+            inner: router.clone(),
+            peer,
+        });
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
@@ -409,6 +436,35 @@ pub async fn serve_connections(
     connections.close();
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("connections still open after the grace period; closing them");
+    }
+}
+
+/// The router with the connection's client address in every request's extensions, as
+/// axum's `ConnectInfo` (sign-in throttling is per address).
+#[derive(Clone)]
+struct WithPeer {
+    inner: Router,
+    peer: std::net::SocketAddr,
+}
+
+impl<B> tower_service::Service<axum::http::Request<B>> for WithPeer
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        tower_service::Service::<axum::http::Request<B>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
+        self.inner.call(request)
     }
 }
 

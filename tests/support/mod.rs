@@ -728,3 +728,16 @@ pub fn output_text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// A fake Slack's `conversations.info`: channels whose id starts with C are public
+/// unless the id holds `PRIV` (Slack's private channels can have C ids).
+pub async fn conversations_info(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::Json<Value> {
+    let id = q.get("channel").cloned().unwrap_or_default();
+    let private = !id.starts_with('C') || id.contains("PRIV");
+    axum::Json(
+        serde_json::json!({"ok": true, "channel": {"id": id, "name": "general", "is_channel": true,
+        "is_private": private, "is_im": id.starts_with('D'), "is_mpim": false}}),
+    )
+}

@@ -135,7 +135,11 @@ pub async fn slack(
             .await
             .map_err(|e| model(e.to_string()))?;
         for m in page["results"]["messages"].as_array().into_iter().flatten() {
-            hits.push(slack_message(client, grant, m).await);
+            // Slack filters by channel_types already; a hit of another type is dropped
+            // here too rather than trusted.
+            if let Some(hit) = slack_message(client, grant, m).await {
+                hits.push(hit);
+            }
         }
         for f in page["results"]["files"].as_array().into_iter().flatten() {
             hits.push(Hit {
@@ -160,8 +164,31 @@ pub async fn slack(
     Ok(hits)
 }
 
-async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> Hit {
+/// Whether a conversation's type is among `allowed` (Slack's `channel_types` names):
+/// D ids are `im`, G ids `mpim` or `private_channel`, C ids by `conversations.info`.
+async fn type_allowed(client: &SlackClient, allowed: &[String], channel: &str) -> bool {
+    let has = |t: &str| allowed.iter().any(|a| a == t);
+    if channel.starts_with('D') {
+        return has("im");
+    }
+    if channel.starts_with('G') {
+        return has("mpim") || has("private_channel");
+    }
+    if client.is_private_channel(channel).await {
+        has("private_channel") || has("mpim")
+    } else {
+        has("public_channel")
+    }
+}
+
+/// A search hit as the model sees it; `None` when its conversation is of a type the
+/// agent may not search.
+async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> Option<Hit> {
     let channel = m["channel_id"].as_str().unwrap_or_default();
+    if !type_allowed(client, &grant.scope.slack_channel_types, channel).await {
+        tracing::info!(%channel, "dropped a Slack search hit outside the agent's channel types");
+        return None;
+    }
     let ts = m["message_ts"].as_str().unwrap_or_default();
     let author = m["author_name"]
         .as_str()
@@ -186,7 +213,7 @@ async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> 
             SNIPPET_CHARS,
         )
     };
-    Hit {
+    Some(Hit {
         source: "slack",
         id: format!("{channel}/{ts}"),
         title: format!("{author} in {where_}"),
@@ -194,7 +221,7 @@ async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> 
         snippet,
         when: ts_date(ts),
         private,
-    }
+    })
 }
 
 /// A Slack `ts` (`1700000000.000100`) as an ISO 8601 date.

@@ -19,6 +19,9 @@ pub mod mrkdwn;
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";
 
 const SERVICE: &str = "slack";
+/// How long a channel's "public" answer from `conversations.info` is trusted.
+pub const PUBLIC_FOR: Duration = Duration::from_secs(600);
+
 /// Retries of a 429 before giving up.
 const MAX_RATE_LIMIT_RETRIES: u32 = 3;
 
@@ -35,8 +38,8 @@ pub struct SlackClient {
     /// Whether the workspace has Slack's Real-time Search (`assistant.search.info`),
     /// asked once.
     search_enabled: Arc<tokio::sync::OnceCell<bool>>,
-    /// Whether a channel is private, by id, asked once each.
-    private_channels: Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
+    /// Whether a channel is private, by id, with when Slack said so.
+    private_channels: Arc<std::sync::Mutex<std::collections::HashMap<String, (bool, std::time::Instant)>>>,
 }
 
 impl std::fmt::Debug for SlackClient {
@@ -88,17 +91,20 @@ impl SlackClient {
         self.call("assistant.search.context", body).await
     }
 
-    /// Whether channel `id` is private (a DM, a group DM or a private channel); asked
-    /// once per channel. When Slack cannot say, it counts as private.
+    /// Whether channel `id` is private (a DM, a group DM or a private channel; private
+    /// channels can have C ids), from `conversations.info`. A private answer is kept
+    /// for the process's life; a public one for [`PUBLIC_FOR`], since a channel can be
+    /// made private. When Slack cannot say, it counts as private (and is asked again).
     pub async fn is_private_channel(&self, id: &str) -> bool {
         if id.starts_with('D') || id.starts_with('G') {
             return true;
         }
-        if let Some(known) = self
+        if let Some((known, at)) = self
             .private_channels
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
+            && (*known || at.elapsed() < PUBLIC_FOR)
         {
             return *known;
         }
@@ -115,7 +121,7 @@ impl SlackClient {
         self.private_channels
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), private);
+            .insert(id.to_string(), (private, std::time::Instant::now()));
         private
     }
 

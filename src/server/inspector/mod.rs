@@ -40,10 +40,26 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/prompts/{*path}", get(prompt_page))
         .route("/api/runs", get(api_runs))
         .route("/api/runs/{id}", get(api_run))
-        .route_layer(axum::middleware::from_fn_with_state(state, guard));
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()
         .route("/login", get(login_form).post(login))
         .merge(guarded)
+        .route_layer(axum::middleware::from_fn_with_state(state, host_guard))
+}
+
+/// Refuses (403) inspector requests whose `Host` is not this steward's, so a page that
+/// rebinds its own name to steward's address cannot read runs in a local browser.
+async fn host_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match state.secrets.admin.host_allowed(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(host) => {
+            tracing::warn!(%host, path = %request.uri().path(), "refused an inspector request for another host");
+            let message = format!(
+                "this steward does not answer to the host '{host}': use localhost, its address, or STEWARD_PUBLIC_URL"
+            );
+            (StatusCode::FORBIDDEN, Json(json!({"error": message}))).into_response()
+        }
+    }
 }
 
 /// Refuses requests [`AdminAccess`](super::access::AdminAccess) does not admit: 401,
@@ -302,13 +318,41 @@ async fn login_form() -> Html<String> {
 
 /// `POST /login` with a form body `token=...`: sets the session cookie and goes to
 /// `/runs`, or shows the form again.
-async fn login(State(state): State<AppState>, body: Bytes) -> Response {
+/// Tries are throttled per client address: after a few wrong tokens each further try
+/// waits longer (429 with `Retry-After`), counted in `steward_inspector_logins_total`.
+async fn login(State(state): State<AppState>, extensions: axum::http::Extensions, body: Bytes) -> Response {
+    let admin = &state.secrets.admin;
+    let client = extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|p| p.0.ip());
+    let now = std::time::Instant::now();
+    if let Err(wait) = admin.throttle.check(client, now) {
+        state.runner.metrics.login("throttled");
+        let secs = wait.as_secs().max(1);
+        let mut response = (
+            StatusCode::TOO_MANY_REQUESTS,
+            Html(
+                pages::message(
+                    "Too many tries",
+                    &format!("Too many wrong tokens from your address: try again in {secs} s."),
+                )
+                .into_string(),
+            ),
+        )
+            .into_response();
+        if let Ok(v) = secs.to_string().parse() {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+        }
+        return response;
+    }
     let typed = url::form_urlencoded::parse(&body)
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default();
-    match state.secrets.admin.login(&typed) {
+    match admin.login(&typed) {
         Some(cookie) => {
+            admin.throttle.succeeded(client);
+            state.runner.metrics.login("ok");
             let mut headers = HeaderMap::new();
             if let Ok(v) = cookie.parse() {
                 headers.insert(SET_COOKIE, v);
@@ -317,7 +361,9 @@ async fn login(State(state): State<AppState>, body: Bytes) -> Response {
             (StatusCode::SEE_OTHER, headers).into_response()
         }
         None => {
-            tracing::warn!("failed inspector sign-in");
+            admin.throttle.failed(client, now);
+            state.runner.metrics.login("wrong_token");
+            tracing::warn!(client = ?client, "failed inspector sign-in");
             (StatusCode::UNAUTHORIZED, Html(pages::login(true).into_string())).into_response()
         }
     }
