@@ -1289,3 +1289,67 @@ async fn a_run_of_an_agent_removed_from_the_config_is_ended_not_left_queued() {
     );
     h.stop().await;
 }
+
+/// `SLACK_TEAM_IDS`: a signed event from another workspace is acknowledged, counted
+/// and stored nowhere; the listed workspace's events are taken.
+#[tokio::test]
+async fn events_from_a_workspace_not_listed_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("handled")));
+    let config = Arc::new(tree(dir.path()));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+    let runner = Runner::builder(store.clone())
+        .providers(providers(Some(&fake), None))
+        .tools(registry())
+        .tokens(tokens())
+        .build();
+    let secrets = Secrets {
+        slack_signing: SLACK_SECRET.into(),
+        slack_bot_user: Some("UBOT".into()),
+        slack_teams: vec!["T123ABC456".into()],
+        ..Secrets::default()
+    };
+    let service = Service::start(runner, config, secrets, None, None, DispatchSettings::default());
+    let send = |body: Value| {
+        let router = service.router();
+        async move {
+            let resp = router
+                .oneshot(slack_request(&body, now(), SLACK_SECRET, None))
+                .await
+                .unwrap();
+            let status = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let mut foreign = mention("EvFOREIGN1", "<@UBOT> hello from elsewhere");
+    foreign["team_id"] = json!("T0OTHERORG");
+    let (status, body) = send(foreign).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["refused"], "workspace not allowed");
+    let (status, body) = send(mention("EvHOME1", "<@UBOT> hello")).await;
+    assert_eq!(
+        (status, body["duplicate"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
+    let metrics = service
+        .router()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let text = String::from_utf8(
+        axum::body::to_bytes(metrics.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        text.contains(
+            "steward_trigger_events_total{source=\"slack\",kind=\"app_mention\",outcome=\"foreign_team\"} 1"
+        ),
+        "{text}"
+    );
+    service.stop(Duration::from_secs(5)).await;
+}

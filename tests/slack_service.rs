@@ -199,12 +199,17 @@ fn click(user: &str, action: &str, value: &str) -> String {
 /// A click on Slack's feedback buttons (`feedback_buttons` in a `context_actions`
 /// block), as Slack sends it.
 fn feedback_click(user: &str, value: &str) -> String {
+    feedback_click_in(user, value, "C123ABC456")
+}
+
+/// [`feedback_click`] on a message in `channel`.
+fn feedback_click_in(user: &str, value: &str, channel: &str) -> String {
     let payload = json!({
         "type": "block_actions", "token": "XXYYZZ", "api_app_id": "A123ABC456", "trigger_id": "1234.5678.abc",
         "user": {"id": user, "username": "someone", "name": "someone", "team_id": "T123ABC456"},
         "team": {"id": "T123ABC456", "domain": "acme"},
-        "container": {"type": "message", "message_ts": "1700000000.000200", "channel_id": "C123ABC456", "is_ephemeral": false},
-        "channel": {"id": "C123ABC456", "name": "ops"},
+        "container": {"type": "message", "message_ts": "1700000000.000200", "channel_id": channel, "is_ephemeral": false},
+        "channel": {"id": channel, "name": "ops"},
         "actions": [{"action_id": "steward_feedback", "block_id": "steward_feedback", "type": "feedback_buttons",
                      "value": value, "action_ts": "1700000001.000300"}]
     });
@@ -685,6 +690,20 @@ async fn feedback_buttons_record_one_score_per_person() {
         "wrong-secret",
     );
     assert_eq!(s.send(unsigned).await, StatusCode::UNAUTHORIZED);
+    // Only the two votes count, and only on the message the run posted (a button
+    // copied into another channel is not that message).
+    assert_eq!(
+        s.feedback_click("/slack/events", "U0THIRD", &format!("sideways:{}", done.id))
+            .await,
+        StatusCode::OK
+    );
+    let elsewhere = slack_signed(
+        "/slack/events",
+        "application/x-www-form-urlencoded",
+        feedback_click_in("U0FOURTH", &format!("up:{}", done.id), "C0ELSEWHERE"),
+        SECRET,
+    );
+    assert_eq!(s.send(elsewhere).await, StatusCode::OK);
     let scores = s.store.run_scores(&done.id).await.unwrap();
     let votes: Vec<(Option<&str>, f64, Option<&str>)> = scores
         .iter()
