@@ -731,6 +731,7 @@ fn build_agent(
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, &spec.cache, diags);
     let search = build_search(src, &spec.search, &tool_names, diags);
+    let private_egress = build_private_egress(src, &spec.private_egress, &tool_names, diags);
     if !is_llm && spec.cache != CacheSpec::default() {
         diags.push(src.error_at(
             "cache",
@@ -834,7 +835,38 @@ fn build_agent(
         post_run,
         sandbox: sandbox_limits(&spec.sandbox),
         vars: serde_json::to_value(&spec.vars).unwrap_or_default(),
+        private_egress,
     })
+}
+
+/// `private_egress`: each entry a Slack conversation id, a tool the agent is granted,
+/// or a host name; anything else is an error naming what it can be.
+fn build_private_egress(
+    src: &Source,
+    entries: &[String],
+    tools: &[String],
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<String> {
+    for e in entries {
+        let channel = e.len() >= 9
+            && matches!(e.as_bytes()[0], b'C' | b'G' | b'D')
+            && e.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+        let tool = tools.iter().any(|t| t == e);
+        let host = e.contains('.')
+            && !e.contains('/')
+            && e.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        if !(channel || tool || host) {
+            diags.push(src.error_at(
+                "private_egress",
+                Some(e),
+                format!(
+                    "'{e}' in private_egress is not a Slack channel id (C0123ABC), a tool this agent is granted, or a host name (status.example.com)"
+                ),
+            ));
+        }
+    }
+    entries.to_vec()
 }
 
 fn sandbox_limits(spec: &super::spec::SandboxSpec) -> crate::sandbox::SandboxLimits {
@@ -960,5 +992,6 @@ fn build_subagent(
         post_run: Default::default(),
         sandbox: Default::default(),
         vars: serde_json::Value::Object(Default::default()),
+        private_egress: Vec::new(),
     })
 }

@@ -319,6 +319,9 @@ pub struct AgentConfig {
     pub sandbox: crate::sandbox::SandboxLimits,
     /// The script's `vars` (JSON object).
     pub vars: serde_json::Value,
+    /// Destinations private content may reach without an approval (see
+    /// `run::custody`): Slack channel ids, tool names, hosts.
+    pub private_egress: Vec<String>,
 }
 
 impl AgentConfig {
@@ -358,6 +361,7 @@ impl AgentConfig {
             post_run: PostRunEvals::default(),
             sandbox: Default::default(),
             vars: serde_json::Value::Object(Default::default()),
+            private_egress: Vec::new(),
         }
     }
 

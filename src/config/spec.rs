@@ -81,6 +81,11 @@ pub struct AgentSpec {
     /// Values a coordinator script reads as `vars` (channel ids, thresholds, ...).
     #[serde(default)]
     pub vars: serde_yaml::Mapping,
+    /// Where a run that read a private conversation may still send things without a
+    /// person's approval: Slack channel ids (`C0123ABC`), granted tool names
+    /// (`jira_create_issue`), or hosts for `http_fetch` (`status.example.com`).
+    #[serde(default)]
+    pub private_egress: Vec<String>,
 }
 
 /// An agent's tool: its name, or `{name, approval: required}` for one a person must

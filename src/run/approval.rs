@@ -32,6 +32,10 @@ pub struct Checkpoint {
     /// its conversation), by call id; shown on its request.
     #[serde(default)]
     pub notes: std::collections::BTreeMap<String, String>,
+    /// Private conversations whose content the run holds (see `run::custody`): a
+    /// resumed run is as private as it was.
+    #[serde(default)]
+    pub private_sources: Vec<String>,
     pub turns: u32,
     pub usage: Usage,
     pub cost_usd: f64,
@@ -94,19 +98,26 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
     let Some(decision) = row.decision.clone() else {
         return Ok(None);
     };
-    let plain = match (cx.trigger.private, &cx.runner.data_key) {
-        (false, _) => row.checkpoint.clone(),
-        (true, Some(key)) => key
-            .open(&row.checkpoint)
-            .map_err(|e| RunError::Checkpoint(format!("cannot open it: {e}")))?,
-        (true, None) => {
-            return Err(RunError::Checkpoint(
-                "the run's checkpoint is sealed and STEWARD_DATA_KEY is not set".into(),
-            ));
-        }
+    // A checkpoint is sealed when its run held private content then; a plain one
+    // reads as JSON as it is.
+    let mut checkpoint: Checkpoint = match serde_json::from_slice(&row.checkpoint) {
+        Ok(c) => c,
+        Err(plain_error) => match &cx.runner.data_key {
+            Some(key) => {
+                let plain = key.open(&row.checkpoint).map_err(|e| {
+                    RunError::Checkpoint(format!("cannot open it: {e} (as JSON: {plain_error})"))
+                })?;
+                serde_json::from_slice(&plain)
+                    .map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?
+            }
+            None if cx.trigger.private => {
+                return Err(RunError::Checkpoint(
+                    "the run's checkpoint is sealed and STEWARD_DATA_KEY is not set".into(),
+                ));
+            }
+            None => return Err(RunError::Checkpoint(format!("unreadable: {plain_error}"))),
+        },
     };
-    let mut checkpoint: Checkpoint =
-        serde_json::from_slice(&plain).map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?;
     let by = match &row.decided_by {
         Some(user) => {
             cx.runner
@@ -149,7 +160,9 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
     let parsed: Checkpoint =
         serde_json::from_value(checkpoint.clone()).map_err(|e| RunError::Checkpoint(e.to_string()))?;
     let json = serde_json::to_vec(&checkpoint).unwrap_or_default();
-    let sealed = match (cx.trigger.private, &runner.data_key) {
+    // Sealed when the run holds private content: a private trigger, or a private
+    // conversation it read.
+    let sealed = match (cx.recorder.privacy().is_private(), &runner.data_key) {
         (false, _) => json,
         (true, Some(key)) => key.seal(&json).map_err(|e| RunError::Checkpoint(e.to_string()))?,
         (true, None) => {

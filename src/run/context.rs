@@ -150,11 +150,17 @@ pub async fn prepare<'a>(
         !matches!(&trigger.origin, crate::triggers::Origin::Slack { channel, channel_type, .. }
             if channel.starts_with('D') || channel_type.as_deref() == Some("im"))
     });
+    let custody = Arc::new(super::custody::Custody::new(
+        agent,
+        trigger,
+        runner.sources.slack.clone(),
+    ));
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {
             runner: runner.clone(),
             parent_id: run_id.clone(),
             parent_private: trigger.private,
+            parent_custody: custody.clone(),
             action_token: trigger.action_token.clone(),
             answers_in_public,
             // Tools needing approval are not handed down: a subagent cannot wait.
@@ -195,6 +201,7 @@ pub async fn prepare<'a>(
         presence: lineage.presence.clone(),
         live: lineage.live.clone(),
         search,
+        custody,
         span: span.clone(),
         // As the run itself (see `Runner::run`): subagent runs are always entered.
         enter_spans: runner.instrument_runs || lineage.depth > 0,

@@ -50,6 +50,8 @@ pub struct GatewayParts {
     pub live: Option<Arc<dyn crate::triggers::source::Live>>,
     /// What the run's search tools may search, and as whom.
     pub search: Arc<crate::tools::search_grant::SearchGrant>,
+    /// Which private conversations the run may read and where their content may go.
+    pub custody: Arc<super::custody::Custody>,
 }
 
 /// A call refused because the run's `max_tool_calls` budget would be exceeded.
@@ -132,6 +134,36 @@ impl Gateway {
 
     pub fn recorder(&self) -> &Arc<Recorder> {
         &self.parts.recorder
+    }
+
+    pub fn custody(&self) -> &Arc<super::custody::Custody> {
+        &self.parts.custody
+    }
+
+    /// Why `call` needs a person's approval to carry the run's private content out of
+    /// its conversation (see [`super::custody::Custody::egress_note`]).
+    pub fn egress_note(&self, call_id: &str, name: &str, arguments: &str) -> Option<String> {
+        let effect = self.parts.tools.get(name).map(|t| t.spec().effect)?;
+        let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        self.parts.custody.egress_note(call_id, name, effect, &args)
+    }
+
+    /// Custody's checks before a call: a Slack read the asker may not make, or content
+    /// leaving a private conversation without approval, is a tool error. `Ok(Some(c))`:
+    /// the call reads private conversation `c`.
+    async fn custody_check(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Result<Option<String>, ToolError> {
+        let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        if let Some(note) = self.egress_note(call_id, name, arguments) {
+            return Err(ToolError::Model(format!(
+                "{note} No person approved it, so it was not run."
+            )));
+        }
+        self.parts.custody.check_read(name, &args).await
     }
 
     /// Tool calls made so far (never more than the cap).
@@ -293,11 +325,14 @@ impl Gateway {
         let result = async {
             let ctx = self.ctx(call_id, cancel);
             let started = Instant::now();
+            let checked = self.custody_check(call_id, name, arguments).await;
             let invoke = self
                 .parts
                 .tools
                 .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock);
-            let result = if let Some((first, mut output)) = earlier {
+            let result = if let Err(e) = &checked {
+                Err(e.clone())
+            } else if let Some((first, mut output)) = earlier {
                 span.record("steward.tool.repeat_of", first.as_str());
                 output.repeat_of = Some(first);
                 Ok(output)
@@ -323,6 +358,21 @@ impl Gateway {
                     .or_insert_with(|| (call_id.to_string(), output.clone()));
             }
             let recorder = &self.parts.recorder;
+            if let (Ok(Some(channel)), Ok(_)) = (&checked, &result) {
+                // Private content from here on: redacted at rest, kept in its place.
+                self.parts.custody.taint(channel);
+                recorder.taint();
+                if self.parts.custody.answer_leaves()
+                    && let Some(live) = &self.parts.live
+                {
+                    // Nothing more streams where others read it.
+                    live.abandon().await;
+                }
+            }
+            if let Ok(output) = &result {
+                self.parts.custody.saw(&output.model_text());
+            }
+            let capture = capture && !recorder.privacy().is_private();
             let event = match &result {
                 Ok(output) => {
                     let text = output.model_text();

@@ -177,6 +177,16 @@ impl LlmRun<'_> {
                 request_at = c.request_at;
                 self.gateway.restore_calls(c.tool_calls);
                 spent = Duration::from_millis(c.elapsed_ms);
+                let custody = self.gateway.custody();
+                if !c.private_sources.is_empty() {
+                    custody.restore(&c.private_sources);
+                    self.gateway.recorder().taint();
+                }
+                for (id, refusal) in &c.decided {
+                    if refusal.is_none() {
+                        custody.approve(id);
+                    }
+                }
                 // Another gated call of the round still waits for its own decision.
                 if c.undecided().is_some() {
                     out.tool_calls = c.tool_calls;
@@ -288,9 +298,18 @@ impl LlmRun<'_> {
             conv.push(assistant, t);
             // A call needing a person's approval holds the whole round: the run parks
             // here with its conversation and resumes the round once someone decides.
+            // That is a tool marked `approval: required`, or a call that would carry
+            // private content out of its conversation (`run::custody`).
+            let mut notes = std::collections::BTreeMap::new();
             let gated: Vec<String> = calls
                 .iter()
-                .filter(|c| self.agent.approval.tools.contains(&c.name))
+                .filter(|c| {
+                    if let Some(note) = self.gateway.egress_note(&c.id, &c.name, &c.arguments) {
+                        notes.insert(c.id.clone(), note);
+                        return true;
+                    }
+                    self.agent.approval.tools.contains(&c.name)
+                })
                 .map(|c| c.id.clone())
                 .collect();
             if !gated.is_empty() {
@@ -300,7 +319,8 @@ impl LlmRun<'_> {
                     calls,
                     gated,
                     decided: Vec::new(),
-                    notes: Default::default(),
+                    notes,
+                    private_sources: self.gateway.custody().sources(),
                     turns: out.turns,
                     usage: out.usage,
                     cost_usd: out.cost_usd,

@@ -11,6 +11,7 @@ pub mod compaction;
 pub mod context;
 pub mod conversation;
 pub mod coordinator;
+pub mod custody;
 pub mod events;
 pub mod failure;
 pub mod gateway;
@@ -369,16 +370,51 @@ impl Runner {
         if let (Some(text), true, true, None) =
             (&result.final_text, agent.output.reply, completed, &cx.parent_id)
         {
-            match reply::post(
-                &self.sources,
-                agent,
-                &cx.trigger.origin,
-                text,
-                recorder,
-                cx.live.as_deref(),
-            )
-            .await
-            {
+            // An answer drawing on a private conversation that others than its members
+            // would read goes to the asker alone (`run::custody`).
+            let private_to = match cx.gateway.custody().answer_leaves() {
+                true => Some(
+                    reply::private_destination(&self.sources, cx.gateway.custody(), &cx.trigger.origin).await,
+                ),
+                false => None,
+            };
+            let (origin, live) = match &private_to {
+                Some(Ok(dm)) => {
+                    if let Some(live) = &cx.live {
+                        live.abandon().await;
+                    }
+                    let note = format!(
+                        "I sent my answer to <@{}> directly: it draws on a private conversation.",
+                        cx.gateway.custody().asker().unwrap_or_default()
+                    );
+                    if let Err(e) =
+                        reply::post(&self.sources, agent, &cx.trigger.origin, &note, recorder, None).await
+                    {
+                        tracing::warn!(run = %cx.run_id, error = %e, "cannot say where the answer went");
+                    }
+                    (dm.clone(), None)
+                }
+                Some(Err(why)) => {
+                    if let Some(live) = &cx.live {
+                        live.abandon().await;
+                    }
+                    tracing::warn!(run = %cx.run_id, "answer withheld: {why}");
+                    recorder.record(RunEvent::ReplySent {
+                        ok: false,
+                        ts: None,
+                        id: None,
+                        error: Some(recorder.wrap(format!("withheld: {why}"))),
+                    });
+                    (cx.trigger.origin.clone(), None)
+                }
+                None => (cx.trigger.origin.clone(), cx.live.clone()),
+            };
+            let withheld = matches!(private_to, Some(Err(_)));
+            let posted = match withheld {
+                true => Ok(None),
+                false => reply::post(&self.sources, agent, &origin, text, recorder, live.as_deref()).await,
+            };
+            match posted {
                 Ok(Some(sent)) => {
                     recorder.record(RunEvent::ReplySent {
                         ok: true,

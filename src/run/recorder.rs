@@ -22,7 +22,9 @@ const MAX_PENDING: usize = 256;
 pub struct Recorder {
     store: Arc<dyn Store>,
     run_id: String,
-    privacy: Privacy,
+    /// Private from the start (a private trigger) or from the moment the run read a
+    /// private conversation ([`Recorder::taint`]).
+    private: std::sync::atomic::AtomicBool,
     pending: Mutex<Vec<NewEvent>>,
     /// When events were last written.
     flushed: Mutex<Instant>,
@@ -35,7 +37,7 @@ impl Recorder {
         Recorder {
             store,
             run_id,
-            privacy: Privacy::from_private(private),
+            private: std::sync::atomic::AtomicBool::new(private),
             pending: Mutex::new(Vec::new()),
             flushed: Mutex::new(Instant::now()),
             meter: None,
@@ -56,14 +58,20 @@ impl Recorder {
         &self.store
     }
 
-    /// The run's privacy policy: wrap content with it before recording.
+    /// The run's privacy policy now: wrap content with it before recording.
     pub fn privacy(&self) -> Privacy {
-        self.privacy
+        Privacy::from_private(self.private.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// The run now holds private content: everything recorded from here on (and its
+    /// final answer) is redacted as a private run's.
+    pub fn taint(&self) {
+        self.private.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// `text` under the run's privacy policy.
     pub fn wrap(&self, text: impl Into<String>) -> Private {
-        self.privacy.wrap(text)
+        self.privacy().wrap(text)
     }
 
     /// Records one event, written at the next [`Recorder::flush`].

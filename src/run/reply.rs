@@ -51,6 +51,46 @@ pub fn prompt_link(agent: &AgentConfig, base: Option<&str>, public: Option<&str>
     }
 }
 
+/// Where an answer that draws on a private conversation goes instead of the trigger's
+/// place: a DM with the person who asked. `Err` says why there is none (no person, no
+/// Slack, Slack refused), and the answer is then withheld.
+pub async fn private_destination(
+    sources: &Sources,
+    custody: &super::custody::Custody,
+    origin: &Origin,
+) -> Result<Origin, String> {
+    let Some(asker) = custody.asker() else {
+        return Err(
+            "it draws on a private conversation and no person asked, so there is no one to send it to alone"
+                .into(),
+        );
+    };
+    let Some(slack) = &sources.slack else {
+        return Err("it draws on a private conversation and Slack is not configured to send it by DM".into());
+    };
+    let opened = slack
+        .call("conversations.open", &serde_json::json!({"users": asker}))
+        .await
+        .map_err(|e| format!("cannot open a DM with the person who asked: {e}"))?;
+    let channel = opened["channel"]["id"].as_str().unwrap_or_default().to_string();
+    if channel.is_empty() {
+        return Err("Slack opened no DM with the person who asked".into());
+    }
+    let team = match origin {
+        Origin::Slack { team, .. } => team.clone(),
+        _ => None,
+    };
+    Ok(Origin::Slack {
+        team,
+        channel,
+        channel_type: Some("im".into()),
+        user: Some(asker.to_string()),
+        ts: None,
+        thread_ts: None,
+        reaction: None,
+    })
+}
+
 /// Posts `text` to the trigger's place. Returns `Ok(None)` when the origin has no
 /// reply destination. The `reply` event is flushed before posting so crash recovery
 /// treats the run as having side effects.

@@ -42,6 +42,9 @@ pub struct Launcher {
     pub runner: Runner,
     pub parent_id: String,
     pub parent_private: bool,
+    /// The parent's custody: a subagent of a run that read private content is private
+    /// too (and cannot send it anywhere, having no one to approve).
+    pub parent_custody: Arc<super::custody::Custody>,
     /// The person's Slack search grant, when the parent had one: a subagent searches
     /// for the same request.
     pub action_token: Option<crate::types::ActionToken>,
@@ -100,7 +103,7 @@ impl SubagentLauncher for Launcher {
             summary: one_line(prompt, 120),
             text: Some(prompt.to_string()),
             payload: json!({"parent_run": self.parent_id, "files": files}),
-            private: self.parent_private,
+            private: self.parent_private || self.parent_custody.tainted(),
             origin: crate::triggers::Origin::Subagent {
                 parent_run: self.parent_id.clone(),
             },

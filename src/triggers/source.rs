@@ -282,6 +282,9 @@ pub struct Sources {
     /// The Slack channel that gets one line per finished run (`STEWARD_LOG_CHANNEL`),
     /// with the client to post it.
     pub log: Option<(SlackClient, String)>,
+    /// The Slack client, for checks on a run's reads and destinations
+    /// (`run::custody`).
+    pub slack: Option<SlackClient>,
 }
 
 /// What [`Sources`] are built from.
@@ -354,6 +357,7 @@ impl Sources {
             _ => None,
         };
         Sources {
+            slack: slack.clone(),
             sources: vec![
                 Box::new(super::slack::SlackSource::new(slack, egress.clone())),
                 Box::new(super::jira::JiraSource::new(jira)),

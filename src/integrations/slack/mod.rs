@@ -22,8 +22,14 @@ const SERVICE: &str = "slack";
 /// How long a channel's "public" answer from `conversations.info` is trusted.
 pub const PUBLIC_FOR: Duration = Duration::from_secs(600);
 
+/// How long a conversation's member list is trusted.
+pub const MEMBERS_FOR: Duration = Duration::from_secs(120);
+
 /// Retries of a 429 before giving up.
 const MAX_RATE_LIMIT_RETRIES: u32 = 3;
+
+/// A conversation's member ids, with when Slack listed them.
+type Members = (Arc<std::collections::HashSet<String>>, std::time::Instant);
 
 /// A Web API client for one workspace.
 #[derive(Clone)]
@@ -38,6 +44,8 @@ pub struct SlackClient {
     /// Whether the workspace has Slack's Real-time Search (`assistant.search.info`),
     /// asked once.
     search_enabled: Arc<tokio::sync::OnceCell<bool>>,
+    /// Members of conversations, by id, with when Slack listed them.
+    members: Arc<std::sync::Mutex<std::collections::HashMap<String, Members>>>,
     /// Whether a channel is private, by id, with when Slack said so.
     private_channels: Arc<std::sync::Mutex<std::collections::HashMap<String, (bool, std::time::Instant)>>>,
 }
@@ -60,6 +68,7 @@ impl SlackClient {
             max_wait: Duration::from_secs(30),
             search_enabled: Arc::default(),
             private_channels: Arc::default(),
+            members: Arc::default(),
         }
     }
 
@@ -123,6 +132,49 @@ impl SlackClient {
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.to_string(), (private, std::time::Instant::now()));
         private
+    }
+
+    /// Whether `user` is a member of conversation `channel` (`conversations.members`,
+    /// every page), kept for [`MEMBERS_FOR`]. An error is returned, not guessed.
+    pub async fn is_member(&self, channel: &str, user: &str) -> Result<bool, ApiError> {
+        if let Some((known, at)) = self
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(channel)
+            && at.elapsed() < MEMBERS_FOR
+        {
+            return Ok(known.contains(user));
+        }
+        let mut all = std::collections::HashSet::new();
+        let mut cursor = String::new();
+        for _ in 0..100 {
+            let mut params = vec![("channel", channel.to_string()), ("limit", "1000".to_string())];
+            if !cursor.is_empty() {
+                params.push(("cursor", cursor.clone()));
+            }
+            let page = self.get("conversations.members", &params).await?;
+            all.extend(
+                page["members"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m.as_str().map(str::to_string)),
+            );
+            cursor = page["response_metadata"]["next_cursor"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if cursor.is_empty() {
+                break;
+            }
+        }
+        let member = all.contains(user);
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(channel.to_string(), (Arc::new(all), std::time::Instant::now()));
+        Ok(member)
     }
 
     /// From `SLACK_BOT_TOKEN` and `SLACK_API_URL` (default `https://slack.com/api`).

