@@ -86,6 +86,7 @@ impl Coordinator for LlmCoordinator {
             child_totals: cx.child_totals.clone(),
             inbox: cx.inbox.clone(),
             live: cx.live.clone(),
+            can_seal: cx.runner.data_key.is_some(),
         };
         // People see the run working before the model is asked.
         if let Some(presence) = &cx.presence {

@@ -4,7 +4,7 @@
 //!   `slack_read_thread`) of a private conversation other than the run's own is allowed
 //!   only when the person who asked is a member of it (`conversations.members`, cached
 //!   briefly); a run no person started reads only private conversations its agent's
-//!   config names (its triggers' channels, `private_egress`). Public channels are open
+//!   config names (its triggers' channels, `private_egress`, channel ids in `vars`). Public channels are open
 //!   to everyone in the workspace, so reading one needs no membership.
 //! - **Where private content may go.** A run whose trigger was private, or that read a
 //!   private conversation, is *tainted* by it: from then on its record is redacted like
@@ -67,6 +67,8 @@ impl Custody {
         };
         let mut named: Vec<String> = agent.triggers.iter().flat_map(trigger_channels).collect();
         named.extend(agent.private_egress.iter().cloned());
+        // Channel ids a script agent's `vars` name (`channel: C0PRREVIEW`).
+        collect_ids(&agent.vars, &mut named);
         let custody = Custody {
             asker,
             home: home.clone(),
@@ -248,6 +250,22 @@ fn trigger_channels(t: &TriggerSpec) -> Vec<String> {
     }
 }
 
+/// Slack conversation ids among the strings of `v`.
+fn collect_ids(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s)
+            if s.len() >= 9
+                && matches!(s.as_bytes()[0], b'C' | b'G' | b'D')
+                && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) =>
+        {
+            out.push(s.clone())
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect_ids(v, out)),
+        Value::Object(m) => m.values().for_each(|v| collect_ids(v, out)),
+        _ => {}
+    }
+}
+
 /// The http(s) URLs in `text`, as written (Slack's `<url|label>` form unwrapped).
 fn urls_in(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -309,7 +327,7 @@ mod tests {
             .egress_note("2", "slack_post_message", Effect::Irreversible, &post("C0PUBLIC"))
             .unwrap_or_default();
         assert!(
-            note.contains("a private message") && note.contains("<#C0PUBLIC>"),
+            note.contains("<#D0DM>") && note.contains("<#C0PUBLIC>"),
             "{note}"
         );
         assert!(

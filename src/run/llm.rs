@@ -58,6 +58,9 @@ pub struct LlmRun<'a> {
     pub inbox: Option<Arc<super::inbox::Inbox>>,
     /// Where the model's text streams as it comes (a reply streaming into Slack).
     pub live: Option<Arc<dyn crate::triggers::source::Live>>,
+    /// Whether a run holding private content can wait for a decision (its checkpoint
+    /// must be sealed: `STEWARD_DATA_KEY`).
+    pub can_seal: bool,
 }
 
 /// The system prompt: the agent's prompt, then the harness instructions. Built once per
@@ -312,6 +315,23 @@ impl LlmRun<'_> {
                 })
                 .map(|c| c.id.clone())
                 .collect();
+            // A private run that cannot wait refuses the calls that would take its
+            // content elsewhere and goes on; a tool that needs approval still stops it
+            // (in `approval::park`), as before.
+            let cannot_wait = self.recorder.privacy().is_private() && !self.can_seal;
+            if cannot_wait && !gated.is_empty() && gated.iter().all(|id| notes.contains_key(id)) {
+                let refusals: HashMap<String, String> = notes
+                    .into_iter()
+                    .map(|(id, note)| (id, format!("{note} This run cannot wait for a person's decision (STEWARD_DATA_KEY is not set), so it was not run.")))
+                    .collect();
+                if let Some((t, e)) = self
+                    .finish_round(&calls, &refusals, &mut conv, &mut out, window, deadline)
+                    .await?
+                {
+                    return Ok(finish(out, t, e));
+                }
+                continue;
+            }
             if !gated.is_empty() {
                 out.tool_calls = self.gateway.calls();
                 let checkpoint = Checkpoint {
