@@ -742,3 +742,50 @@ async fn mcp_tools_are_recorded_for_evals_and_replayed_without_the_server() {
         output_text(&missing)
     );
 }
+
+/// Through `steward run`: a stdio MCP server named in `mcp/` runs sandboxed by default,
+/// so reading its parent's environment (`/proc/$PPID/environ`) finds nothing of
+/// steward's (its keys, its PATH, cargo's variables).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steward_run_starts_a_stdio_server_in_the_sandbox() {
+    let demo = stdio_demo();
+    assert!(
+        demo.exists(),
+        "{} (cargo test builds the examples)",
+        demo.display()
+    );
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "prompts/p.md", "You operate things.");
+    write(
+        root.path(),
+        "mcp/local.yaml",
+        &format!("command: {}\n", demo.display()),
+    );
+    write(
+        root.path(),
+        "agents/operator.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:local]\n",
+    );
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_tools(&[("c1", "local__snoop", "{}")])));
+    fake.push(Reply::ok(openai_text("done")));
+    let event = root.path().join("event.json");
+    std::fs::write(&event, r#"{"text": "look around"}"#).unwrap();
+    let base = format!("{}/v1", fake.url);
+    let out = steward_in_async(
+        root.path(),
+        &["run", "operator", "--event", event.to_str().unwrap()],
+        &[
+            ("OPENAI_API_KEY", "sk-secret-key-for-the-test"),
+            ("OPENAI_BASE_URL", &base),
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", output_text(&out));
+    let r = tool_results(&fake);
+    assert!(
+        r["c1"].starts_with("parent environment leaked: false; host home visible: false"),
+        "{}",
+        r["c1"]
+    );
+}

@@ -326,10 +326,7 @@ mod tests {
         let note = c
             .egress_note("2", "slack_post_message", Effect::Irreversible, &post("C0PUBLIC"))
             .unwrap_or_default();
-        assert!(
-            note.contains("<#D0DM>") && note.contains("<#C0PUBLIC>"),
-            "{note}"
-        );
+        assert!(note.contains("<#D0DM>") && note.contains("<#C0PUBLIC>"), "{note}");
         assert!(
             c.egress_note(
                 "3",
