@@ -504,6 +504,18 @@ async fn fake_slack_api(
     (format!("{url}/api"), calls)
 }
 
+/// The environment of a `steward serve` with Slack at `api` and a model at `model`.
+fn slack_env<'a>(api: &'a str, model: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("SLACK_SIGNING_SECRET", "signing-secret"),
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_BOT_USER_ID", "UBOT"),
+        ("SLACK_API_URL", api),
+        ("OPENAI_BASE_URL", model),
+        ("OPENAI_API_KEY", "sk-test"),
+    ]
+}
+
 /// Signs a Slack Events API body as Slack does.
 fn slack_request(base: &str, body: &str) -> reqwest::RequestBuilder {
     let ts = chrono::Utc::now().timestamp().to_string();
@@ -877,15 +889,8 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
     let db = root.path().join("data/steward.db");
     let log = root.path().join("steward.log");
     let fake_url = format!("{}/v1", fake.url);
-    let env = [
-        ("SLACK_SIGNING_SECRET", "signing-secret"),
-        ("SLACK_BOT_TOKEN", "xoxb-test"),
-        ("SLACK_BOT_USER_ID", "UBOT"),
-        ("SLACK_API_URL", api.as_str()),
-        ("OPENAI_BASE_URL", fake_url.as_str()),
-        ("OPENAI_API_KEY", "sk-test"),
-        ("STEWARD_DATA_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
-    ];
+    let mut env = slack_env(&api, &fake_url);
+    env.push(("STEWARD_DATA_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="));
     let (mut child, base) = serve(root.path(), &db, &env, Some(&log));
     let mention = |id: &str, user: &str, ts: &str| {
         support::event_callback(
@@ -1089,14 +1094,7 @@ async fn a_private_run_cannot_post_elsewhere_or_fetch_a_url_carrying_its_text() 
     );
     let db = root.path().join("data/steward.db");
     let fake_url = format!("{}/v1", fake.url);
-    let env = [
-        ("SLACK_SIGNING_SECRET", "signing-secret"),
-        ("SLACK_BOT_TOKEN", "xoxb-test"),
-        ("SLACK_BOT_USER_ID", "UBOT"),
-        ("SLACK_API_URL", api.as_str()),
-        ("OPENAI_BASE_URL", fake_url.as_str()),
-        ("OPENAI_API_KEY", "sk-test"),
-    ];
+    let env = slack_env(&api, &fake_url);
     let (mut child, base) = serve(root.path(), &db, &env, None);
     let dm = support::event_callback(
         "EvDM1",

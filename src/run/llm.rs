@@ -319,7 +319,10 @@ impl LlmRun<'_> {
             // content elsewhere and goes on; a tool that needs approval still stops it
             // (in `approval::park`), as before.
             let cannot_wait = self.recorder.privacy().is_private() && !self.can_seal;
-            if cannot_wait && !gated.is_empty() && gated.iter().all(|id| notes.contains_key(id)) {
+            let required = calls
+                .iter()
+                .any(|c| gated.contains(&c.id) && self.agent.approval.tools.contains(&c.name));
+            if cannot_wait && !gated.is_empty() && !required {
                 let refusals: HashMap<String, String> = notes
                     .into_iter()
                     .map(|(id, note)| (id, format!("{note} This run cannot wait for a person's decision (STEWARD_DATA_KEY is not set), so it was not run.")))

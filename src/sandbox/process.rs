@@ -280,10 +280,6 @@ impl ProcessSandbox {
         let id = uuid::Uuid::now_v7().simple().to_string();
         let work = Scratch::create(self.work_base.join(&id))?;
         write_inputs(&work.0, job.inputs)?;
-        let cgroup = match &self.pids {
-            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, &id, limits.max_processes)?),
-            PidLimit::Rlimit => None,
-        };
         let mut args = base_args();
         args.extend(mounts(
             limits.max_written_bytes,
@@ -305,17 +301,7 @@ impl ProcessSandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let rlimits = Rlimits {
-            cpu: Some(limits.cpu_secs),
-            address_space: limits.memory_bytes,
-            file_size: limits.max_written_bytes,
-            nproc: match &cgroup {
-                Some(_) => None,
-                None => Some(user_tasks() + limits.max_processes),
-            },
-            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
-        };
-        rlimits.apply(&mut command);
+        let cgroup = self.confine(&mut command, &id, limits, Some(limits.cpu_secs))?;
         let mut child = command.spawn()?;
         drop(fd);
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
@@ -362,6 +348,12 @@ impl ProcessSandbox {
             read_capped(stderr, cap, &over),
             feed
         );
+        // A script that passed the output cap may have died of the closed pipe before
+        // the supervisor saw the cap: the cap is the reason.
+        let stop = match stop {
+            Stop::Exited(_) | Stop::Signal(_) if over.is_cancelled() => Stop::OutputCap,
+            other => other,
+        };
         drop(cgroup);
         let inputs = job.inputs.to_vec();
         let dir = work.0.clone();
@@ -377,6 +369,33 @@ impl ProcessSandbox {
             files,
             took: started.elapsed(),
         })
+    }
+
+    /// Limits `command`'s processes (a pids cgroup `id`, returned, or `RLIMIT_NPROC`),
+    /// address space, file size and, when given, CPU seconds.
+    fn confine(
+        &self,
+        command: &mut tokio::process::Command,
+        id: &str,
+        limits: &ProcessLimits,
+        cpu: Option<u64>,
+    ) -> Result<Option<RunCgroup>, SandboxError> {
+        let cgroup = match &self.pids {
+            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, id, limits.max_processes)?),
+            PidLimit::Rlimit => None,
+        };
+        let rlimits = Rlimits {
+            cpu,
+            address_space: limits.memory_bytes,
+            file_size: limits.max_written_bytes,
+            nproc: match &cgroup {
+                Some(_) => None,
+                None => Some(user_tasks() + limits.max_processes),
+            },
+            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
+        };
+        rlimits.apply(command);
+        Ok(cgroup)
     }
 
     /// A long-running program (an MCP stdio server) in the same sandbox as scripts:
@@ -408,21 +427,7 @@ impl ProcessSandbox {
         let fd = BwrapArgs::new(&all)?;
         let mut command = self.command(&fd);
         command.arg("--").arg(program).args(args);
-        let cgroup = match &self.pids {
-            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, &id, limits.max_processes)?),
-            PidLimit::Rlimit => None,
-        };
-        let rlimits = Rlimits {
-            cpu: None,
-            address_space: limits.memory_bytes,
-            file_size: limits.max_written_bytes,
-            nproc: match &cgroup {
-                Some(_) => None,
-                None => Some(user_tasks() + limits.max_processes),
-            },
-            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
-        };
-        rlimits.apply(&mut command);
+        let cgroup = self.confine(&mut command, &id, limits, None)?;
         command.kill_on_drop(true);
         Ok((
             command,
