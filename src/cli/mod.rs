@@ -267,6 +267,12 @@ pub fn main() -> ExitCode {
     {
         return crate::files::extractor::worker_main(&kind);
     }
+    // Processes of the same user (an MCP server run with `sandbox: false`, anything
+    // else on the host) cannot read steward's memory or /proc/<pid>/environ.
+    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     crate::http::install_crypto_provider();
     // Before parsing: flags such as --root and --database-url default from it.
     if let Err(e) = load_dotenv(Path::new(".env")) {

@@ -133,6 +133,8 @@ pub struct RunFiles {
     budget: AtomicU64,
     /// How documents among these files are extracted (bounds, worker process).
     extractor: Arc<extractor::Extractor>,
+    /// Set once the run holds private content: files made from then on stay in memory.
+    in_memory: std::sync::atomic::AtomicBool,
 }
 
 impl RunFiles {
@@ -152,7 +154,14 @@ impl RunFiles {
             max_read_tokens,
             budget: AtomicU64::new(u64::MAX),
             extractor: Default::default(),
+            in_memory: Default::default(),
         }
+    }
+
+    /// From now on, new files of this run stay in memory (the run read a private
+    /// conversation); those already stored hold nothing private.
+    pub fn keep_in_memory(&self) {
+        self.in_memory.store(true, Ordering::SeqCst);
     }
 
     /// Extracts documents with `extractor` instead of the in-process default.
@@ -249,7 +258,9 @@ impl RunFiles {
             });
             meta
         };
-        if let Some(store) = &self.store {
+        if let Some(store) = &self.store
+            && !self.in_memory.load(Ordering::SeqCst)
+        {
             let stored = StoredFile {
                 id: meta.id.clone(),
                 meta: meta_json(&meta)?,

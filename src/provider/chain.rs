@@ -16,6 +16,8 @@ pub struct ModelChain {
     retry: RetryPolicy,
     /// Record message content on `chat` spans.
     capture_content: bool,
+    /// Set when content must no longer be captured (see [`ModelChain::muted_by`]).
+    muted: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// What each answer is billed at.
     prices: Arc<Prices>,
     /// The prompt-cache hints of every request (the agent's).
@@ -49,6 +51,7 @@ impl ModelChain {
             entries,
             retry,
             capture_content: false,
+            muted: None,
             prices,
             caching: Caching::NONE,
             parent: None,
@@ -73,6 +76,22 @@ impl ModelChain {
     pub fn capturing(mut self, on: bool) -> Self {
         self.capture_content = on;
         self
+    }
+
+    /// Stops content capture once `muted` is set (the run read a private conversation
+    /// mid-way).
+    pub fn muted_by(mut self, muted: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.muted = Some(muted);
+        self
+    }
+
+    /// Whether this call's content goes on its span.
+    fn captures(&self) -> bool {
+        self.capture_content
+            && !self
+                .muted
+                .as_ref()
+                .is_some_and(|m| m.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Makes `chat` spans children of `run` (the run's span) unless another span is
@@ -145,7 +164,7 @@ impl ModelChain {
                 "gen_ai.input.messages" = tracing::field::Empty,
                 "gen_ai.output.messages" = tracing::field::Empty,
             );
-            if self.capture_content {
+            if self.captures() {
                 span.record(
                     "gen_ai.system_instructions",
                     super::content::system_instructions(system).as_str(),
@@ -196,7 +215,7 @@ impl ModelChain {
                         span.record("steward.cost_usd", b.cost_usd);
                         span.record("steward.cache_saved_usd", b.saved_usd());
                     }
-                    if self.capture_content {
+                    if self.captures() {
                         span.record(
                             "gen_ai.output.messages",
                             super::content::output_messages(&response).as_str(),

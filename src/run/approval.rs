@@ -234,7 +234,16 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
             .map(|p| format!("{}/runs/{}", p.trim_end_matches('/'), cx.run_id)),
         note: parsed.notes.get(&first.id).cloned(),
     };
-    match runner.sources.ask_approval(&cx.trigger.origin, &request).await {
+    // A request for a run holding private content from elsewhere shows that content
+    // (the call's arguments): it goes to the asker by DM, or else to the approvers by
+    // DM, never to the thread others read.
+    let ask_in = match cx.gateway.custody().answer_leaves() {
+        true => super::reply::private_destination(&runner.sources, cx.gateway.custody(), &cx.trigger.origin)
+            .await
+            .unwrap_or(Origin::Cli),
+        false => cx.trigger.origin.clone(),
+    };
+    match runner.sources.ask_approval(&ask_in, &request).await {
         Ok((channel, ts)) => runner.store.set_approval_message(&row.id, &channel, &ts).await?,
         Err(e) => {
             // Nobody to ask: the run resumes at once with the call refused.

@@ -37,6 +37,7 @@ impl Coordinator for LlmCoordinator {
         let chain = match cx.runner.providers.chain(&cx.models) {
             Ok(chain) => chain
                 .capturing(cx.capture_content)
+                .muted_by(cx.recorder.private_flag())
                 .under(cx.span.clone())
                 .caching(crate::provider::Caching {
                     long_ttl: cx.agent.context.cache_1h,
@@ -86,7 +87,8 @@ impl Coordinator for LlmCoordinator {
             child_totals: cx.child_totals.clone(),
             inbox: cx.inbox.clone(),
             live: cx.live.clone(),
-            can_seal: cx.runner.data_key.is_some(),
+            // A subagent cannot wait for a person (its parent holds the run).
+            can_seal: cx.runner.data_key.is_some() && cx.parent_id.is_none(),
         };
         // People see the run working before the model is asked.
         if let Some(presence) = &cx.presence {

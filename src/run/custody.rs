@@ -27,7 +27,7 @@ use crate::tools::{Effect, ToolError};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// Tools that read a Slack conversation's messages, with the argument naming it.
-const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread"];
+const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread", "slack_channel_info"];
 /// Tools that act in a Slack conversation, with the argument naming it.
 const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
 /// The tool that sends a request to a URL of the model's choosing.
@@ -188,8 +188,14 @@ impl Custody {
             if state.urls.contains(url.trim()) || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
                 return None;
             }
-            format!("sends a request to {}, an address this run made up", escape(url))
-        } else if effect.changes_anything() {
+            let shown: String = url.chars().take(300).collect();
+            format!(
+                "sends a request to {}, an address this run made up",
+                escape(&shown)
+            )
+        } else if effect.changes_anything() || name.contains(crate::config::mcp::SEPARATOR) {
+            // An MCP server is outside the conversation whatever its tool says of
+            // itself: its arguments reach another service.
             if self.egress.iter().any(|e| e == name) {
                 return None;
             }

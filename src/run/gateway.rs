@@ -362,6 +362,7 @@ impl Gateway {
                 // Private content from here on: redacted at rest, kept in its place.
                 self.parts.custody.taint(channel);
                 recorder.taint();
+                self.parts.files.keep_in_memory();
                 if self.parts.custody.answer_leaves()
                     && let Some(live) = &self.parts.live
                 {

@@ -184,6 +184,13 @@ impl LlmRun<'_> {
                 if !c.private_sources.is_empty() {
                     custody.restore(&c.private_sources);
                     self.gateway.recorder().taint();
+                    self.files.keep_in_memory();
+                    // Nothing of it streams where others than its members read.
+                    if custody.answer_leaves()
+                        && let Some(live) = &self.live
+                    {
+                        live.abandon().await;
+                    }
                 }
                 for (id, refusal) in &c.decided {
                     if refusal.is_none() {

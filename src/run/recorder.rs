@@ -24,7 +24,7 @@ pub struct Recorder {
     run_id: String,
     /// Private from the start (a private trigger) or from the moment the run read a
     /// private conversation ([`Recorder::taint`]).
-    private: std::sync::atomic::AtomicBool,
+    private: Arc<std::sync::atomic::AtomicBool>,
     pending: Mutex<Vec<NewEvent>>,
     /// When events were last written.
     flushed: Mutex<Instant>,
@@ -37,7 +37,7 @@ impl Recorder {
         Recorder {
             store,
             run_id,
-            private: std::sync::atomic::AtomicBool::new(private),
+            private: Arc::new(std::sync::atomic::AtomicBool::new(private)),
             pending: Mutex::new(Vec::new()),
             flushed: Mutex::new(Instant::now()),
             meter: None,
@@ -67,6 +67,12 @@ impl Recorder {
     /// final answer) is redacted as a private run's.
     pub fn taint(&self) {
         self.private.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Set once the run is private (for those who must stop showing its content, such
+    /// as trace capture).
+    pub fn private_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.private.clone()
     }
 
     /// `text` under the run's privacy policy.

@@ -35,8 +35,11 @@ pub struct AdminAccess {
     pub secure_cookie: bool,
     /// The `Host` names the inspector answers to (see [`AdminAccess::host_allowed`]).
     pub hosts: Hosts,
-    /// Failed sign-ins per client address.
+    /// Failed sign-ins (typed tokens and bearer tokens) per client address.
     pub throttle: std::sync::Arc<super::throttle::LoginThrottle>,
+    /// Wrong `STEWARD_METRICS_TOKEN`s per client address, kept apart so failed
+    /// sign-ins never hold back Prometheus behind the same address.
+    pub metrics_throttle: std::sync::Arc<super::throttle::LoginThrottle>,
 }
 
 /// The `Host` values the inspector answers to, against DNS rebinding: a page on

@@ -124,6 +124,7 @@ impl Secrets {
                         }),
                 },
                 throttle: Default::default(),
+                metrics_throttle: Default::default(),
             },
         }
     }

@@ -12,8 +12,22 @@ use super::AppState;
 use crate::metrics::TriggerOutcome;
 
 /// Serves the metrics, or 401 without `STEWARD_METRICS_TOKEN` when one is set.
-pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if !state.secrets.admin.metrics_allowed(&headers) {
+pub async fn metrics(
+    State(state): State<AppState>,
+    extensions: axum::http::Extensions,
+    headers: HeaderMap,
+) -> Response {
+    let admin = &state.secrets.admin;
+    let client = super::throttle::client_of(&extensions);
+    let guarded = admin.metrics_token.is_some();
+    if guarded && let Err(wait) = admin.metrics_throttle.attempt(client, std::time::Instant::now()) {
+        state.runner.metrics.login("throttled");
+        return super::throttle::too_many(wait);
+    }
+    if guarded && admin.metrics_allowed(&headers) {
+        admin.metrics_throttle.succeeded(client);
+    }
+    if !admin.metrics_allowed(&headers) {
         return (
             StatusCode::UNAUTHORIZED,
             "send STEWARD_METRICS_TOKEN as a bearer token\n",

@@ -276,7 +276,8 @@ impl RunStore for PgStore {
         let done = sqlx::query(
             "UPDATE runs SET status = $1, termination = $2, error = $3, final_text = $4, turns = $5, tool_calls = $6, \
              input_tokens = $7, output_tokens = $8, cached_input_tokens = $9, cache_write_tokens = $10, \
-             reasoning_tokens = $11, cost_usd = $12, skill_loads = $13, finished_at = $14 WHERE id = $15 AND status = $16",
+             reasoning_tokens = $11, cost_usd = $12, skill_loads = $13, finished_at = $14, private = private OR $17 \
+             WHERE id = $15 AND status = $16",
         )
         .bind(finish.status().as_str())
         .bind(finish.termination.as_str())
@@ -294,6 +295,8 @@ impl RunStore for PgStore {
         .bind(timestamp(Utc::now()))
         .bind(id)
         .bind(from.as_str())
+        // A run that read a private conversation ends private.
+        .bind(privacy.is_private())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)

@@ -304,7 +304,8 @@ impl RunStore for SqliteStore {
         let done = sqlx::query(
             "UPDATE runs SET status = ?, termination = ?, error = ?, final_text = ?, turns = ?, tool_calls = ?, \
              input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, cache_write_tokens = ?, \
-             reasoning_tokens = ?, cost_usd = ?, skill_loads = ?, finished_at = ? WHERE id = ? AND status = ?",
+             reasoning_tokens = ?, cost_usd = ?, skill_loads = ?, finished_at = ?, private = MAX(private, ?) \
+             WHERE id = ? AND status = ?",
         )
         .bind(finish.status().as_str())
         .bind(finish.termination.as_str())
@@ -320,6 +321,8 @@ impl RunStore for SqliteStore {
         .bind(finish.cost_usd)
         .bind(serde_json::to_string(&finish.skill_loads).map_err(|e| StoreError::Corrupt(e.to_string()))?)
         .bind(timestamp(Utc::now()))
+        // A run that read a private conversation ends private.
+        .bind(privacy.is_private() as i64)
         .bind(id)
         .bind(from.as_str())
         .execute(&self.writer)

@@ -297,7 +297,9 @@ pub async fn connect(
                         let mut lines = tokio::io::BufReader::new(err).lines();
                         while let Ok(Some(line)) = lines.next_line().await {
                             let line: String = line.chars().take(2000).collect();
-                            tracing::info!(server = %name, "MCP server stderr: {line}");
+                            // At debug: a server may echo the arguments it was called
+                            // with, which can quote a private conversation.
+                            tracing::debug!(server = %name, "MCP server stderr: {line}");
                         }
                     }))
                 });

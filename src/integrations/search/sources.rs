@@ -141,15 +141,26 @@ pub async fn slack(
                 hits.push(hit);
             }
         }
+        // A file hit names no conversation: where the agent may search beyond public
+        // channels and others read the answer, it is linked, never quoted.
+        let unsure = grant.answers_in_public
+            && grant
+                .scope
+                .slack_channel_types
+                .iter()
+                .any(|t| t != "public_channel");
         for f in page["results"]["files"].as_array().into_iter().flatten() {
             hits.push(Hit {
                 source: "slack",
                 id: f["file_id"].as_str().unwrap_or_default().to_string(),
                 title: f["title"].as_str().unwrap_or("(file)").to_string(),
                 url: f["permalink"].as_str().unwrap_or_default().to_string(),
-                snippet: one_line(f["content"].as_str().unwrap_or_default(), SNIPPET_CHARS),
+                snippet: match unsure {
+                    true => "(a file that may be private: not quoted here; open the link)".to_string(),
+                    false => one_line(f["content"].as_str().unwrap_or_default(), SNIPPET_CHARS),
+                },
                 when: None,
-                private: false,
+                private: unsure,
             });
         }
         cursor = page["response_metadata"]["next_cursor"]

@@ -308,8 +308,8 @@ fn folded(text: &str) -> (String, bool) {
 /// folded. The flag says whether anything was folded or left out.
 fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {
-        let (text, cut) = folded(arguments);
-        return (vec![section(format!("```\n{}\n```", mrkdwn::escape(&text)))], cut);
+        let (text, cut) = folded(&mrkdwn::escape(arguments));
+        return (vec![section(format!("```\n{text}\n```"))], cut);
     };
     let mut keys: Vec<&String> = map.keys().collect();
     keys.sort_by_key(|k| {
@@ -325,13 +325,12 @@ fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
             Value::String(s) => s.clone(),
             other => serde_json::to_string_pretty(other).unwrap_or_default(),
         };
-        let (text, cut) = folded(&value);
+        // Escaped first, then folded: the fold bounds what Slack receives (an escaped
+        // `&` is five characters).
+        let (text, cut) = folded(&mrkdwn::escape(&value));
         any_cut |= cut;
-        blocks.push(section(format!(
-            "*{}*\n```\n{}\n```",
-            mrkdwn::escape(key),
-            mrkdwn::escape(&text)
-        )));
+        let name: String = key.chars().take(100).collect();
+        blocks.push(section(format!("*{}*\n```\n{text}\n```", mrkdwn::escape(&name))));
     }
     if keys.len() > MAX_ARGUMENT_BLOCKS {
         any_cut = true;

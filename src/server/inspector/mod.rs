@@ -65,8 +65,21 @@ async fn host_guard(State(state): State<AppState>, request: Request, next: Next)
 /// Refuses requests [`AdminAccess`](super::access::AdminAccess) does not admit: 401,
 /// as JSON under `/api`, else as a page pointing at `/login`.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match state.secrets.admin.viewer(request.headers()) {
-        Ok(_) => next.run(request).await,
+    let admin = &state.secrets.admin;
+    // A bearer token is a guess like a typed one: throttled the same way.
+    let client = super::throttle::client_of(request.extensions());
+    let bearer = admin.token.is_some() && request.headers().contains_key(axum::http::header::AUTHORIZATION);
+    if bearer && let Err(wait) = admin.throttle.attempt(client, std::time::Instant::now()) {
+        state.runner.metrics.login("throttled");
+        return super::throttle::too_many(wait);
+    }
+    match admin.viewer(request.headers()) {
+        Ok(viewer) => {
+            if bearer && viewer == super::access::Viewer::Admin {
+                admin.throttle.succeeded(client);
+            }
+            next.run(request).await
+        }
         Err(denied) => {
             let api = request.uri().path().starts_with("/api/");
             let mut response = if api {
@@ -322,28 +335,11 @@ async fn login_form() -> Html<String> {
 /// waits longer (429 with `Retry-After`), counted in `steward_inspector_logins_total`.
 async fn login(State(state): State<AppState>, extensions: axum::http::Extensions, body: Bytes) -> Response {
     let admin = &state.secrets.admin;
-    let client = extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|p| p.0.ip());
+    let client = super::throttle::client_of(&extensions);
     let now = std::time::Instant::now();
-    if let Err(wait) = admin.throttle.check(client, now) {
+    if let Err(wait) = admin.throttle.attempt(client, now) {
         state.runner.metrics.login("throttled");
-        let secs = wait.as_secs().max(1);
-        let mut response = (
-            StatusCode::TOO_MANY_REQUESTS,
-            Html(
-                pages::message(
-                    "Too many tries",
-                    &format!("Too many wrong tokens from your address: try again in {secs} s."),
-                )
-                .into_string(),
-            ),
-        )
-            .into_response();
-        if let Ok(v) = secs.to_string().parse() {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
-        }
-        return response;
+        return super::throttle::too_many(wait);
     }
     let typed = url::form_urlencoded::parse(&body)
         .find(|(k, _)| k == "token")
@@ -361,7 +357,6 @@ async fn login(State(state): State<AppState>, extensions: axum::http::Extensions
             (StatusCode::SEE_OTHER, headers).into_response()
         }
         None => {
-            admin.throttle.failed(client, now);
             state.runner.metrics.login("wrong_token");
             tracing::warn!(client = ?client, "failed inspector sign-in");
             (StatusCode::UNAUTHORIZED, Html(pages::login(true).into_string())).into_response()
