@@ -694,11 +694,8 @@ async fn a_private_channel_with_a_c_id_keeps_its_text_out_of_the_store_and_log()
     }
 }
 
-/// DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own
-/// name as `Host`; the inspector on its default loopback bind, open without a token,
-/// answers only its own names.
-#[tokio::test]
-async fn the_inspector_answers_only_its_own_host_names() {
+/// A config tree with one weekly cron agent: enough for `serve` to start.
+fn weekly_tree() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     write(
         root.path(),
@@ -706,6 +703,15 @@ async fn the_inspector_answers_only_its_own_host_names() {
         "description: Ticks.\ntriggers:\n  - cron: { schedule: \"0 9 * * 1\" }\ncoordinator: script\nscript: scripts/t.rhai\noutput: { reply: false }\n",
     );
     write(root.path(), "scripts/t.rhai", "log(\"tick\");\n");
+    root
+}
+
+/// DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own
+/// name as `Host`; the inspector on its default loopback bind, open without a token,
+/// answers only its own names.
+#[tokio::test]
+async fn the_inspector_answers_only_its_own_host_names() {
+    let root = weekly_tree();
     let db = root.path().join("data/steward.db");
     let (mut child, base) = serve(root.path(), &db, &[], None);
     let port = base.rsplit(':').next().unwrap().to_string();
@@ -751,13 +757,7 @@ async fn the_inspector_answers_only_its_own_host_names() {
 
 #[tokio::test]
 async fn fifty_wrong_tokens_are_throttled_and_counted() {
-    let root = tempfile::tempdir().unwrap();
-    write(
-        root.path(),
-        "agents/cron.yaml",
-        "description: Ticks.\ntriggers:\n  - cron: { schedule: \"0 9 * * 1\" }\ncoordinator: script\nscript: scripts/t.rhai\noutput: { reply: false }\n",
-    );
-    write(root.path(), "scripts/t.rhai", "log(\"tick\");\n");
+    let root = weekly_tree();
     let db = root.path().join("data/steward.db");
     let (mut child, base) = serve(
         root.path(),
