@@ -855,3 +855,87 @@ async fn a_side_effecting_call_is_on_disk_before_the_tool_acts() {
     let results = events.iter().filter(|e| e.kind == "tool_result").count();
     assert_eq!((calls, results), (2, 2));
 }
+
+/// A fake OpenAI that serves at most `allowed` calls at once (each 50 ms) and answers
+/// 429 beyond; counts the calls and the refusals.
+async fn limited_model(
+    allowed: usize,
+) -> (
+    String,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let (served, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (s, r) = (served.clone(), refused.clone());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let (in_flight, s, r) = (in_flight.clone(), s.clone(), r.clone());
+            async move {
+                if in_flight.fetch_add(1, Ordering::SeqCst) >= allowed {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    r.fetch_add(1, Ordering::SeqCst);
+                    let body = openai_error(
+                        "Rate limit reached for requests",
+                        "requests",
+                        "rate_limit_exceeded",
+                    );
+                    return (axum::http::StatusCode::TOO_MANY_REQUESTS, axum::Json(body));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                s.fetch_add(1, Ordering::SeqCst);
+                (axum::http::StatusCode::OK, axum::Json(openai_text("ok")))
+            }
+        }),
+    );
+    (serve(app).await, served, refused)
+}
+
+/// 300 calls at once against a model that allows 20: every call succeeds (a "slow
+/// down" is waited out, never a failure), the limit settles near what the provider
+/// allows, and refusals stay a small share of the calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_adapt_to_the_providers_limit_and_none_fails() {
+    use std::sync::atomic::Ordering;
+    let (url, served, refused) = limited_model(20).await;
+    let ep = steward::provider::Endpoint {
+        base_url: format!("{url}/v1"),
+        api_key: Some("sk-test".into()),
+    };
+    let client = steward::http::client().unwrap();
+    let set = steward::provider::ProviderSet::new(fast_retry()).with(
+        "openai",
+        Arc::new(steward::provider::openai::OpenAi::new(
+            client,
+            ep,
+            Duration::from_secs(10),
+        )),
+    );
+    let model = ModelRef::parse("openai/gpt-4.1").unwrap();
+    let messages = [steward::provider::Message::user("hi")];
+    let mut calls = Vec::new();
+    for _ in 0..300 {
+        let chain = set.chain(std::slice::from_ref(&model)).unwrap();
+        let messages = messages.clone();
+        calls.push(tokio::spawn(async move {
+            chain
+                .chat("system", &messages, &[], &[], 100, None)
+                .await
+                .map(|_| ())
+        }));
+    }
+    let mut failed = 0;
+    for c in calls {
+        if c.await.unwrap().is_err() {
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 0, "a rate limit is waited out, not a failure");
+    assert_eq!(served.load(Ordering::SeqCst), 300);
+    let refusals = refused.load(Ordering::SeqCst);
+    eprintln!("refusals: {refusals} for 300 calls");
+    assert!(refusals * 5 < 300, "refusals: {refusals} for 300 calls");
+}

@@ -16,6 +16,10 @@ pub struct ModelChain {
     retry: RetryPolicy,
     /// Record message content on `chat` spans.
     capture_content: bool,
+    /// The process's adaptive provider limits, when calls go through them.
+    limiters: Option<Arc<super::Limiters>>,
+    /// Who waits for this chain's calls.
+    priority: super::Priority,
     /// Set when content must no longer be captured (see [`ModelChain::muted_by`]).
     muted: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// What each answer is billed at.
@@ -45,12 +49,18 @@ impl ChatOutcome {
     }
 }
 
+/// Retries of "slow down" answers before a call gives up: far beyond what a provider's
+/// limit takes to clear; a run's timeout ends the wait before this does.
+const MAX_SLOWED: u32 = 100;
+
 impl ModelChain {
     pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy, prices: Arc<Prices>) -> Self {
         ModelChain {
             entries,
             retry,
             capture_content: false,
+            limiters: None,
+            priority: super::Priority::Background,
             muted: None,
             prices,
             caching: Caching::NONE,
@@ -75,6 +85,19 @@ impl ModelChain {
     /// only when the operator asked for content capture and the run is not private.
     pub fn capturing(mut self, on: bool) -> Self {
         self.capture_content = on;
+        self
+    }
+
+    /// Takes a slot of `limiters` (per provider and model) for each call and tells it how
+    /// the provider answered.
+    pub fn limited_by(mut self, limiters: Arc<super::Limiters>) -> Self {
+        self.limiters = Some(limiters);
+        self
+    }
+
+    /// Whose work this is: a person waiting goes ahead of background work at a limit.
+    pub fn priority(mut self, priority: super::Priority) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -252,19 +275,50 @@ impl ModelChain {
         failed: &mut Vec<ProviderError>,
     ) -> Result<ChatResponse, ProviderError> {
         let mut attempt = 0;
+        // "Slow down" is not a failure: those retries are counted apart, and bounded
+        // only far out (the run's own timeout ends a wait first).
+        let mut slowed = 0;
+        let limiter = self
+            .limiters
+            .as_ref()
+            .map(|l| l.get(provider.name(), request.model));
         loop {
             // A retry, or the first try of a fallback model, replaces what streamed.
             if let Some(stream) = request.stream
-                && (attempt > 0 || !failed.is_empty())
+                && (attempt > 0 || slowed > 0 || !failed.is_empty())
             {
                 stream.restart();
             }
-            match provider.chat(request).await {
+            let permit = match &limiter {
+                Some(l) => Some(l.acquire(self.priority).await),
+                None => None,
+            };
+            let issued = permit.as_ref().map(|p| p.issued());
+            let answer = provider.chat(request).await;
+            drop(permit);
+            match answer {
                 Ok(r) => {
+                    if let Some(l) = &limiter {
+                        l.succeeded();
+                    }
                     if let Some(stream) = request.stream {
                         stream.settled();
                     }
                     return Ok(r);
+                }
+                Err(err)
+                    if err.kind == super::ErrorKind::RateLimit
+                        && limiter.is_some()
+                        && slowed < MAX_SLOWED =>
+                {
+                    if let (Some(l), Some(issued)) = (&limiter, issued) {
+                        l.slowed(issued, err.retry_after);
+                    }
+                    let wait = self.retry.delay(slowed.min(4), &err);
+                    tracing::info!(error = %err, slowed, wait_ms = wait.as_millis() as u64, "the provider asked to slow down; waiting");
+                    failed.push(err);
+                    tokio::time::sleep(wait).await;
+                    slowed += 1;
                 }
                 Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {
                     let wait = self.retry.delay(attempt, &err);

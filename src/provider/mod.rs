@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod chain;
 pub mod content;
 pub mod error;
+pub mod limiter;
 pub mod openai;
 pub mod pricing;
 pub mod retry;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 
 pub use chain::ModelChain;
 pub use error::{ErrorKind, ProviderError};
+pub use limiter::{Limiters, Priority};
 pub use settings::{Endpoint, ProviderSet};
 pub use types::{Caching, ChatRequest, ChatResponse, Deltas, Message, ToolCall, ToolDef, Usage, WireCache};
 

@@ -44,6 +44,8 @@ pub struct ProviderSet {
     pub retry: RetryPolicy,
     /// What calls are billed at (the shipped list unless a config's replaces it).
     prices: Arc<Prices>,
+    /// One adaptive limit per provider and model, shared by every chain of the process.
+    limiters: Arc<super::Limiters>,
 }
 
 impl ProviderSet {
@@ -52,6 +54,7 @@ impl ProviderSet {
         ProviderSet {
             providers: BTreeMap::new(),
             unavailable: BTreeMap::new(),
+            limiters: Arc::default(),
             retry,
             prices: Arc::new(Prices::shipped()),
         }
@@ -141,7 +144,8 @@ impl ProviderSet {
             let message = first_problem.unwrap_or_else(|| "no model configured".into());
             return Err(ProviderError::new("steward", ErrorKind::NotConfigured, message));
         }
-        Ok(ModelChain::new(entries, self.retry.clone(), self.prices.clone()))
+        Ok(ModelChain::new(entries, self.retry.clone(), self.prices.clone())
+            .limited_by(self.limiters.clone()))
     }
 }
 
@@ -181,6 +185,7 @@ mod tests {
             unavailable: [("openai", "OPENAI_API_KEY is not set".to_string())].into(),
             retry: RetryPolicy::default(),
             prices: Arc::default(),
+            limiters: Arc::default(),
         };
         let err = set
             .chain(&[ModelRef::parse("openai/gpt-4.1").unwrap()])

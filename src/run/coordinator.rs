@@ -28,6 +28,17 @@ pub fn for_agent(agent: &AgentConfig) -> Box<dyn Coordinator> {
     }
 }
 
+/// Whose work a run is at the provider's limit: a person waiting in Slack (and the
+/// subagents a run waits on) goes ahead of scheduled and webhook work.
+pub fn priority_of(origin: &crate::triggers::Origin) -> crate::provider::Priority {
+    match origin {
+        crate::triggers::Origin::Slack { .. } | crate::triggers::Origin::Subagent { .. } => {
+            crate::provider::Priority::Interactive
+        }
+        _ => crate::provider::Priority::Background,
+    }
+}
+
 /// The model decides which tools to call, turn by turn.
 pub struct LlmCoordinator;
 
@@ -38,6 +49,7 @@ impl Coordinator for LlmCoordinator {
             Ok(chain) => chain
                 .capturing(cx.capture_content)
                 .muted_by(cx.recorder.private_flag())
+                .priority(priority_of(&cx.trigger.origin))
                 .under(cx.span.clone())
                 .caching(crate::provider::Caching {
                     long_ttl: cx.agent.context.cache_1h,
