@@ -7,8 +7,12 @@
 //! RSS (VmHWM) under 500 MB.
 //!
 //! Run with `cargo bench --bench run_throughput` (`THROUGHPUT_RUNS` sets the count).
+//! `THROUGHPUT_DEFAULTS=1` starts `serve` with its default caps instead;
+//! `THROUGHPUT_MODEL_LIMIT=200` has the model serve at most 200 calls at once and answer
+//! 429 beyond (the limit-bound floor is then runs × 5 × 200 ms / 200).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -20,7 +24,35 @@ const TURNS: usize = 5;
 
 /// Calls `current_time` until the conversation holds `TURNS - 1` tool results, then
 /// answers; every answer after `MODEL_LATENCY`.
-async fn chat(Json(body): Json<Value>) -> Json<Value> {
+async fn chat(
+    axum::extract::State(limit): axum::extract::State<Arc<ModelLimit>>,
+    Json(body): Json<Value>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use std::sync::atomic::Ordering;
+    limit.calls.fetch_add(1, Ordering::SeqCst);
+    if limit.in_flight.fetch_add(1, Ordering::SeqCst) >= limit.allowed {
+        limit.in_flight.fetch_sub(1, Ordering::SeqCst);
+        limit.refused.fetch_add(1, Ordering::SeqCst);
+        let error = json!({"error": {"message": "Rate limit reached for requests", "type": "requests",
+            "param": null, "code": "rate_limit_exceeded"}});
+        return (axum::http::StatusCode::TOO_MANY_REQUESTS, Json(error)).into_response();
+    }
+    let answer = answer(body).await;
+    limit.in_flight.fetch_sub(1, Ordering::SeqCst);
+    answer.into_response()
+}
+
+/// How many calls the fake model serves at once, and what it saw.
+#[derive(Default)]
+struct ModelLimit {
+    allowed: usize,
+    in_flight: std::sync::atomic::AtomicUsize,
+    calls: std::sync::atomic::AtomicUsize,
+    refused: std::sync::atomic::AtomicUsize,
+}
+
+async fn answer(body: Value) -> Json<Value> {
     tokio::time::sleep(MODEL_LATENCY).await;
     let done = body["messages"]
         .as_array()
@@ -82,7 +114,18 @@ fn main() {
         .unwrap();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let model = listener.local_addr().unwrap();
-    let app = axum::Router::new().route("/v1/chat/completions", post(chat));
+    let allowed: usize = std::env::var("THROUGHPUT_MODEL_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+    let defaults = std::env::var("THROUGHPUT_DEFAULTS").is_ok_and(|v| v == "1");
+    let limit = Arc::new(ModelLimit {
+        allowed,
+        ..ModelLimit::default()
+    });
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .with_state(limit.clone());
     rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let root = tempfile::tempdir().unwrap();
@@ -114,16 +157,11 @@ fn main() {
         }
         Err(_) => std::process::Command::new(env!("CARGO_BIN_EXE_steward")),
     };
+    command.args(["serve", "--addr", &addr]);
+    if !defaults {
+        command.args(["--concurrency", "1000", "--agent-concurrency", "1000"]);
+    }
     let mut child = command
-        .args([
-            "serve",
-            "--addr",
-            &addr,
-            "--concurrency",
-            "1000",
-            "--agent-concurrency",
-            "1000",
-        ])
         .env("STEWARD_ROOT", root.path())
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
         .env("OPENAI_BASE_URL", format!("http://{model}/v1"))
@@ -201,7 +239,21 @@ fn main() {
             .iter()
             .filter(|r| r.status == steward::store::RunStatus::Succeeded && r.turns as usize == TURNS)
             .count();
-        let floor = MODEL_LATENCY * TURNS as u32;
+        // With a model limit, the floor is the limit's: every call at the limit's pace.
+        let floor = match allowed {
+            usize::MAX => MODEL_LATENCY * TURNS as u32,
+            n => (MODEL_LATENCY * TURNS as u32).mul_f64((runs as f64 / n as f64).max(1.0)),
+        };
+        let (calls, refused) = (
+            limit.calls.load(std::sync::atomic::Ordering::SeqCst),
+            limit.refused.load(std::sync::atomic::Ordering::SeqCst),
+        );
+        println!(
+            "settings: {}; model limit: {}; model calls {calls}, refused (429) {refused} ({:.1}%)",
+            if defaults { "serve's defaults" } else { "--concurrency 1000 --agent-concurrency 1000" },
+            if allowed == usize::MAX { "none".to_string() } else { format!("{allowed} at once") },
+            100.0 * refused as f64 / calls.max(1) as f64,
+        );
         // Where the time went: when runs were routed (created), started and finished,
         // counted from the first post, and how long each run took from start to end.
         let at = |t: chrono::DateTime<chrono::Utc>| (t - first_post).num_milliseconds() as f64 / 1000.0;

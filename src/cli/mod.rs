@@ -73,12 +73,15 @@ enum Command {
         /// stopping (give a load balancer time to notice; 5s under Kubernetes).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         drain: Duration,
-        /// Runs at once in this process, across all agents. Runs mostly wait on models
-        /// and tools, so this bounds the load on providers rather than on this machine.
-        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+        /// Runs at once in this process, across all agents: an upper bound. A run
+        /// waiting on a model holds no thread, and the calls to each model adapt to
+        /// what its provider allows (see docs/configuration.md), so a burst of
+        /// mentions goes at the provider's pace, not this cap's.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         concurrency: u32,
-        /// Runs at once per agent, at most (within --concurrency).
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+        /// Runs at once per agent, at most (within --concurrency); an agent's own
+        /// `limits.concurrency` caps it further across replicas.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         agent_concurrency: u32,
     },
     /// Run one event through one agent and print the answer.

@@ -1,6 +1,7 @@
 //! Provider limits that adapt: one limiter per provider and model in the process,
-//! shared by every run, subagent and judge. Concurrency grows by one call per round of
-//! successes while it is in use (additive increase) and halves when the provider says
+//! shared by every run, subagent and judge. Concurrency doubles every round of calls
+//! until the provider first refuses one (slow start), then grows by one call per round
+//! of successes while it is in use (additive increase) and halves when the provider says
 //! "slow down" (429), once per burst: a refusal of a call sent before the last decrease
 //! was already counted. A `Retry-After` pauses new calls to that model until it passes. Interactive work (a
 //! person waiting in Slack) goes ahead of scheduled and webhook work.
@@ -24,7 +25,7 @@ pub enum Priority {
 /// Concurrent calls a model starts with, before it has answered anything.
 pub const INITIAL: f64 = 32.0;
 /// The most concurrent calls to one model.
-pub const MAX: f64 = 512.0;
+pub const MAX: f64 = 1024.0;
 /// Longest pause a `Retry-After` imposes on new calls.
 const MAX_PAUSE: Duration = Duration::from_secs(60);
 
@@ -52,6 +53,14 @@ struct State {
     interactive_waiting: usize,
     paused_until: Option<Instant>,
     last_decrease: Option<Instant>,
+}
+
+impl State {
+    /// Before the first "slow down" the limit doubles every round of calls (slow start,
+    /// as TCP's), so a burst reaches the provider's capacity in a few rounds.
+    fn slow_start(&self) -> bool {
+        self.last_decrease.is_none()
+    }
 }
 
 /// One model's adaptive concurrency limit.
@@ -156,12 +165,14 @@ impl Limiter {
         }
     }
 
-    /// A call succeeded: one more slot per limit's worth of successes, while the limit
-    /// is what holds calls back (an idle limit does not grow).
+    /// A call succeeded: one more slot per limit's worth of successes (one per success
+    /// in slow start), while calls use at least half the limit (an idle limit does not
+    /// grow past twice what is used).
     pub fn succeeded(&self) {
         let mut s = self.lock();
-        if (s.in_flight as f64) + 1.0 >= s.limit.floor() {
-            s.limit = (s.limit + 1.0 / s.limit).min(self.max);
+        if (s.in_flight as f64) + 1.0 >= s.limit / 2.0 {
+            let step = if s.slow_start() { 1.0 } else { 1.0 / s.limit };
+            s.limit = (s.limit + step).min(self.max);
         }
         drop(s);
         self.changed.notify_waiters();
@@ -224,6 +235,7 @@ mod tests {
         assert_eq!(l.limit(), 8.0, "one burst halves once");
         // Idle: successes do not grow the limit.
         l.succeeded();
+        l.succeeded();
         assert_eq!(l.limit(), 8.0);
         let mut held = Vec::new();
         for _ in 0..8 {
@@ -237,6 +249,25 @@ mod tests {
         let late = held.pop().map(|p| p.issued()).unwrap_or_else(Instant::now);
         l.slowed(late, None);
         assert!(l.limit() < 5.0, "{}", l.limit());
+    }
+
+    #[tokio::test]
+    async fn before_any_refusal_the_limit_doubles_each_round() {
+        let l = Arc::new(Limiter::new(4.0, 64.0));
+        let held: Vec<Permit> = futures_round(&l, 4).await;
+        for _ in 0..4 {
+            l.succeeded();
+        }
+        drop(held);
+        assert_eq!(l.limit(), 8.0);
+    }
+
+    async fn futures_round(l: &Arc<Limiter>, n: usize) -> Vec<Permit> {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            held.push(l.acquire(Priority::Background).await);
+        }
+        held
     }
 
     #[tokio::test]

@@ -56,8 +56,8 @@ pub struct DispatchSettings {
 impl Default for DispatchSettings {
     fn default() -> Self {
         DispatchSettings {
-            global_concurrency: 16,
-            agent_concurrency: 4,
+            global_concurrency: 1000,
+            agent_concurrency: 1000,
             lease: Duration::from_secs(60),
             data_key: None,
         }
