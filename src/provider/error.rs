@@ -125,7 +125,8 @@ pub fn classify(status: u16, code: &str, message: &str) -> ErrorKind {
         || lower.contains("maximum context");
     match status {
         401 | 403 => ErrorKind::Auth,
-        429 if code == "insufficient_quota" => ErrorKind::Auth,
+        // An exhausted quota or spend limit: waiting does not help.
+        429 if code == "insufficient_quota" || code == "enforced_spend_limit_reached" => ErrorKind::Auth,
         429 => ErrorKind::RateLimit,
         400 | 413 if context => ErrorKind::ContextLength,
         408 => ErrorKind::Timeout,
@@ -144,6 +145,7 @@ mod tests {
     fn classifies_statuses() {
         assert_eq!(classify(429, "", "slow down"), ErrorKind::RateLimit);
         assert_eq!(classify(429, "insufficient_quota", ""), ErrorKind::Auth);
+        assert_eq!(classify(429, "enforced_spend_limit_reached", ""), ErrorKind::Auth);
         assert_eq!(classify(401, "", ""), ErrorKind::Auth);
         assert_eq!(
             classify(400, "context_length_exceeded", ""),

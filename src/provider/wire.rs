@@ -141,9 +141,12 @@ fn error_fields(bytes: &[u8]) -> (String, String) {
     };
     let err = &value["error"];
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let code = match text(&err["code"]) {
-        c if c.is_empty() => text(&err["type"]),
-        c => c,
+    // Anthropic names the cause of some refusals in `details.error_code` (a spend
+    // limit's 429 is not a "slow down"); OpenAI in `code`; both in `type` otherwise.
+    let code = match (text(&err["details"]["error_code"]), text(&err["code"])) {
+        (detail, _) if !detail.is_empty() => detail,
+        (_, c) if c.is_empty() => text(&err["type"]),
+        (_, c) => c,
     };
     let message = match &err {
         Value::String(s) => s.clone(),
@@ -159,4 +162,26 @@ fn snippet(bytes: &[u8]) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ErrorKind;
+
+    #[test]
+    fn a_spend_limit_is_not_a_slow_down() {
+        let spent = br#"{"type": "error", "error": {"type": "rate_limit_error",
+            "message": "You have reached your specified workspace spend limit",
+            "details": {"error_code": "enforced_spend_limit_reached"}}}"#;
+        let err = failure("anthropic", reqwest::StatusCode::TOO_MANY_REQUESTS, None, spent);
+        assert_eq!(err.kind, ErrorKind::Auth, "{err}");
+        let slow = br#"{"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}"#;
+        let err = failure("anthropic", reqwest::StatusCode::TOO_MANY_REQUESTS, None, slow);
+        assert_eq!(err.kind, ErrorKind::RateLimit);
+        let quota =
+            br#"{"error": {"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}}"#;
+        let err = failure("openai", reqwest::StatusCode::TOO_MANY_REQUESTS, None, quota);
+        assert_eq!(err.kind, ErrorKind::Auth);
+    }
 }
