@@ -948,10 +948,12 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     let fake = FakeModel::start().await;
     // Each model call takes a while, so the killed replica surely has runs in flight.
     fake.always(Reply::ok(openai_text("noted")).delay(std::time::Duration::from_millis(200)));
-    // Slack's Web API: whatever the runs post is accepted.
-    let api = axum::Router::new().fallback(|| async {
-        axum::Json(json!({"ok": true, "ts": "1515449523.000100", "channel": "C123ABC456"}))
-    });
+    // Slack's Web API: the channel is public; whatever the runs post is accepted.
+    let api = axum::Router::new()
+        .route("/conversations.info", axum::routing::get(conversations_info))
+        .fallback(|| async {
+            axum::Json(json!({"ok": true, "ts": "1515449523.000100", "channel": "C123ABC456"}))
+        });
     let api_base = serve(api).await;
     let root = tempfile::tempdir().unwrap();
     write(root.path(), "prompts/helper.md", "You note requests.");
