@@ -148,6 +148,21 @@ impl Gateway {
         self.parts.custody.egress_note(call_id, name, effect, &args)
     }
 
+    /// The run now holds content of private conversation `source` (read by a call, or
+    /// held before it parked): redacted at rest from here on, its new files kept in
+    /// memory, and nothing more streamed where others than the source's members read.
+    pub async fn hold_private(&self, source: &str) {
+        let custody = &self.parts.custody;
+        custody.taint(source);
+        self.parts.recorder.taint();
+        self.parts.files.keep_in_memory();
+        if custody.answer_leaves()
+            && let Some(live) = &self.parts.live
+        {
+            live.abandon().await;
+        }
+    }
+
     /// Custody's checks before a call: a Slack read the asker may not make, or content
     /// leaving a private conversation without approval, is a tool error. `Ok(Some(c))`:
     /// the call reads private conversation `c`.
@@ -158,7 +173,8 @@ impl Gateway {
         arguments: &str,
     ) -> Result<Option<String>, ToolError> {
         let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-        if let Some(note) = self.egress_note(call_id, name, arguments) {
+        let effect = self.parts.tools.get(name).map(|t| t.spec().effect);
+        if let Some(note) = effect.and_then(|e| self.parts.custody.egress_note(call_id, name, e, &args)) {
             return Err(ToolError::Model(format!(
                 "{note} No person approved it, so it was not run."
             )));
@@ -359,16 +375,7 @@ impl Gateway {
             }
             let recorder = &self.parts.recorder;
             if let (Ok(Some(channel)), Ok(_)) = (&checked, &result) {
-                // Private content from here on: redacted at rest, kept in its place.
-                self.parts.custody.taint(channel);
-                recorder.taint();
-                self.parts.files.keep_in_memory();
-                if self.parts.custody.answer_leaves()
-                    && let Some(live) = &self.parts.live
-                {
-                    // Nothing more streams where others read it.
-                    live.abandon().await;
-                }
+                self.hold_private(channel).await;
             }
             if let Ok(output) = &result {
                 self.parts.custody.saw(&output.model_text());

@@ -181,16 +181,8 @@ impl LlmRun<'_> {
                 self.gateway.restore_calls(c.tool_calls);
                 spent = Duration::from_millis(c.elapsed_ms);
                 let custody = self.gateway.custody();
-                if !c.private_sources.is_empty() {
-                    custody.restore(&c.private_sources);
-                    self.gateway.recorder().taint();
-                    self.files.keep_in_memory();
-                    // Nothing of it streams where others than its members read.
-                    if custody.answer_leaves()
-                        && let Some(live) = &self.live
-                    {
-                        live.abandon().await;
-                    }
+                for source in &c.private_sources {
+                    self.gateway.hold_private(source).await;
                 }
                 for (id, refusal) in &c.decided {
                     if refusal.is_none() {
