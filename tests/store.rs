@@ -946,8 +946,20 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
         return;
     };
     let fake = FakeModel::start().await;
-    // Each model call takes a while, so the killed replica surely has runs in flight.
-    fake.always(Reply::ok(openai_text("noted")).delay(std::time::Duration::from_millis(200)));
+    // Each model call takes a while; the last 300 events before the kill take 5 s, so
+    // every replica, the one killed included, surely has runs in flight when it dies
+    // (under a loaded machine runs otherwise finish as fast as they are delivered).
+    fake.handler(|body| {
+        let text = body.to_string();
+        let n: Option<usize> = text
+            .split("request ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|digits| digits.parse().ok());
+        let slow = n.is_some_and(|n| (EVENTS / 2 - 300..EVENTS / 2).contains(&n));
+        let delay = if slow { 5_000 } else { 200 };
+        Reply::ok(openai_text("noted")).delay(std::time::Duration::from_millis(delay))
+    });
     // Slack's Web API: the channel is public; whatever the runs post is accepted.
     let api = axum::Router::new()
         .route("/conversations.info", axum::routing::get(conversations_info))
@@ -991,7 +1003,7 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .unwrap()
     };
     let addrs: Vec<String> = (0..3).map(|_| free_local_addr()).collect();
-    let mut children: Vec<std::process::Child> = addrs.iter().map(|a| replica(a)).collect();
+    let mut children = Children(addrs.iter().map(|a| replica(a)).collect());
     let client = steward::http::client().unwrap();
     let mention = |i: usize| {
         let ts = format!("1700000000.{i:06}");
@@ -1032,20 +1044,22 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .collect::<Vec<(usize, bool)>>()
     };
     let mut delivered = deliver(0..EVENTS / 2).await;
-    // Runs are in flight (each model call takes 200 ms) before the kill.
+    // Runs are in flight (the slow ones take 5 s) before the kill.
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
-    for _ in 0..200 {
-        let running: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status = 'running'")
+    let mut in_flight: i64 = 0;
+    for _ in 0..400 {
+        in_flight = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status = 'running'")
             .fetch_one(&pool)
             .await
             .unwrap();
         // Each replica runs at most 64 at once (--agent-concurrency): more than 128
         // running means the one about to be killed holds some.
-        if running > 128 {
+        if in_flight > 128 {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
+    assert!(in_flight > 128, "only {in_flight} runs in flight before the kill");
     // A replica dies mid-stream, with whatever it had claimed and was running.
     children[2].kill().unwrap();
     children[2].wait().unwrap();
@@ -1132,21 +1146,23 @@ async fn three_replicas_fire_each_cron_slot_once() {
         "model: openai/gpt-4.1\nprompt: prompts/tick.md\ntriggers:\n  - cron: { schedule: \"*/2 * * * * *\", timezone: UTC }\noutput: { reply: false }\n",
     );
     let url = format!("{}?options=-c%20search_path%3D{schema}", pg_url());
-    let mut children: Vec<std::process::Child> = (0..3)
-        .map(|_| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-                .args(["serve", "--addr", &free_local_addr()])
-                .env("STEWARD_ROOT", root.path())
-                .env("DATABASE_URL", &url)
-                .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
-                .env("OPENAI_API_KEY", "sk-test")
-                .env("RUST_LOG", "error")
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let mut children = Children(
+        (0..3)
+            .map(|_| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                    .args(["serve", "--addr", &free_local_addr()])
+                    .env("STEWARD_ROOT", root.path())
+                    .env("DATABASE_URL", &url)
+                    .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
+                    .env("OPENAI_API_KEY", "sk-test")
+                    .env("RUST_LOG", "error")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
     tokio::time::sleep(std::time::Duration::from_secs(9)).await;
-    for child in &mut children {
+    for child in children.iter_mut() {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
@@ -1361,7 +1377,7 @@ async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
             .spawn()
             .unwrap()
     };
-    let mut children: Vec<std::process::Child> = (0..2).map(|_| replica(&free_local_addr())).collect();
+    let mut children = Children((0..2).map(|_| replica(&free_local_addr())).collect());
     for _ in 0..200 {
         if acks.lock().unwrap().len() >= 2 {
             break;
@@ -1389,7 +1405,7 @@ async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
     assert_eq!(runs.len(), 1, "one run for the event both replicas received");
     assert_eq!(runs[0].status, RunStatus::Succeeded);
     assert_eq!(steward::store::EventQueue::count_events(&store).await.unwrap(), 1);
-    for child in &mut children {
+    for child in children.iter_mut() {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();

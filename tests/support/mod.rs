@@ -741,3 +741,30 @@ pub async fn conversations_info(
         "is_private": private, "is_im": id.starts_with('D'), "is_mpim": false}}),
     )
 }
+
+/// Child processes (replicas of `steward serve`) killed when the test ends, passed or
+/// panicked: a failed assertion must not leave servers holding database connections
+/// for the tests after it.
+pub struct Children(pub Vec<std::process::Child>);
+
+impl std::ops::Deref for Children {
+    type Target = Vec<std::process::Child>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Children {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
