@@ -61,6 +61,7 @@ impl Provider for InstantModel {
             },
             stop_reason: "tool_calls".into(),
             model: "bench".into(),
+            reasoning: Vec::new(),
         })
     }
 }

@@ -81,6 +81,7 @@ fn request<'a>(messages: &'a [Message], stream: &'a Recorded) -> ChatRequest<'a>
         max_output_tokens: 1024,
         stream: Some(stream),
         caching: &steward::provider::Caching::NONE,
+        reasoning: &steward::provider::ReasoningSpec::NONE,
     }
 }
 

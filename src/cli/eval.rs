@@ -308,6 +308,8 @@ pub(super) async fn new_from_run(
                     stop_reason: d["stop_reason"].as_str().unwrap_or_default().to_string(),
                     model: d["response_model"].as_str().unwrap_or_default().to_string(),
                     id: String::new(),
+                    // Runs record no reasoning; a replay continues without it.
+                    reasoning: Vec::new(),
                 });
             }
             _ => {}

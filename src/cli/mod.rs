@@ -717,6 +717,9 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
                     crate::config::prices::FILE
                 );
             }
+            for w in config.reasoning_warnings() {
+                eprintln!("warning: {w}");
+            }
             // Cases may mock MCP tools: their names come from the servers' cassettes.
             let mut tools = tools;
             replay_mcp(root, &mut tools, &config);

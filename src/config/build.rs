@@ -144,6 +144,16 @@ impl Config {
             .map(|(a, m)| (a.name.clone(), m.to_string()))
             .collect()
     }
+
+    /// What `validate` says about agents' `reasoning:` settings: models that do not
+    /// reason, values a provider is known to refuse.
+    pub fn reasoning_warnings(&self) -> Vec<String> {
+        self.agents
+            .values()
+            .chain(self.subagents.values())
+            .flat_map(|a| super::reasoning::warnings(&a.name, &a.models, &a.reasoning))
+            .collect()
+    }
 }
 
 fn insert_unique(
@@ -627,6 +637,40 @@ fn build_search(
     scope
 }
 
+/// The values of `reasoning:` the providers could never take. Effort is an open set
+/// (each provider names its own levels), so only its emptiness is an error here;
+/// values a known model refuses are warnings from `validate`.
+fn check_reasoning(src: &Source, spec: &crate::types::ReasoningSpec, diags: &mut Vec<Diagnostic>) {
+    if let Some(effort) = spec.effort.as_deref()
+        && (effort.trim().is_empty() || effort.trim() != effort)
+    {
+        diags.push(src.error_at(
+            "effort",
+            None,
+            format!("reasoning.effort is a level such as low, medium or high, not '{effort}'"),
+        ));
+    }
+    // Anthropic's smallest thinking budget.
+    if let Some(budget) = spec.budget_tokens
+        && budget < 1024
+    {
+        diags.push(src.error_at(
+            "budget_tokens",
+            None,
+            format!("reasoning.budget_tokens is at least 1024 (Anthropic's smallest thinking budget), not {budget}"),
+        ));
+    }
+    if let Some(summary) = spec.summary.as_deref()
+        && !matches!(summary, "auto" | "concise" | "detailed")
+    {
+        diags.push(src.error_at(
+            "summary",
+            Some(summary),
+            format!("reasoning.summary is auto, concise or detailed, not '{summary}'"),
+        ));
+    }
+}
+
 fn build_context(
     src: &Source,
     spec: &ContextSpec,
@@ -732,6 +776,14 @@ fn build_agent(
     let context = build_context(src, &spec.context, &spec.cache, diags);
     let search = build_search(src, &spec.search, &tool_names, diags);
     let private_egress = build_private_egress(src, &spec.private_egress, &tool_names, diags);
+    check_reasoning(src, &spec.reasoning, diags);
+    if !is_llm && spec.reasoning.is_set() {
+        diags.push(src.error_at(
+            "reasoning",
+            None,
+            "reasoning applies to agents whose model coordinates; a script's model calls are its subagents': set reasoning there",
+        ));
+    }
     if !is_llm && spec.cache != CacheSpec::default() {
         diags.push(src.error_at(
             "cache",
@@ -829,6 +881,7 @@ fn build_agent(
         triggers: spec.triggers,
         preload_bytes: spec.files.preload_bytes.unwrap_or(8192),
         context,
+        reasoning: spec.reasoning,
         search,
         limits,
         output,
@@ -954,6 +1007,7 @@ fn build_subagent(
     }
     let limits = build_limits(src, &spec.limits, diags);
     let context = build_context(src, &spec.context, &spec.cache, diags);
+    check_reasoning(src, &spec.reasoning, diags);
     let listed = match &tools {
         ToolSelection::List(l) => l.clone(),
         ToolSelection::Inherit => Vec::new(),
@@ -979,6 +1033,7 @@ fn build_subagent(
         triggers: Vec::new(),
         preload_bytes: 0,
         context,
+        reasoning: spec.reasoning,
         search,
         limits,
         // A subagent's answer always goes back to its caller.

@@ -6,6 +6,7 @@ pub mod diagnostic;
 pub mod mcp;
 pub mod parse;
 pub mod prices;
+pub mod reasoning;
 pub mod schedule;
 pub mod search;
 pub mod settings;
@@ -311,6 +312,8 @@ pub struct AgentConfig {
     pub triggers: Vec<TriggerSpec>,
     pub preload_bytes: u64,
     pub context: ContextSettings,
+    /// How hard its model thinks (passed to every model call of its runs).
+    pub reasoning: crate::types::ReasoningSpec,
     /// What the agent's search tools may search.
     pub search: search::SearchScope,
     pub limits: Limits,
@@ -355,6 +358,7 @@ impl AgentConfig {
             triggers: Vec::new(),
             preload_bytes: 8192,
             context: ContextSettings::default(),
+            reasoning: Default::default(),
             search: Default::default(),
             limits: Limits::default(),
             output: OutputSettings::default(),

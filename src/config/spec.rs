@@ -66,6 +66,9 @@ pub struct AgentSpec {
     /// How the provider's prompt cache keeps this agent's prefix.
     #[serde(default)]
     pub cache: CacheSpec,
+    /// How hard its model thinks (docs/models.md).
+    #[serde(default)]
+    pub reasoning: crate::types::ReasoningSpec,
     /// What its search tools may search (docs/search.md).
     #[serde(default)]
     pub search: super::search::SearchSpec,
@@ -188,6 +191,9 @@ pub struct SubagentSpec {
     pub context: ContextSpec,
     #[serde(default)]
     pub cache: CacheSpec,
+    /// How hard its model thinks.
+    #[serde(default)]
+    pub reasoning: crate::types::ReasoningSpec,
     #[serde(default)]
     pub search: super::search::SearchSpec,
     #[serde(default)]

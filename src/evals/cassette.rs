@@ -159,18 +159,30 @@ impl Cassette {
     }
 }
 
-/// The request as compared and hashed: provider, model, system prompt, messages, tools
-/// and output cap, with object keys sorted, and run ids (UUID v7, new on every run:
-/// a subagent's prompt names its parent run) replaced by `<run-id>`.
+/// The request as compared and hashed: provider, model, system prompt, messages, tools,
+/// output cap and reasoning settings (when set), with object keys sorted, and run ids
+/// (UUID v7, new on every run: a subagent's prompt names its parent run) replaced by
+/// `<run-id>`. The reasoning a model returned is left out of the messages: its
+/// encrypted content and signatures differ on every recording, and say nothing the
+/// rest of the conversation does not.
 pub fn canonical(provider: &str, request: &ChatRequest<'_>) -> Value {
-    let value = json!({
+    let mut messages = json!(request.messages);
+    for m in messages.as_array_mut().into_iter().flatten() {
+        if let Some(m) = m.as_object_mut() {
+            m.remove("reasoning");
+        }
+    }
+    let mut value = json!({
         "provider": provider,
         "model": request.model,
         "system": request.system,
-        "messages": request.messages,
+        "messages": messages,
         "tools": request.tools,
         "max_output_tokens": request.max_output_tokens,
     });
+    if request.reasoning.is_set() {
+        value["reasoning"] = json!(request.reasoning);
+    }
     // Compiled per request: evals are not a hot path, and no regex is kept around.
     let Ok(run_ids) =
         regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

@@ -48,22 +48,28 @@ impl Provider for Anthropic {
         }
         let Some(deltas) = request.stream else {
             let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
-            return Ok(decode_response(response));
+            return Ok(decode_response(response, request.model));
         };
-        let mut stream = Streamed::default();
+        let mut stream = Streamed {
+            summaries: request.reasoning.summary.is_some(),
+            ..Streamed::default()
+        };
         wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
-        Ok(decode_response(stream.response()?))
+        Ok(decode_response(stream.response()?, request.model))
     }
 }
 
 /// A streamed Messages answer put back together from its events: `message_start` (id,
 /// model, input usage), `content_block_start` / `_delta` (text, tool input as partial
-/// JSON), `message_delta` (stop reason, output usage); an `error` event fails the call.
+/// JSON, thinking and its signature), `message_delta` (stop reason, output usage); an
+/// `error` event fails the call.
 #[derive(Default)]
 struct Streamed {
     message: Value,
     /// Blocks by index: the block as started, and the text or partial JSON it grew.
     blocks: Vec<(Value, String)>,
+    /// Hand thinking text on as a reasoning summary (the agent asked for summaries).
+    summaries: bool,
 }
 
 impl Streamed {
@@ -89,11 +95,26 @@ impl Streamed {
                     return Ok(());
                 };
                 let delta = &event["delta"];
-                if let Some(text) = delta["text"].as_str() {
-                    grown.push_str(text);
-                    deltas.text(text);
-                } else if let Some(json) = delta["partial_json"].as_str() {
-                    grown.push_str(json);
+                match delta["type"].as_str().unwrap_or_default() {
+                    "thinking_delta" => {
+                        let thinking = delta["thinking"].as_str().unwrap_or_default();
+                        grown.push_str(thinking);
+                        if self.summaries && !thinking.is_empty() {
+                            deltas.reasoning(thinking);
+                        }
+                    }
+                    // The signature comes whole, just before the block stops.
+                    "signature_delta" => {
+                        self.blocks[index].0["signature"] = delta["signature"].clone();
+                    }
+                    _ => {
+                        if let Some(text) = delta["text"].as_str() {
+                            grown.push_str(text);
+                            deltas.text(text);
+                        } else if let Some(json) = delta["partial_json"].as_str() {
+                            grown.push_str(json);
+                        }
+                    }
                 }
             }
             "message_delta" => {
@@ -118,6 +139,7 @@ impl Streamed {
             .map(|(mut block, grown)| {
                 match block["type"].as_str() {
                     Some("text") => block["text"] = Value::String(grown),
+                    Some("thinking") => block["thinking"] = Value::String(grown),
                     Some("tool_use") => {
                         // An empty input streams no JSON at all.
                         block["input"] = match grown.trim() {
@@ -151,6 +173,10 @@ struct WireRequest<'a> {
     tools: Vec<ToolItem<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<Value>,
 }
 
 /// A tool in the request: serialized before, or with the cache marker.
@@ -203,24 +229,38 @@ struct WireMessage<'a> {
 #[derive(Serialize)]
 struct Marked<'a> {
     #[serde(flatten)]
-    block: Block<'a>,
+    block: Content<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
+}
+
+/// A block built from the conversation, or one sent back as the model wrote it (a
+/// thinking block with its signature).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Built(Block<'a>),
+    Verbatim(&'a Value),
 }
 
 impl<'a> From<Block<'a>> for Marked<'a> {
     fn from(block: Block<'a>) -> Self {
         Marked {
-            block,
+            block: Content::Built(block),
             cache_control: None,
         }
     }
 }
 
 impl Marked<'_> {
-    /// A block the API accepts a marker on (an empty text block it refuses).
+    /// A block the API accepts a marker on: not an empty text block, and never a
+    /// thinking block (a marker there is refused, and would change it).
     fn markable(&self) -> bool {
-        !matches!(self.block, Block::Text { text } if text.is_empty())
+        match &self.block {
+            Content::Built(Block::Text { text }) => !text.is_empty(),
+            Content::Built(_) => true,
+            Content::Verbatim(_) => false,
+        }
     }
 }
 
@@ -290,10 +330,25 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                 blocks.push(Block::Text { text: content });
                 ("user", blocks.into_iter().map(Marked::from).collect::<Vec<_>>())
             }
-            Message::Assistant { text, tool_calls } => {
-                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                let mut blocks: Vec<Marked> = Vec::with_capacity(tool_calls.len() + reasoning.len() + 1);
+                // Thinking first, as the model wrote it; only to the model that wrote
+                // it (another refuses its signature).
+                blocks.extend(
+                    reasoning
+                        .iter()
+                        .filter(|r| r.belongs_to(NAME, request.model))
+                        .map(|r| Marked {
+                            block: Content::Verbatim(&r.item),
+                            cache_control: None,
+                        }),
+                );
                 if let Some(text) = text.as_deref().filter(|t| !t.is_empty()) {
-                    blocks.push(Block::Text { text });
+                    blocks.push(Block::Text { text }.into());
                 }
                 for c in tool_calls {
                     // Anthropic needs an object; arguments another model mangled become {}.
@@ -301,13 +356,16 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| Value::Object(Default::default()));
-                    blocks.push(Block::ToolUse {
-                        id: &c.id,
-                        name: &c.name,
-                        input,
-                    });
+                    blocks.push(
+                        Block::ToolUse {
+                            id: &c.id,
+                            name: &c.name,
+                            input,
+                        }
+                        .into(),
+                    );
                 }
-                ("assistant", blocks.into_iter().map(Marked::from).collect())
+                ("assistant", blocks)
             }
             Message::Tool {
                 call_id,
@@ -362,15 +420,65 @@ pub fn encode_request(request: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::
             last.cache_control = Some(marker);
         }
     }
+    let (thinking, output_config, max_tokens) = thinking(request);
     let body = WireRequest {
         stream: request.stream.is_some(),
         model: request.model,
-        max_tokens: request.max_output_tokens,
+        max_tokens,
         system: [system],
         messages,
         tools,
+        thinking,
+        output_config,
     };
     serde_json::to_vec(&body)
+}
+
+/// The request's `thinking`, `output_config` and `max_tokens` for the agent's
+/// `reasoning`: a budget asks for fixed thinking (`max_tokens` grows by it, since the
+/// budget counts against it); an effort asks for adaptive thinking at that effort;
+/// `none` or nothing asks for none.
+///
+/// A tool loop that began without thinking from this model (an earlier answer came
+/// from a fallback, or a checkpoint from before thinking was configured) continues
+/// without it: the API refuses thinking when the assistant turn being continued does
+/// not start with a thinking block.
+fn thinking(request: &ChatRequest<'_>) -> (Option<Value>, Option<Value>, u32) {
+    let spec = request.reasoning;
+    let max = request.max_output_tokens;
+    let effort = spec.effort.as_deref().filter(|e| *e != "none");
+    if spec.budget_tokens.is_none() && effort.is_none() {
+        return (None, None, max);
+    }
+    // The turn being continued: the last assistant message, when only tool results
+    // follow it.
+    let open = request
+        .messages
+        .iter()
+        .rev()
+        .take_while(|m| !matches!(m, Message::User { .. }))
+        .find_map(|m| match m {
+            Message::Assistant {
+                tool_calls,
+                reasoning,
+                ..
+            } if !tool_calls.is_empty() => Some(reasoning),
+            _ => None,
+        });
+    if let Some(reasoning) = open
+        && !reasoning.iter().any(|r| r.belongs_to(NAME, request.model))
+    {
+        return (None, None, max);
+    }
+    let output_config = effort.map(|e| serde_json::json!({"effort": e}));
+    match spec.budget_tokens {
+        Some(budget) => (
+            Some(serde_json::json!({"type": "enabled", "budget_tokens": budget})),
+            output_config,
+            max.saturating_add(budget),
+        ),
+        None => (Some(serde_json::json!({"type": "adaptive"})), output_config, max),
+    }
 }
 
 #[derive(Deserialize)]
@@ -380,26 +488,11 @@ struct WireResponse {
     #[serde(default)]
     model: String,
     #[serde(default)]
-    content: Vec<ResponseBlock>,
+    content: Vec<Value>,
     #[serde(default)]
     stop_reason: Option<String>,
     #[serde(default)]
     usage: WireUsage,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ResponseBlock {
-    Text {
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        input: Value,
-    },
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize, Default)]
@@ -414,18 +507,27 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
 }
 
-fn decode_response(response: WireResponse) -> ChatResponse {
+/// The answer as the provider-neutral response; `model` is the model asked, whose
+/// later turns may carry this answer's thinking blocks.
+fn decode_response(response: WireResponse, model: &str) -> ChatResponse {
     let mut text = String::new();
     let mut tool_calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in response.content {
-        match block {
-            ResponseBlock::Text { text: t } => text.push_str(&t),
-            ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
-                id,
-                name,
-                arguments: input.to_string(),
+        let field = |name: &str| block[name].as_str().unwrap_or_default().to_string();
+        match block["type"].as_str().unwrap_or_default() {
+            "text" => text.push_str(block["text"].as_str().unwrap_or_default()),
+            "tool_use" => tool_calls.push(ToolCall {
+                id: field("id"),
+                name: field("name"),
+                arguments: block["input"].to_string(),
             }),
-            ResponseBlock::Other => {}
+            "thinking" | "redacted_thinking" => reasoning.push(super::types::Reasoning {
+                provider: NAME.to_string(),
+                model: model.to_string(),
+                item: block,
+            }),
+            _ => {}
         }
     }
     let u = response.usage;
@@ -445,6 +547,7 @@ fn decode_response(response: WireResponse) -> ChatResponse {
         },
         stop_reason: response.stop_reason.unwrap_or_default(),
         model: response.model,
+        reasoning,
     }
 }
 
@@ -471,6 +574,7 @@ mod tests {
                         arguments: "not json".into(),
                     },
                 ],
+                reasoning: Vec::new(),
             },
             Message::Tool {
                 call_id: "toolu_1".into(),
@@ -495,6 +599,7 @@ mod tests {
             max_output_tokens: 1024,
             stream: None,
             caching: &super::super::types::Caching::NONE,
+            reasoning: &super::super::types::ReasoningSpec::NONE,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
@@ -528,6 +633,7 @@ mod tests {
             max_output_tokens: 64,
             stream: None,
             caching,
+            reasoning: &super::super::types::ReasoningSpec::NONE,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
@@ -575,10 +681,7 @@ mod tests {
             ToolDef::new("write", "Writes.", serde_json::json!({"type": "object"})),
         ];
         let none = super::super::types::Caching::NONE;
-        let assistant = |calls: Vec<ToolCall>| Message::Assistant {
-            text: None,
-            tool_calls: calls,
-        };
+        let assistant = |calls: Vec<ToolCall>| Message::assistant(None, calls);
         let image = Message::User {
             content: "What is in it?".into(),
             images: vec![super::super::types::Image {
@@ -677,6 +780,7 @@ mod tests {
             max_output_tokens: 64,
             stream: None,
             caching,
+            reasoning: &super::super::types::ReasoningSpec::NONE,
         };
         let body = String::from_utf8(encode_request(&req(&long)).unwrap()).unwrap();
         assert_eq!(
@@ -697,7 +801,7 @@ mod tests {
             "stop_reason": "tool_use", "stop_sequence": null,
             "usage": {"input_tokens": 10, "output_tokens": 30, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100}
         });
-        let r = decode_response(serde_json::from_value(raw).unwrap());
+        let r = decode_response(serde_json::from_value(raw).unwrap(), "claude-sonnet-4-5");
         assert_eq!(r.tool_calls[0].arguments, "{}");
         assert_eq!(r.usage.input_tokens, 115);
         assert_eq!(r.usage.cached_input_tokens, 100);

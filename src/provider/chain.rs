@@ -6,7 +6,7 @@ use super::Provider;
 use super::error::ProviderError;
 use super::pricing::{Bill, Prices};
 use super::retry::RetryPolicy;
-use super::types::{Caching, ChatRequest, ChatResponse, Message, ToolDef, WireCache};
+use super::types::{Caching, ChatRequest, ChatResponse, Message, ReasoningSpec, ToolDef, WireCache};
 use crate::types::ModelRef;
 
 /// The models a run may use, in order of preference.
@@ -26,6 +26,8 @@ pub struct ModelChain {
     prices: Arc<Prices>,
     /// The prompt-cache hints of every request (the agent's).
     caching: Caching,
+    /// How hard every request asks the model to think (the agent's `reasoning`).
+    reasoning: ReasoningSpec,
     /// The run's span: `chat` spans are its children when no other span is current.
     parent: Option<tracing::Span>,
 }
@@ -64,6 +66,7 @@ impl ModelChain {
             muted: None,
             prices,
             caching: Caching::NONE,
+            reasoning: ReasoningSpec::NONE,
             parent: None,
         }
     }
@@ -71,6 +74,12 @@ impl ModelChain {
     /// Asks every request's provider to cache this way (one agent's settings).
     pub fn caching(mut self, caching: Caching) -> Self {
         self.caching = caching;
+        self
+    }
+
+    /// Asks every request's model to think this hard (one agent's `reasoning`).
+    pub fn reasoning(mut self, reasoning: ReasoningSpec) -> Self {
+        self.reasoning = reasoning;
         self
     }
 
@@ -160,6 +169,7 @@ impl ModelChain {
                 max_output_tokens,
                 stream,
                 caching: &self.caching,
+                reasoning: &self.reasoning,
             };
             let span = tracing::info_span!(
                 parent: self.span_parent(),

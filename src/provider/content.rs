@@ -35,7 +35,7 @@ pub fn input_messages(messages: &[Message]) -> String {
                 );
                 json!({"role": "user", "parts": parts})
             }
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant { text, tool_calls, .. } => {
                 let mut parts: Vec<Value> = text
                     .iter()
                     .map(|t| json!({"type": "text", "content": cut(t)}))

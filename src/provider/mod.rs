@@ -7,6 +7,7 @@ pub mod content;
 pub mod error;
 pub mod limiter;
 pub mod openai;
+pub mod openai_responses;
 pub mod pricing;
 pub mod retry;
 pub mod settings;
@@ -20,7 +21,10 @@ pub use chain::ModelChain;
 pub use error::{ErrorKind, ProviderError};
 pub use limiter::{Limiters, Priority};
 pub use settings::{Endpoint, ProviderSet};
-pub use types::{Caching, ChatRequest, ChatResponse, Deltas, Message, ToolCall, ToolDef, Usage, WireCache};
+pub use types::{
+    Caching, ChatRequest, ChatResponse, Deltas, Message, Reasoning, ReasoningSpec, ToolCall, ToolDef, Usage,
+    WireCache,
+};
 
 /// One vendor API. Implementations make exactly one HTTP attempt per call; retries and
 /// fallbacks live in [`ModelChain`] so every vendor gets the same policy.

@@ -1,4 +1,5 @@
-//! OpenAI Chat Completions (and every server speaking it: vLLM, Ollama, LiteLLM).
+//! OpenAI: the Responses API for OpenAI's own host (see [`super::openai_responses`]),
+//! Chat Completions for every other server speaking it (vLLM, Ollama, LiteLLM).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,11 +20,49 @@ pub const NAME: &str = "openai";
 /// older protocol (vLLM, Ollama, LiteLLM) may refuse them.
 const CACHE_FIELDS: [&str; 2] = ["prompt_cache_key", "prompt_cache_retention"];
 
-/// A Chat Completions client for one endpoint.
+/// Which of OpenAI's APIs an endpoint is spoken to with (`OPENAI_API_STYLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiStyle {
+    /// `POST /responses`: reasoning carried across tool turns.
+    Responses,
+    /// `POST /chat/completions`: what compatible servers speak.
+    ChatCompletions,
+}
+
+impl ApiStyle {
+    /// `responses` or `chat_completions`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ApiStyle> {
+        match s.trim() {
+            "responses" => Some(ApiStyle::Responses),
+            "chat_completions" => Some(ApiStyle::ChatCompletions),
+            _ => None,
+        }
+    }
+
+    /// The style for `base_url` when none is set: Responses for OpenAI's own host,
+    /// Chat Completions for any other (a compatible server may not have Responses).
+    pub fn default_for(base_url: &str) -> ApiStyle {
+        let host = base_url
+            .split("://")
+            .nth(1)
+            .unwrap_or(base_url)
+            .split(['/', ':'])
+            .next()
+            .unwrap_or_default();
+        if host.eq_ignore_ascii_case("api.openai.com") {
+            ApiStyle::Responses
+        } else {
+            ApiStyle::ChatCompletions
+        }
+    }
+}
+
+/// An OpenAI client for one endpoint.
 pub struct OpenAi {
     client: reqwest::Client,
     endpoint: Endpoint,
     timeout: Duration,
+    style: ApiStyle,
     /// Send [`CACHE_FIELDS`] to this endpoint: on unless turned off by setting, or by
     /// the endpoint refusing one of them (a 400 naming it).
     cache_fields: AtomicBool,
@@ -32,11 +71,18 @@ pub struct OpenAi {
 impl OpenAi {
     pub fn new(client: reqwest::Client, endpoint: Endpoint, timeout: Duration) -> Self {
         OpenAi {
+            style: ApiStyle::default_for(&endpoint.base_url),
             client,
             endpoint,
             timeout,
             cache_fields: AtomicBool::new(true),
         }
+    }
+
+    /// Speaks `style` to this endpoint instead of the default for its host.
+    pub fn with_style(mut self, style: ApiStyle) -> Self {
+        self.style = style;
+        self
     }
 
     /// Sends the prompt-cache fields (`prompt_cache_key`, `prompt_cache_retention`)
@@ -51,6 +97,9 @@ impl OpenAi {
         request: &ChatRequest<'_>,
         cache_fields: bool,
     ) -> Result<ChatResponse, ProviderError> {
+        if self.style == ApiStyle::Responses {
+            return self.send_responses(request, cache_fields).await;
+        }
         let body = encode_request_with(request, cache_fields)
             .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
         let url = format!(
@@ -68,6 +117,28 @@ impl OpenAi {
         let mut stream = Streamed::default();
         wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
         decode_response(stream.response()?)
+    }
+
+    async fn send_responses(
+        &self,
+        request: &ChatRequest<'_>,
+        cache_fields: bool,
+    ) -> Result<ChatResponse, ProviderError> {
+        use super::openai_responses as responses;
+        let body = responses::encode_request(request, cache_fields)
+            .map_err(|e| ProviderError::new(NAME, ErrorKind::BadRequest, e.to_string()))?;
+        let url = format!("{}/responses", self.endpoint.base_url.trim_end_matches('/'));
+        let mut http = self.client.post(url);
+        if let Some(key) = &self.endpoint.api_key {
+            http = http.bearer_auth(key);
+        }
+        let Some(deltas) = request.stream else {
+            let response: Value = wire::post_json(NAME, http, body, self.timeout).await?;
+            return responses::decode_response(&response, request.model);
+        };
+        let mut stream = responses::Streamed::default();
+        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        stream.response(request.model)
     }
 }
 
@@ -206,6 +277,8 @@ struct WireRequest<'a> {
     prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_retention: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -300,7 +373,8 @@ fn wire_message(m: &Message) -> WireMessage<'_> {
                 content: UserContent::Parts(parts),
             }
         }
-        Message::Assistant { text, tool_calls } => WireMessage::Assistant {
+        // Chat Completions has no way to carry reasoning back.
+        Message::Assistant { text, tool_calls, .. } => WireMessage::Assistant {
             content: text.as_deref(),
             tool_calls: tool_calls
                 .iter()
@@ -386,6 +460,7 @@ fn encode_request_with(request: &ChatRequest<'_>, cache_fields: bool) -> Result<
         stream_options: request.stream.map(|_| serde_json::json!({"include_usage": true})),
         prompt_cache_key: request.caching.key.as_deref().filter(|_| cache_fields),
         prompt_cache_retention: request.caching.retention.as_deref().filter(|_| cache_fields),
+        reasoning_effort: request.reasoning.effort.as_deref(),
     };
     serde_json::to_writer(&mut out, &body)?;
     Ok(out)
@@ -485,6 +560,7 @@ fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError
         },
         stop_reason: choice.finish_reason.unwrap_or_default(),
         model: response.model,
+        reasoning: Vec::new(),
     })
 }
 
@@ -497,14 +573,14 @@ mod tests {
     fn cached_encodings_give_the_same_bytes_and_are_reused() {
         let messages = vec![
             Message::user("héllo \"quoted\" \u{1F600}"),
-            Message::Assistant {
-                text: Some("calling".into()),
-                tool_calls: vec![ToolCall {
+            Message::assistant(
+                Some("calling".into()),
+                vec![ToolCall {
                     id: "c1".into(),
                     name: "http_fetch".into(),
                     arguments: "{\"url\": \"https://example.com\"}".into(),
                 }],
-            },
+            ),
             Message::Tool {
                 call_id: "c1".into(),
                 name: "http_fetch".into(),
@@ -521,6 +597,7 @@ mod tests {
             max_output_tokens: 100,
             stream: None,
             caching: &crate::provider::types::Caching::NONE,
+            reasoning: &crate::provider::ReasoningSpec::NONE,
         };
         let plain = encode_request(&request(&[])).unwrap();
         let wire: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
@@ -546,14 +623,14 @@ mod tests {
     fn encodes_a_tool_round_trip() {
         let messages = vec![
             Message::user("hi"),
-            Message::Assistant {
-                text: None,
-                tool_calls: vec![ToolCall {
+            Message::assistant(
+                None,
+                vec![ToolCall {
                     id: "call_1".into(),
                     name: "current_time".into(),
                     arguments: "{}".into(),
                 }],
-            },
+            ),
             Message::Tool {
                 call_id: "call_1".into(),
                 name: "current_time".into(),
@@ -575,6 +652,7 @@ mod tests {
             max_output_tokens: 100,
             stream: None,
             caching: &crate::provider::types::Caching::NONE,
+            reasoning: &crate::provider::ReasoningSpec::NONE,
         })
         .unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();

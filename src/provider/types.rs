@@ -5,7 +5,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::sync::OnceLock;
 
-pub use crate::types::Usage;
+pub use crate::types::{ReasoningSpec, Usage};
 
 /// A tool call requested by the model. `arguments` is kept as the raw JSON text the
 /// model produced, so malformed arguments can be reported back instead of lost.
@@ -35,6 +35,10 @@ pub enum Message {
     Assistant {
         text: Option<String>,
         tool_calls: Vec<ToolCall>,
+        /// What the model reasoned before this answer, as its provider returned it, to
+        /// be sent back unchanged in later turns. Never shown to people.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<Reasoning>,
     },
     Tool {
         call_id: String,
@@ -44,7 +48,39 @@ pub enum Message {
     },
 }
 
+/// One piece of a model's reasoning state, kept opaque: an OpenAI reasoning item
+/// (`{"type": "reasoning", "id", "encrypted_content", "summary"}`, from a request with
+/// `store: false`) or an Anthropic `thinking` / `redacted_thinking` block with its
+/// signature. The APIs refuse a tool-loop continuation whose reasoning was dropped or
+/// altered, and accept it only from the model that wrote it, so it is sent back
+/// byte-for-byte and only to that provider and model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The provider that returned it (`openai`, `anthropic`).
+    pub provider: String,
+    /// The model asked (as in the request), whose later calls may carry it.
+    pub model: String,
+    /// The item or block exactly as received.
+    pub item: Value,
+}
+
+impl Reasoning {
+    /// Whether a request to `provider`'s `model` may carry this item.
+    pub fn belongs_to(&self, provider: &str, model: &str) -> bool {
+        self.provider == provider && self.model == model
+    }
+}
+
 impl Message {
+    /// An assistant message without reasoning.
+    pub fn assistant(text: Option<String>, tool_calls: Vec<ToolCall>) -> Message {
+        Message::Assistant {
+            text,
+            tool_calls,
+            reasoning: Vec::new(),
+        }
+    }
+
     /// A text-only user message.
     pub fn user(content: impl Into<String>) -> Message {
         Message::User {
@@ -96,6 +132,8 @@ pub struct ToolWire {
     parameters: OnceLock<Box<RawValue>>,
     /// The whole tool as OpenAI's Chat Completions takes it.
     pub openai: OnceLock<Box<RawValue>>,
+    /// The whole tool as OpenAI's Responses API takes it.
+    pub responses: OnceLock<Box<RawValue>>,
     /// The whole tool as Anthropic's Messages API takes it, without a cache marker.
     pub anthropic: OnceLock<Box<RawValue>>,
 }
@@ -136,6 +174,9 @@ pub fn cached(
 #[derive(Debug, Default)]
 pub struct WireCache {
     pub openai: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
+    /// The message as Responses API input items (an assistant turn may be several:
+    /// reasoning, text, function calls).
+    pub responses: std::sync::OnceLock<Vec<Box<serde_json::value::RawValue>>>,
 }
 
 /// Receives a model's answer text as it streams from the provider.
@@ -147,6 +188,9 @@ pub trait Deltas: Send + Sync + std::fmt::Debug {
     fn restart(&self);
     /// An answer arrived whole: its pieces stand.
     fn settled(&self);
+    /// The next piece of a reasoning summary (shown as work in progress, never as the
+    /// answer); ignored unless the receiver shows progress.
+    fn reasoning(&self, _summary: &str) {}
 }
 
 /// How a request asks the provider's prompt cache to keep its prefix (per agent, so
@@ -189,6 +233,8 @@ pub struct ChatRequest<'a> {
     pub stream: Option<&'a dyn Deltas>,
     /// Prompt-cache hints.
     pub caching: &'a Caching,
+    /// How hard the model should think.
+    pub reasoning: &'a ReasoningSpec,
 }
 
 /// The model's answer to one call (serializable for eval cassettes).
@@ -203,4 +249,7 @@ pub struct ChatResponse {
     pub model: String,
     /// The provider's id of this response (`chatcmpl-...`, `msg_...`), when it sent one.
     pub id: String,
+    /// Reasoning to carry into the next turn (see [`Reasoning`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
 }

@@ -96,7 +96,7 @@ fn render_one(m: &Message) -> String {
             };
             format!("### user\n{content}{imgs}")
         }
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant { text, tool_calls, .. } => {
             let mut s = String::from("### assistant");
             if let Some(t) = text {
                 s.push('\n');

@@ -99,7 +99,7 @@ pub fn message_tokens(message: &Message) -> u64 {
     PER_MESSAGE
         + match message {
             Message::User { content, images } => count(content) + PER_IMAGE * images.len() as u64,
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant { text, tool_calls, .. } => {
                 text.as_deref().map_or(0, count)
                     + tool_calls
                         .iter()

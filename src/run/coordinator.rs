@@ -56,7 +56,8 @@ impl Coordinator for LlmCoordinator {
                     // One key per agent: its runs land on the same OpenAI cache.
                     key: Some(format!("steward:{}", cx.agent.name)),
                     retention: cx.agent.context.prompt_cache_retention.clone(),
-                }),
+                })
+                .reasoning(cx.agent.reasoning.clone()),
             Err(e) => {
                 let out = RunOutcome::new(cx.run_id.as_str());
                 return Ok(out.stopped(Termination::ProviderError, Some(e.message)));

@@ -267,6 +267,7 @@ impl LlmRun<'_> {
                 let draft = Message::Assistant {
                     text: response.text,
                     tool_calls: Vec::new(),
+                    reasoning: response.reasoning,
                 };
                 let t = message_tokens(&draft);
                 conv.push(draft, t);
@@ -292,6 +293,7 @@ impl LlmRun<'_> {
             let assistant = Message::Assistant {
                 text: response.text,
                 tool_calls: response.tool_calls,
+                reasoning: response.reasoning,
             };
             let t = match response.usage.output_tokens {
                 0 => message_tokens(&assistant),

@@ -78,10 +78,7 @@ pub async fn history(cx: &RunContext<'_>, prompt: &mut String) -> Result<Vec<Mes
     )));
     for turn in thread.turns {
         out.push(if turn.own {
-            Message::Assistant {
-                text: Some(turn.text),
-                tool_calls: Vec::new(),
-            }
+            Message::assistant(Some(turn.text), Vec::new())
         } else {
             Message::user(format!("{}: {}", turn.author, turn.text))
         });

@@ -6,6 +6,7 @@ pub mod duration;
 pub mod model_ref;
 pub mod outcome;
 pub mod private;
+pub mod reasoning;
 pub mod seal;
 pub mod usage;
 
@@ -13,4 +14,5 @@ pub use action_token::ActionToken;
 pub use model_ref::ModelRef;
 pub use outcome::{RunOutcome, RunStatus, Termination};
 pub use private::{Privacy, Private};
+pub use reasoning::ReasoningSpec;
 pub use usage::Usage;
