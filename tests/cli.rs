@@ -184,7 +184,7 @@ fn missing_api_key_fails_the_run_with_a_clear_message() {
         .unwrap();
     assert_one_line_failure(
         &o,
-        "cannot use model openai/gpt-4.1-mini: OPENAI_API_KEY is not set",
+        "cannot use model openai/gpt-6-luna: OPENAI_API_KEY is not set",
     );
     // The failed run was recorded.
     let o = steward(repo(), &db, &["runs", "list", "--json"], &[]);

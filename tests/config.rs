@@ -45,7 +45,7 @@ fn the_repository_tree_is_valid() {
     );
     assert_eq!(config.agent("page-summarizer").unwrap().subagents, ["summarizer"]);
     let agent = config.agent("page-summarizer").unwrap();
-    assert_eq!(agent.models[0].to_string(), "openai/gpt-4.1-mini");
+    assert_eq!(agent.models[0].to_string(), "openai/gpt-6-luna");
     assert_eq!(agent.models[1].to_string(), "anthropic/claude-haiku-4-5");
     assert_eq!(agent.limits.timeout, Duration::from_secs(120));
 }

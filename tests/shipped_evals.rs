@@ -226,6 +226,17 @@ fn stand_in(body: &Value) -> Reply {
             .find(&asked)
             .map(|m| m.as_str().to_string());
         return match (url, results.as_slice()) {
+            // A "where is" question is searched first, and the answer cites what it found.
+            (None, []) if asked.contains("where is") => {
+                call(&[("call_search01", "search", json!({ "query": "on-call runbook" }))])
+            }
+            (None, [found, ..]) if asked.contains("where is") => say(&format!(
+                "The on-call runbook is in Notion under Operations: <{}|On-call runbook>. Dana noted in #ops that the old wiki page redirects there.",
+                regex::Regex::new(r"https://www\.notion\.so/[^)\s]+")
+                    .unwrap()
+                    .find(found)
+                    .map_or("", |m| m.as_str())
+            )),
             (Some(url), []) => call(&[("call_1", "http_fetch", json!({ "url": url }))]),
             (Some(_), [page, ..]) => say(&format!("The handbook says: {page}")),
             (None, _) if asked.contains("freeze") => say(

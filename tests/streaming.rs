@@ -272,3 +272,75 @@ async fn a_stream_error_event_and_a_refused_stream_are_classified() {
     assert_eq!(err.kind, ErrorKind::RateLimit);
     assert!(err.message.contains("slow down"), "{err}");
 }
+
+#[tokio::test]
+async fn responses_events_stream_text_and_keep_reasoning_items_whole() {
+    let answer = support::responses_answer(
+        vec![
+            support::responses_reasoning("rs_1", "gAAAAABencrypted=="),
+            support::responses_message("Checking the clock."),
+            support::responses_call("call_1", "current_time", r#"{"tz": "UTC"}"#),
+        ],
+        48,
+    );
+    let events = vec![support::responses_sse(&answer)];
+    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let url = sse_server("/v1/responses", 200, events, Arc::clone(&bodies)).await;
+    let openai = OpenAi::new(
+        steward::http::client().unwrap(),
+        Endpoint {
+            base_url: format!("{url}/v1"),
+            api_key: Some("sk-test".into()),
+        },
+        Duration::from_secs(10),
+    )
+    .with_style(steward::provider::openai::ApiStyle::Responses);
+    let recorded = Recorded::default();
+    let messages = [Message::user("what time is it?")];
+    let streamed = openai.chat(&request(&messages, &recorded)).await.unwrap();
+    assert_eq!(recorded.0.lock().unwrap().concat(), "Checking the clock.");
+    assert_eq!(streamed.text.as_deref(), Some("Checking the clock."));
+    assert_eq!(streamed.tool_calls[0].id, "call_1");
+    assert_eq!(streamed.tool_calls[0].arguments, r#"{"tz": "UTC"}"#);
+    assert_eq!(streamed.stop_reason, "tool_calls");
+    assert_eq!(streamed.usage.reasoning_tokens, 48);
+    // The reasoning item comes back whole, encrypted content and all, for the next turn.
+    assert_eq!(streamed.reasoning.len(), 1);
+    assert_eq!(streamed.reasoning[0].item, answer["output"][0]);
+    let sent = &bodies.lock().unwrap()[0];
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["store"], false);
+}
+
+#[tokio::test]
+async fn anthropic_thinking_streams_with_its_signature() {
+    let thinking = json!({"type": "thinking", "thinking": "The user wants the time; call the clock.",
+                          "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"});
+    let redacted = json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"});
+    let answer = support::anthropic_message(
+        vec![
+            thinking.clone(),
+            redacted.clone(),
+            json!({"type": "tool_use", "id": "toolu_1", "name": "current_time", "input": {"tz": "UTC"}}),
+        ],
+        "tool_use",
+    );
+    let events = vec![support::anthropic_sse(&answer)];
+    let url = sse_server("/v1/messages", 200, events, Arc::default()).await;
+    let anthropic = Anthropic::new(
+        steward::http::client().unwrap(),
+        Endpoint {
+            base_url: url,
+            api_key: Some("sk-ant-test".into()),
+        },
+        Duration::from_secs(10),
+    );
+    let recorded = Recorded::default();
+    let messages = [Message::user("what time is it?")];
+    let streamed = anthropic.chat(&request(&messages, &recorded)).await.unwrap();
+    // Thinking is never streamed as the answer.
+    assert!(recorded.0.lock().unwrap().is_empty());
+    assert_eq!(streamed.tool_calls[0].arguments, r#"{"tz":"UTC"}"#);
+    let items: Vec<&Value> = streamed.reasoning.iter().map(|r| &r.item).collect();
+    assert_eq!(items, [&thinking, &redacted]);
+}

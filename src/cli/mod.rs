@@ -720,6 +720,14 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
             for w in config.reasoning_warnings() {
                 eprintln!("warning: {w}");
             }
+            let (retiring, retired) = config.lifecycle_findings(chrono::Utc::now().date_naive());
+            for w in retiring {
+                eprintln!("warning: {w}");
+            }
+            for r in &retired {
+                eprintln!("{r}");
+            }
+            problems += retired.len();
             // Cases may mock MCP tools: their names come from the servers' cassettes.
             let mut tools = tools;
             replay_mcp(root, &mut tools, &config);
@@ -1014,6 +1022,14 @@ async fn serve(
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
+    }
+    // Said at start, not refused: a retired model fails only its own runs.
+    let (retiring, retired) = config.lifecycle_findings(chrono::Utc::now().date_naive());
+    for w in retiring {
+        tracing::warn!("{w}");
+    }
+    for r in retired {
+        tracing::error!("{r}");
     }
     // On PostgreSQL (the store replicas share) private Slack input waits sealed in the
     // database, so whichever replica claims the run can read it: the key is required.

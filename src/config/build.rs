@@ -145,6 +145,40 @@ impl Config {
             .collect()
     }
 
+    /// Configured models near or past their announced shutdown on `today`, as
+    /// `(warnings, refusals)`: a warning from 90 days before, naming the replacement; a
+    /// refusal after, since the provider no longer serves the model.
+    pub fn lifecycle_findings(&self, today: chrono::NaiveDate) -> (Vec<String>, Vec<String>) {
+        use super::lifecycle::{Lifecycle, Standing};
+        let lifecycle = Lifecycle::shipped();
+        let (mut warnings, mut refusals) = (Vec::new(), Vec::new());
+        let mut seen = BTreeSet::new();
+        for a in self.agents.values().chain(self.subagents.values()) {
+            for m in &a.models {
+                if !seen.insert((a.name.clone(), m.to_string())) {
+                    continue;
+                }
+                match lifecycle.standing(m, today) {
+                    Some(Standing::Retiring(r)) => warnings.push(format!(
+                        "{}: {m} shuts down on {} ({} days); move to {}",
+                        a.file.display(),
+                        r.shutdown,
+                        (r.shutdown - today).num_days(),
+                        r.replacement
+                    )),
+                    Some(Standing::Retired(r)) => refusals.push(format!(
+                        "{}: {m} was shut down on {}; the provider refuses it: use {}",
+                        a.file.display(),
+                        r.shutdown,
+                        r.replacement
+                    )),
+                    None => {}
+                }
+            }
+        }
+        (warnings, refusals)
+    }
+
     /// What `validate` says about agents' `reasoning:` settings: models that do not
     /// reason, values a provider is known to refuse.
     pub fn reasoning_warnings(&self) -> Vec<String> {

@@ -3,6 +3,7 @@
 //! the first, so `steward validate` can print them all.
 
 pub mod diagnostic;
+pub mod lifecycle;
 pub mod mcp;
 pub mod parse;
 pub mod prices;

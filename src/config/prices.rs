@@ -26,6 +26,8 @@ struct PriceSpec {
     input: f64,
     output: f64,
     cache_read: Option<f64>,
+    /// One rate for every cache write (OpenAI bills writes at one rate).
+    cache_write: Option<f64>,
     cache_write_5m: Option<f64>,
     cache_write_1h: Option<f64>,
     reasoning: Option<f64>,
@@ -40,6 +42,7 @@ struct TierSpec {
     input: f64,
     output: f64,
     cache_read: Option<f64>,
+    cache_write: Option<f64>,
     cache_write_5m: Option<f64>,
     cache_write_1h: Option<f64>,
     reasoning: Option<f64>,
@@ -188,8 +191,8 @@ impl Prices {
                         s.input,
                         s.output,
                         s.cache_read,
-                        s.cache_write_5m,
-                        s.cache_write_1h,
+                        s.cache_write_5m.or(s.cache_write),
+                        s.cache_write_1h.or(s.cache_write),
                         s.reasoning,
                     ),
                     long_context: s.long_context.map(|t| {
@@ -197,8 +200,8 @@ impl Prices {
                             t.input,
                             t.output,
                             t.cache_read,
-                            t.cache_write_5m,
-                            t.cache_write_1h,
+                            t.cache_write_5m.or(t.cache_write),
+                            t.cache_write_1h.or(t.cache_write),
                             t.reasoning,
                         );
                         (t.above, rates)
@@ -298,11 +301,16 @@ mod tests {
         );
         assert_eq!(p.price("anthropic", "claude-opus-4-5").unwrap().rates.input, 5.0);
         // A newer model does not borrow an older family's price.
-        assert!(p.price("anthropic", "claude-opus-4-7").is_none());
+        assert!(p.price("anthropic", "claude-opus-4-9").is_none());
         assert!(p.price("openai", "gpt-4.1-turbo").is_none());
         assert!(p.price("openai", "gpt-5-2025").is_none());
         assert!(p.price("openai", "llama3").is_none());
         assert!(p.price("anthropic", "gpt-4.1").is_none());
+        // OpenAI's one cache-write rate fills both of Anthropic's.
+        let sol = p.price("openai", "gpt-6-sol").unwrap();
+        assert_eq!((sol.rates.cache_write_5m, sol.rates.cache_write_1h), (2.5, 2.5));
+        let long = sol.long_context.unwrap();
+        assert_eq!((long.0, long.1.input, long.1.cache_write_5m), (272_000, 4.0, 5.0));
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Settings {
     /// `prompt_cache_retention` to `OPENAI_BASE_URL` (compatible servers that refuse
     /// unknown fields; a 400 naming one turns them off by itself too).
     pub openai_cache_fields_off: bool,
+    /// `OPENAI_API_STYLE`: `responses` or `chat_completions`; unset, Responses for
+    /// OpenAI's own host and Chat Completions for any other `OPENAI_BASE_URL`.
+    pub openai_api_style: Option<String>,
     pub anthropic_api_key: Option<String>,
     pub anthropic_base_url: Option<String>,
     pub slack_bot_token: Option<String>,
@@ -151,6 +154,17 @@ impl Settings {
                 expected: "32 bytes, base64-encoded (openssl rand -base64 32)",
             })?),
         };
+        let openai_api_style = match vars.get("OPENAI_API_STYLE").map(|v| v.trim()) {
+            None => None,
+            Some(v @ ("responses" | "chat_completions")) => Some(v.to_string()),
+            Some(v) => {
+                return Err(SettingError {
+                    name: "OPENAI_API_STYLE",
+                    value: v.to_string(),
+                    expected: "responses or chat_completions",
+                });
+            }
+        };
         let hook_tokens = vars
             .iter()
             .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
@@ -166,6 +180,7 @@ impl Settings {
                     "off" | "false" | "0" | "no"
                 )
             }),
+            openai_api_style,
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             anthropic_base_url: get("ANTHROPIC_BASE_URL"),
             slack_bot_token: get("SLACK_BOT_TOKEN"),

@@ -450,21 +450,17 @@ fn thinking(request: &ChatRequest<'_>) -> (Option<Value>, Option<Value>, u32) {
     if spec.budget_tokens.is_none() && effort.is_none() {
         return (None, None, max);
     }
-    // The turn being continued: the last assistant message, when only tool results
-    // follow it.
-    let open = request
-        .messages
-        .iter()
-        .rev()
-        .take_while(|m| !matches!(m, Message::User { .. }))
-        .find_map(|m| match m {
-            Message::Assistant {
-                tool_calls,
-                reasoning,
-                ..
-            } if !tool_calls.is_empty() => Some(reasoning),
-            _ => None,
-        });
+    // The turn being continued: the last assistant message, when it called tools
+    // (its results, and any text after them, make the user turn that follows).
+    let open = request.messages.iter().rev().find_map(|m| match m {
+        Message::Assistant {
+            tool_calls,
+            reasoning,
+            ..
+        } => Some((!tool_calls.is_empty()).then_some(reasoning)),
+        _ => None,
+    });
+    let open = open.flatten();
     if let Some(reasoning) = open
         && !reasoning.iter().any(|r| r.belongs_to(NAME, request.model))
     {

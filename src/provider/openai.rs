@@ -674,6 +674,28 @@ mod tests {
     }
 
     #[test]
+    fn responses_only_for_openais_own_host_by_default() {
+        assert_eq!(
+            ApiStyle::default_for("https://api.openai.com/v1"),
+            ApiStyle::Responses
+        );
+        assert_eq!(
+            ApiStyle::default_for("https://API.OpenAI.com:443/v1"),
+            ApiStyle::Responses
+        );
+        assert_eq!(
+            ApiStyle::default_for("http://127.0.0.1:11434/v1"),
+            ApiStyle::ChatCompletions
+        );
+        assert_eq!(
+            ApiStyle::default_for("https://api.openai.com.example.net/v1"),
+            ApiStyle::ChatCompletions
+        );
+        assert_eq!(ApiStyle::parse("responses"), Some(ApiStyle::Responses));
+        assert_eq!(ApiStyle::parse("chat"), None);
+    }
+
+    #[test]
     fn decodes_usage_details() {
         let raw = serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1-2025-04-14",

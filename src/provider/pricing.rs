@@ -6,6 +6,8 @@ pub use crate::config::prices::{Bill, Price, Prices, Rates};
 const WINDOWS: &[(&str, &str, u64)] = &[
     ("openai", "gpt-4.1", 1_047_576),
     ("openai", "gpt-5", 400_000),
+    // Not yet published as one figure for the family; gpt-5's, so compaction errs early.
+    ("openai", "gpt-6", 400_000),
     ("openai", "gpt-4o", 128_000),
     ("openai", "o3", 200_000),
     ("openai", "o4-mini", 200_000),

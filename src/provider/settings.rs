@@ -66,8 +66,8 @@ impl ProviderSet {
         self
     }
 
-    /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY` and
-    /// `ANTHROPIC_BASE_URL`. A provider is usable with a key, or keyless when its base
+    /// Reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_API_STYLE`,
+    /// `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`. A provider is usable with a key, or keyless when its base
     /// URL points somewhere other than the vendor (a local compatible server).
     pub fn from_settings(settings: &Settings, client: reqwest::Client, timeout: Duration) -> Self {
         let var = |v: &Option<String>| v.clone();
@@ -79,8 +79,16 @@ impl ProviderSet {
         );
         match openai {
             Some(ep) => {
-                let openai = OpenAi::new(client.clone(), ep, timeout)
+                let mut openai = OpenAi::new(client.clone(), ep, timeout)
                     .with_cache_fields(!settings.openai_cache_fields_off);
+                // Settings accept only the two spellings, so `parse` finds one.
+                if let Some(style) = settings
+                    .openai_api_style
+                    .as_deref()
+                    .and_then(openai::ApiStyle::parse)
+                {
+                    openai = openai.with_style(style);
+                }
                 set = set.with(openai::NAME, Arc::new(openai));
             }
             None => {

@@ -98,6 +98,7 @@ impl FakeModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
+            .route("/v1/responses", post(handle))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -166,6 +167,8 @@ async fn handle(
     let mut resp = if reply.status == 200 && body["stream"] == true {
         let sse = if uri.path().ends_with("/messages") {
             anthropic_sse(&reply.body)
+        } else if uri.path().ends_with("/responses") {
+            responses_sse(&reply.body)
         } else {
             openai_sse(&reply.body)
         };
@@ -599,6 +602,29 @@ pub fn anthropic_sse(answer: &Value) -> String {
     );
     for (i, block) in answer["content"].as_array().into_iter().flatten().enumerate() {
         match block["type"].as_str() {
+            // Thinking streams as text, then its signature whole before the block stops.
+            Some("thinking") => {
+                out.push_str(&event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+                ));
+                for p in pieces(block["thinking"].as_str().unwrap_or_default()) {
+                    out.push_str(&event("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": p}})));
+                }
+                out.push_str(&event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i,
+                    "delta": {"type": "signature_delta", "signature": block["signature"]}}),
+                ));
+            }
+            // Redacted thinking arrives whole.
+            Some("redacted_thinking") => {
+                out.push_str(&event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": block}),
+                ));
+            }
             Some("text") => {
                 out.push_str(&event("content_block_start", json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})));
                 for p in pieces(block["text"].as_str().unwrap_or_default()) {
@@ -767,4 +793,115 @@ impl Drop for Children {
             let _ = child.wait();
         }
     }
+}
+
+/// A Responses API answer (`object: "response"`) with these output items.
+pub fn responses_answer(output: Vec<Value>, reasoning_tokens: u64) -> Value {
+    json!({
+        "id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b",
+        "object": "response",
+        "created_at": 1741476542,
+        "status": "completed",
+        "error": null,
+        "incomplete_details": null,
+        "model": "gpt-5.2-2025-12-11",
+        "output": output,
+        "parallel_tool_calls": true,
+        "store": false,
+        "usage": {
+            "input_tokens": 1200,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 40 + reasoning_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": 1240 + reasoning_tokens
+        }
+    })
+}
+
+/// A reasoning item as a `store: false` request with `include:
+/// ["reasoning.encrypted_content"]` gets it.
+pub fn responses_reasoning(id: &str, encrypted: &str) -> Value {
+    json!({"type": "reasoning", "id": id, "summary": [], "encrypted_content": encrypted})
+}
+
+/// A function call output item.
+pub fn responses_call(call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id, "name": name,
+           "arguments": arguments, "status": "completed"})
+}
+
+/// An assistant message output item.
+pub fn responses_message(text: &str) -> Value {
+    json!({"type": "message", "id": "msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b", "status": "completed",
+           "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// A Responses answer as its stream of events: `response.created`, each output item
+/// added, its deltas (text, function-call arguments), done whole, then
+/// `response.completed` with the whole response.
+pub fn responses_sse(answer: &Value) -> String {
+    let mut seq = 0;
+    let mut event = |v: Value| {
+        let mut v = v;
+        v["sequence_number"] = json!(seq);
+        seq += 1;
+        format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or_default())
+    };
+    let mut created = answer.clone();
+    created["status"] = json!("in_progress");
+    created["output"] = json!([]);
+    let mut out = event(json!({"type": "response.created", "response": created}));
+    for (i, item) in answer["output"].as_array().into_iter().flatten().enumerate() {
+        let mut added = item.clone();
+        match item["type"].as_str() {
+            Some("message") => added["content"] = json!([]),
+            Some("function_call") => added["arguments"] = json!(""),
+            Some("reasoning") => {
+                added.as_object_mut().unwrap().remove("encrypted_content");
+            }
+            _ => {}
+        }
+        out.push_str(&event(
+            json!({"type": "response.output_item.added", "output_index": i, "item": added}),
+        ));
+        match item["type"].as_str() {
+            Some("message") => {
+                let text = item["content"][0]["text"].as_str().unwrap_or_default();
+                for p in pieces(text) {
+                    out.push_str(&event(
+                        json!({"type": "response.output_text.delta", "item_id": item["id"],
+                        "output_index": i, "content_index": 0, "delta": p, "logprobs": []}),
+                    ));
+                }
+            }
+            Some("function_call") => {
+                out.push_str(&event(
+                    json!({"type": "response.function_call_arguments.delta", "item_id": item["id"],
+                    "output_index": i, "delta": item["arguments"]}),
+                ));
+                out.push_str(&event(
+                    json!({"type": "response.function_call_arguments.done", "item_id": item["id"],
+                    "output_index": i, "arguments": item["arguments"]}),
+                ));
+            }
+            _ => {}
+        }
+        out.push_str(&event(
+            json!({"type": "response.output_item.done", "output_index": i, "item": item}),
+        ));
+    }
+    out.push_str(&event(json!({"type": "response.completed", "response": answer})));
+    out
+}
+
+/// Providers pointing at fake servers, OpenAI spoken to with the Responses API.
+pub fn responses_providers(openai: &FakeModel) -> ProviderSet {
+    let client = steward::http::client().unwrap();
+    let ep = Endpoint {
+        base_url: format!("{}/v1", openai.url),
+        api_key: Some("sk-test".into()),
+    };
+    let provider = OpenAi::new(client, ep, Duration::from_secs(10))
+        .with_style(steward::provider::openai::ApiStyle::Responses);
+    ProviderSet::new(fast_retry()).with("openai", Arc::new(provider))
 }
