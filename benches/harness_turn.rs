@@ -4,7 +4,9 @@
 //! median µs per turn at ~20,000 and ~200,000 tokens of context,
 //! turns per second, process CPU per turn, and peak RSS.
 //!
-//! Run with `cargo bench --bench harness_turn`.
+//! Run with `cargo bench --bench harness_turn`; `HARNESS_API=responses` encodes each
+//! request for OpenAI's Responses API instead of Chat Completions, with a reasoning item
+//! (encrypted content, as a reasoning model returns) carried back on every turn.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,6 +34,8 @@ const RUNS: usize = 15;
 
 /// Answers every call with one tool call; never ends the run (max_turns does).
 struct InstantModel {
+    /// Encode as the Responses API and answer with a reasoning item.
+    responses: bool,
     calls: AtomicU32,
     bytes: std::sync::atomic::AtomicU64,
 }
@@ -43,9 +47,24 @@ impl Provider for InstantModel {
     }
     async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError> {
         // Count the serialization a real adapter performs every turn.
-        let body = openai::encode_request(request).expect("encode");
+        let body = if self.responses {
+            steward::provider::openai_responses::encode_request(request, true).expect("encode")
+        } else {
+            openai::encode_request(request).expect("encode")
+        };
         self.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        // A reasoning model's item: about 1 KB of encrypted content per turn.
+        let reasoning = if self.responses {
+            vec![steward::provider::Reasoning {
+                provider: "openai".into(),
+                model: request.model.to_string(),
+                item: json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [],
+                             "encrypted_content": "gAAAAB".repeat(170)}),
+            }]
+        } else {
+            Vec::new()
+        };
         Ok(ChatResponse {
             id: String::new(),
             text: None,
@@ -61,7 +80,7 @@ impl Provider for InstantModel {
             },
             stop_reason: "tool_calls".into(),
             model: "bench".into(),
-            reasoning: Vec::new(),
+            reasoning,
         })
     }
 }
@@ -441,6 +460,7 @@ fn main() {
 
 async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
     let model = Arc::new(InstantModel {
+        responses: std::env::var("HARNESS_API").is_ok_and(|v| v == "responses"),
         calls: AtomicU32::new(0),
         bytes: Default::default(),
     });

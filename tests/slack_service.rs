@@ -149,10 +149,21 @@ async fn start(
     deploys: &Arc<AtomicU32>,
     timeout: &str,
 ) -> Steward {
+    start_with(root, providers(Some(fake), None), slack, deploys, timeout).await
+}
+
+/// [`start`] with these providers.
+async fn start_with(
+    root: &Path,
+    providers: steward::provider::ProviderSet,
+    slack: &SlackClient,
+    deploys: &Arc<AtomicU32>,
+    timeout: &str,
+) -> Steward {
     let config = Arc::new(config(root, deploys, timeout));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&root.join("steward.db")).await.unwrap());
     let runner = Runner::builder(store.clone())
-        .providers(providers(Some(fake), None))
+        .providers(providers)
         .tools(registry(deploys))
         .tokens(tokens())
         .sources(steward::triggers::Sources::new(
@@ -930,4 +941,76 @@ async fn without_a_thread_the_approvers_are_asked_by_dm_and_a_private_run_needs_
     assert_eq!(requests, 1, "no request for the private run");
     assert_eq!(deploys.load(Ordering::SeqCst), 1, "its call did not run");
     s.stop().await;
+}
+
+/// A reasoning model behind the Responses API: asks to deploy with a reasoning item,
+/// and refuses (400, as OpenAI does) a continuation that does not carry that item,
+/// unchanged, right before the call.
+fn reasoning_model(fake: &FakeModel) {
+    let reasoning = json!({"type": "reasoning", "id": "rs_deploy", "summary": [],
+                           "encrypted_content": "gAAAAABdeploy-reasoning=="});
+    fake.handler(move |body| {
+        let input = body["input"].as_array().cloned().unwrap_or_default();
+        let Some(at) = input.iter().position(|i| i["type"] == "function_call") else {
+            return Reply::ok(responses_answer(
+                vec![
+                    reasoning.clone(),
+                    responses_call("call_1", "deploy", r#"{"service":"billing"}"#),
+                ],
+                32,
+            ));
+        };
+        if at == 0 || input[at - 1] != reasoning {
+            return Reply::status(
+                400,
+                openai_error(
+                    "Item 'fc_call_1' of type 'function_call' was provided without its required 'reasoning' item: 'rs_deploy'.",
+                    "invalid_request_error",
+                    "invalid_value",
+                ),
+            );
+        }
+        let result = input
+            .iter()
+            .find(|i| i["type"] == "function_call_output")
+            .map(|i| i["output"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        Reply::ok(responses_answer(vec![responses_message(&format!("Result: {result}"))], 16))
+    });
+}
+
+#[tokio::test]
+async fn reasoning_survives_an_approval_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    reasoning_model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = ops("24h").replace("openai/gpt-4.1", "openai/gpt-5.2");
+    let mut first = start_with(dir.path(), responses_providers(&fake), &slack, &deploys, &agent).await;
+    assert_eq!(first.mention("EvREASON1").await, StatusCode::OK);
+    let waiting = first.wait_status(RunStatus::Waiting).await;
+    let value = button_value(&calls).await;
+    // The run is parked in the database; a new process takes it from its checkpoint.
+    first.stop().await;
+    let mut second = start_with(dir.path(), responses_providers(&fake), &slack, &deploys, &agent).await;
+    assert_eq!(
+        second.click(ASKER, "steward_approve", &value).await,
+        StatusCode::OK
+    );
+    let done = second.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(done.id, waiting.id);
+    assert_eq!(deploys.load(Ordering::SeqCst), 1);
+    // The continuation carried the reasoning item (the fake refuses it otherwise).
+    let last = fake.requests().last().unwrap().body.clone();
+    assert!(
+        last["input"].to_string().contains("gAAAAABdeploy-reasoning=="),
+        "{last}"
+    );
+    let replies = posted(&calls, "chat.postMessage");
+    assert!(
+        replies.iter().any(|b| b.to_string().contains("Result: ")),
+        "{replies:?}"
+    );
+    second.stop().await;
 }
