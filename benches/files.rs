@@ -211,6 +211,7 @@ impl Provider for CountingModel {
             usage: Usage::default(),
             stop_reason: "stop".into(),
             model: "bench".into(),
+            reasoning: Vec::new(),
         })
     }
 }

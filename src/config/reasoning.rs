@@ -52,21 +52,13 @@ pub fn warnings(agent: &str, models: &[ModelRef], spec: &ReasoningSpec) -> Vec<S
             ));
             continue;
         }
-        match m.provider.as_str() {
-            "openai" => {
-                if spec.budget_tokens.is_some() {
-                    out.push(format!(
-                        "agent {agent}: reasoning.budget_tokens is Anthropic's; {m} takes reasoning.effort, and the budget is ignored"
-                    ));
-                }
-            }
-            "anthropic" => {
-                if let Some(effort @ "minimal") = spec.effort.as_deref() {
-                    out.push(format!(
-                        "agent {agent}: Anthropic has no '{effort}' effort (low, medium, high, max); {m} will refuse it"
-                    ));
-                }
-            }
+        match (m.provider.as_str(), spec.effort.as_deref()) {
+            ("openai", _) if spec.budget_tokens.is_some() => out.push(format!(
+                "agent {agent}: reasoning.budget_tokens is Anthropic's; {m} takes reasoning.effort, and the budget is ignored"
+            )),
+            ("anthropic", Some(effort @ "minimal")) => out.push(format!(
+                "agent {agent}: Anthropic has no '{effort}' effort (low, medium, high, max); {m} will refuse it"
+            )),
             _ => {}
         }
     }

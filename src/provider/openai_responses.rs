@@ -183,7 +183,7 @@ pub fn encode_request(request: &ChatRequest<'_>, cache_fields: bool) -> Result<V
         })
         .collect::<Result<Vec<&RawValue>, serde_json::Error>>()?;
     let spec = request.reasoning;
-    let reasoning = (spec.effort.is_some() || spec.summary.is_some()).then(|| WireReasoning {
+    let reasoning = (spec.effort.is_some() || spec.summary.is_some()).then_some(WireReasoning {
         effort: spec.effort.as_deref(),
         summary: spec.summary.as_deref(),
     });
