@@ -143,7 +143,7 @@ async fn a_run_exports_genai_spans_in_one_trace() {
         spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
     );
     let agent = agent[0];
-    let chats = by_name("chat gpt-4.1-mini");
+    let chats = by_name("chat gpt-6-luna");
     assert_eq!(chats.len(), 2);
     let tools = by_name("execute_tool http_fetch");
     assert_eq!(tools.len(), 1);
@@ -164,7 +164,7 @@ async fn a_run_exports_genai_spans_in_one_trace() {
     assert_eq!(attr(chats[0], "gen_ai.provider.name").as_deref(), Some("openai"));
     assert_eq!(
         attr(chats[0], "gen_ai.request.model").as_deref(),
-        Some("gpt-4.1-mini")
+        Some("gpt-6-luna")
     );
     assert_eq!(attr(tools[0], "gen_ai.tool.name").as_deref(), Some("http_fetch"));
     assert_eq!(attr(tools[0], "gen_ai.tool.call.id").as_deref(), Some("call_1"));
