@@ -111,9 +111,10 @@ fn responses_model(fake: &FakeModel) -> Arc<Mutex<HashMap<String, Value>>> {
     issued
 }
 
-/// The loop through the runner (`tests/streaming.rs` covers the streamed decoding of
-/// reasoning items and thinking signatures).
-async fn responses_loop() {
+/// Through the runner; `tests/streaming.rs` covers the streamed decoding of reasoning
+/// items and thinking signatures.
+#[tokio::test]
+async fn responses_api_carries_reasoning_through_a_ten_turn_loop_and_a_compaction() {
     let fake = FakeModel::start().await;
     responses_model(&fake);
     let (_dir, runner) = runner(responses_providers(&fake), builtin_registry(), true).await;
@@ -143,11 +144,6 @@ async fn responses_loop() {
     // Never shown: the final answer and the recorded run hold no encrypted content.
     let recorded = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     assert!(!format!("{recorded:?}").contains("gAAAAB"));
-}
-
-#[tokio::test]
-async fn responses_api_carries_reasoning_through_a_ten_turn_loop_and_a_compaction() {
-    responses_loop().await;
 }
 
 #[tokio::test]
@@ -243,7 +239,8 @@ fn thinking_model(fake: &FakeModel) {
     });
 }
 
-async fn thinking_loop() {
+#[tokio::test]
+async fn anthropic_thinking_goes_back_unchanged_through_a_ten_turn_loop_and_a_compaction() {
     let fake = FakeModel::start().await;
     thinking_model(&fake);
     let (_dir, runner) = runner(providers(None, Some(&fake)), builtin_registry(), true).await;
@@ -268,11 +265,6 @@ async fn thinking_loop() {
     }
     let recorded = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     assert!(!format!("{recorded:?}").contains("EqQBCgIYAhIM"));
-}
-
-#[tokio::test]
-async fn anthropic_thinking_goes_back_unchanged_through_a_ten_turn_loop_and_a_compaction() {
-    thinking_loop().await;
 }
 
 #[tokio::test]

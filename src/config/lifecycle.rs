@@ -54,16 +54,10 @@ impl Lifecycle {
     /// (`-2025-04-14`, `-20250219`, `-latest`, `-0`) of a listed name.
     pub fn retirement(&self, model: &ModelRef) -> Option<&Retirement> {
         let key = format!("{}/{}", model.provider, model.model);
-        if let Some(r) = self.models.get(&key) {
-            return Some(r);
-        }
-        self.models.iter().find_map(|(name, r)| {
-            let suffix = key.strip_prefix(name.as_str())?.strip_prefix('-')?;
-            let dated = suffix.len() >= 8
-                && suffix.chars().all(|c| c.is_ascii_digit() || c == '-')
-                && suffix.chars().filter(char::is_ascii_digit).count() == 8;
-            (dated || suffix == "latest" || suffix == "0").then_some(r)
-        })
+        let base = super::prices::snapshot_base(&key)
+            .or_else(|| key.strip_suffix("-latest"))
+            .or_else(|| key.strip_suffix("-0"));
+        self.models.get(&key).or_else(|| self.models.get(base?))
     }
 
     /// Whether `model` is retiring or retired on `today`.

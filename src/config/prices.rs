@@ -220,18 +220,23 @@ impl Prices {
         if let Some(p) = self.models.get(&key) {
             return Some(p);
         }
-        let base = key
-            .rsplit_once('-')
-            .filter(|(_, d)| is_compact_date(d))
-            .map(|(base, _)| base)
-            .or_else(|| {
-                // `name-YYYY-MM-DD`: the date holds two more dashes.
-                let cut = key.len().checked_sub(11)?;
-                let date = key.get(cut..)?.strip_prefix('-')?;
-                is_dashed_date(date).then(|| &key[..cut])
-            })?;
-        self.models.get(base)
+        self.models.get(snapshot_base(&key)?)
     }
+}
+
+/// The name a dated snapshot is of: `gpt-4.1` for `gpt-4.1-2025-04-14`,
+/// `claude-sonnet-4-5` for `claude-sonnet-4-5-20250929`; `None` for a name without a
+/// date at its end.
+pub fn snapshot_base(name: &str) -> Option<&str> {
+    name.rsplit_once('-')
+        .filter(|(_, d)| is_compact_date(d))
+        .map(|(base, _)| base)
+        .or_else(|| {
+            // `name-YYYY-MM-DD`: the date holds two more dashes.
+            let cut = name.len().checked_sub(11)?;
+            let date = name.get(cut..)?.strip_prefix('-')?;
+            is_dashed_date(date).then(|| &name[..cut])
+        })
 }
 
 impl Price {

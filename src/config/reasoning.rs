@@ -56,6 +56,9 @@ pub fn warnings(agent: &str, models: &[ModelRef], spec: &ReasoningSpec) -> Vec<S
             ("openai", _) if spec.budget_tokens.is_some() => out.push(format!(
                 "agent {agent}: reasoning.budget_tokens is Anthropic's; {m} takes reasoning.effort, and the budget is ignored"
             )),
+            ("anthropic", _) if spec.summary.is_some() => out.push(format!(
+                "agent {agent}: reasoning.summary is OpenAI's; {m} ignores it"
+            )),
             ("anthropic", Some(effort @ "minimal")) => out.push(format!(
                 "agent {agent}: Anthropic has no '{effort}' effort (low, medium, high, max); {m} will refuse it"
             )),
@@ -94,5 +97,12 @@ mod tests {
         let w = warnings("a", &[m("anthropic/claude-sonnet-4-5")], &minimal);
         assert!(w[0].contains("no 'minimal' effort"), "{w:?}");
         assert!(warnings("a", &[m("openai/gpt-4.1")], &ReasoningSpec::NONE).is_empty());
+        let summary = ReasoningSpec {
+            summary: Some("auto".into()),
+            ..ReasoningSpec::NONE
+        };
+        assert!(warnings("a", &[m("openai/gpt-5.2")], &summary).is_empty());
+        let w = warnings("a", &[m("anthropic/claude-sonnet-4-5")], &summary);
+        assert!(w[0].contains("summary is OpenAI's"), "{w:?}");
     }
 }

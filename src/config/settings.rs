@@ -21,7 +21,7 @@ pub struct Settings {
     pub openai_cache_fields_off: bool,
     /// `OPENAI_API_STYLE`: `responses` or `chat_completions`; unset, Responses for
     /// OpenAI's own host and Chat Completions for any other `OPENAI_BASE_URL`.
-    pub openai_api_style: Option<String>,
+    pub openai_api_style: Option<ApiStyle>,
     pub anthropic_api_key: Option<String>,
     pub anthropic_base_url: Option<String>,
     pub slack_bot_token: Option<String>,
@@ -111,6 +111,36 @@ impl std::fmt::Debug for Settings {
     }
 }
 
+/// Which of OpenAI's APIs an endpoint is spoken to with (`OPENAI_API_STYLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiStyle {
+    /// `POST /responses`: reasoning carried across tool turns.
+    Responses,
+    /// `POST /chat/completions`: what compatible servers speak.
+    ChatCompletions,
+}
+
+impl ApiStyle {
+    /// `responses` or `chat_completions`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ApiStyle> {
+        match s.trim() {
+            "responses" => Some(ApiStyle::Responses),
+            "chat_completions" => Some(ApiStyle::ChatCompletions),
+            _ => None,
+        }
+    }
+
+    /// The style for `base_url` when none is set: Responses for OpenAI's own host,
+    /// Chat Completions for any other (a compatible server may not have Responses).
+    pub fn default_for(base_url: &str) -> ApiStyle {
+        let url = reqwest::Url::parse(base_url).ok();
+        match url.as_ref().and_then(|u| u.host_str()) {
+            Some("api.openai.com") => ApiStyle::Responses,
+            _ => ApiStyle::ChatCompletions,
+        }
+    }
+}
+
 /// A setting with a value steward cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}='{value}' is not valid: {expected}")]
@@ -154,16 +184,13 @@ impl Settings {
                 expected: "32 bytes, base64-encoded (openssl rand -base64 32)",
             })?),
         };
-        let openai_api_style = match vars.get("OPENAI_API_STYLE").map(|v| v.trim()) {
+        let openai_api_style = match vars.get("OPENAI_API_STYLE") {
             None => None,
-            Some(v @ ("responses" | "chat_completions")) => Some(v.to_string()),
-            Some(v) => {
-                return Err(SettingError {
-                    name: "OPENAI_API_STYLE",
-                    value: v.to_string(),
-                    expected: "responses or chat_completions",
-                });
-            }
+            Some(v) => Some(ApiStyle::parse(v).ok_or_else(|| SettingError {
+                name: "OPENAI_API_STYLE",
+                value: v.clone(),
+                expected: "responses or chat_completions",
+            })?),
         };
         let hook_tokens = vars
             .iter()

@@ -50,10 +50,7 @@ impl Provider for Anthropic {
             let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
             return Ok(decode_response(response, request.model));
         };
-        let mut stream = Streamed {
-            summaries: request.reasoning.summary.is_some(),
-            ..Streamed::default()
-        };
+        let mut stream = Streamed::default();
         wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
         Ok(decode_response(stream.response()?, request.model))
     }
@@ -68,8 +65,6 @@ struct Streamed {
     message: Value,
     /// Blocks by index: the block as started, and the text or partial JSON it grew.
     blocks: Vec<(Value, String)>,
-    /// Hand thinking text on as a reasoning summary (the agent asked for summaries).
-    summaries: bool,
 }
 
 impl Streamed {
@@ -96,13 +91,8 @@ impl Streamed {
                 };
                 let delta = &event["delta"];
                 match delta["type"].as_str().unwrap_or_default() {
-                    "thinking_delta" => {
-                        let thinking = delta["thinking"].as_str().unwrap_or_default();
-                        grown.push_str(thinking);
-                        if self.summaries && !thinking.is_empty() {
-                            deltas.reasoning(thinking);
-                        }
-                    }
+                    // Thinking grows its block; it is never the answer's text.
+                    "thinking_delta" => grown.push_str(delta["thinking"].as_str().unwrap_or_default()),
                     // The signature comes whole, just before the block stops.
                     "signature_delta" => {
                         self.blocks[index].0["signature"] = delta["signature"].clone();
@@ -460,6 +450,7 @@ fn thinking(request: &ChatRequest<'_>) -> (Option<Value>, Option<Value>, u32) {
         } => Some((!tool_calls.is_empty()).then_some(reasoning)),
         _ => None,
     });
+    // `None` also when that message called no tools: no turn is being continued.
     let open = open.flatten();
     if let Some(reasoning) = open
         && !reasoning.iter().any(|r| r.belongs_to(NAME, request.model))

@@ -21,41 +21,7 @@ pub const NAME: &str = "openai";
 const CACHE_FIELDS: [&str; 2] = ["prompt_cache_key", "prompt_cache_retention"];
 
 /// Which of OpenAI's APIs an endpoint is spoken to with (`OPENAI_API_STYLE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiStyle {
-    /// `POST /responses`: reasoning carried across tool turns.
-    Responses,
-    /// `POST /chat/completions`: what compatible servers speak.
-    ChatCompletions,
-}
-
-impl ApiStyle {
-    /// `responses` or `chat_completions`; `None` for anything else.
-    pub fn parse(s: &str) -> Option<ApiStyle> {
-        match s.trim() {
-            "responses" => Some(ApiStyle::Responses),
-            "chat_completions" => Some(ApiStyle::ChatCompletions),
-            _ => None,
-        }
-    }
-
-    /// The style for `base_url` when none is set: Responses for OpenAI's own host,
-    /// Chat Completions for any other (a compatible server may not have Responses).
-    pub fn default_for(base_url: &str) -> ApiStyle {
-        let host = base_url
-            .split("://")
-            .nth(1)
-            .unwrap_or(base_url)
-            .split(['/', ':'])
-            .next()
-            .unwrap_or_default();
-        if host.eq_ignore_ascii_case("api.openai.com") {
-            ApiStyle::Responses
-        } else {
-            ApiStyle::ChatCompletions
-        }
-    }
-}
+pub use crate::config::settings::ApiStyle;
 
 /// An OpenAI client for one endpoint.
 pub struct OpenAi {
@@ -134,7 +100,7 @@ impl OpenAi {
         }
         let Some(deltas) = request.stream else {
             let response: Value = wire::post_json(NAME, http, body, self.timeout).await?;
-            return responses::decode_response(&response, request.model);
+            return responses::decode_response(response, request.model);
         };
         let mut stream = responses::Streamed::default();
         wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;

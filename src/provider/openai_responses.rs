@@ -138,34 +138,31 @@ fn items(m: &Message, model: &str) -> Result<Vec<Box<RawValue>>, serde_json::Err
 /// Serializes a request body exactly as sent, with its prompt-cache fields unless
 /// `cache_fields` is off; public so benchmarks count its cost.
 pub fn encode_request(request: &ChatRequest<'_>, cache_fields: bool) -> Result<Vec<u8>, serde_json::Error> {
-    // Messages encoded this request (no cache kept between turns), owned here.
-    let mut fresh: Vec<Vec<Box<RawValue>>> = Vec::new();
-    let mut slots: Vec<Option<&Vec<Box<RawValue>>>> = Vec::with_capacity(request.messages.len());
+    // A message's items depend on the model (only its own reasoning goes in), so a
+    // cache filled for one model serves only that model; a fallback encodes afresh.
+    let mut own: Vec<Option<Vec<Box<RawValue>>>> = Vec::with_capacity(request.messages.len());
     for (i, m) in request.messages.iter().enumerate() {
-        match request.wire.get(i) {
-            Some(cache) => {
-                if cache.responses.get().is_none() {
-                    let _ = cache.responses.set(items(m, request.model)?);
-                }
-                slots.push(cache.responses.get());
-            }
-            None => {
-                fresh.push(items(m, request.model)?);
-                slots.push(None);
-            }
+        let slot = request.wire.get(i).map(|c| &c.responses);
+        if let Some(slot) = slot
+            && slot.get().is_none()
+        {
+            let _ = slot.set((request.model.into(), items(m, request.model)?));
         }
+        let hit = slot
+            .and_then(|s| s.get())
+            .is_some_and(|(model, _)| **model == *request.model);
+        own.push(if hit { None } else { Some(items(m, request.model)?) });
     }
-    let mut fresh = fresh.iter();
     let mut input: Vec<&RawValue> = Vec::with_capacity(request.messages.len() * 2);
-    for slot in slots {
-        let list = match slot {
-            Some(list) => list,
-            None => match fresh.next() {
-                Some(list) => list,
-                None => continue,
-            },
-        };
-        input.extend(list.iter().map(|b| b.as_ref()));
+    for (i, own) in own.iter().enumerate() {
+        let list = own.as_ref().or_else(|| {
+            request
+                .wire
+                .get(i)
+                .and_then(|c| c.responses.get())
+                .map(|(_, list)| list)
+        });
+        input.extend(list.into_iter().flatten().map(|b| b.as_ref()));
     }
     let tools = request
         .tools
@@ -208,11 +205,13 @@ pub fn encode_request(request: &ChatRequest<'_>, cache_fields: bool) -> Result<V
 
 /// A Responses answer (`object: "response"`) as the provider-neutral response; `model`
 /// is the model asked, which later turns' reasoning items are kept for.
-pub fn decode_response(response: &Value, model: &str) -> Result<ChatResponse, ProviderError> {
+pub fn decode_response(mut response: Value, model: &str) -> Result<ChatResponse, ProviderError> {
     if let Some(error) = response.get("error").filter(|e| !e.is_null()) {
         return Err(failed(error));
     }
-    let Some(output) = response["output"].as_array() else {
+    // Taken, not borrowed: reasoning items (kilobytes of encrypted content) move into
+    // the answer whole.
+    let Value::Array(output) = response["output"].take() else {
         return Err(ProviderError::new(
             NAME,
             ErrorKind::Decode,
@@ -241,7 +240,7 @@ pub fn decode_response(response: &Value, model: &str) -> Result<ChatResponse, Pr
             "reasoning" => reasoning.push(Reasoning {
                 provider: NAME.to_string(),
                 model: model.to_string(),
-                item: item.clone(),
+                item,
             }),
             _ => {}
         }
@@ -322,11 +321,6 @@ impl Streamed {
                     deltas.text(text);
                 }
             }
-            "response.reasoning_summary_text.delta" => {
-                if let Some(text) = event["delta"].as_str().filter(|t| !t.is_empty()) {
-                    deltas.reasoning(text);
-                }
-            }
             "response.output_item.done" => {
                 let index = event["output_index"].as_u64().unwrap_or(self.items.len() as u64) as usize;
                 if self.items.len() <= index {
@@ -359,7 +353,7 @@ impl Streamed {
                 response["output"] = Value::Array(items);
             }
         }
-        decode_response(&response, model)
+        decode_response(response, model)
     }
 }
 
@@ -429,6 +423,12 @@ mod tests {
         let wire: Vec<crate::provider::WireCache> = messages.iter().map(|_| Default::default()).collect();
         let cached = encode_request(&request(&messages, &wire, &tools, &effort), true).unwrap();
         assert_eq!(plain, cached, "cached encodings give the same bytes");
+        // A fallback model reusing the conversation's cache gets none of the reasoning.
+        let mut fallback = request(&messages, &wire, &tools, &effort);
+        fallback.model = "gpt-5.6-mini";
+        let other: Value = serde_json::from_slice(&encode_request(&fallback, true).unwrap()).unwrap();
+        assert!(!other["input"].to_string().contains("rs_1"), "{other}");
+        assert!(other["input"].to_string().contains("rs_other"), "{other}");
         let v: Value = serde_json::from_slice(&plain).unwrap();
         assert_eq!(v["store"], false);
         assert_eq!(v["include"], json!(["reasoning.encrypted_content"]));
@@ -463,7 +463,7 @@ mod tests {
             "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 30},
                       "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 40}, "total_tokens": 150}
         });
-        let r = decode_response(&raw, "gpt-5.6").unwrap();
+        let r = decode_response(raw, "gpt-5.6").unwrap();
         assert_eq!(r.text.as_deref(), Some("checking"));
         assert_eq!(r.tool_calls[0].id, "call_1");
         assert_eq!(r.stop_reason, "tool_calls");
@@ -481,7 +481,7 @@ mod tests {
         let incomplete = json!({"id": "resp_2", "status": "incomplete", "output": [],
                                 "incomplete_details": {"reason": "max_output_tokens"}});
         assert_eq!(
-            decode_response(&incomplete, "m").unwrap().stop_reason,
+            decode_response(incomplete, "m").unwrap().stop_reason,
             "max_output_tokens"
         );
         let failed = json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow"});

@@ -81,12 +81,7 @@ impl ProviderSet {
             Some(ep) => {
                 let mut openai = OpenAi::new(client.clone(), ep, timeout)
                     .with_cache_fields(!settings.openai_cache_fields_off);
-                // Settings accept only the two spellings, so `parse` finds one.
-                if let Some(style) = settings
-                    .openai_api_style
-                    .as_deref()
-                    .and_then(openai::ApiStyle::parse)
-                {
+                if let Some(style) = settings.openai_api_style {
                     openai = openai.with_style(style);
                 }
                 set = set.with(openai::NAME, Arc::new(openai));

@@ -175,8 +175,9 @@ pub fn cached(
 pub struct WireCache {
     pub openai: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
     /// The message as Responses API input items (an assistant turn may be several:
-    /// reasoning, text, function calls).
-    pub responses: std::sync::OnceLock<Vec<Box<serde_json::value::RawValue>>>,
+    /// reasoning, text, function calls), with the model they were encoded for: which
+    /// reasoning goes in depends on it.
+    pub responses: std::sync::OnceLock<(Box<str>, Vec<Box<serde_json::value::RawValue>>)>,
 }
 
 /// Receives a model's answer text as it streams from the provider.
@@ -188,9 +189,6 @@ pub trait Deltas: Send + Sync + std::fmt::Debug {
     fn restart(&self);
     /// An answer arrived whole: its pieces stand.
     fn settled(&self);
-    /// The next piece of a reasoning summary (shown as work in progress, never as the
-    /// answer); ignored unless the receiver shows progress.
-    fn reasoning(&self, _summary: &str) {}
 }
 
 /// How a request asks the provider's prompt cache to keep its prefix (per agent, so

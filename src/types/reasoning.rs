@@ -16,8 +16,8 @@ pub struct ReasoningSpec {
     /// take one, instead of adaptive thinking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u32>,
-    /// OpenAI reasoning summaries (`auto`, `concise`, `detailed`): shown as a
-    /// "Thinking…" step while the run works, never as the answer.
+    /// OpenAI: ask for reasoning summaries (`auto`, `concise`, `detailed`). They stay
+    /// inside the reasoning items sent back each turn; steward does not show them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }
