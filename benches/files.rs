@@ -212,6 +212,7 @@ impl Provider for CountingModel {
             stop_reason: "stop".into(),
             model: "bench".into(),
             reasoning: Vec::new(),
+            spent_for: None,
         })
     }
 }

@@ -81,6 +81,7 @@ impl Provider for InstantModel {
             stop_reason: "tool_calls".into(),
             model: "bench".into(),
             reasoning,
+            spent_for: None,
         })
     }
 }

@@ -939,3 +939,123 @@ async fn calls_adapt_to_the_providers_limit_and_none_fails() {
     eprintln!("refusals: {refusals} for 300 calls");
     assert!(refusals * 5 < 300, "refusals: {refusals} for 300 calls");
 }
+
+/// What a chain told the person waiting: waits on the provider and reasoning steps.
+#[derive(Debug, Default)]
+struct Told(std::sync::Mutex<Vec<String>>);
+
+impl steward::provider::Deltas for Told {
+    fn text(&self, _delta: &str) {}
+    fn restart(&self) {}
+    fn settled(&self) {}
+    fn waiting(&self, on: bool) {
+        self.0.lock().unwrap().push(format!("waiting {on}"));
+    }
+    fn thinking(&self, summary: &str) {
+        self.0.lock().unwrap().push(format!("thinking {summary}"));
+    }
+}
+
+/// OpenAI's rate-limit headers say the request budget is spent: the next call to that
+/// model waits for the reset instead of being sent to collect a 429.
+#[tokio::test]
+async fn a_spent_budget_holds_the_next_call_until_it_resets() {
+    let fake = FakeModel::start().await;
+    fake.push(
+        Reply::ok(openai_text("first"))
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-requests", "600ms")
+            .header("x-ratelimit-remaining-tokens", "29000")
+            .header("x-ratelimit-reset-tokens", "2ms"),
+    )
+    .always(Reply::ok(openai_text("second")));
+    let set = providers(Some(&fake), None);
+    let model = ModelRef::parse("openai/gpt-4.1").unwrap();
+    let messages = [steward::provider::Message::user("hi")];
+    for _ in 0..2 {
+        let chain = set.chain(std::slice::from_ref(&model)).unwrap();
+        chain
+            .chat("system", &messages, &[], &[], 100, None)
+            .await
+            .unwrap();
+    }
+    let seen = fake.requests();
+    assert_eq!(seen.len(), 2);
+    let gap = seen[1].at - seen[0].at;
+    assert!(
+        gap >= Duration::from_millis(550),
+        "the second call went after {gap:?}"
+    );
+}
+
+/// Anthropic's 529 `overloaded_error` is a "slow down": more of them than the retry
+/// budget allows are waited out, not a failed run, and after a few seconds of waiting
+/// the person is told (and told again when it is over).
+#[tokio::test]
+async fn an_overloaded_provider_is_waited_out_and_the_person_told() {
+    let fake = FakeModel::start().await;
+    let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    for _ in 0..4 {
+        fake.push(Reply::status(529, overloaded.clone()).header("retry-after", "1"));
+    }
+    fake.always(Reply::ok(anthropic_text("here")));
+    let set = providers(None, Some(&fake));
+    let model = ModelRef::parse("anthropic/claude-sonnet-4-6").unwrap();
+    let chain = set.chain(std::slice::from_ref(&model)).unwrap();
+    let told = Told::default();
+    let messages = [steward::provider::Message::user("hi")];
+    let out = chain
+        .chat("system", &messages, &[], &[], 100, Some(&told))
+        .await
+        .expect("an overloaded provider is waited out");
+    assert_eq!(out.response.text.as_deref(), Some("here"));
+    assert_eq!(
+        fake.requests().len(),
+        5,
+        "four refusals (over the retry budget of 2), then the answer"
+    );
+    assert_eq!(*told.0.lock().unwrap(), ["waiting true", "waiting false"]);
+}
+
+/// An agent that asks for reasoning summaries sees each as a "Thinking…" step; one
+/// that does not ask sees none, and the encrypted content is never read.
+#[tokio::test]
+async fn reasoning_summaries_are_steps_only_when_asked() {
+    let fake = FakeModel::start().await;
+    let mut reasoning = responses_reasoning("rs_1", "gAAAAB-opaque");
+    reasoning["summary"] =
+        json!([{"type": "summary_text", "text": "**Checking the clock** before answering."}]);
+    fake.always(Reply::ok(responses_answer(
+        vec![reasoning, responses_message("Noon.")],
+        64,
+    )));
+    let set = responses_providers(&fake);
+    let model = ModelRef::parse("openai/gpt-6-sol").unwrap();
+    let messages = [steward::provider::Message::user("time?")];
+    for (summary, expected) in [
+        (
+            Some("auto"),
+            vec!["thinking **Checking the clock** before answering."],
+        ),
+        (None, vec![]),
+    ] {
+        let spec = steward::types::ReasoningSpec {
+            effort: Some("low".into()),
+            summary: summary.map(str::to_string),
+            ..steward::types::ReasoningSpec::NONE
+        };
+        let chain = set.chain(std::slice::from_ref(&model)).unwrap().reasoning(spec);
+        let told = Told::default();
+        let out = chain
+            .chat("system", &messages, &[], &[], 100, Some(&told))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.response.text.as_deref(),
+            Some("Noon."),
+            "the summary is never the answer"
+        );
+        assert_eq!(*told.0.lock().unwrap(), expected);
+    }
+}

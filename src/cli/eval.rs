@@ -310,6 +310,7 @@ pub(super) async fn new_from_run(
                     id: String::new(),
                     // Runs record no reasoning; a replay continues without it.
                     reasoning: Vec::new(),
+                    spent_for: None,
                 });
             }
             _ => {}

@@ -47,12 +47,13 @@ impl Provider for Anthropic {
             http = http.header("x-api-key", key);
         }
         let Some(deltas) = request.stream else {
-            let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
-            return Ok(decode_response(response, request.model));
+            let (response, spent): (WireResponse, _) =
+                wire::post_json(NAME, http, body, self.timeout).await?;
+            return Ok(decode_response(response, request.model).spent(spent));
         };
         let mut stream = Streamed::default();
-        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
-        Ok(decode_response(stream.response()?, request.model))
+        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        Ok(decode_response(stream.response()?, request.model).spent(spent))
     }
 }
 
@@ -535,6 +536,7 @@ fn decode_response(response: WireResponse, model: &str) -> ChatResponse {
         stop_reason: response.stop_reason.unwrap_or_default(),
         model: response.model,
         reasoning,
+        spent_for: None,
     }
 }
 

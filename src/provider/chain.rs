@@ -55,6 +55,31 @@ impl ChatOutcome {
 /// limit takes to clear; a run's timeout ends the wait before this does.
 const MAX_SLOWED: u32 = 100;
 
+/// How long a call waits on the provider's limits before the person is told.
+const TELL_WAITING_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Awaits `wait` (a limiter slot, a pause the provider asked for); once `tell_at`
+/// passes while it waits, tells `stream` the run is waiting for the provider.
+async fn noting<F: std::future::Future>(
+    wait: F,
+    stream: Option<&dyn super::Deltas>,
+    tell_at: tokio::time::Instant,
+    told: &mut bool,
+) -> F::Output {
+    let Some(stream) = stream.filter(|_| !*told) else {
+        return wait.await;
+    };
+    tokio::pin!(wait);
+    tokio::select! {
+        out = &mut wait => out,
+        () = tokio::time::sleep_until(tell_at) => {
+            *told = true;
+            stream.waiting(true);
+            wait.await
+        }
+    }
+}
+
 impl ModelChain {
     pub fn new(entries: Vec<(ModelRef, Arc<dyn Provider>)>, retry: RetryPolicy, prices: Arc<Prices>) -> Self {
         ModelChain {
@@ -292,6 +317,10 @@ impl ModelChain {
             .limiters
             .as_ref()
             .map(|l| l.get(provider.name(), request.model));
+        // Waiting on the provider's limits (a slot, a "slow down") longer than this is
+        // shown to the person waiting; the call itself is not counted.
+        let tell_at = tokio::time::Instant::now() + TELL_WAITING_AFTER;
+        let mut told = false;
         loop {
             // A retry, or the first try of a fallback model, replaces what streamed.
             if let Some(stream) = request.stream
@@ -300,7 +329,7 @@ impl ModelChain {
                 stream.restart();
             }
             let permit = match &limiter {
-                Some(l) => Some(l.acquire(self.priority).await),
+                Some(l) => Some(noting(l.acquire(self.priority), request.stream, tell_at, &mut told).await),
                 None => None,
             };
             let issued = permit.as_ref().map(|p| p.issued());
@@ -310,24 +339,31 @@ impl ModelChain {
                 Ok(r) => {
                     if let Some(l) = &limiter {
                         l.succeeded();
+                        if let Some(wait) = r.spent_for {
+                            l.spent_for(wait);
+                        }
                     }
                     if let Some(stream) = request.stream {
                         stream.settled();
+                        if told {
+                            stream.waiting(false);
+                        }
+                        if request.reasoning.summary.is_some() {
+                            for summary in r.reasoning.iter().filter_map(|r| r.summary()) {
+                                stream.thinking(&summary);
+                            }
+                        }
                     }
                     return Ok(r);
                 }
-                Err(err)
-                    if err.kind == super::ErrorKind::RateLimit
-                        && limiter.is_some()
-                        && slowed < MAX_SLOWED =>
-                {
+                Err(err) if err.is_slow_down() && limiter.is_some() && slowed < MAX_SLOWED => {
                     if let (Some(l), Some(issued)) = (&limiter, issued) {
                         l.slowed(issued, err.retry_after);
                     }
                     let wait = self.retry.delay(slowed.min(4), &err);
                     tracing::info!(error = %err, slowed, wait_ms = wait.as_millis() as u64, "the provider asked to slow down; waiting");
                     failed.push(err);
-                    tokio::time::sleep(wait).await;
+                    noting(tokio::time::sleep(wait), request.stream, tell_at, &mut told).await;
                     slowed += 1;
                 }
                 Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {

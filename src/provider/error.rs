@@ -94,6 +94,15 @@ impl ProviderError {
         }
     }
 
+    /// The provider asked us to slow down: a 429 rate limit, or an overloaded server
+    /// (Anthropic's 529 `overloaded_error`, before or inside a stream). The limiter
+    /// lowers the model's concurrency for these, and the run waits instead of failing.
+    pub fn is_slow_down(&self) -> bool {
+        self.kind == ErrorKind::RateLimit
+            || self.status == Some(529)
+            || self.message.contains("overloaded_error")
+    }
+
     /// Maps a transport error from reqwest.
     pub fn from_reqwest(provider: &'static str, err: &reqwest::Error) -> Self {
         let kind = if err.is_timeout() {

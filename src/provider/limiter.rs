@@ -3,8 +3,10 @@
 //! until the provider first refuses one (slow start), then grows by one call per round
 //! of successes while it is in use (additive increase) and halves when the provider says
 //! "slow down" (429), once per burst: a refusal of a call sent before the last decrease
-//! was already counted. A `Retry-After` pauses new calls to that model until it passes. Interactive work (a
-//! person waiting in Slack) goes ahead of scheduled and webhook work.
+//! was already counted. 529 and "overloaded" answers count as "slow down" too. A
+//! `Retry-After`, or rate-limit headers saying a budget is spent (see
+//! [`super::rate_headers`]), pause new calls to that model until it passes. Interactive
+//! work (a person waiting in Slack) goes ahead of scheduled and webhook work.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +62,11 @@ impl State {
     /// as TCP's), so a burst reaches the provider's capacity in a few rounds.
     fn slow_start(&self) -> bool {
         self.last_decrease.is_none()
+    }
+
+    fn pause(&mut self, now: Instant, wait: Duration) {
+        let until = now + wait.min(MAX_PAUSE);
+        self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
     }
 }
 
@@ -189,9 +196,14 @@ impl Limiter {
             s.last_decrease = Some(now);
         }
         if let Some(wait) = retry_after {
-            let until = now + wait.min(MAX_PAUSE);
-            s.paused_until = Some(s.paused_until.map_or(until, |p| p.max(until)));
+            s.pause(now, wait);
         }
+    }
+
+    /// The provider's rate-limit headers say this model's budget is spent for `wait`:
+    /// new calls wait that long (at most a minute), with the limit left as it is.
+    pub fn spent_for(&self, wait: Duration) {
+        self.lock().pause(Instant::now(), wait);
     }
 
     /// The current limit (for metrics and tests).
@@ -302,5 +314,15 @@ mod tests {
         let started = Instant::now();
         let _p = l.acquire(Priority::Interactive).await;
         assert!(started.elapsed() >= Duration::from_millis(190));
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_pauses_without_halving() {
+        let l = Arc::new(Limiter::new(4.0, 4.0));
+        l.spent_for(Duration::from_millis(150));
+        assert_eq!(l.limit(), 4.0);
+        let started = Instant::now();
+        let _p = l.acquire(Priority::Background).await;
+        assert!(started.elapsed() >= Duration::from_millis(140));
     }
 }

@@ -9,6 +9,7 @@ pub mod limiter;
 pub mod openai;
 pub mod openai_responses;
 pub mod pricing;
+pub mod rate_headers;
 pub mod retry;
 pub mod settings;
 pub mod types;

@@ -77,12 +77,13 @@ impl OpenAi {
             http = http.bearer_auth(key);
         }
         let Some(deltas) = request.stream else {
-            let response: WireResponse = wire::post_json(NAME, http, body, self.timeout).await?;
-            return decode_response(response);
+            let (response, spent): (WireResponse, _) =
+                wire::post_json(NAME, http, body, self.timeout).await?;
+            return decode_response(response).map(|r| r.spent(spent));
         };
         let mut stream = Streamed::default();
-        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
-        decode_response(stream.response()?)
+        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        decode_response(stream.response()?).map(|r| r.spent(spent))
     }
 
     async fn send_responses(
@@ -99,12 +100,12 @@ impl OpenAi {
             http = http.bearer_auth(key);
         }
         let Some(deltas) = request.stream else {
-            let response: Value = wire::post_json(NAME, http, body, self.timeout).await?;
-            return responses::decode_response(response, request.model);
+            let (response, spent): (Value, _) = wire::post_json(NAME, http, body, self.timeout).await?;
+            return responses::decode_response(response, request.model).map(|r| r.spent(spent));
         };
         let mut stream = responses::Streamed::default();
-        wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
-        stream.response(request.model)
+        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        stream.response(request.model).map(|r| r.spent(spent))
     }
 }
 
@@ -527,6 +528,7 @@ fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError
         stop_reason: choice.finish_reason.unwrap_or_default(),
         model: response.model,
         reasoning: Vec::new(),
+        spent_for: None,
     })
 }
 

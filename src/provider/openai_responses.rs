@@ -272,6 +272,7 @@ pub fn decode_response(mut response: Value, model: &str) -> Result<ChatResponse,
         stop_reason,
         model: response["model"].as_str().unwrap_or_default().to_string(),
         reasoning,
+        spent_for: None,
     })
 }
 

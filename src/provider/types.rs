@@ -69,6 +69,18 @@ impl Reasoning {
     pub fn belongs_to(&self, provider: &str, model: &str) -> bool {
         self.provider == provider && self.model == model
     }
+
+    /// The readable summary in this item, if the provider sent one: OpenAI's
+    /// `summary[].text` parts, joined. Encrypted content is never read.
+    pub fn summary(&self) -> Option<String> {
+        let parts: Vec<&str> = self.item["summary"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
 }
 
 impl Message {
@@ -189,6 +201,12 @@ pub trait Deltas: Send + Sync + std::fmt::Debug {
     fn restart(&self);
     /// An answer arrived whole: its pieces stand.
     fn settled(&self);
+    /// The provider asked to slow down and the call has waited a few seconds for it
+    /// (`true`), or the wait is over (`false`): tell the person waiting.
+    fn waiting(&self, _on: bool) {}
+    /// A reasoning summary of the answer just settled (the agent asked for
+    /// `reasoning.summary`): shown as a step, never as the answer.
+    fn thinking(&self, _summary: &str) {}
 }
 
 /// How a request asks the provider's prompt cache to keep its prefix (per agent, so
@@ -250,4 +268,17 @@ pub struct ChatResponse {
     /// Reasoning to carry into the next turn (see [`Reasoning`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<Reasoning>,
+    /// How long the provider's rate-limit budget for this model is spent (its
+    /// rate-limit headers said none is left); the chain pauses the model's limiter.
+    /// Not recorded.
+    #[serde(skip)]
+    pub spent_for: Option<std::time::Duration>,
+}
+
+impl ChatResponse {
+    /// This answer with the rate-limit wait its headers asked for.
+    pub fn spent(mut self, spent_for: Option<std::time::Duration>) -> Self {
+        self.spent_for = spent_for;
+        self
+    }
 }

@@ -6,15 +6,17 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::{ErrorKind, ProviderError, classify, retry_after};
+use super::rate_headers::spent_for;
 
-/// Posts `body` and decodes a 2xx answer as `T`; anything else becomes a classified
+/// Posts `body` and decodes a 2xx answer as `T`, with how long the model's rate-limit
+/// budget is spent for (see [`spent_for`]); anything else becomes a classified
 /// [`ProviderError`] carrying the vendor's own error message.
 pub async fn post_json<T: DeserializeOwned>(
     provider: &'static str,
     request: reqwest::RequestBuilder,
     body: Vec<u8>,
     timeout: Duration,
-) -> Result<T, ProviderError> {
+) -> Result<(T, Option<Duration>), ProviderError> {
     let response = request
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .timeout(timeout)
@@ -23,33 +25,36 @@ pub async fn post_json<T: DeserializeOwned>(
         .await
         .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
     let status = response.status();
-    let wait = retry_after(response.headers());
+    let spent = spent_for(response.headers());
+    let wait = retry_after(response.headers()).or(spent);
     let bytes = response
         .bytes()
         .await
         .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
     if status.is_success() {
-        return serde_json::from_slice(&bytes).map_err(|e| {
+        let body = serde_json::from_slice(&bytes).map_err(|e| {
             ProviderError::new(
                 provider,
                 ErrorKind::Decode,
                 format!("cannot decode response: {e}: {}", snippet(&bytes)),
             )
-        });
+        })?;
+        return Ok((body, spent));
     }
     Err(failure(provider, status, wait, &bytes))
 }
 
 /// Posts `body` asking for server-sent events and hands each event's `data` (JSON, the
-/// `[DONE]` marker left out) to `on_data` as it arrives; a non-2xx answer becomes a
-/// classified [`ProviderError`], as for [`post_json`].
+/// `[DONE]` marker left out) to `on_data` as it arrives, and answers how long the
+/// rate-limit budget is spent for; a non-2xx answer becomes a classified
+/// [`ProviderError`], as for [`post_json`].
 pub async fn post_sse(
     provider: &'static str,
     request: reqwest::RequestBuilder,
     body: Vec<u8>,
     timeout: Duration,
     mut on_data: impl FnMut(&str) -> Result<(), ProviderError>,
-) -> Result<(), ProviderError> {
+) -> Result<Option<Duration>, ProviderError> {
     let mut response = request
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "text/event-stream")
@@ -59,8 +64,9 @@ pub async fn post_sse(
         .await
         .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
     let status = response.status();
+    let spent = spent_for(response.headers());
     if !status.is_success() {
-        let wait = retry_after(response.headers());
+        let wait = retry_after(response.headers()).or(spent);
         let bytes = response
             .bytes()
             .await
@@ -86,7 +92,7 @@ pub async fn post_sse(
             }
         }
     }
-    Ok(())
+    Ok(spent)
 }
 
 /// A non-2xx answer as a classified error with the vendor's message.

@@ -16,8 +16,9 @@ pub struct ReasoningSpec {
     /// take one, instead of adaptive thinking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u32>,
-    /// OpenAI: ask for reasoning summaries (`auto`, `concise`, `detailed`). They stay
-    /// inside the reasoning items sent back each turn; steward does not show them.
+    /// OpenAI: ask for reasoning summaries (`auto`, `concise`, `detailed`). In Slack
+    /// each turn's summary is shown as a "Thinking…" step of the streamed reply, never
+    /// as the answer; runs, spans and the inspector do not keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }

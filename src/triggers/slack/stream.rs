@@ -53,6 +53,8 @@ struct State {
     /// Text of a failed attempt was shown: the whole answer goes as a reply.
     diverged: bool,
     closing: bool,
+    /// Reasoning summaries shown, to number their steps.
+    thoughts: usize,
 }
 
 /// Where a stream goes and what it holds; shared by the run and its flusher task.
@@ -258,7 +260,29 @@ impl crate::provider::Deltas for SlackStream {
         let mut s = lock(&self.target.state);
         s.attempt = s.all.len();
     }
+
+    fn waiting(&self, on: bool) {
+        let state = if on { TaskState::Running } else { TaskState::Done };
+        self.task(
+            WAITING_TASK,
+            "Waiting for the model provider (rate limit)",
+            state,
+            None,
+        );
+    }
+
+    fn thinking(&self, summary: &str) {
+        let id = {
+            let mut s = lock(&self.target.state);
+            s.thoughts += 1;
+            format!("thinking-{}", s.thoughts)
+        };
+        self.task(&id, "Thinking…", TaskState::Done, Some(summary));
+    }
 }
+
+/// The task step shown while a call waits on the provider's rate limit.
+const WAITING_TASK: &str = "provider-wait";
 
 #[async_trait]
 impl Live for SlackStream {
