@@ -114,6 +114,12 @@ struct LoginLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    provider: String,
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: &'static str,
 }
@@ -191,6 +197,7 @@ pub struct Metrics {
     compactions: Family<AgentLabel, Counter>,
     triggers: Family<TriggerLabels, Counter>,
     queue_depth: Family<QueueLabels, Gauge>,
+    model_shutdown: Family<ModelLabels, Gauge>,
     lease_reclaims: Counter,
     retries: Counter,
     spans_dropped: Counter,
@@ -231,6 +238,7 @@ impl Metrics {
             compactions: Family::default(),
             triggers: Family::default(),
             queue_depth: Family::default(),
+            model_shutdown: Family::default(),
             lease_reclaims: Counter::default(),
             retries: Counter::default(),
             spans_dropped: Counter::default(),
@@ -295,6 +303,11 @@ impl Metrics {
             "queue_depth",
             "Work waiting: trigger events not yet routed, runs not yet started",
             m.queue_depth.clone(),
+        );
+        registry.register(
+            "model_shutdown_timestamp_seconds",
+            "When the provider says a configured model shuts down (Unix time of the date, UTC), by provider and model; read from the provider's model list once a day",
+            m.model_shutdown.clone(),
         );
         registry.register(
             "lease_reclaims",
@@ -454,6 +467,17 @@ impl Metrics {
         };
         set("events", events);
         set("runs", runs);
+    }
+
+    /// The provider lists `date` as `model`'s shutdown day.
+    pub fn model_shutdown(&self, provider: &str, model: &str, date: chrono::NaiveDate) {
+        let at = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp();
+        self.model_shutdown
+            .get_or_create(&ModelLabels {
+                provider: provider.to_string(),
+                model: model.to_string(),
+            })
+            .set(at);
     }
 
     /// A post-run eval verdict: `pass`, `fail` or `error`, and the judge's score (none

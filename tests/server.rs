@@ -1353,3 +1353,63 @@ async fn events_from_a_workspace_not_listed_are_refused() {
     );
     service.stop(Duration::from_secs(5)).await;
 }
+
+/// `serve`'s daily look at OpenAI's model list: a configured model with a
+/// `shutdown_date` is reported and exported as a metric; models listed without one, or
+/// not configured, are not.
+#[tokio::test]
+async fn openai_announced_shutdown_dates_reach_the_log_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = tree(dir.path());
+    let listing = json!({"object": "list", "data": [
+        {"id": "gpt-4.1", "object": "model", "created": 1744316542, "owned_by": "system",
+         "shutdown_date": "2027-01-14"},
+        {"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system",
+         "shutdown_date": "2027-01-14"},
+        {"id": "gpt-6-sol", "object": "model", "created": 1788220800, "owned_by": "system",
+         "shutdown_date": null},
+    ]});
+    let auth = Arc::new(std::sync::Mutex::new(None));
+    let seen = auth.clone();
+    let app = axum::Router::new().route(
+        "/v1/models",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let (listing, seen) = (listing.clone(), seen.clone());
+            async move {
+                *seen.lock().unwrap() = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_string());
+                axum::Json(listing)
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let providers = steward::provider::ProviderSet::new(fast_retry()).with(
+        "openai",
+        Arc::new(steward::provider::openai::OpenAi::new(
+            steward::http::client().unwrap(),
+            steward::provider::Endpoint {
+                base_url: format!("{url}/v1"),
+                api_key: Some("sk-test".into()),
+            },
+            Duration::from_secs(5),
+        )),
+    );
+    let metrics = steward::metrics::Metrics::new();
+    let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap();
+    let found = steward::server::model_watch::check(&providers, &config, &metrics, today).await;
+    let date = chrono::NaiveDate::from_ymd_opt(2027, 1, 14).unwrap();
+    assert_eq!(found, [("openai".to_string(), "gpt-4.1".to_string(), date)]);
+    assert_eq!(auth.lock().unwrap().as_deref(), Some("Bearer sk-test"));
+    let text = metrics.render();
+    assert!(
+        text.contains(
+            r#"steward_model_shutdown_timestamp_seconds{provider="openai",model="gpt-4.1"} 1799884800"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#"model="gpt-4o""#),
+        "not configured: not exported"
+    );
+}

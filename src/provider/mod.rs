@@ -34,4 +34,14 @@ pub trait Provider: Send + Sync {
     /// `openai`, `anthropic`, ... as used in model names and spans.
     fn name(&self) -> &'static str;
     async fn chat(&self, request: &ChatRequest<'_>) -> Result<ChatResponse, ProviderError>;
+
+    /// The shutdown dates the provider itself announces for its models (OpenAI's
+    /// `GET /v1/models` `shutdown_date`), by model name: `None` when the provider has
+    /// no such list (the shipped lifecycle file is then all there is).
+    async fn shutdown_dates(&self) -> Result<Option<ShutdownDates>, ProviderError> {
+        Ok(None)
+    }
 }
+
+/// Model names with the shutdown date the provider lists (`None`: none announced).
+pub type ShutdownDates = std::collections::HashMap<String, Option<chrono::NaiveDate>>;

@@ -136,6 +136,41 @@ impl Provider for OpenAi {
             other => other,
         }
     }
+
+    /// `GET /v1/models`, where OpenAI lists each model's `shutdown_date` (`YYYY-MM-DD`
+    /// or null). Asked only with a key (a keyless compatible server has no such list).
+    async fn shutdown_dates(&self) -> Result<Option<super::ShutdownDates>, ProviderError> {
+        let Some(key) = &self.endpoint.api_key else {
+            return Ok(None);
+        };
+        let url = format!("{}/models", self.endpoint.base_url.trim_end_matches('/'));
+        let http = self.client.get(url).bearer_auth(key);
+        let list: ModelList = wire::get_json(NAME, http, self.timeout).await?;
+        Ok(Some(
+            list.data
+                .into_iter()
+                .map(|m| {
+                    let date = m
+                        .shutdown_date
+                        .and_then(|d| chrono::NaiveDate::parse_from_str(&d, "%Y-%m-%d").ok());
+                    (m.id, date)
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// `GET /v1/models`: the fields read from each model.
+#[derive(Deserialize)]
+struct ModelList {
+    data: Vec<ListedModel>,
+}
+
+#[derive(Deserialize)]
+struct ListedModel {
+    id: String,
+    #[serde(default)]
+    shutdown_date: Option<String>,
 }
 
 /// A streamed Chat Completions answer put back together: `choices[0].delta` pieces of

@@ -125,6 +125,11 @@ impl ProviderSet {
         }
     }
 
+    /// The providers configured, by name.
+    pub fn configured(&self) -> impl Iterator<Item = (&'static str, &Arc<dyn Provider>)> {
+        self.providers.iter().map(|(n, p)| (*n, p))
+    }
+
     /// Builds the chain for a primary model and its fallbacks. Fails only when no model
     /// of the list can be served; unavailable fallbacks are skipped.
     pub fn chain(&self, models: &[ModelRef]) -> Result<ModelChain, ProviderError> {

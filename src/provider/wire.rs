@@ -44,6 +44,35 @@ pub async fn post_json<T: DeserializeOwned>(
     Err(failure(provider, status, wait, &bytes))
 }
 
+/// Sends a GET (a listing, not a model call) and decodes a 2xx answer as `T`.
+pub async fn get_json<T: DeserializeOwned>(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<T, ProviderError> {
+    let response = request
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
+    let status = response.status();
+    let wait = retry_after(response.headers());
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
+    if !status.is_success() {
+        return Err(failure(provider, status, wait, &bytes));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ProviderError::new(
+            provider,
+            ErrorKind::Decode,
+            format!("cannot decode response: {e}: {}", snippet(&bytes)),
+        )
+    })
+}
+
 /// Posts `body` asking for server-sent events and hands each event's `data` (JSON, the
 /// `[DONE]` marker left out) to `on_data` as it arrives, and answers how long the
 /// rate-limit budget is spent for; a non-2xx answer becomes a classified

@@ -11,6 +11,7 @@ pub mod ingest;
 pub mod inspector;
 pub mod interactivity;
 pub mod limits;
+pub mod model_watch;
 pub mod scrape;
 pub mod socket_mode;
 pub mod stops;
@@ -276,6 +277,12 @@ impl Service {
         ));
         tracker.spawn(dispatcher.clone().run());
         tracker.spawn(maintain(runner.store.clone(), shutdown.clone()));
+        tracker.spawn(model_watch::watch(
+            runner.providers.clone(),
+            config.clone(),
+            runner.metrics.clone(),
+            shutdown.clone(),
+        ));
         let state = AppState {
             runner,
             config,
