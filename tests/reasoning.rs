@@ -144,6 +144,24 @@ async fn responses_api_carries_reasoning_through_a_ten_turn_loop_and_a_compactio
     // Never shown: the final answer and the recorded run hold no encrypted content.
     let recorded = runner.store.get_run(&out.run_id).await.unwrap().unwrap();
     assert!(!format!("{recorded:?}").contains("gAAAAB"));
+    // What `steward run --json` and `runs show --json` print: the counts, per call and
+    // in all, and never the reasoning itself.
+    let report = steward::run::report::RunReport::load(runner.store.as_ref(), &out.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        json["usage"]["reasoning_tokens"], out.usage.reasoning_tokens,
+        "{json}"
+    );
+    assert_eq!(json["token_bill"]["reasoning_tokens"], out.usage.reasoning_tokens);
+    assert!(
+        json["token_bill"]["calls"][0]["reasoning_tokens"] == 64,
+        "{}",
+        json["token_bill"]
+    );
+    assert!(!json.to_string().contains("gAAAAB"));
 }
 
 #[tokio::test]

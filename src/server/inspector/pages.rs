@@ -170,6 +170,7 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
             dt { "tokens" } dd {
                 (r.usage.input_tokens) " in (" (r.usage.cached_input_tokens) " cached), "
                 (r.usage.output_tokens) " out"
+                @if r.usage.reasoning_tokens > 0 { " (" (r.usage.reasoning_tokens) " reasoning)" }
             }
             dt { "cost" } dd { (format!("${:.4}", r.cost_usd)) }
             @if !r.skill_loads.is_empty() {

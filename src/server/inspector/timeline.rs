@@ -46,6 +46,10 @@ fn tokens(usage: &Value) -> String {
     if cached > 0 {
         out.push_str(&format!(" ({cached} cached)"));
     }
+    let reasoning = num(&usage["reasoning_tokens"]);
+    if reasoning > 0 {
+        out.push_str(&format!(", {reasoning} reasoning"));
+    }
     out
 }
 
