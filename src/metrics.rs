@@ -114,6 +114,12 @@ struct LoginLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    source: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
     provider: String,
     model: String,
@@ -198,6 +204,7 @@ pub struct Metrics {
     triggers: Family<TriggerLabels, Counter>,
     queue_depth: Family<QueueLabels, Gauge>,
     model_shutdown: Family<ModelLabels, Gauge>,
+    events: Family<EventLabels, Counter>,
     lease_reclaims: Counter,
     retries: Counter,
     spans_dropped: Counter,
@@ -239,6 +246,7 @@ impl Metrics {
             triggers: Family::default(),
             queue_depth: Family::default(),
             model_shutdown: Family::default(),
+            events: Family::default(),
             lease_reclaims: Counter::default(),
             retries: Counter::default(),
             spans_dropped: Counter::default(),
@@ -303,6 +311,11 @@ impl Metrics {
             "queue_depth",
             "Work waiting: trigger events not yet routed, runs not yet started",
             m.queue_depth.clone(),
+        );
+        registry.register(
+            "events",
+            "Inbound deliveries by source and outcome (started, no_agent, duplicate, ignored, refused, ...)",
+            m.events.clone(),
         );
         registry.register(
             "model_shutdown_timestamp_seconds",
@@ -467,6 +480,16 @@ impl Metrics {
         };
         set("events", events);
         set("runs", runs);
+    }
+
+    /// A delivery from `source` ended with `outcome`.
+    pub fn event_outcome(&self, source: &str, outcome: crate::types::event_outcome::OutcomeKind) {
+        self.events
+            .get_or_create(&EventLabels {
+                source: source.to_string(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
     }
 
     /// The provider lists `date` as `model`'s shutdown day.

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
 use steward::store::{
-    EventRow, NewEvent, NewRun, PgStore, Route, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
+    EventFilter, EventRecord, EventRow, NewEvent, NewRun, PgStore, Route, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
     StoredFile,
 };
+use steward::types::event_outcome::{EventOutcome, OutcomeKind};
 use steward::types::{Privacy, RunOutcome, Termination};
 
 const DEFAULT_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -87,6 +88,7 @@ fn event(id: &str, key: &str) -> EventRow {
         private: false,
         body: json!({"text": id}),
         sealed: None,
+        outcome: None,
     }
 }
 
@@ -351,23 +353,32 @@ async fn a_claimed_batch_is_routed_in_one_transaction(s: Arc<dyn Store>) {
     let two = [run("b0-a", "helpdesk"), run("b0-b", "triage")];
     let one = [run("b2-a", "helpdesk")];
     let later = [run("b4-a", "helpdesk")];
+    let started = EventOutcome::new(
+        OutcomeKind::Started,
+        json!({"runs": [{"id": "b0-a", "agent": "helpdesk"}, {"id": "b0-b", "agent": "triage"}]}),
+    );
+    let no_agent = EventOutcome::new(OutcomeKind::NoAgent, json!({"agents": {"helpdesk": "wrong channel"}}));
     let routes = [
         Route {
             event_id: "b0",
             runs: &two,
+            outcome: Some(&started),
         },
         Route {
             event_id: "b1",
             runs: &[],
+            outcome: Some(&no_agent),
         },
         Route {
             event_id: "b2",
             runs: &one,
+            outcome: None,
         },
         // Still queued (not claimed): skipped, nothing written for it.
         Route {
             event_id: "b4",
             runs: &later,
+            outcome: None,
         },
     ];
     let written = s.route_events(&routes, lease).await.unwrap();
@@ -385,6 +396,14 @@ async fn a_claimed_batch_is_routed_in_one_transaction(s: Arc<dyn Store>) {
     // refused.
     assert_eq!(s.queue_depth().await.unwrap(), (2, 3));
     assert_eq!(s.route_events(&routes[..1], lease).await.unwrap(), [false]);
+    // Each outcome is written with its route, in the same transaction.
+    let b0 = s.event_record("b0").await.unwrap().unwrap();
+    assert_eq!((b0.outcome, b0.detail["runs"][1]["agent"].as_str()), (Some(OutcomeKind::Started), Some("triage")));
+    let b1 = s.event_record("b1").await.unwrap().unwrap();
+    assert_eq!(b1.outcome_name(), "no_agent");
+    assert_eq!(b1.why(), "helpdesk: wrong channel");
+    let b2 = s.event_record("b2").await.unwrap().unwrap();
+    assert_eq!((b2.outcome, b2.outcome_name()), (None, "started"));
 }
 both!(
     a_claimed_batch_is_routed_on_both,
@@ -946,9 +965,10 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
         return;
     };
     let fake = FakeModel::start().await;
-    // Each model call takes a while; the last 300 events before the kill take 5 s, so
+    // Each model call takes a while; the last 300 events before the kill take 15 s, so
     // every replica, the one killed included, surely has runs in flight when it dies
-    // (under a loaded machine runs otherwise finish as fast as they are delivered).
+    // (under a loaded machine runs otherwise finish as fast as they are delivered, and
+    // delivering half the events, each twice, can itself take several seconds).
     fake.handler(|body| {
         let text = body.to_string();
         let n: Option<usize> = text
@@ -957,7 +977,7 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|digits| digits.parse().ok());
         let slow = n.is_some_and(|n| (EVENTS / 2 - 300..EVENTS / 2).contains(&n));
-        let delay = if slow { 5_000 } else { 200 };
+        let delay = if slow { 15_000 } else { 200 };
         Reply::ok(openai_text("noted")).delay(std::time::Duration::from_millis(delay))
     });
     // Slack's Web API: the channel is public; whatever the runs post is accepted.
@@ -1044,7 +1064,7 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .collect::<Vec<(usize, bool)>>()
     };
     let mut delivered = deliver(0..EVENTS / 2).await;
-    // Runs are in flight (the slow ones take 5 s) before the kill.
+    // Runs are in flight (the slow ones take 15 s) before the kill.
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let mut in_flight: i64 = 0;
     for _ in 0..400 {
@@ -1090,7 +1110,11 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
             .status();
         let _ = child.wait();
     }
-    let events = count("SELECT COUNT(*) FROM events").await;
+    let events = count("SELECT COUNT(*) FROM events WHERE outcome IS DISTINCT FROM 'duplicate'").await;
+    // A second delivery that reached a live replica is recorded as a duplicate of the
+    // first: every event of the first half, and after the kill the third of events
+    // whose two replicas both live.
+    let duplicates = count("SELECT COUNT(*) FROM events WHERE outcome = 'duplicate'").await;
     let per_event: Vec<i64> = sqlx::query_scalar("SELECT COUNT(*) FROM runs GROUP BY event_id")
         .fetch_all(&pool)
         .await
@@ -1103,6 +1127,8 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     pool.close().await;
     assert_eq!(acknowledged, EVENTS, "the live replicas acknowledged every event");
     assert_eq!(events as usize, EVENTS, "each delivered twice, stored once");
+    let expected = EVENTS / 2 + (EVENTS / 2..EVENTS).filter(|i| i % 3 == 0).count();
+    assert_eq!(duplicates as usize, expected, "retries recorded as duplicates");
     assert_eq!(per_event.len(), EVENTS, "every event has a run");
     assert!(
         per_event.iter().all(|n| *n == 1),
@@ -1413,3 +1439,68 @@ async fn socket_mode_on_two_replicas_runs_an_event_delivered_to_both_once() {
     }
     drop_schema(&schema).await;
 }
+
+/// The event log: a retry is its own `duplicate` record pointing at the first delivery,
+/// settled events are never routed, filters narrow the list, and pruning keeps what is
+/// recent or still has work.
+async fn the_event_log_records_lists_and_prunes(s: Arc<dyn Store>) {
+    let first = event("e-first", "slack:Ev1");
+    let retry = event("e-retry", "slack:Ev1");
+    assert_eq!(s.insert_events(&[first]).await.unwrap(), [true]);
+    assert_eq!(s.insert_events(&[retry]).await.unwrap(), [false]);
+    let dup = s.event_record("e-retry").await.unwrap().expect("the retry is recorded");
+    assert_eq!((dup.outcome, dup.duplicate_of.as_deref()), (Some(OutcomeKind::Duplicate), Some("e-first")));
+    assert_eq!(dup.summary, None, "a duplicate keeps no body");
+    let mut ignored = event("e-ignored", "ignored:1");
+    ignored.outcome = Some(EventOutcome::because(OutcomeKind::Ignored, "our own message"));
+    assert_eq!(s.insert_events(&[ignored]).await.unwrap(), [true]);
+    // Only the first delivery waits to be routed.
+    let claimed = s.claim_events(10).await.unwrap();
+    assert_eq!(claimed.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["e-first"]);
+    let no_agent = EventOutcome::new(OutcomeKind::NoAgent, json!({"agents": {"helpdesk": "wrong channel"}}));
+    s.route_events(
+        &[Route {
+            event_id: "e-first",
+            runs: &[],
+            outcome: Some(&no_agent),
+        }],
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let all = |f: EventFilter| {
+        let s = s.clone();
+        async move { s.list_events(&EventFilter { limit: 50, ..f }).await.unwrap() }
+    };
+    let ids = |v: Vec<EventRecord>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(ids(all(EventFilter::default()).await), ["e-retry", "e-ignored", "e-first"]);
+    let only = |o| EventFilter {
+        outcome: Some(o),
+        ..EventFilter::default()
+    };
+    assert_eq!(ids(all(only(OutcomeKind::Ignored)).await), ["e-ignored"]);
+    assert_eq!(ids(all(only(OutcomeKind::NoAgent)).await), ["e-first"]);
+    let helpdesk = EventFilter {
+        agent: Some("helpdesk".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(ids(all(helpdesk).await), ["e-first"]);
+    let help = EventFilter {
+        agent: Some("help".into()),
+        ..EventFilter::default()
+    };
+    assert!(all(help).await.is_empty(), "an agent name matches whole");
+    let later = EventFilter {
+        since: Some(Utc::now() + Span::seconds(5)),
+        ..EventFilter::default()
+    };
+    assert!(all(later).await.is_empty());
+    // Pruning: everything here is settled and older than a moment from now.
+    let mut waiting = event("e-waiting", "slack:Ev2");
+    waiting.received_at = Utc::now() - Span::days(30);
+    s.insert_events(&[waiting]).await.unwrap();
+    let pruned = s.prune_events(Utc::now() + Span::seconds(1)).await.unwrap();
+    assert_eq!(pruned, 3, "a queued event stays until it is routed");
+    assert_eq!(ids(all(EventFilter::default()).await), ["e-waiting"]);
+}
+both!(the_event_log_on_both_backends, the_event_log_records_lists_and_prunes);

@@ -1,6 +1,7 @@
 //! The `steward` command line. Errors surface as one line and exit code 1.
 
 mod eval;
+mod events;
 mod otlp;
 mod runs;
 
@@ -150,6 +151,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What became of each delivery (Slack, Jira, Notion, webhooks, cron): "why
+    /// didn't it answer?".
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
     /// Inspect recorded runs.
     Runs {
         #[command(subcommand)]
@@ -192,6 +199,48 @@ enum SkillsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum EventsCommand {
+    /// Most recent deliveries first, with their outcome and why.
+    List {
+        /// Only this source: slack, jira, notion, webhook, cron.
+        #[arg(long)]
+        source: Option<String>,
+        /// Only this outcome: started, handed_to_run, follow_up, no_agent, filtered,
+        /// duplicate, rate_limited, over_budget, ignored, refused, handled.
+        #[arg(long, value_parser = parse_outcome)]
+        outcome: Option<crate::types::event_outcome::OutcomeKind>,
+        /// Only events whose outcome names this agent (a run it started, a reason it
+        /// did not).
+        #[arg(long)]
+        agent: Option<String>,
+        /// How far back, e.g. 1h, 7d.
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<Duration>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One delivery: its outcome, each agent's reason, the runs it started.
+    Show {
+        /// The event id (from `events list`, or a run's `event_id`).
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_outcome(s: &str) -> Result<crate::types::event_outcome::OutcomeKind, String> {
+    crate::types::event_outcome::OutcomeKind::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = crate::types::event_outcome::OutcomeKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        format!("unknown outcome {s:?}; one of {}", all.join(", "))
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -413,6 +462,9 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 dispatch: DispatchSettings {
                     lease,
                     data_key: env.data_key.clone(),
+                    event_retention: env
+                        .event_retention
+                        .unwrap_or(crate::server::dispatch::DEFAULT_EVENT_RETENTION),
                     global_concurrency: concurrency as usize,
                     agent_concurrency: agent_concurrency as usize,
                 },
@@ -429,6 +481,29 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
         Command::Stats { since, json } => {
             let store = open_store(&cli.database_url).await?;
             runs::stats(store.as_ref(), since, json).await
+        }
+        Command::Events { command } => {
+            let store = open_store(&cli.database_url).await?;
+            match command {
+                EventsCommand::List {
+                    source,
+                    outcome,
+                    agent,
+                    since,
+                    limit,
+                    json,
+                } => {
+                    let filter = crate::store::EventFilter {
+                        source,
+                        outcome,
+                        agent,
+                        since: since.map(crate::store::ago),
+                        limit,
+                    };
+                    events::list(store.as_ref(), &filter, json).await
+                }
+                EventsCommand::Show { id, json } => events::show(store.as_ref(), &id, json).await,
+            }
         }
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;

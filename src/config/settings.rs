@@ -94,6 +94,9 @@ pub struct Settings {
     /// `STEWARD_DATA_KEY`: seals private-channel input at rest, so a restarted (or
     /// another) process can answer it. Unset: private input lives in memory only.
     pub data_key: Option<crate::types::seal::DataKey>,
+    /// `STEWARD_EVENT_RETENTION` (`14d`, `72h`, ...): how long the event log keeps
+    /// each delivery's outcome. Unset: 14 days.
+    pub event_retention: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -192,12 +195,26 @@ impl Settings {
                 expected: "responses or chat_completions",
             })?),
         };
+        let event_retention = match vars.get("STEWARD_EVENT_RETENTION") {
+            None => None,
+            Some(v) => Some(
+                crate::types::duration::parse_duration(v)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| SettingError {
+                        name: "STEWARD_EVENT_RETENTION",
+                        value: v.clone(),
+                        expected: "a duration such as 14d or 72h",
+                    })?,
+            ),
+        };
         let hook_tokens = vars
             .iter()
             .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         Ok(Settings {
+            event_retention,
             named: vars.clone(),
             openai_api_key: get("OPENAI_API_KEY"),
             openai_base_url: get("OPENAI_BASE_URL"),

@@ -1,8 +1,9 @@
 //! Provider limits that adapt: one limiter per provider and model in the process,
 //! shared by every run, subagent and judge. Concurrency doubles every round of calls
-//! until the provider first refuses one (slow start), then grows by one call per round
-//! of successes while it is in use (additive increase) and halves when the provider says
-//! "slow down" (429), once per burst: a refusal of a call sent before the last decrease
+//! until the provider first refuses one (slow start), then grows by a thirty-second of
+//! itself (at least one call) per round of successes while it is in use (additive
+//! increase) and falls to [`DECREASE`] of itself when the provider says "slow down"
+//! (429), once per burst: a refusal of a call sent before the last decrease
 //! was already counted. 529 and "overloaded" answers count as "slow down" too. A
 //! `Retry-After`, or rate-limit headers saying a budget is spent (see
 //! [`super::rate_headers`]), pause new calls to that model until it passes. Interactive
@@ -24,8 +25,18 @@ pub enum Priority {
     Background,
 }
 
-/// Concurrent calls a model starts with, before it has answered anything.
-pub const INITIAL: f64 = 32.0;
+/// Concurrent calls a model starts with, before it has answered anything. A provider
+/// tier of a few thousand requests a minute serves hundreds of concurrent calls of a
+/// few seconds each; starting lower only delays a burst, starting higher only costs one
+/// round of refusals.
+pub const INITIAL: f64 = 128.0;
+/// What a "slow down" leaves of the limit. Not a half (TCP Reno's): the limit then
+/// saws between 70% and 100% of what the provider allows rather than 50% and 100%
+/// (CUBIC's factor, for the same reason).
+pub const DECREASE: f64 = 0.7;
+/// After the first "slow down", a round of successes grows the limit by this share of
+/// itself (at least one call), so a limit of hundreds recovers in a few rounds.
+const GROWTH: f64 = 1.0 / 32.0;
 /// The most concurrent calls to one model.
 pub const MAX: f64 = 1024.0;
 /// Longest pause a `Retry-After` imposes on new calls.
@@ -55,6 +66,10 @@ struct State {
     interactive_waiting: usize,
     paused_until: Option<Instant>,
     last_decrease: Option<Instant>,
+    /// Calls out when the current burst's first refusal came back, and the refusals
+    /// of that burst so far: what the provider served of it is the difference.
+    burst_out: f64,
+    burst_refused: f64,
 }
 
 impl State {
@@ -120,6 +135,8 @@ impl Limiter {
                 interactive_waiting: 0,
                 paused_until: None,
                 last_decrease: None,
+                burst_out: 0.0,
+                burst_refused: 0.0,
             }),
             changed: Notify::new(),
             max,
@@ -172,28 +189,45 @@ impl Limiter {
         }
     }
 
-    /// A call succeeded: one more slot per limit's worth of successes (one per success
-    /// in slow start), while calls use at least half the limit (an idle limit does not
+    /// A call succeeded: a round's growth per limit's worth of successes (one per
+    /// success in slow start), while calls use at least half the limit (an idle limit does not
     /// grow past twice what is used).
     pub fn succeeded(&self) {
         let mut s = self.lock();
         if (s.in_flight as f64) + 1.0 >= s.limit / 2.0 {
-            let step = if s.slow_start() { 1.0 } else { 1.0 / s.limit };
+            // Per success: one (slow start doubles each round), or a round's growth
+            // spread over the round's `limit` successes.
+            let step = if s.slow_start() {
+                1.0
+            } else {
+                (s.limit * GROWTH).max(1.0) / s.limit
+            };
             s.limit = (s.limit + step).min(self.max);
         }
         drop(s);
         self.changed.notify_waiters();
     }
 
-    /// The provider refused a call let through at `issued` ("slow down"): halve the
-    /// limit, unless the call went out before the last decrease (that burst is counted
-    /// already), and pause new calls for its `Retry-After`.
+    /// The provider refused a call let through at `issued` ("slow down"): lower the
+    /// limit to [`DECREASE`] of itself, unless the call went out before the last
+    /// decrease (that burst is counted already: the limit then only comes down to the
+    /// calls of the burst the provider did not refuse), and pause new calls for its
+    /// `Retry-After`.
     pub fn slowed(&self, issued: Instant, retry_after: Option<Duration>) {
         let mut s = self.lock();
         let now = Instant::now();
         if s.last_decrease.is_none_or(|t| issued >= t) {
-            s.limit = (s.limit / 2.0).max(1.0);
+            s.limit = (s.limit * DECREASE).max(1.0);
             s.last_decrease = Some(now);
+            // This call's slot is free already: it was out too.
+            s.burst_out = s.in_flight as f64 + 1.0;
+            s.burst_refused = 1.0;
+        } else {
+            // Another refusal of a burst already counted: the limit need not fall
+            // again, but never stays above what the provider served of the burst (a
+            // start far above its capacity comes down in one burst, not in many).
+            s.burst_refused += 1.0;
+            s.limit = s.limit.min(s.burst_out - s.burst_refused).max(1.0);
         }
         if let Some(wait) = retry_after {
             s.pause(now, wait);
@@ -239,28 +273,60 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn slow_down_halves_once_per_burst_and_success_grows_it_back() {
-        let l = Arc::new(Limiter::new(16.0, 64.0));
-        let sent = Instant::now();
-        l.slowed(sent, None);
-        l.slowed(sent, None);
-        assert_eq!(l.limit(), 8.0, "one burst halves once");
+    async fn slow_down_lowers_once_per_burst_and_success_grows_it_back() {
+        let l = Arc::new(Limiter::new(40.0, 256.0));
+        let mut out = futures_round(&l, 40).await;
+        let sent = out[0].issued();
+        for _ in 0..2 {
+            out.pop();
+            l.slowed(sent, None);
+        }
+        drop(out);
+        assert_eq!(l.limit(), 28.0, "one burst lowers once, to 70%");
         // Idle: successes do not grow the limit.
         l.succeeded();
         l.succeeded();
-        assert_eq!(l.limit(), 8.0);
+        assert_eq!(l.limit(), 28.0);
         let mut held = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..28 {
             held.push(l.acquire(Priority::Background).await);
         }
-        for _ in 0..8 {
+        // A round of successes adds one (28 / 32 is less than one call).
+        for _ in 0..28 {
             l.succeeded();
         }
-        assert!(l.limit() > 8.9 && l.limit() < 9.1, "{}", l.limit());
-        // A call sent after the decrease and refused is news: halve again.
+        assert!(l.limit() > 28.9 && l.limit() < 29.1, "{}", l.limit());
+        // A call sent after the decrease and refused is news: lower again.
         let late = held.pop().map(|p| p.issued()).unwrap_or_else(Instant::now);
         l.slowed(late, None);
-        assert!(l.limit() < 5.0, "{}", l.limit());
+        assert!(l.limit() < 20.5, "{}", l.limit());
+    }
+
+    #[tokio::test]
+    async fn a_start_far_above_capacity_comes_down_in_one_burst() {
+        // 128 calls out, the provider serves 20: 108 refusals of one burst leave 20.
+        let l = Arc::new(Limiter::new(128.0, 1024.0));
+        let mut held = futures_round(&l, 128).await;
+        let issued = held[0].issued();
+        for _ in 0..108 {
+            held.pop();
+            l.slowed(issued, None);
+        }
+        assert_eq!(l.limit(), 20.0);
+    }
+
+    #[tokio::test]
+    async fn a_large_limit_grows_by_a_share_of_itself() {
+        let l = Arc::new(Limiter::new(320.0, 1024.0));
+        l.slowed(Instant::now(), None);
+        let start = l.limit();
+        assert_eq!(start, 224.0);
+        let _held: Vec<Permit> = futures_round(&l, 224).await;
+        for _ in 0..224 {
+            l.succeeded();
+        }
+        // One round: about 224 / 32 = 7 more calls.
+        assert!(l.limit() > 230.0 && l.limit() < 232.0, "{}", l.limit());
     }
 
     #[tokio::test]

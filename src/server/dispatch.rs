@@ -24,6 +24,7 @@ use crate::triggers::Origin;
 use crate::triggers::TriggerEvent;
 use crate::triggers::cron::{CronJob, jobs};
 use crate::triggers::router;
+use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 use crate::types::{Privacy, RunOutcome, Termination};
 
 /// What routing decided for one claimed event, written with its batch.
@@ -38,6 +39,8 @@ struct Planned {
     /// The agents whose run in `conversation` takes the message instead.
     handed: Vec<Arc<AgentConfig>>,
     conversation: Option<String>,
+    /// What becomes of the event, written with its runs.
+    outcome: EventOutcome,
 }
 
 /// Worker settings.
@@ -51,7 +54,12 @@ pub struct DispatchSettings {
     pub lease: Duration,
     /// Seals private events at rest so they survive a restart (`STEWARD_DATA_KEY`).
     pub data_key: Option<crate::types::seal::DataKey>,
+    /// How long the event log keeps deliveries (`STEWARD_EVENT_RETENTION`).
+    pub event_retention: Duration,
 }
+
+/// The event log's retention unless `STEWARD_EVENT_RETENTION` says otherwise.
+pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 60);
 
 impl Default for DispatchSettings {
     fn default() -> Self {
@@ -60,6 +68,7 @@ impl Default for DispatchSettings {
             agent_concurrency: 1000,
             lease: Duration::from_secs(60),
             data_key: None,
+            event_retention: DEFAULT_EVENT_RETENTION,
         }
     }
 }
@@ -303,7 +312,8 @@ impl Dispatcher {
             for e in events {
                 let Some((trigger, whole)) = self.trigger_of(&e) else {
                     // Unreadable: record that nothing can run for it rather than retry forever.
-                    self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
+                    let why = EventOutcome::because(OutcomeKind::Ignored, "unreadable (its private text is gone)");
+                    self.runner.store.settle_event(&e.id, &why).await?;
                     continue;
                 };
                 let mine: Vec<String> = [
@@ -418,7 +428,8 @@ impl Dispatcher {
         // Slack's agent view: suggested prompts and the channel a person looks at.
         let store = self.runner.store.as_ref();
         if super::agent_view::handle(store, self.slack.as_ref(), &self.config, &trigger).await? {
-            store.route_event(&e.id, &[], Utc::now()).await?;
+            let why = EventOutcome::because(OutcomeKind::Handled, "Slack's agent view");
+            store.settle_event(&e.id, &why).await?;
             return Ok(None);
         }
         super::agent_view::add_context(store, &mut trigger).await?;
@@ -429,11 +440,16 @@ impl Dispatcher {
             let stopped = self.stops.stop(&key, user);
             if !stopped.is_empty() || trigger.kind == "agent_session_stopped" {
                 tracing::info!(event = %e.id, runs = ?stopped, "stop requested");
-                self.runner.store.route_event(&e.id, &[], Utc::now()).await?;
+                let why = EventOutcome::new(
+                    OutcomeKind::Handled,
+                    serde_json::json!({"reason": "a stop request", "stopped": stopped}),
+                );
+                self.runner.store.settle_event(&e.id, &why).await?;
                 return Ok(None);
             }
         }
         let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        let mut follow_up = false;
         if matched.is_empty()
             && let Some(agent) = super::follow_ups::owner(
                 self.runner.store.as_ref(),
@@ -446,22 +462,30 @@ impl Dispatcher {
         {
             tracing::debug!(event = %e.id, agent = %agent.name, "a follow-up in the agent's thread");
             matched.push(agent);
+            follow_up = true;
         }
         let mut agents = Vec::new();
+        // Agents refused by a limit, with the outcome that names the limit.
+        let mut refused: Vec<(OutcomeKind, String)> = Vec::new();
         for agent in matched {
-            match limits::admit(self.runner.store.as_ref(), &agent, &trigger, Utc::now()).await? {
-                limits::Admit::Yes => agents.push(agent),
-                limits::Admit::No(reply) => {
-                    self.runner
-                        .metrics
-                        .trigger(&e.source, &e.kind, crate::metrics::TriggerOutcome::Limited);
-                    if let Some(text) = reply {
-                        self.tell(&trigger, &format!("refused:{}:{}", e.id, agent.name), text);
+            let (kind, reply) =
+                match limits::admit(self.runner.store.as_ref(), &agent, &trigger, Utc::now()).await? {
+                    limits::Admit::Yes => {
+                        agents.push(agent);
+                        continue;
                     }
-                }
+                    limits::Admit::OverBudget(reply) => (OutcomeKind::OverBudget, reply),
+                    limits::Admit::RateLimited(reply) => (OutcomeKind::RateLimited, reply),
+                };
+            self.runner
+                .metrics
+                .trigger(&e.source, &e.kind, crate::metrics::TriggerOutcome::Limited);
+            if let Some(text) = reply {
+                self.tell(&trigger, &format!("refused:{}:{}", e.id, agent.name), text);
             }
+            refused.push((kind, agent.name.clone()));
         }
-        if agents.is_empty() {
+        if agents.is_empty() && refused.is_empty() {
             tracing::debug!(event = %e.id, source = %e.source, kind = %e.kind, "no agent matched");
             self.runner
                 .metrics
@@ -490,6 +514,7 @@ impl Dispatcher {
                 thread_key: conversation.clone(),
             })
             .collect();
+        let outcome = super::outcomes::decide(&self.config, &trigger, &runs, &handed, follow_up, &refused);
         Ok(Some(Planned {
             event: e,
             trigger,
@@ -498,6 +523,7 @@ impl Dispatcher {
             runs,
             handed,
             conversation,
+            outcome,
         }))
     }
 
@@ -514,6 +540,7 @@ impl Dispatcher {
             .map(|p| Route {
                 event_id: &p.event.id,
                 runs: &p.runs,
+                outcome: Some(&p.outcome),
             })
             .collect();
         let written = self
@@ -527,6 +554,7 @@ impl Dispatcher {
                 continue;
             }
             let e = p.event;
+            self.runner.metrics.event_outcome(&e.source, p.outcome.kind);
             if p.runs.is_empty() && e.sealed.is_some() {
                 // Nothing will read it.
                 self.runner.store.erase_sealed(&e.id).await?;

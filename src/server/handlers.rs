@@ -16,6 +16,7 @@ use crate::triggers::TriggerEvent;
 use crate::triggers::auth::AuthError;
 use crate::triggers::source::{Inbound, InboundError};
 use crate::triggers::{jira, notion, slack, webhook};
+use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
 /// Setting key of a verification token received during a setup window, waiting for
 /// `steward notion-token --listen` to show it (then cleared). It never signs anything.
@@ -48,9 +49,16 @@ impl IntoResponse for HookError {
             HookError::NotFound => StatusCode::NOT_FOUND,
             HookError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        (status, Json(json!({"error": self.to_string()}))).into_response()
+        let mut response = (status, Json(json!({"error": self.to_string()}))).into_response();
+        // For the refusal's record (see `scrape::count_refusals`).
+        response.extensions_mut().insert(Refusal(self.to_string()));
+        response
     }
 }
+
+/// Why a request was refused, as its response carries it to the refusal count.
+#[derive(Debug, Clone)]
+pub struct Refusal(pub String);
 
 impl From<InboundError> for HookError {
     fn from(e: InboundError) -> Self {
@@ -76,6 +84,7 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
     };
     state.runner.metrics.trigger(&event.source, &event.kind, outcome);
     if !new {
+        state.runner.metrics.event_outcome(&event.source, OutcomeKind::Duplicate);
         tracing::info!(dedupe_key, "duplicate event acknowledged, nothing started");
     }
     Ok((StatusCode::OK, Json(json!({"ok": true, "duplicate": !new}))).into_response())
@@ -85,6 +94,14 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
 async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> {
     match inbound {
         Inbound::Answer(body) => Ok((StatusCode::OK, Json(body)).into_response()),
+        Inbound::Ignored { source, kind, reason } => {
+            state.runner.metrics.event_outcome(source, OutcomeKind::Ignored);
+            let body = json!({"ok": true, "ignored": reason});
+            state
+                .ingest
+                .record(source, &kind, EventOutcome::because(OutcomeKind::Ignored, reason));
+            Ok((StatusCode::OK, Json(body)).into_response())
+        }
         Inbound::Event {
             mut event,
             dedupe_key,

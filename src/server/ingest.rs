@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::store::{EventRow, Store};
 use crate::triggers::TriggerEvent;
+use crate::types::event_outcome::EventOutcome;
 use crate::types::seal::DataKey;
 
 /// Largest group commit.
@@ -67,6 +68,7 @@ pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
         private: event.private,
         body: serde_json::to_value(&stored).unwrap_or_default(),
         sealed: None,
+        outcome: None,
     }
 }
 
@@ -166,6 +168,32 @@ impl Ingest {
         tokio::time::timeout(COMMIT_WAIT, self.submit_now(event, dedupe_key))
             .await
             .map_err(|_| IngestError::Store(format!("no commit within {} s", COMMIT_WAIT.as_secs())))?
+    }
+
+    /// Records a delivery settled on arrival (ignored, refused): metadata and the
+    /// outcome only, never its content. Does not wait for the commit, and drops the
+    /// record when the writer is backed up (the metric still counts it).
+    pub fn record(&self, source: &str, kind: &str, outcome: EventOutcome) {
+        let id = uuid::Uuid::now_v7().to_string();
+        let (reply, _) = oneshot::channel();
+        let submission = Submission {
+            row: EventRow {
+                dedupe_key: format!("settled:{id}"),
+                id,
+                source: source.to_string(),
+                kind: kind.to_string(),
+                received_at: chrono::Utc::now(),
+                private: false,
+                body: serde_json::json!({}),
+                sealed: None,
+                outcome: Some(outcome),
+            },
+            private_event: None,
+            reply,
+        };
+        if self.tx.try_send(submission).is_err() {
+            tracing::debug!("event writer busy; a settled delivery is counted, not recorded");
+        }
     }
 
     async fn submit_now(&self, event: &TriggerEvent, dedupe_key: &str) -> Result<bool, IngestError> {

@@ -14,8 +14,10 @@ use crate::triggers::TriggerEvent;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admit {
     Yes,
-    /// Refused; the reply to post, if one is due.
-    No(Option<String>),
+    /// Refused: the agent's daily budget is spent; the reply to post, if one is due.
+    OverBudget(Option<String>),
+    /// Refused: the person's per-minute limit; the reply to post, if one is due.
+    RateLimited(Option<String>),
 }
 
 /// The rate window.
@@ -43,7 +45,7 @@ pub async fn admit(
         let spent = store.cost_since(&agent.name, midnight).await?;
         if spent >= budget {
             tracing::warn!(agent = %agent.name, spent, budget, "daily budget spent; run refused");
-            return Ok(Admit::No(Some(format!(
+            return Ok(Admit::OverBudget(Some(format!(
                 "Sorry, *{}* has used its daily budget ({}) and takes new requests again at 00:00 UTC. \
                  To raise it, contact {}.",
                 agent.name,
@@ -65,10 +67,10 @@ pub async fn admit(
                 .is_some_and(|t| now - t.with_timezone(&Utc) < MINUTE);
             tracing::info!(agent = %agent.name, %person, recent, limit, "per-person rate reached; run refused");
             if noticed {
-                return Ok(Admit::No(None));
+                return Ok(Admit::RateLimited(None));
             }
             store.set_setting(&key, &now.to_rfc3339()).await?;
-            return Ok(Admit::No(Some(format!(
+            return Ok(Admit::RateLimited(Some(format!(
                 "You have asked *{}* {limit} times in the last minute, which is its limit. \
                  Please wait a minute; I will ignore further requests until then.",
                 agent.name

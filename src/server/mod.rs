@@ -12,6 +12,7 @@ pub mod inspector;
 pub mod interactivity;
 pub mod limits;
 pub mod model_watch;
+pub mod outcomes;
 pub mod scrape;
 pub mod socket_mode;
 pub mod stops;
@@ -159,6 +160,8 @@ pub struct AppState {
     /// Fired on SIGTERM before anything stops: `/readyz` turns 503 so load balancers
     /// send new requests elsewhere while this replica drains.
     pub draining: CancellationToken,
+    /// Bounds how many refused requests are recorded (see `scrape::count_refusals`).
+    pub refusals: Arc<scrape::RefusalBudget>,
 }
 
 /// The router with every route steward serves.
@@ -226,9 +229,11 @@ pub struct Service {
 
 /// Runs the store's housekeeping ([`crate::store::EventQueue::maintain`]) once a second
 /// until shutdown.
-async fn maintain(store: Arc<dyn crate::store::Store>, shutdown: CancellationToken) {
+async fn maintain(store: Arc<dyn crate::store::Store>, retention: Duration, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first prune runs at start, then every PRUNE_EVERY.
+    let mut pruned_at: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -237,8 +242,19 @@ async fn maintain(store: Arc<dyn crate::store::Store>, shutdown: CancellationTok
         if let Err(e) = store.maintain().await {
             tracing::warn!(error = %e, "store housekeeping failed");
         }
+        if pruned_at.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            pruned_at = Some(std::time::Instant::now());
+            match store.prune_events(crate::store::ago(retention)).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(events = n, "pruned the event log"),
+                Err(e) => tracing::warn!(error = %e, "cannot prune the event log"),
+            }
+        }
     }
 }
+
+/// How often deliveries older than the retention are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
 
 impl Service {
     /// Starts the event writer and the dispatcher (router, workers, cron, reconciler).
@@ -250,6 +266,7 @@ impl Service {
         notion: Option<NotionClient>,
         settings: DispatchSettings,
     ) -> Service {
+        let retention = settings.event_retention;
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
         let notify = Arc::new(Notify::new());
@@ -276,7 +293,7 @@ impl Service {
             shutdown.clone(),
         ));
         tracker.spawn(dispatcher.clone().run());
-        tracker.spawn(maintain(runner.store.clone(), shutdown.clone()));
+        tracker.spawn(maintain(runner.store.clone(), retention, shutdown.clone()));
         tracker.spawn(model_watch::watch(
             runner.providers.clone(),
             config.clone(),
@@ -293,6 +310,7 @@ impl Service {
             resume,
             slack,
             tasks: tracker.clone(),
+            refusals: Arc::default(),
         };
         Service {
             state,

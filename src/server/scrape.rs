@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use crate::metrics::TriggerOutcome;
+use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
 /// Serves the metrics, or 401 without `STEWARD_METRICS_TOKEN` when one is set.
 pub async fn metrics(
@@ -66,6 +67,30 @@ fn source_of(path: &str) -> &'static str {
     }
 }
 
+/// Refused requests recorded per source and minute, at most.
+pub const REFUSALS_RECORDED_PER_MINUTE: u32 = 30;
+
+/// Bounds how many refused requests are recorded, per source and minute.
+#[derive(Debug, Default)]
+pub struct RefusalBudget {
+    /// Per source: the minute counted and how many were recorded in it.
+    by_source: std::sync::Mutex<std::collections::HashMap<&'static str, (i64, u32)>>,
+}
+
+impl RefusalBudget {
+    /// Whether one more refusal from `source` may be recorded this minute.
+    pub fn admit(&self, source: &'static str) -> bool {
+        let minute = chrono::Utc::now().timestamp() / 60;
+        let mut map = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(source).or_insert((minute, 0));
+        if entry.0 != minute {
+            *entry = (minute, 0);
+        }
+        entry.1 += 1;
+        entry.1 <= REFUSALS_RECORDED_PER_MINUTE
+    }
+}
+
 /// Counts trigger requests refused before they became events. Accepted and duplicate
 /// events are counted where they are stored (they know their kind).
 pub async fn count_refusals(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -79,6 +104,19 @@ pub async fn count_refusals(State(state): State<AppState>, request: Request, nex
     };
     if let Some(outcome) = outcome {
         state.runner.metrics.trigger(source, "", outcome);
+        state.runner.metrics.event_outcome(source, OutcomeKind::Refused);
+        let reason = match response.extensions().get::<super::handlers::Refusal>() {
+            Some(r) => r.0.clone(),
+            None if response.status() == StatusCode::PAYLOAD_TOO_LARGE => "too large".into(),
+            None => format!("HTTP {}", response.status().as_u16()),
+        };
+        // Recorded without the body, at most a few a minute per source: a flood of
+        // forged requests must not fill the database (the metric counts them all).
+        if state.refusals.admit(source) {
+            state
+                .ingest
+                .record(source, "refused", EventOutcome::because(OutcomeKind::Refused, reason));
+        }
     }
     response
 }

@@ -1,6 +1,7 @@
 //! Durable run records: a `runs` row per run with a compare-and-set state machine, and
 //! an append-only `run_events` log written while the run progresses.
 
+pub mod event_log;
 mod group_commit;
 mod nodelay;
 pub mod postgres;
@@ -16,8 +17,10 @@ use serde_json::Value;
 pub use crate::types::RunStatus;
 use chrono::{DateTime, Utc};
 
+use crate::types::event_outcome::EventOutcome;
 use crate::types::{Privacy, RunOutcome, Usage};
 
+pub use event_log::{EventFilter, EventLog, EventRecord};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -57,6 +60,9 @@ pub struct EventRow {
     /// A private event's whole content, sealed under `STEWARD_DATA_KEY`; erased when
     /// its runs end.
     pub sealed: Option<Vec<u8>>,
+    /// Settled on arrival (ignored, refused): stored with this outcome and never
+    /// routed. `None` for events to route.
+    pub outcome: Option<EventOutcome>,
 }
 
 /// A virtual file of a run as stored: an id, metadata the store does not interpret,
@@ -110,6 +116,9 @@ pub struct RunRow {
     pub kind: String,
     pub actor: Option<String>,
     pub private: bool,
+    /// The delivery that started it (server runs; see the event log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
 }
 
 /// Which runs to list; every set field must match.
@@ -213,9 +222,9 @@ pub enum StoreError {
 
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
-pub trait Store: RunStore + EventQueue + FileStore + SettingStore + ScoreStore + ApprovalStore {}
+pub trait Store: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore {}
 
-impl<T: RunStore + EventQueue + FileStore + SettingStore + ScoreStore + ApprovalStore> Store for T {}
+impl<T: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore> Store for T {}
 
 /// Scores of runs (post-run evals, human feedback).
 #[async_trait]
@@ -341,13 +350,18 @@ pub trait FileStore: Send + Sync {
 pub struct Route<'a> {
     pub event_id: &'a str,
     pub runs: &'a [NewRun],
+    /// What became of the event; `None` leaves it to the queue state (routed or
+    /// unmatched).
+    pub outcome: Option<&'a EventOutcome>,
 }
 
 /// The durable queue of acknowledged trigger events.
 #[async_trait]
 pub trait EventQueue: Send + Sync {
     /// Inserts events in one transaction; for each, true if new, false if its dedupe
-    /// key was seen before (a retry).
+    /// key was seen before (a retry). A retry is recorded too, as its own `duplicate`
+    /// event pointing at the first delivery (metadata only). Events with an
+    /// [`EventRow::outcome`] are stored settled, never routed.
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError>;
     /// Takes up to `limit` queued events for routing (marks them `claimed`). A claimed
     /// event leaves the queue for good only through [`EventQueue::route_event`].
@@ -362,7 +376,28 @@ pub trait EventQueue: Send + Sync {
         lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let routed = self
-            .route_events(&[Route { event_id, runs }], lease_until)
+            .route_events(
+                &[Route {
+                    event_id,
+                    runs,
+                    outcome: None,
+                }],
+                lease_until,
+            )
+            .await?;
+        Ok(routed.first().copied().unwrap_or(false))
+    }
+    /// Takes a claimed event out of the queue with `outcome` and no run.
+    async fn settle_event(&self, event_id: &str, outcome: &EventOutcome) -> Result<bool, StoreError> {
+        let routed = self
+            .route_events(
+                &[Route {
+                    event_id,
+                    runs: &[],
+                    outcome: Some(outcome),
+                }],
+                Utc::now(),
+            )
             .await?;
         Ok(routed.first().copied().unwrap_or(false))
     }
@@ -382,7 +417,8 @@ pub trait EventQueue: Send + Sync {
     async fn get_event(&self, id: &str) -> Result<Option<EventRow>, StoreError>;
     /// Drops an event's sealed content once none of its runs is queued or running.
     async fn erase_sealed(&self, id: &str) -> Result<(), StoreError>;
-    /// How many events are stored (every status).
+    /// How many deliveries are stored (every status; retries, recorded as
+    /// `duplicate`, left out).
     async fn count_events(&self) -> Result<u64, StoreError>;
     /// Work waiting: events not yet routed, and runs queued but not started.
     async fn queue_depth(&self) -> Result<(u64, u64), StoreError>;
@@ -459,6 +495,14 @@ pub struct ApprovalRow {
     pub decision: Option<String>,
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// The time `d` ago (the earliest time there is, when `d` reaches past it).
+pub fn ago(d: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| Utc::now().checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 /// A time as SQLite stores it: RFC 3339 UTC with milliseconds, which sorts and compares

@@ -14,7 +14,8 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, Route,
+    ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
+    FileStore, NewEvent, NewRun, Route,
     RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent,
     StoredFile, timestamp,
 };
@@ -48,6 +49,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         6,
         "lease owner",
         include_str!("migrations/postgres/0006_lease_owner.sql"),
+    ),
+    (
+        7,
+        "event outcomes",
+        include_str!("migrations/postgres/0007_event_outcomes.sql"),
     ),
 ];
 
@@ -537,17 +543,54 @@ impl EventQueue for PgStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         // One statement is atomic on its own: batches that fit one chunk skip the
         // BEGIN/COMMIT round trips, which matters on the ack path.
-        if events.len() <= rows::EVENT_CHUNK {
+        let out = if events.len() <= rows::EVENT_CHUNK {
             let inserted = insert_event_chunk(&self.pool, events).await?;
-            return Ok(rows::mark_new(events, &inserted));
+            rows::mark_new(events, &inserted)
+        } else {
+            let mut tx = self.pool.begin().await?;
+            let mut out = Vec::with_capacity(events.len());
+            for chunk in events.chunks(rows::EVENT_CHUNK) {
+                let inserted = insert_event_chunk(&mut *tx, chunk).await?;
+                out.extend(rows::mark_new(chunk, &inserted));
+            }
+            tx.commit().await?;
+            out
+        };
+        // Retries are recorded in one more statement per batch, after the batch's own
+        // commit (a retry storm must not slow acknowledgements much); a failure costs
+        // only the records. A cron slot every replica offers is coordination, not a
+        // delivery: not recorded.
+        let retries: Vec<&EventRow> = events
+            .iter()
+            .zip(&out)
+            .filter(|(e, new)| !**new && e.source != "cron")
+            .map(|(e, _)| e)
+            .collect();
+        if !retries.is_empty() {
+            let column = |f: fn(&EventRow) -> String| retries.iter().map(|e| f(e)).collect::<Vec<String>>();
+            let recorded = sqlx::query(
+                "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, \
+                 outcome, duplicate_of) \
+                 SELECT v.id, v.source, v.kind, v.dedupe_key, v.received_at, 'settled', v.private, '{}', \
+                 'duplicate', e.id \
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[]) \
+                 AS v(id, source, kind, dedupe_key, received_at, private, first_key) \
+                 JOIN events e ON e.dedupe_key = v.first_key \
+                 ON CONFLICT(dedupe_key) DO NOTHING",
+            )
+            .bind(column(|e| e.id.clone()))
+            .bind(column(|e| e.source.clone()))
+            .bind(column(|e| e.kind.clone()))
+            .bind(column(|e| format!("{}#retry#{}", e.dedupe_key, e.id)))
+            .bind(column(|e| timestamp(e.received_at)))
+            .bind(retries.iter().map(|e| e.private).collect::<Vec<bool>>())
+            .bind(column(|e| e.dedupe_key.clone()))
+            .execute(&self.pool)
+            .await;
+            if let Err(err) = recorded {
+                tracing::warn!(error = %err, "cannot record duplicate deliveries");
+            }
         }
-        let mut tx = self.pool.begin().await?;
-        let mut out = Vec::with_capacity(events.len());
-        for chunk in events.chunks(rows::EVENT_CHUNK) {
-            let inserted = insert_event_chunk(&mut *tx, chunk).await?;
-            out.extend(rows::mark_new(chunk, &inserted));
-        }
-        tx.commit().await?;
         Ok(out)
     }
 
@@ -585,7 +628,9 @@ impl EventQueue for PgStore {
         for route in routes.iter().filter(|r| !r.runs.is_empty()) {
             routed.push_bind(route.event_id);
         }
-        update.push(") THEN 'routed' ELSE 'unmatched' END WHERE status = 'claimed' AND id IN (");
+        update.push(") THEN 'routed' ELSE 'unmatched' END");
+        push_outcomes(&mut update, routes);
+        update.push(" WHERE status = 'claimed' AND id IN (");
         let mut all = update.separated(", ");
         for route in routes {
             all.push_bind(route.event_id);
@@ -676,7 +721,7 @@ impl EventQueue for PgStore {
     }
 
     async fn count_events(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
             .fetch_one(&self.pool)
             .await?;
         Ok(n.max(0) as u64)
@@ -875,6 +920,27 @@ impl SettingStore for PgStore {
 
 /// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;
 /// returns the ids inserted.
+/// `, outcome = CASE id ... END, outcome_detail = CASE id ... END` for the routes that
+/// carry an outcome (nothing when none does).
+fn push_outcomes(update: &mut QueryBuilder<Postgres>, routes: &[Route<'_>]) {
+    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> =
+        routes.iter().filter_map(|r| Some((r.event_id, r.outcome?))).collect();
+    if with.is_empty() {
+        return;
+    }
+    update.push(", outcome = CASE id");
+    for (id, o) in &with {
+        update.push(" WHEN ").push_bind(id.to_string());
+        update.push(" THEN ").push_bind(o.kind.as_str());
+    }
+    update.push(" ELSE outcome END, outcome_detail = CASE id");
+    for (id, o) in &with {
+        update.push(" WHEN ").push_bind(id.to_string());
+        update.push(" THEN ").push_bind(o.detail.to_string());
+    }
+    update.push(" ELSE outcome_detail END");
+}
+
 async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Vec<String>, sqlx::Error>
 where
     E: sqlx::Executor<'e, Database = Postgres>,
@@ -884,10 +950,12 @@ where
     // 65,535-parameter limit.
     let column = |f: fn(&EventRow) -> String| chunk.iter().map(f).collect::<Vec<String>>();
     sqlx::query_scalar(
-        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) \
-         SELECT id, source, kind, dedupe_key, received_at, 'queued', private, body, sealed \
-         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bytea[]) \
-         AS t(id, source, kind, dedupe_key, received_at, private, body, sealed) \
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed, \
+         outcome, outcome_detail) \
+         SELECT id, source, kind, dedupe_key, received_at, status, private, body, sealed, outcome, outcome_detail \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bytea[], \
+         $9::text[], $10::text[], $11::text[]) \
+         AS t(id, source, kind, dedupe_key, received_at, private, body, sealed, status, outcome, outcome_detail) \
          ON CONFLICT(dedupe_key) DO NOTHING RETURNING id",
     )
     .bind(column(|e| e.id.clone()))
@@ -898,6 +966,46 @@ where
     .bind(chunk.iter().map(|e| e.private).collect::<Vec<bool>>())
     .bind(column(|e| e.body.to_string()))
     .bind(chunk.iter().map(|e| e.sealed.clone()).collect::<Vec<Option<Vec<u8>>>>())
+    .bind(chunk.iter().map(|e| rows::settled(e).0.to_string()).collect::<Vec<String>>())
+    .bind(chunk.iter().map(|e| rows::settled(e).1.map(str::to_string)).collect::<Vec<Option<String>>>())
+    .bind(chunk.iter().map(|e| rows::settled(e).2).collect::<Vec<Option<String>>>())
     .fetch_all(executor)
     .await
+}
+
+#[async_trait]
+impl EventLog for PgStore {
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
+        let (cond, binds) = super::event_log::where_clause(filter, true);
+        let sql = format!(
+            "SELECT {} FROM events {cond} ORDER BY id DESC LIMIT {}",
+            rows::EVENT_RECORD_COLUMNS,
+            filter.limit.max(1)
+        );
+        // Built from constants and placeholders only: every value is bound.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for b in binds {
+            q = q.bind(b);
+        }
+        let found = q.fetch_all(&self.pool).await?;
+        found.iter().map(rows::event_record).collect()
+    }
+
+    async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM events WHERE id = $1", rows::EVENT_RECORD_COLUMNS);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(rows::event_record).transpose()
+    }
+
+    async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM events WHERE received_at < $1 AND status NOT IN ('queued', 'claimed') \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id \
+             AND runs.status IN ('queued', 'running', 'waiting'))",
+        )
+        .bind(timestamp(before))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }

@@ -10,6 +10,7 @@ use super::{
     parse_timestamp,
 };
 use crate::types::Usage;
+use serde_json::Value;
 
 /// Typed column reads, implemented for each backend's row.
 pub(super) trait Cols {
@@ -66,7 +67,7 @@ macro_rules! select_runs {
             "SELECT id, agent, parent_id, trigger_summary, status, termination, error, created_at, ",
             "started_at, finished_at, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, ",
             "reasoning_tokens, cost_usd, turns, tool_calls, final_text, skill_loads, source, trigger_kind, ",
-            "actor, private FROM runs",
+            "actor, private, event_id FROM runs",
             $rest
         )
     };
@@ -121,6 +122,7 @@ pub(super) fn run(row: &impl Cols) -> Result<RunRow, StoreError> {
         kind: row.text("trigger_kind")?,
         actor: row.opt_text("actor")?,
         private: row.flag("private")?,
+        event_id: row.opt_text("event_id")?,
     })
 }
 
@@ -135,7 +137,48 @@ pub(super) fn event(row: &impl Cols) -> Result<EventRow, StoreError> {
         private: row.flag("private")?,
         body: json(&row.text("body")?)?,
         sealed: row.opt_bytes("sealed")?,
+        outcome: None,
     })
+}
+
+/// The columns [`event_record`] reads.
+pub(super) const EVENT_RECORD_COLUMNS: &str =
+    "id, source, kind, received_at, status, private, body, outcome, outcome_detail, duplicate_of";
+
+/// An [`EventRecord`](super::EventRecord) from [`EVENT_RECORD_COLUMNS`].
+pub(super) fn event_record(row: &impl Cols) -> Result<super::EventRecord, StoreError> {
+    let body: Value = json(&row.text("body")?)?;
+    let outcome = row
+        .opt_text("outcome")?
+        .and_then(|o| crate::types::event_outcome::OutcomeKind::parse(&o));
+    let detail = match row.opt_text("outcome_detail")? {
+        Some(text) => json(&text)?,
+        None => Value::Null,
+    };
+    Ok(super::EventRecord {
+        id: row.text("id")?,
+        source: row.text("source")?,
+        kind: row.text("kind")?,
+        received_at: parse_timestamp(&row.text("received_at")?)?,
+        status: row.text("status")?,
+        private: row.flag("private")?,
+        outcome,
+        detail,
+        duplicate_of: row.opt_text("duplicate_of")?,
+        summary: body["summary"].as_str().map(str::to_string),
+    })
+}
+
+/// The `(status, outcome, outcome_detail)` an event row is inserted with.
+pub(super) fn settled(e: &EventRow) -> (&'static str, Option<&'static str>, Option<String>) {
+    match &e.outcome {
+        Some(o) => (
+            "settled",
+            Some(o.kind.as_str()),
+            (!o.detail.is_null()).then(|| o.detail.to_string()),
+        ),
+        None => ("queued", None, None),
+    }
 }
 
 /// `seq, run_id, at, kind, data` of `run_events`.

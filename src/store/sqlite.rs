@@ -16,7 +16,8 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::group_commit::Appender;
 use super::rows;
 use super::{
-    ApprovalRow, ApprovalStore, EventQueue, EventRow, ExpiredRun, FileStore, NewEvent, NewRun, Route,
+    ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
+    FileStore, NewEvent, NewRun, Route,
     RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent,
     StoredFile, timestamp,
 };
@@ -40,6 +41,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "approvals", include_str!("migrations/0009_approvals.sql")),
     (10, "thread key", include_str!("migrations/0010_thread_key.sql")),
     (11, "lease owner", include_str!("migrations/0011_lease_owner.sql")),
+    (12, "event outcomes", include_str!("migrations/0012_event_outcomes.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -551,17 +553,53 @@ impl EventQueue for SqliteStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         // One statement is atomic on its own: batches that fit one chunk skip the
         // BEGIN/COMMIT round trips, which matters on the ack path.
-        if events.len() <= rows::EVENT_CHUNK {
+        let out = if events.len() <= rows::EVENT_CHUNK {
             let inserted = insert_event_chunk(&self.writer, events).await?;
-            return Ok(rows::mark_new(events, &inserted));
+            rows::mark_new(events, &inserted)
+        } else {
+            let mut tx = self.writer.begin().await?;
+            let mut out = Vec::with_capacity(events.len());
+            for chunk in events.chunks(rows::EVENT_CHUNK) {
+                let inserted = insert_event_chunk(&mut *tx, chunk).await?;
+                out.extend(rows::mark_new(chunk, &inserted));
+            }
+            tx.commit().await?;
+            out
+        };
+        // Retries are recorded in one more statement per batch, after the batch's own
+        // commit (a retry storm must not slow acknowledgements much); a failure costs
+        // only the records. A cron slot every replica offers is coordination, not a
+        // delivery: not recorded.
+        let retries: Vec<&EventRow> = events
+            .iter()
+            .zip(&out)
+            .filter(|(e, new)| !**new && e.source != "cron")
+            .map(|(e, _)| e)
+            .collect();
+        for chunk in retries.chunks(rows::EVENT_CHUNK) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "WITH v(id, source, kind, dedupe_key, received_at, private, first_key) AS (",
+            );
+            q.push_values(chunk, |mut row, e| {
+                row.push_bind(e.id.clone())
+                    .push_bind(e.source.clone())
+                    .push_bind(e.kind.clone())
+                    .push_bind(format!("{}#retry#{}", e.dedupe_key, e.id))
+                    .push_bind(timestamp(e.received_at))
+                    .push_bind(e.private)
+                    .push_bind(e.dedupe_key.clone());
+            });
+            q.push(
+                ") INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, \
+                 outcome, duplicate_of) \
+                 SELECT v.id, v.source, v.kind, v.dedupe_key, v.received_at, 'settled', v.private, '{}', \
+                 'duplicate', e.id FROM v JOIN events e ON e.dedupe_key = v.first_key WHERE true \
+                 ON CONFLICT(dedupe_key) DO NOTHING",
+            );
+            if let Err(err) = q.build().persistent(false).execute(&self.writer).await {
+                tracing::warn!(error = %err, "cannot record duplicate deliveries");
+            }
         }
-        let mut tx = self.writer.begin().await?;
-        let mut out = Vec::with_capacity(events.len());
-        for chunk in events.chunks(rows::EVENT_CHUNK) {
-            let inserted = insert_event_chunk(&mut *tx, chunk).await?;
-            out.extend(rows::mark_new(chunk, &inserted));
-        }
-        tx.commit().await?;
         Ok(out)
     }
 
@@ -607,7 +645,9 @@ impl EventQueue for SqliteStore {
         for route in routes.iter().filter(|r| !r.runs.is_empty()) {
             routed.push_bind(route.event_id);
         }
-        update.push(") THEN 'routed' ELSE 'unmatched' END WHERE status = 'claimed' AND id IN (");
+        update.push(") THEN 'routed' ELSE 'unmatched' END");
+        push_outcomes(&mut update, routes);
+        update.push(" WHERE status = 'claimed' AND id IN (");
         let mut all = update.separated(", ");
         for route in routes {
             all.push_bind(route.event_id);
@@ -698,7 +738,7 @@ impl EventQueue for SqliteStore {
     }
 
     async fn count_events(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
             .fetch_one(&self.pool)
             .await?;
         Ok(n.max(0) as u64)
@@ -897,23 +937,48 @@ impl SettingStore for SqliteStore {
 
 /// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;
 /// returns the ids inserted.
+/// `, outcome = CASE id ... END, outcome_detail = CASE id ... END` for the routes that
+/// carry an outcome (nothing when none does).
+fn push_outcomes(update: &mut QueryBuilder<Sqlite>, routes: &[Route<'_>]) {
+    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> =
+        routes.iter().filter_map(|r| Some((r.event_id, r.outcome?))).collect();
+    if with.is_empty() {
+        return;
+    }
+    update.push(", outcome = CASE id");
+    for (id, o) in &with {
+        update.push(" WHEN ").push_bind(id.to_string());
+        update.push(" THEN ").push_bind(o.kind.as_str());
+    }
+    update.push(" ELSE outcome END, outcome_detail = CASE id");
+    for (id, o) in &with {
+        update.push(" WHEN ").push_bind(id.to_string());
+        update.push(" THEN ").push_bind(o.detail.to_string());
+    }
+    update.push(" ELSE outcome_detail END");
+}
+
 async fn insert_event_chunk<'e, E>(executor: E, chunk: &[EventRow]) -> Result<Vec<String>, sqlx::Error>
 where
     E: sqlx::Executor<'e, Database = Sqlite>,
 {
     let mut q = QueryBuilder::<Sqlite>::new(
-        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed) ",
+        "INSERT INTO events (id, source, kind, dedupe_key, received_at, status, private, body, sealed, \
+         outcome, outcome_detail) ",
     );
     q.push_values(chunk, |mut row, e| {
+        let (status, outcome, detail) = rows::settled(e);
         row.push_bind(e.id.clone())
             .push_bind(e.source.clone())
             .push_bind(e.kind.clone())
             .push_bind(e.dedupe_key.clone())
             .push_bind(timestamp(e.received_at))
-            .push_bind("queued")
+            .push_bind(status)
             .push_bind(e.private)
             .push_bind(e.body.to_string())
-            .push_bind(e.sealed.clone());
+            .push_bind(e.sealed.clone())
+            .push_bind(outcome)
+            .push_bind(detail);
     });
     q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
     q.build_query_scalar().fetch_all(executor).await
@@ -1073,5 +1138,42 @@ mod tests {
         // Opening again is a no-op.
         drop(s);
         SqliteStore::open(&path).await.unwrap();
+    }
+}
+
+#[async_trait]
+impl EventLog for SqliteStore {
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
+        let (cond, binds) = super::event_log::where_clause(filter, false);
+        let sql = format!(
+            "SELECT {} FROM events {cond} ORDER BY id DESC LIMIT {}",
+            rows::EVENT_RECORD_COLUMNS,
+            filter.limit.max(1)
+        );
+        // Built from constants and placeholders only: every value is bound.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for b in binds {
+            q = q.bind(b);
+        }
+        let found = q.fetch_all(&self.pool).await?;
+        found.iter().map(rows::event_record).collect()
+    }
+
+    async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM events WHERE id = ?", rows::EVENT_RECORD_COLUMNS);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(rows::event_record).transpose()
+    }
+
+    async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM events WHERE received_at < ? AND status NOT IN ('queued', 'claimed') \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id \
+             AND runs.status IN ('queued', 'running', 'waiting'))",
+        )
+        .bind(timestamp(before))
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -7,6 +7,7 @@ pub mod cron;
 pub mod event;
 pub mod jira;
 pub mod notion;
+pub mod explain;
 pub mod router;
 pub mod slack;
 pub mod source;

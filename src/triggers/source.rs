@@ -30,6 +30,14 @@ pub enum Inbound {
         event: Box<TriggerEvent>,
         dedupe_key: String,
     },
+    /// Authenticated but not for any agent (the bot's own message, another bot's, an
+    /// edit or delete, an unsupported type): acknowledged, and recorded as `ignored`
+    /// with `reason` (no content kept).
+    Ignored {
+        source: &'static str,
+        kind: String,
+        reason: String,
+    },
     /// Join a newly created public Slack channel, then acknowledge.
     JoinChannel(String),
     /// A Notion subscription's verification token, received during a setup window: kept

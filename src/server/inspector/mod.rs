@@ -3,6 +3,7 @@
 //! prompt or script an agent runs), the same data as JSON under `/api/runs`, and
 //! `/login`. Every route passes [`AdminAccess`](super::access::AdminAccess) first.
 
+mod events;
 pub mod pages;
 pub mod people;
 pub mod timeline;
@@ -40,6 +41,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/prompts/{*path}", get(prompt_page))
         .route("/api/runs", get(api_runs))
         .route("/api/runs/{id}", get(api_run))
+        .route("/events", get(events::event_list))
+        .route("/events/{id}", get(events::event_page))
+        .route("/api/events", get(events::api_events))
+        .route("/api/events/{id}", get(events::api_event))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()
         .route("/login", get(login_form).post(login))

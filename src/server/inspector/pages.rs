@@ -33,7 +33,7 @@ pub fn page(title: &str, body: Markup) -> Markup {
                 style { (PreEscaped(CSS)) }
             }
             body {
-                h1 { a href="/runs" { "steward runs" } }
+                h1 { a href="/runs" { "steward runs" } " · " a href="/events" { "events" } }
                 (body)
             }
         }
@@ -180,6 +180,9 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
             }
             @if let Some(parent) = &r.parent_id {
                 dt { "parent run" } dd { a href={ "/runs/" (parent) } { (parent) } }
+            }
+            @if let Some(event) = &r.event_id {
+                dt { "event" } dd { a href={ "/events/" (event) } { (event) } }
             }
             @if let Some(prompt) = &p.prompt {
                 dt { "prompt" } dd { a href=(prompt) { (prompt) } }

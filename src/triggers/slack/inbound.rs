@@ -53,11 +53,52 @@ struct Said {
     viewing: Option<String>,
 }
 
+/// Slackbot's user id: its notices are not a person's message.
+const SLACKBOT: &str = "USLACKBOT";
+
+/// An org-wide (Enterprise Grid) install's delivery with the workspace ids Slack leaves
+/// null filled in, so the typed models read it: `authorizations[].team_id` is null
+/// for an org-wide install (the enterprise id stands in), and the top-level `team_id`
+/// of org-level events such as `team_access_granted`. Other bodies pass unchanged.
+fn org_wide(body: &Value) -> std::borrow::Cow<'_, Value> {
+    let null_auth = body["authorizations"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|a| a["team_id"].is_null()));
+    let null_team = body["type"] == "event_callback" && body["team_id"].is_null();
+    if !null_auth && !null_team {
+        return std::borrow::Cow::Borrowed(body);
+    }
+    let mut body = body.clone();
+    let enterprise = body["enterprise_id"].clone();
+    if let Some(auths) = body["authorizations"].as_array_mut() {
+        for a in auths {
+            if a["team_id"].is_null() {
+                a["team_id"] = match &a["enterprise_id"] {
+                    Value::String(e) => Value::String(e.clone()),
+                    _ => enterprise.clone(),
+                };
+                if a["team_id"].is_null() {
+                    a["team_id"] = Value::String(String::new());
+                }
+            }
+        }
+    }
+    if null_team {
+        body["team_id"] = match enterprise {
+            Value::String(e) => Value::String(e),
+            _ => Value::String(String::new()),
+        };
+    }
+    std::borrow::Cow::Owned(body)
+}
+
 /// Parses an Events API body through slack-morphism's [`SlackPushEvent`]. `bot_user`
 /// is the bot's user id, when known, so its own messages are ignored (the payload's
 /// `authorizations` also name it). Event types steward does not act on, and known
 /// types in a shape the models do not cover, are acknowledged and ignored, never 400.
 pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, PayloadError> {
+    let patched = org_wide(body);
+    let body: &Value = &patched;
     let push = match SlackPushEvent::deserialize(body) {
         Ok(push) => push,
         Err(e) => {
@@ -80,11 +121,13 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
     let event_id = callback.event_id.to_string();
     let dedupe_key = format!("slack:{event_id}");
     let team = Some(callback.team_id.to_string());
+    // The bot is the authorization Slack marks `is_bot`: the first entry may be a
+    // person (a user token's installer), whose messages are then not "our own".
     let bot = bot_user.map(str::to_string).or_else(|| {
         callback
             .authorizations
             .as_ref()
-            .and_then(|a| a.first())
+            .and_then(|a| a.iter().find(|a| a.is_bot == Some(true)))
             .map(|a| a.user_id.to_string())
     });
     let said = match callback.event {
@@ -255,6 +298,10 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
     if said.user.is_some() && said.user == bot {
         return Ok(SlackPayload::Ignored("our own or a bot's message".into()));
     }
+    // Slackbot's notices ("You have been removed from #...") in the bot's DM.
+    if said.user.as_deref() == Some(SLACKBOT) {
+        return Ok(SlackPayload::Ignored("a Slackbot notice".into()));
+    }
     let kind = said.kind.to_string();
     let channel = said
         .channel
@@ -356,7 +403,15 @@ pub fn receive_payload(value: &Value, bot_user: Option<&str>) -> Result<Inbound,
         SlackPayload::ChannelCreated { channel, .. } => Inbound::JoinChannel(channel),
         SlackPayload::Ignored(why) => {
             tracing::debug!(%why, "slack event ignored");
-            Inbound::Answer(serde_json::json!({"ok": true, "ignored": why}))
+            let kind = value["event"]["type"]
+                .as_str()
+                .or(value["type"].as_str())
+                .unwrap_or("unknown");
+            Inbound::Ignored {
+                source: "slack",
+                kind: kind.to_string(),
+                reason: why,
+            }
         }
     })
 }
@@ -369,6 +424,50 @@ mod tests {
         json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "event": event,
                "type": "event_callback", "event_id": "Ev123ABC456", "event_time": 1515449522,
                "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+    }
+
+    /// An org-wide (Enterprise Grid) install: `authorizations[].team_id` is null.
+    #[test]
+    fn an_org_wide_install_delivery_is_read_not_refused() {
+        let body = json!({"token": "XXYYZZ", "team_id": "T0001", "enterprise_id": "E0001", "api_app_id": "A0001",
+            "event": {"type": "message", "channel": "D0BOTDM", "user": "U0PERSON", "text": "hello",
+                      "ts": "1700000000.000100", "channel_type": "im", "event_ts": "1700000000.000100"},
+            "type": "event_callback", "event_id": "Ev0ORGWIDE", "event_time": 1700000000,
+            "authorizations": [{"enterprise_id": "E0001", "team_id": null, "user_id": "U0BOT",
+                                "is_bot": true, "is_enterprise_install": true}],
+            "is_ext_shared_channel": false, "context_team_id": "T0001", "context_enterprise_id": null});
+        match parse(&body, None).unwrap() {
+            SlackPayload::Event { event, .. } => assert_eq!(event.text.as_deref(), Some("hello")),
+            _ => panic!("an org-wide delivery is an event"),
+        }
+        // An org-level event with a null top-level team_id is acknowledged, not refused.
+        let granted = json!({"token": "XXYYZZ", "team_id": null, "enterprise_id": "E0001", "api_app_id": "A0001",
+            "event": {"type": "team_access_granted", "team_ids": ["T0002"], "event_ts": "1700000001.000100"},
+            "type": "event_callback", "event_id": "Ev0GRANTED", "event_time": 1700000001,
+            "authorizations": [{"enterprise_id": "E0001", "team_id": null, "user_id": "U0BOT", "is_bot": true}]});
+        assert!(matches!(parse(&granted, None).unwrap(), SlackPayload::Ignored(_)));
+    }
+
+    /// `authorizations[0]` may be a person: the bot is the entry marked `is_bot`.
+    #[test]
+    fn a_person_first_in_authorizations_is_not_taken_for_the_bot() {
+        let mut body = envelope(json!({"type": "message", "channel": "D0BOTDM", "user": "U0PERSON",
+            "text": "can you help?", "ts": "1700000000.000100", "channel_type": "im",
+            "event_ts": "1700000000.000100"}));
+        body["authorizations"] = json!([
+            {"enterprise_id": null, "team_id": "T123ABC456", "user_id": "U0PERSON", "is_bot": false},
+            {"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]);
+        assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Event { .. }));
+        body["event"]["user"] = json!("UBOT");
+        assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Ignored(_)));
+    }
+
+    #[test]
+    fn slackbot_notices_are_ignored() {
+        let body = envelope(json!({"type": "message", "channel": "D0BOTDM", "user": "USLACKBOT",
+            "text": "You have been removed from #ops by <@U0ADMIN>", "ts": "1700000000.000100",
+            "channel_type": "im", "event_ts": "1700000000.000100"}));
+        assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Ignored(w) if w.contains("Slackbot")));
     }
 
     #[test]
