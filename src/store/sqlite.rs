@@ -1113,6 +1113,8 @@ mod tests {
                  ALTER TABLE events DROP COLUMN claimed_at; DROP TABLE approvals; \
                  DROP INDEX runs_thread; ALTER TABLE runs DROP COLUMN thread_key; \
                  ALTER TABLE runs DROP COLUMN lease_owner; \
+                 DROP INDEX events_outcome; ALTER TABLE events DROP COLUMN outcome; \
+                 ALTER TABLE events DROP COLUMN outcome_detail; ALTER TABLE events DROP COLUMN duplicate_of; \
                  DROP TABLE _sqlx_migrations; \
                  CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL); \
                  INSERT INTO schema_migrations VALUES (1, 'x'), (2, 'x'), (3, 'x'), (4, 'x');",
@@ -1128,7 +1130,7 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)
