@@ -551,3 +551,65 @@ async fn a_database_from_a_newer_steward_is_a_one_line_error() {
         "{err}"
     );
 }
+
+/// `steward events list|show` read the event log: filters, the one-line reason, each
+/// agent's reason on `show`, and clear errors for an unknown id or outcome.
+#[tokio::test]
+async fn events_list_and_show_read_the_event_log() {
+    use steward::store::{EventQueue, EventRow, Route, SqliteStore};
+    use steward::types::event_outcome::{EventOutcome, OutcomeKind};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let row = |id: &str, key: &str| EventRow {
+        id: id.into(),
+        source: "slack".into(),
+        kind: "reaction_added".into(),
+        dedupe_key: key.into(),
+        received_at: chrono::Utc::now(),
+        private: false,
+        body: json!({"summary": "reaction :eyes: in C0GENERAL"}),
+        sealed: None,
+        outcome: None,
+    };
+    store.insert_events(&[row("ev-a", "slack:EvA")]).await.unwrap();
+    store.insert_events(&[row("ev-b", "slack:EvA")]).await.unwrap();
+    store.claim_events(10).await.unwrap();
+    let no_agent = EventOutcome::new(
+        OutcomeKind::NoAgent,
+        json!({"agents": {"ticket": "slack_reaction: wrong reaction (eyes; listens for jira)"}}),
+    );
+    store
+        .route_events(
+            &[Route {
+                event_id: "ev-a",
+                runs: &[],
+                outcome: Some(&no_agent),
+            }],
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    drop(store);
+    let o = steward_async(repo(), &db, &["events", "list"], &[]).await;
+    let text = stdout(&o);
+    assert!(text.contains("no_agent") && text.contains("wrong reaction"), "{text}");
+    assert!(text.contains("duplicate") && text.contains("retry of ev-a"), "{text}");
+    let o = steward_async(repo(), &db, &["events", "list", "--outcome", "no_agent", "--json"], &[]).await;
+    let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["id"], "ev-a");
+    let o = steward_async(repo(), &db, &["events", "list", "--agent", "ticket", "--since", "1h"], &[]).await;
+    assert!(stdout(&o).contains("ev-a") && !stdout(&o).contains("ev-b"), "{}", stdout(&o));
+    let o = steward_async(repo(), &db, &["events", "show", "ev-a"], &[]).await;
+    let text = stdout(&o);
+    assert!(
+        text.contains("outcome   no_agent") && text.contains("  ticket: slack_reaction: wrong reaction"),
+        "{text}"
+    );
+    let o = steward_async(repo(), &db, &["events", "show", "nope"], &[]).await;
+    assert_one_line_failure(&o, "no event with id nope");
+    let o = steward_async(repo(), &db, &["events", "list", "--outcome", "vanished"], &[]).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("one of started, handed_to_run"), "{}", stderr(&o));
+}
