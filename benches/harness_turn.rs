@@ -238,6 +238,22 @@ impl FileStore for NullStore {
 }
 
 #[async_trait]
+impl steward::store::EventLog for NullStore {
+    async fn list_events(
+        &self,
+        _: &steward::store::EventFilter,
+    ) -> Result<Vec<steward::store::EventRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn event_record(&self, _: &str) -> Result<Option<steward::store::EventRecord>, StoreError> {
+        Ok(None)
+    }
+    async fn prune_events(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait]
 impl EventQueue for NullStore {
     async fn insert_events(&self, events: &[EventRow]) -> Result<Vec<bool>, StoreError> {
         Ok(vec![true; events.len()])

@@ -593,14 +593,36 @@ async fn events_list_and_show_read_the_event_log() {
     drop(store);
     let o = steward_async(repo(), &db, &["events", "list"], &[]).await;
     let text = stdout(&o);
-    assert!(text.contains("no_agent") && text.contains("wrong reaction"), "{text}");
-    assert!(text.contains("duplicate") && text.contains("retry of ev-a"), "{text}");
-    let o = steward_async(repo(), &db, &["events", "list", "--outcome", "no_agent", "--json"], &[]).await;
+    assert!(
+        text.contains("no_agent") && text.contains("wrong reaction"),
+        "{text}"
+    );
+    assert!(
+        text.contains("duplicate") && text.contains("retry of ev-a"),
+        "{text}"
+    );
+    let o = steward_async(
+        repo(),
+        &db,
+        &["events", "list", "--outcome", "no_agent", "--json"],
+        &[],
+    )
+    .await;
     let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert_eq!(listed[0]["id"], "ev-a");
-    let o = steward_async(repo(), &db, &["events", "list", "--agent", "ticket", "--since", "1h"], &[]).await;
-    assert!(stdout(&o).contains("ev-a") && !stdout(&o).contains("ev-b"), "{}", stdout(&o));
+    let o = steward_async(
+        repo(),
+        &db,
+        &["events", "list", "--agent", "ticket", "--since", "1h"],
+        &[],
+    )
+    .await;
+    assert!(
+        stdout(&o).contains("ev-a") && !stdout(&o).contains("ev-b"),
+        "{}",
+        stdout(&o)
+    );
     let o = steward_async(repo(), &db, &["events", "show", "ev-a"], &[]).await;
     let text = stdout(&o);
     assert!(
@@ -611,5 +633,9 @@ async fn events_list_and_show_read_the_event_log() {
     assert_one_line_failure(&o, "no event with id nope");
     let o = steward_async(repo(), &db, &["events", "list", "--outcome", "vanished"], &[]).await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("one of started, handed_to_run"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("one of started, handed_to_run"),
+        "{}",
+        stderr(&o)
+    );
 }

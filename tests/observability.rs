@@ -837,23 +837,42 @@ fn the_grafana_dashboard_queries_only_metrics_steward_exports() {
 #[tokio::test]
 async fn every_delivery_has_an_outcome_in_the_event_log() {
     let h = start(open()).await;
-    let first = mention("Ev0EVLOG1", "C0GENERAL", "1700000000.000100", "<@UBOT> is my vpn ticket open?");
-    assert_eq!(h.send(slack_request(&first, SLACK_SECRET)).await.0, StatusCode::OK);
-    assert_eq!(h.send(slack_request(&first, SLACK_SECRET)).await.0, StatusCode::OK);
+    let first = mention(
+        "Ev0EVLOG1",
+        "C0GENERAL",
+        "1700000000.000100",
+        "<@UBOT> is my vpn ticket open?",
+    );
+    assert_eq!(
+        h.send(slack_request(&first, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.send(slack_request(&first, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
     let reaction = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
         "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": "eyes",
                   "item": {"type": "message", "channel": "C0GENERAL", "ts": "1700000000.000100"},
                   "item_user": "U0G9QF9C6", "event_ts": "1700000001.000200"},
         "type": "event_callback", "event_id": "Ev0EVLOG2", "event_time": 1700000001,
         "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]});
-    assert_eq!(h.send(slack_request(&reaction, SLACK_SECRET)).await.0, StatusCode::OK);
+    assert_eq!(
+        h.send(slack_request(&reaction, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
     let own = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
         "event": {"type": "message", "channel": "C0GENERAL", "user": "UBOT", "text": "Your VPN ticket is open.",
                   "ts": "1700000002.000300", "event_ts": "1700000002.000300", "channel_type": "channel"},
         "type": "event_callback", "event_id": "Ev0EVLOG3", "event_time": 1700000002,
         "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]});
     assert_eq!(h.send(slack_request(&own, SLACK_SECRET)).await.0, StatusCode::OK);
-    let forged = mention("Ev0EVLOG4", "C0GENERAL", "1700000003.000400", "<@UBOT> secret words");
+    let forged = mention(
+        "Ev0EVLOG4",
+        "C0GENERAL",
+        "1700000003.000400",
+        "<@UBOT> secret words",
+    );
     assert_eq!(
         h.send(slack_request(&forged, "not-the-secret")).await.0,
         StatusCode::UNAUTHORIZED
@@ -882,20 +901,37 @@ async fn every_delivery_has_an_outcome_in_the_event_log() {
     let run = &started["detail"]["runs"][0];
     assert_eq!(run["agent"], "helpdesk");
     let duplicate = &by("duplicate")[0];
-    assert_eq!(duplicate["duplicate_of"], started["id"], "a retry points at its first delivery");
+    assert_eq!(
+        duplicate["duplicate_of"], started["id"],
+        "a retry points at its first delivery"
+    );
     let no_agent = &by("no_agent")[0];
     assert_eq!(no_agent["kind"], "reaction_added");
-    let why = no_agent["detail"]["agents"]["helpdesk"].as_str().unwrap_or_default();
+    let why = no_agent["detail"]["agents"]["helpdesk"]
+        .as_str()
+        .unwrap_or_default();
     assert!(why.contains("trigger kind"), "{why}");
     let ignored = &by("ignored")[0];
     assert!(
-        ignored["detail"]["reason"].as_str().unwrap_or_default().contains("own"),
+        ignored["detail"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("own"),
         "{ignored}"
     );
     let refused = &by("refused")[0];
     assert_eq!(refused["source"], "slack");
-    assert!(!refused.to_string().contains("secret words"), "a refused body is not kept: {refused}");
-    assert!(refused["detail"]["reason"].as_str().unwrap_or_default().contains("signature"), "{refused}");
+    assert!(
+        !refused.to_string().contains("secret words"),
+        "a refused body is not kept: {refused}"
+    );
+    assert!(
+        refused["detail"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("signature"),
+        "{refused}"
+    );
     // Filters, one event, and the pages people read.
     let (_, only) = h.get("/api/events?outcome=no_agent").await;
     let only: Value = serde_json::from_str(&only).unwrap();
@@ -905,16 +941,24 @@ async fn every_delivery_has_an_outcome_in_the_event_log() {
     let id = no_agent["id"].as_str().unwrap();
     let (status, page) = h.get(&format!("/events/{id}")).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(page.contains("Why no agent took it") && page.contains("helpdesk"), "{page}");
+    assert!(
+        page.contains("Why no agent took it") && page.contains("helpdesk"),
+        "{page}"
+    );
     let (_, list) = h.get("/events").await;
     assert!(list.contains("duplicate") && list.contains("refused"), "{list}");
     let run_id = run["id"].as_str().unwrap();
     let (_, run_page) = h.get(&format!("/runs/{run_id}")).await;
-    assert!(run_page.contains(&format!("/events/{}", started["id"].as_str().unwrap())), "a run links to its event");
+    assert!(
+        run_page.contains(&format!("/events/{}", started["id"].as_str().unwrap())),
+        "a run links to its event"
+    );
     let (_, metrics) = h.get("/metrics").await;
     for outcome in ["started", "duplicate", "no_agent", "ignored", "refused"] {
         assert!(
-            metrics.contains(&format!("steward_events_total{{source=\"slack\",outcome=\"{outcome}\"}} 1")),
+            metrics.contains(&format!(
+                "steward_events_total{{source=\"slack\",outcome=\"{outcome}\"}} 1"
+            )),
             "{outcome}: {metrics}"
         );
     }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
 use steward::store::{
-    EventFilter, EventRecord, EventRow, NewEvent, NewRun, PgStore, Route, RunFilter, RunStatus, RunStore, Score, SqliteStore, Store,
-    StoredFile,
+    EventFilter, EventRecord, EventRow, NewEvent, NewRun, PgStore, Route, RunFilter, RunStatus, RunStore,
+    Score, SqliteStore, Store, StoredFile,
 };
 use steward::types::event_outcome::{EventOutcome, OutcomeKind};
 use steward::types::{Privacy, RunOutcome, Termination};
@@ -357,7 +357,10 @@ async fn a_claimed_batch_is_routed_in_one_transaction(s: Arc<dyn Store>) {
         OutcomeKind::Started,
         json!({"runs": [{"id": "b0-a", "agent": "helpdesk"}, {"id": "b0-b", "agent": "triage"}]}),
     );
-    let no_agent = EventOutcome::new(OutcomeKind::NoAgent, json!({"agents": {"helpdesk": "wrong channel"}}));
+    let no_agent = EventOutcome::new(
+        OutcomeKind::NoAgent,
+        json!({"agents": {"helpdesk": "wrong channel"}}),
+    );
     let routes = [
         Route {
             event_id: "b0",
@@ -398,7 +401,10 @@ async fn a_claimed_batch_is_routed_in_one_transaction(s: Arc<dyn Store>) {
     assert_eq!(s.route_events(&routes[..1], lease).await.unwrap(), [false]);
     // Each outcome is written with its route, in the same transaction.
     let b0 = s.event_record("b0").await.unwrap().unwrap();
-    assert_eq!((b0.outcome, b0.detail["runs"][1]["agent"].as_str()), (Some(OutcomeKind::Started), Some("triage")));
+    assert_eq!(
+        (b0.outcome, b0.detail["runs"][1]["agent"].as_str()),
+        (Some(OutcomeKind::Started), Some("triage"))
+    );
     let b1 = s.event_record("b1").await.unwrap().unwrap();
     assert_eq!(b1.outcome_name(), "no_agent");
     assert_eq!(b1.why(), "helpdesk: wrong channel");
@@ -1448,16 +1454,29 @@ async fn the_event_log_records_lists_and_prunes(s: Arc<dyn Store>) {
     let retry = event("e-retry", "slack:Ev1");
     assert_eq!(s.insert_events(&[first]).await.unwrap(), [true]);
     assert_eq!(s.insert_events(&[retry]).await.unwrap(), [false]);
-    let dup = s.event_record("e-retry").await.unwrap().expect("the retry is recorded");
-    assert_eq!((dup.outcome, dup.duplicate_of.as_deref()), (Some(OutcomeKind::Duplicate), Some("e-first")));
+    let dup = s
+        .event_record("e-retry")
+        .await
+        .unwrap()
+        .expect("the retry is recorded");
+    assert_eq!(
+        (dup.outcome, dup.duplicate_of.as_deref()),
+        (Some(OutcomeKind::Duplicate), Some("e-first"))
+    );
     assert_eq!(dup.summary, None, "a duplicate keeps no body");
     let mut ignored = event("e-ignored", "ignored:1");
     ignored.outcome = Some(EventOutcome::because(OutcomeKind::Ignored, "our own message"));
     assert_eq!(s.insert_events(&[ignored]).await.unwrap(), [true]);
     // Only the first delivery waits to be routed.
     let claimed = s.claim_events(10).await.unwrap();
-    assert_eq!(claimed.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["e-first"]);
-    let no_agent = EventOutcome::new(OutcomeKind::NoAgent, json!({"agents": {"helpdesk": "wrong channel"}}));
+    assert_eq!(
+        claimed.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["e-first"]
+    );
+    let no_agent = EventOutcome::new(
+        OutcomeKind::NoAgent,
+        json!({"agents": {"helpdesk": "wrong channel"}}),
+    );
     s.route_events(
         &[Route {
             event_id: "e-first",
@@ -1473,7 +1492,10 @@ async fn the_event_log_records_lists_and_prunes(s: Arc<dyn Store>) {
         async move { s.list_events(&EventFilter { limit: 50, ..f }).await.unwrap() }
     };
     let ids = |v: Vec<EventRecord>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
-    assert_eq!(ids(all(EventFilter::default()).await), ["e-retry", "e-ignored", "e-first"]);
+    assert_eq!(
+        ids(all(EventFilter::default()).await),
+        ["e-retry", "e-ignored", "e-first"]
+    );
     let only = |o| EventFilter {
         outcome: Some(o),
         ..EventFilter::default()
@@ -1503,4 +1525,7 @@ async fn the_event_log_records_lists_and_prunes(s: Arc<dyn Store>) {
     assert_eq!(pruned, 3, "a queued event stays until it is routed");
     assert_eq!(ids(all(EventFilter::default()).await), ["e-waiting"]);
 }
-both!(the_event_log_on_both_backends, the_event_log_records_lists_and_prunes);
+both!(
+    the_event_log_on_both_backends,
+    the_event_log_records_lists_and_prunes
+);

@@ -312,7 +312,8 @@ impl Dispatcher {
             for e in events {
                 let Some((trigger, whole)) = self.trigger_of(&e) else {
                     // Unreadable: record that nothing can run for it rather than retry forever.
-                    let why = EventOutcome::because(OutcomeKind::Ignored, "unreadable (its private text is gone)");
+                    let why =
+                        EventOutcome::because(OutcomeKind::Ignored, "unreadable (its private text is gone)");
                     self.runner.store.settle_event(&e.id, &why).await?;
                     continue;
                 };

@@ -84,7 +84,10 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
     };
     state.runner.metrics.trigger(&event.source, &event.kind, outcome);
     if !new {
-        state.runner.metrics.event_outcome(&event.source, OutcomeKind::Duplicate);
+        state
+            .runner
+            .metrics
+            .event_outcome(&event.source, OutcomeKind::Duplicate);
         tracing::info!(dedupe_key, "duplicate event acknowledged, nothing started");
     }
     Ok((StatusCode::OK, Json(json!({"ok": true, "duplicate": !new}))).into_response())

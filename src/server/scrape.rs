@@ -113,9 +113,11 @@ pub async fn count_refusals(State(state): State<AppState>, request: Request, nex
         // Recorded without the body, at most a few a minute per source: a flood of
         // forged requests must not fill the database (the metric counts them all).
         if state.refusals.admit(source) {
-            state
-                .ingest
-                .record(source, "refused", EventOutcome::because(OutcomeKind::Refused, reason));
+            state.ingest.record(
+                source,
+                "refused",
+                EventOutcome::because(OutcomeKind::Refused, reason),
+            );
         }
     }
     response

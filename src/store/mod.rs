@@ -222,9 +222,15 @@ pub enum StoreError {
 
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
-pub trait Store: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore {}
+pub trait Store:
+    RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore
+{
+}
 
-impl<T: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore> Store for T {}
+impl<T: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore> Store
+    for T
+{
+}
 
 /// Scores of runs (post-run evals, human feedback).
 #[async_trait]

@@ -15,9 +15,8 @@ use sqlx::{Postgres, QueryBuilder};
 use super::rows;
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
-    FileStore, NewEvent, NewRun, Route,
-    RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent,
-    StoredFile, timestamp,
+    FileStore, NewEvent, NewRun, Route, RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore,
+    SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -721,9 +720,10 @@ impl EventQueue for PgStore {
     }
 
     async fn count_events(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
-            .fetch_one(&self.pool)
-            .await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
+                .fetch_one(&self.pool)
+                .await?;
         Ok(n.max(0) as u64)
     }
 }
@@ -923,8 +923,10 @@ impl SettingStore for PgStore {
 /// `, outcome = CASE id ... END, outcome_detail = CASE id ... END` for the routes that
 /// carry an outcome (nothing when none does).
 fn push_outcomes(update: &mut QueryBuilder<Postgres>, routes: &[Route<'_>]) {
-    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> =
-        routes.iter().filter_map(|r| Some((r.event_id, r.outcome?))).collect();
+    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> = routes
+        .iter()
+        .filter_map(|r| Some((r.event_id, r.outcome?)))
+        .collect();
     if with.is_empty() {
         return;
     }
@@ -993,7 +995,10 @@ impl EventLog for PgStore {
 
     async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError> {
         let sql = format!("SELECT {} FROM events WHERE id = $1", rows::EVENT_RECORD_COLUMNS);
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::event_record).transpose()
     }
 

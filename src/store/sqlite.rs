@@ -17,9 +17,8 @@ use super::group_commit::Appender;
 use super::rows;
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
-    FileStore, NewEvent, NewRun, Route,
-    RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore, SettingStore, StoreError, StoredEvent,
-    StoredFile, timestamp,
+    FileStore, NewEvent, NewRun, Route, RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore,
+    SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -41,7 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "approvals", include_str!("migrations/0009_approvals.sql")),
     (10, "thread key", include_str!("migrations/0010_thread_key.sql")),
     (11, "lease owner", include_str!("migrations/0011_lease_owner.sql")),
-    (12, "event outcomes", include_str!("migrations/0012_event_outcomes.sql")),
+    (
+        12,
+        "event outcomes",
+        include_str!("migrations/0012_event_outcomes.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -738,9 +741,10 @@ impl EventQueue for SqliteStore {
     }
 
     async fn count_events(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
-            .fetch_one(&self.pool)
-            .await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE outcome IS NULL OR outcome <> 'duplicate'")
+                .fetch_one(&self.pool)
+                .await?;
         Ok(n.max(0) as u64)
     }
 }
@@ -940,8 +944,10 @@ impl SettingStore for SqliteStore {
 /// `, outcome = CASE id ... END, outcome_detail = CASE id ... END` for the routes that
 /// carry an outcome (nothing when none does).
 fn push_outcomes(update: &mut QueryBuilder<Sqlite>, routes: &[Route<'_>]) {
-    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> =
-        routes.iter().filter_map(|r| Some((r.event_id, r.outcome?))).collect();
+    let with: Vec<(&str, &crate::types::event_outcome::EventOutcome)> = routes
+        .iter()
+        .filter_map(|r| Some((r.event_id, r.outcome?)))
+        .collect();
     if with.is_empty() {
         return;
     }
@@ -982,6 +988,46 @@ where
     });
     q.push(" ON CONFLICT(dedupe_key) DO NOTHING RETURNING id");
     q.build_query_scalar().fetch_all(executor).await
+}
+
+#[async_trait]
+impl EventLog for SqliteStore {
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
+        let (cond, binds) = super::event_log::where_clause(filter, false);
+        let sql = format!(
+            "SELECT {} FROM events {cond} ORDER BY id DESC LIMIT {}",
+            rows::EVENT_RECORD_COLUMNS,
+            filter.limit.max(1)
+        );
+        // Built from constants and placeholders only: every value is bound.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for b in binds {
+            q = q.bind(b);
+        }
+        let found = q.fetch_all(&self.pool).await?;
+        found.iter().map(rows::event_record).collect()
+    }
+
+    async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM events WHERE id = ?", rows::EVENT_RECORD_COLUMNS);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::event_record).transpose()
+    }
+
+    async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM events WHERE received_at < ? AND status NOT IN ('queued', 'claimed') \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id \
+             AND runs.status IN ('queued', 'running', 'waiting'))",
+        )
+        .bind(timestamp(before))
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 #[cfg(test)]
@@ -1140,42 +1186,5 @@ mod tests {
         // Opening again is a no-op.
         drop(s);
         SqliteStore::open(&path).await.unwrap();
-    }
-}
-
-#[async_trait]
-impl EventLog for SqliteStore {
-    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
-        let (cond, binds) = super::event_log::where_clause(filter, false);
-        let sql = format!(
-            "SELECT {} FROM events {cond} ORDER BY id DESC LIMIT {}",
-            rows::EVENT_RECORD_COLUMNS,
-            filter.limit.max(1)
-        );
-        // Built from constants and placeholders only: every value is bound.
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for b in binds {
-            q = q.bind(b);
-        }
-        let found = q.fetch_all(&self.pool).await?;
-        found.iter().map(rows::event_record).collect()
-    }
-
-    async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError> {
-        let sql = format!("SELECT {} FROM events WHERE id = ?", rows::EVENT_RECORD_COLUMNS);
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(rows::event_record).transpose()
-    }
-
-    async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "DELETE FROM events WHERE received_at < ? AND status NOT IN ('queued', 'claimed') \
-             AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.event_id = events.id \
-             AND runs.status IN ('queued', 'running', 'waiting'))",
-        )
-        .bind(timestamp(before))
-        .execute(&self.writer)
-        .await?;
-        Ok(done.rows_affected())
     }
 }

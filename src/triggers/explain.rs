@@ -41,7 +41,13 @@ fn reason(rule: &TriggerSpec, event: &TriggerEvent) -> Option<String> {
                 ..
             },
             rule,
-        ) => slack(rule, &event.kind, channel, channel_type.as_deref(), reaction.as_deref()),
+        ) => slack(
+            rule,
+            &event.kind,
+            channel,
+            channel_type.as_deref(),
+            reaction.as_deref(),
+        ),
         (
             Origin::Jira {
                 project,
@@ -53,9 +59,14 @@ fn reason(rule: &TriggerSpec, event: &TriggerEvent) -> Option<String> {
         ) => Some(if !in_list(&r.events, webhook_event) {
             format!("jira: listens for {}, not {webhook_event}", list(&r.events))
         } else if !in_list(&r.projects, project) {
-            format!("jira: wrong project ({project}; listens in {})", list(&r.projects))
+            format!(
+                "jira: wrong project ({project}; listens in {})",
+                list(&r.projects)
+            )
         } else if !r.fields.is_empty()
-            && !changed_fields.iter().any(|f| r.fields.iter().any(|w| w.eq_ignore_ascii_case(f)))
+            && !changed_fields
+                .iter()
+                .any(|f| r.fields.iter().any(|w| w.eq_ignore_ascii_case(f)))
         {
             format!("jira: none of the fields {} changed", list(&r.fields))
         } else {
@@ -91,7 +102,8 @@ fn slack(
     channel_type: Option<&str>,
     reaction: Option<&str>,
 ) -> Option<String> {
-    let wrong_channel = |channels: &[String]| format!("wrong channel ({channel}; listens in {})", list(channels));
+    let wrong_channel =
+        |channels: &[String]| format!("wrong channel ({channel}; listens in {})", list(channels));
     Some(match rule {
         TriggerSpec::SlackMention(r) => {
             if kind != "app_mention" {

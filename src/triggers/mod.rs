@@ -5,9 +5,9 @@
 pub mod auth;
 pub mod cron;
 pub mod event;
+pub mod explain;
 pub mod jira;
 pub mod notion;
-pub mod explain;
 pub mod router;
 pub mod slack;
 pub mod source;

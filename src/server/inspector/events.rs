@@ -31,7 +31,9 @@ impl EventQuery {
     fn filter(&self) -> Result<EventFilter, String> {
         let outcome = match blank_none(&self.outcome) {
             None => None,
-            Some(o) => Some(OutcomeKind::parse(&o).ok_or_else(|| format!("outcome='{o}' is not an outcome"))?),
+            Some(o) => {
+                Some(OutcomeKind::parse(&o).ok_or_else(|| format!("outcome='{o}' is not an outcome"))?)
+            }
         };
         Ok(EventFilter {
             source: blank_none(&self.source),
@@ -69,7 +71,9 @@ pub async fn event_list(State(state): State<AppState>, Query(query): Query<Event
     };
     let agents: Vec<String> = state.config.agents.keys().cloned().collect();
     match state.runner.store.list_events(&filter).await {
-        Ok(events) => Html(pages::page("Events", list(&events, &query, &agents)).into_string()).into_response(),
+        Ok(events) => {
+            Html(pages::page("Events", list(&events, &query, &agents)).into_string()).into_response()
+        }
         Err(e) => unavailable(false, e),
     }
 }

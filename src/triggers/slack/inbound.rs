@@ -451,9 +451,11 @@ mod tests {
     /// `authorizations[0]` may be a person: the bot is the entry marked `is_bot`.
     #[test]
     fn a_person_first_in_authorizations_is_not_taken_for_the_bot() {
-        let mut body = envelope(json!({"type": "message", "channel": "D0BOTDM", "user": "U0PERSON",
+        let mut body = envelope(
+            json!({"type": "message", "channel": "D0BOTDM", "user": "U0PERSON",
             "text": "can you help?", "ts": "1700000000.000100", "channel_type": "im",
-            "event_ts": "1700000000.000100"}));
+            "event_ts": "1700000000.000100"}),
+        );
         body["authorizations"] = json!([
             {"enterprise_id": null, "team_id": "T123ABC456", "user_id": "U0PERSON", "is_bot": false},
             {"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]);
@@ -464,9 +466,11 @@ mod tests {
 
     #[test]
     fn slackbot_notices_are_ignored() {
-        let body = envelope(json!({"type": "message", "channel": "D0BOTDM", "user": "USLACKBOT",
+        let body = envelope(
+            json!({"type": "message", "channel": "D0BOTDM", "user": "USLACKBOT",
             "text": "You have been removed from #ops by <@U0ADMIN>", "ts": "1700000000.000100",
-            "channel_type": "im", "event_ts": "1700000000.000100"}));
+            "channel_type": "im", "event_ts": "1700000000.000100"}),
+        );
         assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Ignored(w) if w.contains("Slackbot")));
     }
 
