@@ -46,7 +46,18 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         .ok_or_else(|| malformed("missing webhookEvent"))?
         .to_string();
     let issue = &body["issue"];
-    let key = issue["key"].as_str().unwrap_or_default().to_string();
+    // Jira Server's comment events carry no `issue`: the comment's own `self` URL
+    // (`.../rest/api/2/issue/10148/comment/252789`) names the issue by id, which the
+    // REST API takes wherever it takes a key. Without either there is no issue to
+    // answer on, and a comment delivery is refused rather than answered at
+    // `/issue//comment`. Events about no issue (projects, versions) keep an empty key.
+    let key = match issue["key"].as_str() {
+        Some(k) if !k.is_empty() => k.to_string(),
+        _ if body["comment"].is_object() => issue_of_comment(&body["comment"]["self"]).ok_or_else(|| {
+            malformed("a comment event that names no issue (neither `issue` nor the comment's `self`)")
+        })?,
+        _ => String::new(),
+    };
     let project = issue["fields"]["project"]["key"]
         .as_str()
         .map(str::to_string)
@@ -143,6 +154,14 @@ pub fn mentions(body: &Value, out: &mut Vec<String>) {
 
 /// Authenticates a request to `/jira/webhook` (`X-Hub-Signature` over the body, replay
 /// window) and parses it.
+/// The issue id in a comment's `self` URL (`.../issue/{id}/comment/{comment id}`).
+fn issue_of_comment(url: &Value) -> Option<String> {
+    let path = url.as_str()?;
+    let (_, rest) = path.split_once("/issue/")?;
+    let (id, _) = rest.split_once("/comment")?;
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')).then(|| id.to_string())
+}
+
 pub fn receive(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Result<Inbound, InboundError> {
     if secret.is_empty() {
         return Err(AuthError::NotConfigured("JIRA_WEBHOOK_SECRET").into());
@@ -180,6 +199,27 @@ mod tests {
         let mut found = Vec::new();
         mentions(&json!("[~accountid:abc] and [~accountid:def] please"), &mut found);
         assert_eq!(found, ["abc", "def"]);
+    }
+
+    /// Jira Server's `comment_created` has no `issue` object: the comment's `self`
+    /// names the issue by id; a delivery naming no issue at all is refused.
+    #[test]
+    fn a_jira_server_comment_without_an_issue_names_it_from_the_comment() {
+        let now = 1_731_000_100;
+        let body = json!({
+            "timestamp": 1731000000000u64, "webhookEvent": "comment_created",
+            "comment": {"self": "https://jira.example.com/rest/api/2/issue/10148/comment/252789",
+                        "id": "252789", "author": {"displayName": "Ana"}, "body": "Is the gateway back?",
+                        "created": "2024-11-07T17:20:00.000+0000"}});
+        let (e, _) = parse(&body, "cd34", now).unwrap();
+        assert!(
+            matches!(&e.origin, Origin::Jira { issue_key, .. } if issue_key == "10148"),
+            "{:?}",
+            e.origin
+        );
+        let nothing =
+            json!({"timestamp": 1731000000000u64, "webhookEvent": "comment_created", "comment": {"id": "1"}});
+        assert!(parse(&nothing, "ef56", now).is_err());
     }
 
     #[test]
