@@ -70,13 +70,7 @@ struct Streamed {
 
 impl Streamed {
     fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
-        let event: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                NAME,
-                ErrorKind::Decode,
-                format!("cannot decode a stream event: {e}"),
-            )
-        })?;
+        let event = super::wire::stream_event(NAME, data)?;
         let index = event["index"].as_u64().unwrap_or(0) as usize;
         match event["type"].as_str().unwrap_or_default() {
             "message_start" => self.message = event["message"].clone(),

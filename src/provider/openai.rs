@@ -189,13 +189,7 @@ struct Streamed {
 
 impl Streamed {
     fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                NAME,
-                ErrorKind::Decode,
-                format!("cannot decode a stream chunk: {e}"),
-            )
-        })?;
+        let chunk = super::wire::stream_event(NAME, data)?;
         if !chunk["error"].is_null() {
             return Err(wire::stream_error(NAME, data));
         }

@@ -309,13 +309,7 @@ pub struct Streamed {
 impl Streamed {
     /// Takes one event's data.
     pub fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
-        let event: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                NAME,
-                ErrorKind::Decode,
-                format!("cannot decode a stream event: {e}"),
-            )
-        })?;
+        let event = super::wire::stream_event(NAME, data)?;
         match event["type"].as_str().unwrap_or_default() {
             "response.output_text.delta" => {
                 if let Some(text) = event["delta"].as_str().filter(|t| !t.is_empty()) {

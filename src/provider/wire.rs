@@ -150,6 +150,17 @@ fn failure(
     err
 }
 
+/// One server-sent event's `data` as JSON; undecodable data fails the call.
+pub fn stream_event(provider: &'static str, data: &str) -> Result<Value, ProviderError> {
+    serde_json::from_str(data).map_err(|e| {
+        ProviderError::new(
+            provider,
+            ErrorKind::Decode,
+            format!("cannot decode a stream event: {e}"),
+        )
+    })
+}
+
 /// An `error` event inside a stream (Anthropic sends `overloaded_error` this way) as a
 /// classified error.
 pub fn stream_error(provider: &'static str, data: &str) -> ProviderError {
