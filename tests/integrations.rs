@@ -775,7 +775,7 @@ async fn doc_review_reads_the_page_and_comments_with_the_prompt_link() {
     let agent = config.agent("doc-review").unwrap();
     let routed = steward::triggers::router::route(&config, &event, r.sources.notion.as_ref()).await;
     assert_eq!(
-        routed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+        routed.agents.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
         ["doc-review"]
     );
     let out = r

@@ -13,6 +13,7 @@ use super::spec::{AgentSpec, CacheSpec, ContextSpec, CoordinatorSpec, LimitsSpec
 use super::{
     AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, OutputSettings, Prompt, ToolSelection,
 };
+use crate::sandbox::filter::{Filter, FilterEngine};
 use crate::types::ModelRef;
 
 /// One YAML file read from disk.
@@ -88,13 +89,16 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
             insert_unique(&mut config.subagents, agent, &src, &mut diags);
         }
     }
+    let mut texts = super::overlap::Texts::new();
     for (src, spec) in agent_specs {
-        if let Some(agent) = build_agent(root, &src, spec, known, &sub_names, &mut diags) {
+        if let Some(agent) = build_agent(root, &src, spec, known, &sub_names, &config.filters, &mut diags) {
             check_priced(&src, &agent, &config.prices, &mut diags);
             check_mcp(&src, &agent, &config.mcp, &mut diags);
+            texts.insert(agent.name.clone(), (src.rel.clone(), src.text.clone()));
             insert_unique(&mut config.agents, agent, &src, &mut diags);
         }
     }
+    diags.extend(super::overlap::unordered(&config.agents, &texts));
 
     if diags.is_empty() {
         Ok(config)
@@ -481,9 +485,24 @@ fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: 
     }
 }
 
-fn check_triggers(src: &Source, triggers: &[super::TriggerSpec], diags: &mut Vec<Diagnostic>) {
+/// Checks each rule and compiles its `when:` filter (by the rule's index).
+fn check_triggers(
+    src: &Source,
+    triggers: &[super::TriggerSpec],
+    engine: &FilterEngine,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Option<Arc<Filter>>> {
     use super::schedule::{parse_schedule, parse_tz};
-    for t in triggers {
+    let mut filters = Vec::with_capacity(triggers.len());
+    for (index, t) in triggers.iter().enumerate() {
+        filters.push(t.when().and_then(|expr| match engine.compile(expr) {
+            Ok(f) => Some(Arc::new(f)),
+            Err(e) => {
+                let (line, column) = when_position(src, triggers, index, expr, e.line, e.column);
+                diags.push(Diagnostic::new(&src.rel, line, column, e.message));
+                None
+            }
+        }));
         match t {
             super::TriggerSpec::Cron(c) => {
                 if let Err(e) = parse_schedule(&c.schedule) {
@@ -505,6 +524,44 @@ fn check_triggers(src: &Source, triggers: &[super::TriggerSpec], diags: &mut Vec
             }
             _ => {}
         }
+    }
+    filters
+}
+
+/// Where a filter's error is in the file: the expression's own line and column, counted
+/// from where it is written after the rule's `when:` key (the key itself when the
+/// expression cannot be found verbatim, as in a folded block).
+fn when_position(
+    src: &Source,
+    triggers: &[super::TriggerSpec],
+    index: usize,
+    expr: &str,
+    line: usize,
+    column: usize,
+) -> (usize, usize) {
+    let (rule_line, _) = super::overlap::rule_position(&src.text, triggers, index);
+    let Some((key_line, key_col)) =
+        super::diagnostic::find_key(&src.text, "when", rule_line.saturating_sub(1))
+    else {
+        return (rule_line, 1);
+    };
+    let first = expr.lines().next().unwrap_or_default();
+    let found = src
+        .text
+        .lines()
+        .enumerate()
+        .skip(key_line)
+        .take(3)
+        .find_map(|(i, l)| {
+            let from = if i == key_line { key_col } else { 0 };
+            l.get(from..)
+                .and_then(|rest| rest.find(first))
+                .map(|at| (i, from + at))
+        });
+    match found {
+        Some((i, at)) if line <= 1 => (i + 1, at + column),
+        Some((i, _)) => (i + line, column),
+        None => (key_line + 1, key_col + 1),
     }
 }
 
@@ -763,6 +820,7 @@ fn build_agent(
     spec: AgentSpec,
     known: &Known,
     subagents: &BTreeSet<String>,
+    filter_engine: &FilterEngine,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<AgentConfig> {
     let before = diags.len();
@@ -803,7 +861,7 @@ fn build_agent(
     let prompt = build_prompt(root, src, spec.prompt.as_deref(), spec.prompt_url, is_llm, diags);
     check_tools(src, &tool_names, &known.tools, diags);
     let approval = build_approval(src, &spec.tools, &spec.approval, is_llm, diags);
-    check_triggers(src, &spec.triggers, diags);
+    let filters = check_triggers(src, &spec.triggers, filter_engine, diags);
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
@@ -913,6 +971,7 @@ fn build_agent(
         subagents: spec.subagents,
         skills: spec.skills,
         triggers: spec.triggers,
+        filters,
         preload_bytes: spec.files.preload_bytes.unwrap_or(8192),
         context,
         reasoning: spec.reasoning,
@@ -1065,6 +1124,7 @@ fn build_subagent(
         subagents: spec.subagents,
         skills: spec.skills,
         triggers: Vec::new(),
+        filters: Vec::new(),
         preload_bytes: 0,
         context,
         reasoning: spec.reasoning,

@@ -5,6 +5,7 @@
 pub mod diagnostic;
 pub mod lifecycle;
 pub mod mcp;
+pub mod overlap;
 pub mod parse;
 pub mod prices;
 pub mod reasoning;
@@ -12,6 +13,7 @@ pub mod schedule;
 pub mod search;
 pub mod settings;
 pub mod spec;
+pub mod trigger;
 
 mod build;
 
@@ -55,6 +57,8 @@ pub struct Config {
     pub prices: Arc<prices::Prices>,
     /// MCP servers (`mcp/<name>.yaml`), by name.
     pub mcp: BTreeMap<String, mcp::McpServer>,
+    /// Compiles and runs the agents' `when:` trigger filters.
+    pub filters: Arc<crate::sandbox::filter::FilterEngine>,
 }
 
 impl Config {
@@ -311,6 +315,8 @@ pub struct AgentConfig {
     pub subagents: Vec<String>,
     pub skills: SkillsSpec,
     pub triggers: Vec<TriggerSpec>,
+    /// Each trigger's compiled `when:` filter, by the trigger's index.
+    pub filters: Vec<Option<Arc<crate::sandbox::filter::Filter>>>,
     pub preload_bytes: u64,
     pub context: ContextSettings,
     /// How hard its model thinks (passed to every model call of its runs).
@@ -329,6 +335,11 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
+    /// The `when:` filter of trigger `index`, if it has one.
+    pub fn filter(&self, index: usize) -> Option<&crate::sandbox::filter::Filter> {
+        self.filters.get(index).and_then(Option::as_deref)
+    }
+
     /// Whether later messages of its conversation can be handed to a running run:
     /// the LLM loop reads them between model calls; a script cannot.
     pub fn takes_handoffs(&self) -> bool {
@@ -357,6 +368,7 @@ impl AgentConfig {
             subagents: Vec::new(),
             skills: SkillsSpec::default(),
             triggers: Vec::new(),
+            filters: Vec::new(),
             preload_bytes: 8192,
             context: ContextSettings::default(),
             reasoning: Default::default(),

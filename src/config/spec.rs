@@ -250,6 +250,15 @@ pub struct SlackReactionTrigger {
     /// Empty means any channel the bot is in.
     #[serde(default)]
     pub channels: Vec<String>,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
+    /// Breaks a tie of specificity between agents (higher wins; default 0).
+    #[serde(default)]
+    pub priority: i32,
+    /// Runs beside the conversation's owner instead of competing to be it.
+    #[serde(default)]
+    pub also: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -258,12 +267,31 @@ pub struct SlackChannelsTrigger {
     /// Empty means any channel the bot is in.
     #[serde(default)]
     pub channels: Vec<String>,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
+    /// Breaks a tie of specificity between agents (higher wins; default 0).
+    #[serde(default)]
+    pub priority: i32,
+    /// Runs beside the conversation's owner instead of competing to be it.
+    #[serde(default)]
+    pub also: bool,
 }
 
-/// `slack_dm: {}` takes no options.
+/// `slack_dm: {}`: every direct message to the bot.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct SlackDmTrigger {}
+pub struct SlackDmTrigger {
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
+    /// Breaks a tie of specificity between agents (higher wins; default 0).
+    #[serde(default)]
+    pub priority: i32,
+    /// Runs beside the conversation's owner instead of competing to be it.
+    #[serde(default)]
+    pub also: bool,
+}
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -275,6 +303,9 @@ pub struct JiraTrigger {
     /// Fire on `jira:issue_updated` only when one of these fields changed.
     #[serde(default)]
     pub fields: Vec<String>,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -285,6 +316,9 @@ pub struct NotionTrigger {
     pub database: Option<String>,
     pub property: Option<String>,
     pub to: Option<String>,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -296,6 +330,9 @@ pub struct CronTrigger {
     pub timezone: Option<String>,
     /// Slots missed while steward was down: `skip` (default) or `run_once`.
     pub missed: Option<MissedPolicy>,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 /// What to do with cron slots that passed while the service was down.
@@ -311,6 +348,9 @@ pub enum MissedPolicy {
 #[serde(deny_unknown_fields)]
 pub struct WebhookTrigger {
     pub name: String,
+    /// A Rhai expression over the event that must hold too (docs/triggers.md).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -449,7 +449,8 @@ impl Dispatcher {
                 return Ok(None);
             }
         }
-        let mut matched = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        let routed = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        let mut matched = routed.agents;
         let mut follow_up = false;
         if matched.is_empty()
             && let Some(agent) = super::follow_ups::owner(
@@ -515,7 +516,18 @@ impl Dispatcher {
                 thread_key: conversation.clone(),
             })
             .collect();
-        let outcome = super::outcomes::decide(&self.config, &trigger, &runs, &handed, follow_up, &refused);
+        let outcome = super::outcomes::decide(
+            &self.config,
+            &trigger,
+            &super::outcomes::Decided {
+                runs: &runs,
+                handed: &handed,
+                follow_up,
+                refused: &refused,
+                filtered: &routed.filtered,
+                outranked: &routed.outranked,
+            },
+        );
         Ok(Some(Planned {
             event: e,
             trigger,

@@ -93,6 +93,7 @@ pub fn jobs(config: &Config) -> Vec<CronJob> {
                 schedule,
                 timezone,
                 missed,
+                ..
             }) = t
                 && let (Ok(s), Ok(tz)) = (parse_schedule(schedule), parse_tz(timezone.as_deref()))
             {

@@ -4,19 +4,19 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, TriggerSpec};
+use crate::config::{AgentConfig, Config, TriggerSpec};
 use crate::triggers::{Origin, TriggerEvent};
 
-use super::router::in_list;
+use super::router::{self, in_list};
 
 /// `{agent: reason}` for every agent with a trigger of `event`'s source.
 pub fn no_agent(config: &Config, event: &TriggerEvent) -> Value {
     let mut out = Map::new();
+    let mut scope = None;
     for agent in config.agents.values() {
-        let reasons: Vec<String> = agent
-            .triggers
-            .iter()
-            .filter_map(|rule| reason(rule, event))
+        let reasons: Vec<String> = (0..agent.triggers.len())
+            .filter(|&i| reason(&agent.triggers[i], event).is_some())
+            .map(|i| verdict(config, agent, i, event, &mut scope).1)
             .collect();
         // The first trigger of the source speaks for the agent; several are listed.
         if !reasons.is_empty() {
@@ -24,6 +24,41 @@ pub fn no_agent(config: &Config, event: &TriggerEvent) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// Whether rule `index` of `agent` takes `event`, and the condition that decided: the
+/// first that did not hold, or that every one did (with its `when:` filter's value).
+/// A Notion property condition needs the page and is not asked here.
+pub fn verdict(
+    config: &Config,
+    agent: &AgentConfig,
+    index: usize,
+    event: &TriggerEvent,
+    scope: &mut Option<rhai::Scope<'static>>,
+) -> (bool, String) {
+    let Some(rule) = agent.triggers.get(index) else {
+        return (false, "no such trigger".into());
+    };
+    let kind = rule.kind_name();
+    if !router::matches(rule, &agent.name, index, event) {
+        let why = reason(rule, event)
+            .filter(|r| !r.ends_with(": matched"))
+            .unwrap_or_else(|| format!("{kind}: trigger kind (not a {} event)", event.source));
+        return (false, why);
+    }
+    if let Err(why) = router::filter_holds(config, agent, index, event, scope) {
+        return (false, why);
+    }
+    let mut how = match agent.filter(index) {
+        Some(f) => format!("{kind}: matched, and when: {} is true", f.source),
+        None => format!("{kind}: matched"),
+    };
+    if let TriggerSpec::Notion(n) = rule
+        && let (Some(p), Some(to)) = (&n.property, &n.to)
+    {
+        how.push_str(&format!(" (if the page's {p} is {to} when it arrives)"));
+    }
+    (true, how)
 }
 
 fn list(items: &[String]) -> String {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod cron;
 pub mod event;
 pub mod explain;
+pub mod filter_input;
 pub mod jira;
 pub mod notion;
 pub mod router;

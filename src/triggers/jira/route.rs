@@ -12,6 +12,7 @@ pub fn matches(rule: &TriggerSpec, event: &TriggerEvent) -> Option<bool> {
         events,
         projects,
         fields,
+        ..
     }) = rule
     else {
         return None;
