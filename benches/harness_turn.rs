@@ -248,6 +248,13 @@ impl steward::store::EventLog for NullStore {
     async fn event_record(&self, _: &str) -> Result<Option<steward::store::EventRecord>, StoreError> {
         Ok(None)
     }
+    async fn event_bodies(
+        &self,
+        _: Option<&str>,
+        _: u32,
+    ) -> Result<Vec<steward::store::StoredBody>, StoreError> {
+        Ok(Vec::new())
+    }
     async fn prune_events(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
         Ok(0)
     }

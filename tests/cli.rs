@@ -639,3 +639,124 @@ async fn events_list_and_show_read_the_event_log() {
         stderr(&o)
     );
 }
+
+#[tokio::test]
+async fn triggers_test_asks_a_file_a_stored_event_and_the_last_deliveries() {
+    use steward::store::{EventQueue, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/p.md", "Answer.");
+    write(
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_mention: {}\n",
+    );
+    write(
+        "agents/links.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_mention: { channels: [C0LINKS], when: 'text.contains(\"https://\")' }\n",
+    );
+    let delivery = |id: &str, channel: &str, text: &str| {
+        json!({"token": "XXYYZZ", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+            "event_id": id, "event_time": 1700000000,
+            "authorizations": [{"enterprise_id": null, "team_id": "T1", "user_id": "UBOT", "is_bot": true}],
+            "event": {"type": "app_mention", "user": "U1", "text": text, "ts": "1700000000.000100",
+                      "channel": channel, "event_ts": "1700000000.000100"}})
+    };
+    let db = root.join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let mut ids = Vec::new();
+    for (id, channel, text) in [
+        ("Ev1", "C0LINKS", "<@UBOT> is https://status.example.com down?"),
+        ("Ev2", "C0LINKS", "<@UBOT> who is on call?"),
+        ("Ev3", "C0GENERAL", "<@UBOT> vpn?"),
+    ] {
+        let steward::triggers::slack::SlackPayload::Event { event, dedupe_key } =
+            steward::triggers::slack::parse(&delivery(id, channel, text), Some("UBOT")).unwrap()
+        else {
+            panic!("not an event")
+        };
+        let row = steward::server::ingest::event_row(&event, &dedupe_key);
+        ids.push(row.id.clone());
+        store.insert_events(&[row]).await.unwrap();
+    }
+    drop(store);
+
+    // A delivery file, as Slack sends it.
+    let file = root.join("ev.json");
+    std::fs::write(
+        &file,
+        delivery("Ev9", "C0LINKS", "<@UBOT> see https://x.example").to_string(),
+    )
+    .unwrap();
+    let o = steward_async(
+        root,
+        &db,
+        &["triggers", "test", "links", "--event", file.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let text = stdout(&o);
+    assert!(
+        text.contains("1. matched") && text.contains("is true"),
+        "{text}{}",
+        stderr(&o)
+    );
+    assert!(text.contains("routing: would start links"), "{text}");
+    let o = steward_async(
+        root,
+        &db,
+        &["triggers", "test", "helpdesk", "--event", file.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert!(
+        stdout(&o).contains("helpdesk matched, but links takes the conversation"),
+        "{}",
+        stdout(&o)
+    );
+
+    // One stored delivery: the filter decided.
+    let o = steward_async(
+        root,
+        &db,
+        &["triggers", "test", "links", "--event-id", &ids[1]],
+        &[],
+    )
+    .await;
+    let text = stdout(&o);
+    assert!(
+        text.contains("no match") && text.contains("when: text.contains(\"https://\") is false"),
+        "{text}{}",
+        stderr(&o)
+    );
+    assert!(text.contains("routing: would start helpdesk"), "{text}");
+
+    // The last deliveries, through the config as it is now.
+    let o = steward_async(
+        root,
+        &db,
+        &["triggers", "test", "links", "--last", "10", "--json"],
+        &[],
+    )
+    .await;
+    let v: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    assert_eq!(v["replayed"], 3, "{v}");
+    assert_eq!(v["would_start"], 1, "{v}");
+    assert_eq!(v["triggers"][0]["matched"], 1, "{v}");
+    assert_eq!(v["triggers"][0]["filter_false"], 1, "{v}");
+    let o = steward_async(root, &db, &["triggers", "test", "helpdesk", "--last", "10"], &[]).await;
+    let text = stdout(&o);
+    assert!(text.contains("helpdesk would have started for 2 of 3"), "{text}");
+    assert!(
+        text.contains("1 matched but went to links by precedence"),
+        "{text}"
+    );
+    // Nothing to test against is a clear error.
+    let o = steward_async(root, &db, &["triggers", "test", "links"], &[]).await;
+    assert_one_line_failure(&o, "--event FILE, --event-id ID or --last N");
+}

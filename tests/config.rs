@@ -312,3 +312,92 @@ fn limits_and_owner_are_read_and_checked() {
         assert!(err.contains(want), "missing `{want}` in:\n{err}");
     }
 }
+
+#[test]
+fn slack_overlaps_precedence_cannot_order_name_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    let agent =
+        |triggers: &str| format!("model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n{triggers}");
+    write(
+        dir.path(),
+        "agents/helpdesk.yaml",
+        &agent("  - slack_mention: {}\n  - slack_dm: {}\n"),
+    );
+    // Equal specificity (no channels, no filter) and priority: ambiguous.
+    write(
+        dir.path(),
+        "agents/second.yaml",
+        &agent("  - slack_mention: {}\n"),
+    );
+    // Ordered: names a channel, has a filter, has a priority, or runs beside.
+    write(
+        dir.path(),
+        "agents/infra.yaml",
+        &agent("  - slack_mention: { channels: [C0INFRA] }\n"),
+    );
+    write(
+        dir.path(),
+        "agents/links.yaml",
+        &agent("  - slack_mention: { when: 'text.contains(\"https://\")' }\n"),
+    );
+    write(
+        dir.path(),
+        "agents/urgent.yaml",
+        &agent("  - slack_dm: { priority: 5 }\n"),
+    );
+    write(
+        dir.path(),
+        "agents/logger.yaml",
+        &agent("  - slack_mention: { also: true }\n  - slack_dm: { also: true }\n"),
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err();
+    let lines: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+    assert_eq!(lines.len(), 1, "only the ambiguous pair: {lines:#?}");
+    assert!(
+        lines[0].starts_with(
+            "agents/helpdesk.yaml:4:5: agent 'helpdesk' and agent 'second' (agents/second.yaml:4:5)"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("priority"), "says how to fix it: {}", lines[0]);
+    // With a priority the pair is ordered, and the tree loads.
+    write(
+        dir.path(),
+        "agents/second.yaml",
+        &agent("  - slack_mention: { priority: -1 }\n"),
+    );
+    let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    // Jira, Notion and webhooks fan out: their overlaps are listed, never errors.
+    let overlaps = steward::config::overlap::overlaps(&config.agents, &Default::default());
+    assert!(overlaps.iter().all(|o| o.ordered), "{overlaps:?}");
+}
+
+#[test]
+fn filters_are_compiled_at_load_with_their_position() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - jira: { events: [jira:issue_created], when: 'labels.contains(\"infra\") && priorty == \"High\"' }\n  - webhook: { name: x, when: 'kind ==' }\n  - slack_dm: { also: true, when: 'user == \"U1\"' }\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "agents/a.yaml:4:78: unknown field 'priorty' in when:, expected one of text, user, channel"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("agents/a.yaml:5:"), "the syntax error's line: {err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
+    // `also` and `priority` belong to Slack rules, which compete for a conversation.
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - webhook: { name: x, also: true }\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(err.contains("unknown key 'also'"), "{err}");
+}

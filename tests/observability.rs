@@ -62,7 +62,10 @@ fn registry() -> ToolRegistry {
     r
 }
 
-fn tree(root: &Path) -> Config {
+fn tree(root: &Path, extra: &[(&str, &str)]) -> Config {
+    for (rel, text) in extra {
+        write(root, rel, text);
+    }
     write(
         root,
         "prompts/helpdesk.md",
@@ -147,8 +150,13 @@ fn tool_then_answer(fake: &FakeModel, answer: &'static str) {
 }
 
 async fn start(admin: AdminAccess) -> Harness {
+    start_with(admin, &[]).await
+}
+
+/// [`start`] with more files in the config tree (agents beside the helpdesk).
+async fn start_with(admin: AdminAccess, extra: &[(&str, &str)]) -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let config = Arc::new(tree(dir.path()));
+    let config = Arc::new(tree(dir.path(), extra));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
     let (slack_url, slack) = fake_slack().await;
     let client = SlackClient::new(steward::http::client().unwrap(), &slack_url, "xoxb-test");
@@ -962,4 +970,126 @@ async fn every_delivery_has_an_outcome_in_the_event_log() {
             "{outcome}: {metrics}"
         );
     }
+}
+
+/// A reaction event callback, as Slack's Events API documents it.
+fn reaction(event_id: &str, name: &str, ts: &str) -> Value {
+    json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": name,
+                  "item": {"type": "message", "channel": "C0GENERAL", "ts": ts},
+                  "item_user": "U0G9QF9C6", "event_ts": ts},
+        "type": "event_callback", "event_id": event_id, "event_time": 1700000001,
+        "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+}
+
+#[tokio::test]
+async fn one_agent_answers_a_conversation_by_precedence_and_filters_are_recorded() {
+    let agent = |triggers: &str| {
+        format!(
+            "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n{triggers}output: {{ status: none, stream: false }}\n"
+        )
+    };
+    let (infra, logger, links, broken) = (
+        agent("  - slack_mention: { channels: [C0INFRA] }\n"),
+        agent("  - slack_mention: { also: true }\n"),
+        agent("  - slack_reaction: { reaction: link, when: 'text.contains(\"https://\")' }\n"),
+        agent("  - slack_reaction: { reaction: boom, when: 'labels[3] == \"x\"' }\n"),
+    );
+    let h = start_with(
+        open(),
+        &[
+            ("agents/infra.yaml", &infra),
+            ("agents/logger.yaml", &logger),
+            ("agents/links.yaml", &links),
+            ("agents/broken.yaml", &broken),
+        ],
+    )
+    .await;
+    let sends = [
+        mention(
+            "Ev0PREC1",
+            "C0INFRA",
+            "1700000100.000100",
+            "<@UBOT> is the build broken?",
+        ),
+        mention(
+            "Ev0PREC2",
+            "C0GENERAL",
+            "1700000200.000100",
+            "<@UBOT> is my vpn ticket open?",
+        ),
+        reaction("Ev0PREC3", "link", "1700000300.000100"),
+        reaction("Ev0PREC4", "boom", "1700000400.000100"),
+    ];
+    for body in &sends {
+        assert_eq!(h.send(slack_request(body, SLACK_SECRET)).await.0, StatusCode::OK);
+    }
+    // Four runs: infra and the logger in C0INFRA, the helpdesk and the logger elsewhere.
+    let mut runs = Vec::new();
+    for _ in 0..400 {
+        runs = h.store.list_runs(100).await.unwrap();
+        runs.retain(|r| r.parent_id.is_none() && r.agent != "judge");
+        if runs.len() >= 4 && runs.iter().all(|r| r.finished_at.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut agents: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| (r.trigger_summary.clone(), r.agent.clone()))
+        .collect();
+    agents.sort();
+    let who: Vec<&str> = agents.iter().map(|(_, a)| a.as_str()).collect();
+    assert_eq!(runs.len(), 4, "{agents:?}");
+    assert_eq!(
+        who.iter().filter(|a| **a == "logger").count(),
+        2,
+        "also: true runs beside the owner: {agents:?}"
+    );
+    assert!(
+        agents
+            .iter()
+            .any(|(t, a)| t.contains("build broken") && a == "infra")
+            && !agents
+                .iter()
+                .any(|(t, a)| t.contains("build broken") && a == "helpdesk"),
+        "the channel's own agent answers there, not the helpdesk: {agents:?}"
+    );
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        let (_, body) = h.get("/api/events").await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        events = v["events"].as_array().cloned().unwrap_or_default();
+        if events.len() >= 4 && events.iter().all(|e| !e["outcome"].is_null()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started: Vec<&Value> = events.iter().filter(|e| e["outcome"] == "started").collect();
+    assert_eq!(started.len(), 2, "{events:#?}");
+    assert!(
+        started
+            .iter()
+            .any(|e| e["detail"]["outranked_by"]["helpdesk"] == "infra"),
+        "the event says who took it from whom: {started:#?}"
+    );
+    let filtered: Vec<&Value> = events.iter().filter(|e| e["outcome"] == "filtered").collect();
+    assert_eq!(filtered.len(), 2, "{events:#?}");
+    let reasons: Vec<String> = filtered
+        .iter()
+        .flat_map(|e| e["detail"]["filtered"].as_object().cloned().unwrap_or_default())
+        .map(|(agent, why)| format!("{agent}: {}", why.as_str().unwrap_or_default()))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("links: slack_reaction: when: text.contains") && r.ends_with("is false")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("broken: slack_reaction: when: labels[3]") && r.contains("failed")),
+        "an erroring filter counts as false and keeps its error: {reasons:?}"
+    );
 }

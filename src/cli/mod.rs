@@ -4,6 +4,7 @@ mod eval;
 mod events;
 mod otlp;
 mod runs;
+mod triggers;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,7 +106,13 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Check the whole config tree and print every problem.
-    Validate,
+    Validate {
+        /// Also list where agents' triggers overlap: which agent answers a Slack
+        /// message both could take, and which Jira, Notion and webhook events start
+        /// several agents.
+        #[arg(long)]
+        explain: bool,
+    },
     /// Run eval cases (evals/<agent>/<case>.yaml): replay recorded model answers
     /// (default), record them, or run live.
     #[command(args_conflicts_with_subcommands = true)]
@@ -157,6 +164,11 @@ enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// Check an agent's triggers against an event, or against recent stored deliveries.
+    Triggers {
+        #[command(subcommand)]
+        command: TriggersCommand,
+    },
     /// Inspect recorded runs.
     Runs {
         #[command(subcommand)]
@@ -196,6 +208,29 @@ enum SkillsCommand {
     /// Every skill with its description and any loading problems.
     List {
         /// One JSON object: skills (name, description, file, scripts) and diagnostics.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TriggersCommand {
+    /// Per trigger of AGENT, whether it takes the event and which condition decided
+    /// (with --event or --event-id); or, with --last N, how many of the last N stored
+    /// deliveries each trigger would have taken under the config as it is now.
+    Test {
+        /// The agent whose triggers to ask.
+        agent: String,
+        /// An event file (JSON: a Slack, Jira or Notion delivery, or a stored trigger),
+        /// or - for standard input.
+        #[arg(long, group = "target")]
+        event: Option<String>,
+        /// A stored delivery's id (`steward events list`).
+        #[arg(long, group = "target")]
+        event_id: Option<String>,
+        /// The last N stored deliveries.
+        #[arg(long, group = "target")]
+        last: Option<u32>,
         #[arg(long)]
         json: bool,
     },
@@ -396,7 +431,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
     };
     match cli.command {
         Command::ExtractWorker { kind } => Ok(crate::files::extractor::worker_main(&kind)),
-        Command::Validate => validate(&root, &env),
+        Command::Validate { explain } => validate(&root, &env, explain),
         Command::Eval {
             command: Some(EvalCommand::New { from_run }),
             ..
@@ -504,6 +539,32 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 }
                 EventsCommand::Show { id, json } => events::show(store.as_ref(), &id, json).await,
             }
+        }
+        Command::Triggers {
+            command:
+                TriggersCommand::Test {
+                    agent,
+                    event,
+                    event_id,
+                    last,
+                    json,
+                },
+        } => {
+            let outside = Outside::new(env.clone(), metrics)?;
+            let skills = outside.skills(&root);
+            let config = load_config(&root, &outside.tools(), &skills)?;
+            let agent = config.agent(&agent).map_err(anyhow::Error::msg)?;
+            let target = match (event, event_id, last) {
+                (Some(file), _, _) => triggers::Target::File(file),
+                (_, Some(id), _) => triggers::Target::Stored(id),
+                (_, _, Some(n)) => triggers::Target::Last(n),
+                _ => anyhow::bail!("say what to test against: --event FILE, --event-id ID or --last N"),
+            };
+            let store = match target {
+                triggers::Target::File(_) => None,
+                _ => Some(open_store(&cli.database_url).await?),
+            };
+            triggers::test(&config, store.as_deref(), &agent, target, json).await
         }
         Command::Runs { command } => {
             let store = open_store(&cli.database_url).await?;
@@ -765,7 +826,26 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
-fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
+/// `validate --explain`: every pair of triggers of two agents that can take one event.
+fn explain_overlaps(root: &Path, config: &Config) {
+    let texts: crate::config::overlap::Texts = config
+        .agents
+        .values()
+        .filter_map(|a| {
+            let text = std::fs::read_to_string(root.join(&a.file)).ok()?;
+            Some((a.name.clone(), (a.file.clone(), text)))
+        })
+        .collect();
+    let overlaps = crate::config::overlap::overlaps(&config.agents, &texts);
+    if overlaps.is_empty() {
+        println!("overlaps: none (every event starts at most one agent)");
+    }
+    for o in overlaps {
+        println!("overlap: {}", o.describe());
+    }
+}
+
+fn validate(root: &Path, env: &Settings, explain: bool) -> anyhow::Result<ExitCode> {
     let outside = Outside::new(env.clone(), Arc::default())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
@@ -812,6 +892,9 @@ fn validate(root: &Path, env: &Settings) -> anyhow::Result<ExitCode> {
                 eprintln!("{p}");
             }
             problems += case_problems.len();
+            if explain {
+                explain_overlaps(root, &config);
+            }
             if problems == 0 {
                 let cases = crate::evals::case::case_files(&root.join("evals")).len();
                 println!(

@@ -72,6 +72,28 @@ pub struct Overlap {
     pub second: (String, PathBuf, usize, usize),
     /// Slack rules only: whether precedence orders the two (else a config error).
     pub ordered: bool,
+    /// Slack rules only: the agent that takes the conversation when both match.
+    pub winner: Option<String>,
+}
+
+impl Overlap {
+    /// One line for `validate --explain`.
+    pub fn describe(&self) -> String {
+        let at = |(agent, file, line, col): &(String, PathBuf, usize, usize)| {
+            format!("{agent} ({}:{line}:{col})", file.display())
+        };
+        let outcome = match (&self.winner, self.ordered) {
+            (Some(w), _) => format!("{w} answers (precedence)"),
+            (None, false) => "unordered: a config error".to_string(),
+            (None, true) => "both run (this source fans out)".to_string(),
+        };
+        format!(
+            "{}: {} and {}: {outcome}",
+            self.kind,
+            at(&self.first),
+            at(&self.second)
+        )
+    }
 }
 
 /// Every pair of rules of different agents that can take one event, in agent-name
@@ -93,16 +115,21 @@ pub fn overlaps(agents: &BTreeMap<String, Arc<AgentConfig>>, texts: &Texts) -> V
                     if !can_share_an_event(ra, rb) {
                         continue;
                     }
-                    let ordered = match (ra.precedence(), rb.precedence()) {
+                    let (ordered, winner) = match (ra.precedence(), rb.precedence()) {
                         (Some(pa), Some(pb)) if pa.also || pb.also => continue,
-                        (Some(pa), Some(pb)) => pa.rank() != pb.rank(),
-                        _ => true,
+                        (Some(pa), Some(pb)) => match pa.rank().cmp(&pb.rank()) {
+                            std::cmp::Ordering::Equal => (false, None),
+                            std::cmp::Ordering::Greater => (true, Some(a.name.clone())),
+                            std::cmp::Ordering::Less => (true, Some(b.name.clone())),
+                        },
+                        _ => (true, None),
                     };
                     out.push(Overlap {
                         kind: ra.kind_name(),
                         first: at(a, i),
                         second: at(b, j),
                         ordered,
+                        winner,
                     });
                 }
             }

@@ -59,7 +59,7 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
         if n > max_operations {
             return Err(rhai::EvalAltResult::ErrorTooManyOperations(rhai::Position::NONE).into());
         }
-        if n % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if n.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(
                 rhai::EvalAltResult::ErrorTerminated(Dynamic::from(DEADLINE), rhai::Position::NONE).into(),
             );

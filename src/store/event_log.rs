@@ -85,6 +85,15 @@ impl EventRecord {
     }
 }
 
+/// A delivery's stored trigger, for replaying it through a config (`triggers test`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredBody {
+    pub id: String,
+    pub private: bool,
+    /// The serialized `TriggerEvent` (metadata only when private).
+    pub body: Value,
+}
+
 /// Reading and pruning the log.
 #[async_trait]
 pub trait EventLog: Send + Sync {
@@ -92,6 +101,10 @@ pub trait EventLog: Send + Sync {
     async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError>;
     /// One event by id.
     async fn event_record(&self, id: &str) -> Result<Option<EventRecord>, StoreError>;
+    /// The stored trigger bodies of the `limit` most recent deliveries that reached
+    /// routing (not those settled on arrival: ignored, refused, duplicates), or of the
+    /// one with `id`; most recent first. A private event's body is its metadata only.
+    async fn event_bodies(&self, id: Option<&str>, limit: u32) -> Result<Vec<StoredBody>, StoreError>;
     /// Deletes events received before `before` whose runs (if any) are all finished;
     /// returns how many.
     async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
@@ -136,4 +149,17 @@ pub(super) fn where_clause(filter: &EventFilter, numbered: bool) -> (String, Vec
         format!("WHERE {}", cond.join(" AND "))
     };
     (sql, binds)
+}
+
+/// `event_bodies`' query on either backend: `?` placeholders, or `$1` when `numbered`.
+pub(super) fn bodies_sql(id: bool, limit: u32, numbered: bool) -> String {
+    let by_id = match (id, numbered) {
+        (false, _) => "",
+        (true, false) => " AND id = ?",
+        (true, true) => " AND id = $1",
+    };
+    format!(
+        "SELECT id, private, body FROM events WHERE status <> 'settled'{by_id} ORDER BY id DESC LIMIT {}",
+        limit.max(1)
+    )
 }

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use crate::types::event_outcome::EventOutcome;
 use crate::types::{Privacy, RunOutcome, Usage};
 
-pub use event_log::{EventFilter, EventLog, EventRecord};
+pub use event_log::{EventFilter, EventLog, EventRecord, StoredBody};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 

@@ -16,7 +16,7 @@ use super::rows;
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
     FileStore, NewEvent, NewRun, Route, RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore,
-    SettingStore, StoreError, StoredEvent, StoredFile, timestamp,
+    SettingStore, StoreError, StoredBody, StoredEvent, StoredFile, timestamp,
 };
 use chrono::{DateTime, Utc};
 
@@ -1000,6 +1000,16 @@ impl EventLog for PgStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(rows::event_record).transpose()
+    }
+
+    async fn event_bodies(&self, id: Option<&str>, limit: u32) -> Result<Vec<StoredBody>, StoreError> {
+        let sql = super::event_log::bodies_sql(id.is_some(), limit, true);
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = id {
+            q = q.bind(id);
+        }
+        let found = q.fetch_all(&self.pool).await?;
+        found.iter().map(rows::stored_body).collect()
     }
 
     async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {

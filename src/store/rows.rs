@@ -141,6 +141,15 @@ pub(super) fn event(row: &impl Cols) -> Result<EventRow, StoreError> {
     })
 }
 
+/// `id, private, body` of `events`.
+pub(super) fn stored_body(row: &impl Cols) -> Result<super::StoredBody, StoreError> {
+    Ok(super::StoredBody {
+        id: row.text("id")?,
+        private: row.flag("private")?,
+        body: json(&row.text("body")?)?,
+    })
+}
+
 /// The columns [`event_record`] reads.
 pub(super) const EVENT_RECORD_COLUMNS: &str =
     "id, source, kind, received_at, status, private, body, outcome, outcome_detail, duplicate_of";

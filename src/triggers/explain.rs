@@ -26,6 +26,18 @@ pub fn no_agent(config: &Config, event: &TriggerEvent) -> Value {
     Value::Object(out)
 }
 
+/// What one rule made of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Matched,
+    /// A condition of the rule itself did not hold.
+    NoMatch,
+    /// Every condition held but its `when:` filter was false.
+    FilterFalse,
+    /// Its `when:` filter failed (counted as false).
+    FilterFailed,
+}
+
 /// Whether rule `index` of `agent` takes `event`, and the condition that decided: the
 /// first that did not hold, or that every one did (with its `when:` filter's value).
 /// A Notion property condition needs the page and is not asked here.
@@ -35,19 +47,24 @@ pub fn verdict(
     index: usize,
     event: &TriggerEvent,
     scope: &mut Option<rhai::Scope<'static>>,
-) -> (bool, String) {
+) -> (Verdict, String) {
     let Some(rule) = agent.triggers.get(index) else {
-        return (false, "no such trigger".into());
+        return (Verdict::NoMatch, "no such trigger".into());
     };
     let kind = rule.kind_name();
     if !router::matches(rule, &agent.name, index, event) {
         let why = reason(rule, event)
             .filter(|r| !r.ends_with(": matched"))
             .unwrap_or_else(|| format!("{kind}: trigger kind (not a {} event)", event.source));
-        return (false, why);
+        return (Verdict::NoMatch, why);
     }
-    if let Err(why) = router::filter_holds(config, agent, index, event, scope) {
-        return (false, why);
+    if let Err(miss) = router::filter_holds(config, agent, index, event, scope) {
+        let v = if miss.failed {
+            Verdict::FilterFailed
+        } else {
+            Verdict::FilterFalse
+        };
+        return (v, miss.reason);
     }
     let mut how = match agent.filter(index) {
         Some(f) => format!("{kind}: matched, and when: {} is true", f.source),
@@ -58,7 +75,7 @@ pub fn verdict(
     {
         how.push_str(&format!(" (if the page's {p} is {to} when it arrives)"));
     }
-    (true, how)
+    (Verdict::Matched, how)
 }
 
 fn list(items: &[String]) -> String {

@@ -44,15 +44,23 @@ pub struct Routed {
     pub outranked: Vec<(String, String)>,
 }
 
+/// Why a `when:` filter did not take an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterMiss {
+    /// It failed (an error, over its limits, not a boolean) rather than being false.
+    pub failed: bool,
+    pub reason: String,
+}
+
 /// Whether the `index`-th rule's `when:` filter holds for the event whose filter scope
-/// is `scope` (built on first use): `Err` with the reason when it does not.
+/// is `scope` (built on first use).
 pub fn filter_holds(
     config: &Config,
     agent: &AgentConfig,
     index: usize,
     event: &TriggerEvent,
     scope: &mut Option<rhai::Scope<'static>>,
-) -> Result<(), String> {
+) -> Result<(), FilterMiss> {
     let Some(filter) = agent.filter(index) else {
         return Ok(());
     };
@@ -63,8 +71,14 @@ pub fn filter_holds(
         .map_or("trigger", TriggerSpec::kind_name);
     match config.filters.holds(filter, scope) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(format!("{kind}: when: {} is false", filter.source)),
-        Err(e) => Err(format!("{kind}: when: {} failed: {e}", filter.source)),
+        Ok(false) => Err(FilterMiss {
+            failed: false,
+            reason: format!("{kind}: when: {} is false", filter.source),
+        }),
+        Err(e) => Err(FilterMiss {
+            failed: true,
+            reason: format!("{kind}: when: {} failed: {e}", filter.source),
+        }),
     }
 }
 
@@ -86,8 +100,8 @@ pub async fn route(config: &Config, event: &TriggerEvent, notion: Option<&Notion
             if !matches(rule, &agent.name, i, event) {
                 continue;
             }
-            if let Err(why) = filter_holds(config, agent, i, event, &mut scope) {
-                filtered.get_or_insert(why);
+            if let Err(miss) = filter_holds(config, agent, i, event, &mut scope) {
+                filtered.get_or_insert(miss.reason);
                 continue;
             }
             if !notion::route::condition_holds(rule, &agent.name, event, notion, &mut page).await {
