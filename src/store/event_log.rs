@@ -127,13 +127,9 @@ pub(super) fn where_clause(filter: &EventFilter, numbered: bool) -> (String, Vec
         push("source = ?", s.clone());
     }
     if let Some(o) = filter.outcome {
-        // Rows from before outcomes were recorded count by their queue state.
-        let legacy = match o {
-            OutcomeKind::Started => " OR (outcome IS NULL AND status = 'routed')",
-            OutcomeKind::NoAgent => " OR (outcome IS NULL AND status = 'unmatched')",
-            _ => "",
-        };
-        push(&format!("(outcome = ?{legacy})"), o.as_str().to_string());
+        // One index range (`events_outcome`), in id order: rows routed before outcomes
+        // were recorded got theirs from their queue state in a migration.
+        push("outcome = ?", o.as_str().to_string());
     }
     if let Some(a) = &filter.agent {
         // Agent names are plain (letters, digits, `-`, `_`): the quoted name is a JSON

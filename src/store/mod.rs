@@ -381,12 +381,23 @@ pub trait EventQueue: Send + Sync {
         runs: &[NewRun],
         lease_until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
+        // The outcome the queue state means, so listing by outcome finds the event.
+        use crate::types::event_outcome::{EventOutcome, OutcomeKind};
+        let outcome = if runs.is_empty() {
+            EventOutcome::new(OutcomeKind::NoAgent, serde_json::json!({}))
+        } else {
+            let started: Vec<_> = runs
+                .iter()
+                .map(|r| serde_json::json!({"id": r.id, "agent": r.agent}))
+                .collect();
+            EventOutcome::new(OutcomeKind::Started, serde_json::json!({"runs": started}))
+        };
         let routed = self
             .route_events(
                 &[Route {
                     event_id,
                     runs,
-                    outcome: None,
+                    outcome: Some(&outcome),
                 }],
                 lease_until,
             )

@@ -54,6 +54,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event outcomes",
         include_str!("migrations/postgres/0007_event_outcomes.sql"),
     ),
+    (
+        8,
+        "outcomes of older events",
+        include_str!("migrations/postgres/0008_outcomes_of_older_events.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {

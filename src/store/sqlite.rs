@@ -45,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event outcomes",
         include_str!("migrations/0012_event_outcomes.sql"),
     ),
+    (
+        13,
+        "outcomes of older events",
+        include_str!("migrations/0013_outcomes_of_older_events.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
