@@ -238,6 +238,27 @@ impl FileStore for NullStore {
 }
 
 #[async_trait]
+impl steward::store::EscalationStore for NullStore {
+    async fn escalate(&self, _: &steward::store::EscalationRow) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn set_escalation_message(&self, _: &str, _: &str, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn escalation(&self, _: &str) -> Result<Option<steward::store::EscalationRow>, StoreError> {
+        Ok(None)
+    }
+    async fn resolve_escalation(
+        &self,
+        _: &str,
+        _: &str,
+        _: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}
+
+#[async_trait]
 impl steward::store::EventLog for NullStore {
     async fn list_events(
         &self,

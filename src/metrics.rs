@@ -109,6 +109,13 @@ struct FeedbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EscalationLabels {
+    agent: String,
+    /// `asked` (a person asked for help) or `resolved`.
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoginLabels {
     outcome: &'static str,
 }
@@ -211,6 +218,7 @@ pub struct Metrics {
     evals: Family<EvalLabels, Counter>,
     eval_scores: Family<EvalScoreLabels, Histogram, fn() -> Histogram>,
     feedback: Family<FeedbackLabels, Counter>,
+    escalations: Family<EscalationLabels, Counter>,
     logins: Family<LoginLabels, Counter>,
 }
 
@@ -253,6 +261,7 @@ impl Metrics {
             evals: Family::default(),
             eval_scores: Family::new_with_constructor(eval_histogram),
             feedback: Family::default(),
+            escalations: Family::default(),
             logins: Family::default(),
             registry: Registry::default(),
         };
@@ -351,6 +360,11 @@ impl Metrics {
             "feedback",
             "People's reactions to replies, by agent and vote (up, down)",
             m.feedback.clone(),
+        );
+        registry.register(
+            "escalations",
+            "Calls for a person from an agent's answers (state asked) and their resolutions (resolved)",
+            m.escalations.clone(),
         );
         registry.register(
             "inspector_logins",
@@ -529,6 +543,16 @@ impl Metrics {
             .get_or_create(&FeedbackLabels {
                 agent: agent.to_string(),
                 vote: if up { "up" } else { "down" },
+            })
+            .inc();
+    }
+
+    /// A call for a person (`resolved: false`) or its resolution.
+    pub fn escalation(&self, agent: &str, resolved: bool) {
+        self.escalations
+            .get_or_create(&EscalationLabels {
+                agent: agent.to_string(),
+                state: if resolved { "resolved" } else { "asked" },
             })
             .inc();
     }

@@ -1529,3 +1529,47 @@ both!(
     the_event_log_on_both_backends,
     the_event_log_records_lists_and_prunes
 );
+
+async fn an_escalation_is_recorded_once_and_resolved_once(s: Arc<dyn Store>) {
+    use steward::store::EscalationRow;
+    let row = EscalationRow {
+        run_id: "r-esc".into(),
+        agent: "helpdesk".into(),
+        escalated_by: "U1".into(),
+        escalated_at: Utc::now(),
+        channel: None,
+        message_ts: None,
+        resolved_by: None,
+        resolved_at: None,
+    };
+    assert!(s.escalation("r-esc").await.unwrap().is_none());
+    assert!(
+        !s.resolve_escalation("r-esc", "U2", Utc::now()).await.unwrap(),
+        "nothing to resolve"
+    );
+    assert!(s.escalate(&row).await.unwrap());
+    let again = EscalationRow {
+        escalated_by: "U9".into(),
+        ..row.clone()
+    };
+    assert!(!s.escalate(&again).await.unwrap(), "the first click wins");
+    s.set_escalation_message("r-esc", "C0HELP", "1700000000.000100")
+        .await
+        .unwrap();
+    let got = s.escalation("r-esc").await.unwrap().unwrap();
+    assert_eq!(got.escalated_by, "U1");
+    assert_eq!(got.channel.as_deref(), Some("C0HELP"));
+    assert_eq!(got.message_ts.as_deref(), Some("1700000000.000100"));
+    assert!(s.resolve_escalation("r-esc", "U2", Utc::now()).await.unwrap());
+    assert!(
+        !s.resolve_escalation("r-esc", "U3", Utc::now()).await.unwrap(),
+        "resolved once"
+    );
+    let got = s.escalation("r-esc").await.unwrap().unwrap();
+    assert_eq!(got.resolved_by.as_deref(), Some("U2"));
+    assert!(got.resolved_at.is_some());
+}
+both!(
+    escalations_on_both_backends,
+    an_escalation_is_recorded_once_and_resolved_once
+);

@@ -565,6 +565,52 @@ fn when_position(
     }
 }
 
+/// `escalation:`: Slack ids of the right kinds, and a label Slack can show.
+fn build_escalation(
+    src: &Source,
+    e: &super::spec::EscalationSpec,
+    diags: &mut Vec<Diagnostic>,
+) -> super::Escalation {
+    if e.to.is_empty() {
+        diags.push(src.error_at(
+            "to",
+            None,
+            "escalation.to names nobody: list Slack user ids (U…) or user group ids (S…)",
+        ));
+    }
+    for id in &e.to {
+        if !(id.starts_with('U') || id.starts_with('W') || id.starts_with('S')) || id.len() < 3 {
+            diags.push(src.error_at(
+                "to",
+                Some(id),
+                format!("escalation.to: '{id}' is not a Slack user id (U…, W…) or user group id (S…)"),
+            ));
+        }
+    }
+    if let Some(c) = &e.channel
+        && !(c.starts_with('C') || c.starts_with('G'))
+    {
+        diags.push(src.error_at(
+            "channel",
+            Some(c),
+            format!("escalation.channel: '{c}' is not a Slack channel id (C…, G…)"),
+        ));
+    }
+    let label = e
+        .label
+        .clone()
+        .unwrap_or_else(|| super::DEFAULT_ESCALATION_LABEL.to_string());
+    // Slack refuses a button whose text is longer.
+    if label.trim().is_empty() || label.chars().count() > 75 {
+        diags.push(src.error_at("label", None, "escalation.label must be 1 to 75 characters"));
+    }
+    super::Escalation {
+        to: e.to.clone(),
+        channel: e.channel.clone(),
+        label,
+    }
+}
+
 /// Webhook names become URL paths and environment variable names.
 pub fn valid_hook_name(name: &str) -> bool {
     !name.is_empty()
@@ -862,6 +908,7 @@ fn build_agent(
     check_tools(src, &tool_names, &known.tools, diags);
     let approval = build_approval(src, &spec.tools, &spec.approval, is_llm, diags);
     let filters = check_triggers(src, &spec.triggers, filter_engine, diags);
+    let escalation = spec.escalation.as_ref().map(|e| build_escalation(src, e, diags));
     check_subagents(src, &spec.subagents, subagents, diags);
     check_skills(src, &spec.skills, &known.skills, diags);
     let limits = build_limits(src, &spec.limits, diags);
@@ -959,6 +1006,7 @@ fn build_agent(
         name,
         description: spec.description,
         owner: spec.owner,
+        escalation,
         follow_ups,
         debounce,
         suggested_prompts: spec.suggested_prompts,
@@ -1110,6 +1158,7 @@ fn build_subagent(
         name,
         description: spec.description,
         owner: None,
+        escalation: None,
         follow_ups: None,
         debounce: super::DEFAULT_DEBOUNCE,
         suggested_prompts: Vec::new(),

@@ -287,6 +287,19 @@ impl Default for OutputSettings {
     }
 }
 
+/// Where the "Get help from a person" button leads (`escalation:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalation {
+    /// Slack users (`U…`, `W…`) and user groups (`S…`) called; the users may resolve.
+    pub to: Vec<String>,
+    /// Where the call goes, with a link to the thread; `None`: in the thread.
+    pub channel: Option<String>,
+    pub label: String,
+}
+
+/// The button's text unless `escalation.label` says otherwise.
+pub const DEFAULT_ESCALATION_LABEL: &str = "Get help from a person";
+
 /// One validated agent or subagent: "every agent is a subagent", so both share a type
 /// and a runner.
 #[derive(Debug, Clone)]
@@ -295,6 +308,8 @@ pub struct AgentConfig {
     pub description: String,
     /// Who to contact about the agent (a Slack user id or text).
     pub owner: Option<String>,
+    /// Who a person reaches with the "Get help from a person" button, if it is shown.
+    pub escalation: Option<Escalation>,
     /// Follow-ups in its Slack threads reach it for this long after its last reply
     /// there; `None`: they do not.
     pub follow_ups: Option<Duration>,
@@ -352,6 +367,7 @@ impl AgentConfig {
             name: name.to_string(),
             description: String::new(),
             owner: None,
+            escalation: None,
             follow_ups: None,
             debounce: DEFAULT_DEBOUNCE,
             suggested_prompts: Vec::new(),

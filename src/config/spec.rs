@@ -19,6 +19,8 @@ pub struct AgentSpec {
     /// Who to contact about this agent (a Slack user id such as `U0123ABC`, or text),
     /// named when its daily budget is spent.
     pub owner: Option<String>,
+    /// A "Get help from a person" button under its Slack answers and failure notices.
+    pub escalation: Option<EscalationSpec>,
     /// Answer later messages in a Slack thread it answered without a new mention, and
     /// Jira or Notion comments that mention the bot where it answered (default: true
     /// for agents with a `slack_mention`, `jira` or `notion` trigger).
@@ -510,6 +512,18 @@ pub struct OutputSpec {
     pub stream: Option<bool>,
     /// 👍 / 👎 buttons under Slack replies; a click is a human score on the run.
     pub feedback: Option<bool>,
+}
+
+/// `escalation: {to: [U0123ABC, S0456DEF], channel: C0789GHI, label: "Ask the team"}`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationSpec {
+    /// The people (`U…`/`W…`) and user groups (`S…`) who are called, and may resolve.
+    pub to: Vec<String>,
+    /// Post the call for help here, with a link to the thread (default: in the thread).
+    pub channel: Option<String>,
+    /// The button's text (default "Get help from a person").
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -73,6 +73,7 @@ pub async fn tell(sources: &Sources, agent: &AgentConfig, trigger: &TriggerEvent
         prompt_link: None,
         run_link: None,
         feedback: None,
+        escalate: agent.escalation.as_ref().map(|e| (id.as_str(), e.label.as_str())),
         idempotency_key: format!("{id}:failure"),
     };
     if let Err(e) = source.post_reply(&trigger.origin, &reply).await {

@@ -138,6 +138,10 @@ pub async fn post(
         prompt_link: link.as_deref(),
         run_link: run_link.as_deref(),
         feedback: agent.output.feedback.then(|| recorder.run_id()),
+        escalate: agent
+            .escalation
+            .as_ref()
+            .map(|e| (recorder.run_id(), e.label.as_str())),
         idempotency_key: format!("{}:reply", recorder.run_id()),
     };
     // A streamed reply ends its stream; what people have not seen of the answer (all

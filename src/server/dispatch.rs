@@ -635,6 +635,7 @@ impl Dispatcher {
                 prompt_link: None,
                 run_link: None,
                 feedback: None,
+                escalate: None,
                 idempotency_key: key,
             };
             if let Err(e) = source.post_reply(&origin, &reply).await {

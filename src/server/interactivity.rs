@@ -35,6 +35,10 @@ pub enum Click {
     Rated { up: bool },
     /// What went wrong, written after a 👎, stored with that score.
     Commented,
+    /// A person was called from an answer ("Get help from a person").
+    Escalated,
+    /// An owner marked a call for a person resolved.
+    Resolved,
     /// A note only the clicker sees.
     Refused(String),
     /// Not an approval button (another app's action): nothing to do.
@@ -76,6 +80,9 @@ pub struct ButtonClick {
     pub value: String,
     /// Lets the app open a modal for the clicker (a few seconds).
     pub trigger_id: String,
+    /// The message the button is on, and its thread's root when it is in one.
+    pub message_ts: Option<String>,
+    pub thread_ts: Option<String>,
 }
 
 /// The click in an interactivity payload; `None` for other interactions (views,
@@ -105,6 +112,11 @@ pub fn button_click(payload: &Value) -> Option<ButtonClick> {
         action_id: action.action_id.to_string(),
         value: action.value.clone().unwrap_or_default(),
         trigger_id: event.trigger_id.to_string(),
+        message_ts: payload["container"]["message_ts"]
+            .as_str()
+            .or(payload["message"]["ts"].as_str())
+            .map(str::to_string),
+        thread_ts: payload["message"]["thread_ts"].as_str().map(str::to_string),
     })
 }
 
@@ -136,6 +148,7 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
     let note = match &outcome {
         Click::Refused(text) => Some(text.clone()),
         Click::Rated { .. } => Some("Thanks for the feedback.".to_string()),
+        Click::Escalated => Some("I've asked a person to help; they'll answer in the thread.".to_string()),
         _ => None,
     };
     // A 👎 asks what went wrong, in a modal (it must open within Slack's 3 s).
@@ -209,6 +222,8 @@ async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::s
         message::FEEDBACK_ACTION | "steward_feedback_up" | "steward_feedback_down" => {
             return rate(state, click).await;
         }
+        message::ESCALATE_ACTION => return super::escalation::escalate(state, click).await,
+        message::RESOLVE_ACTION => return super::escalation::resolve(state, click).await,
         _ => return Ok(Click::Ignored),
     };
     let Some((approval_id, run_id)) = value.split_once(':') else {

@@ -4,6 +4,7 @@
 pub mod access;
 pub mod agent_view;
 pub mod dispatch;
+mod escalation;
 pub mod follow_ups;
 pub mod handlers;
 pub mod handoff;

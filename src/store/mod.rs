@@ -1,6 +1,7 @@
 //! Durable run records: a `runs` row per run with a compare-and-set state machine, and
 //! an append-only `run_events` log written while the run progresses.
 
+pub mod escalation;
 pub mod event_log;
 mod group_commit;
 mod nodelay;
@@ -20,6 +21,7 @@ use chrono::{DateTime, Utc};
 use crate::types::event_outcome::EventOutcome;
 use crate::types::{Privacy, RunOutcome, Usage};
 
+pub use escalation::{EscalationRow, EscalationStore};
 pub use event_log::{EventFilter, EventLog, EventRecord, StoredBody};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -223,12 +225,20 @@ pub enum StoreError {
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
 pub trait Store:
-    RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore
+    RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore + EscalationStore
 {
 }
 
-impl<T: RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore> Store
-    for T
+impl<
+    T: RunStore
+        + EventQueue
+        + EventLog
+        + FileStore
+        + SettingStore
+        + ScoreStore
+        + ApprovalStore
+        + EscalationStore,
+> Store for T
 {
 }
 

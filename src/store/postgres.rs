@@ -12,6 +12,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
 
+use super::escalation::{self, EscalationRow, EscalationStore};
 use super::rows;
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
@@ -58,6 +59,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         8,
         "outcomes of older events",
         include_str!("migrations/postgres/0008_outcomes_of_older_events.sql"),
+    ),
+    (
+        9,
+        "escalations",
+        include_str!("migrations/postgres/0009_escalations.sql"),
     ),
 ];
 
@@ -1027,5 +1033,51 @@ impl EventLog for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+}
+#[async_trait]
+impl EscalationStore for PgStore {
+    async fn escalate(&self, row: &EscalationRow) -> Result<bool, StoreError> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(escalation::INSERT)))
+            .bind(&row.run_id)
+            .bind(&row.agent)
+            .bind(&row.escalated_by)
+            .bind(timestamp(row.escalated_at))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_escalation_message(&self, run_id: &str, channel: &str, ts: &str) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(escalation::SET_MESSAGE)))
+            .bind(channel)
+            .bind(ts)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn escalation(&self, run_id: &str) -> Result<Option<EscalationRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(escalation::SELECT)))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::escalation).transpose()
+    }
+
+    async fn resolve_escalation(
+        &self,
+        run_id: &str,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(escalation::RESOLVE)))
+            .bind(by)
+            .bind(timestamp(at))
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 }

@@ -273,3 +273,17 @@ pub(super) fn approval(r: &impl Cols) -> Result<ApprovalRow, StoreError> {
             .transpose()?,
     })
 }
+
+/// An `escalations` row.
+pub(super) fn escalation(row: &impl Cols) -> Result<super::EscalationRow, StoreError> {
+    Ok(super::EscalationRow {
+        run_id: row.text("run_id")?,
+        agent: row.text("agent")?,
+        escalated_by: row.text("escalated_by")?,
+        escalated_at: parse_timestamp(&row.text("escalated_at")?)?,
+        channel: row.opt_text("channel")?,
+        message_ts: row.opt_text("message_ts")?,
+        resolved_by: row.opt_text("resolved_by")?,
+        resolved_at: optional_time(row.opt_text("resolved_at")?)?,
+    })
+}

@@ -13,6 +13,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::escalation::{self, EscalationRow, EscalationStore};
 use super::group_commit::Appender;
 use super::rows;
 use super::{
@@ -50,6 +51,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outcomes of older events",
         include_str!("migrations/0013_outcomes_of_older_events.sql"),
     ),
+    (14, "escalations", include_str!("migrations/0014_escalations.sql")),
 ];
 
 fn migrator() -> Migrator {
@@ -1045,6 +1047,53 @@ impl EventLog for SqliteStore {
     }
 }
 
+#[async_trait]
+impl EscalationStore for SqliteStore {
+    async fn escalate(&self, row: &EscalationRow) -> Result<bool, StoreError> {
+        let done = sqlx::query(escalation::INSERT)
+            .bind(&row.run_id)
+            .bind(&row.agent)
+            .bind(&row.escalated_by)
+            .bind(timestamp(row.escalated_at))
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_escalation_message(&self, run_id: &str, channel: &str, ts: &str) -> Result<(), StoreError> {
+        sqlx::query(escalation::SET_MESSAGE)
+            .bind(channel)
+            .bind(ts)
+            .bind(run_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn escalation(&self, run_id: &str) -> Result<Option<EscalationRow>, StoreError> {
+        let row = sqlx::query(escalation::SELECT)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::escalation).transpose()
+    }
+
+    async fn resolve_escalation(
+        &self,
+        run_id: &str,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(escalation::RESOLVE)
+            .bind(by)
+            .bind(timestamp(at))
+            .bind(run_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1191,7 +1240,8 @@ mod tests {
             .await
             .unwrap();
         // 1-4 adopted, the later ones applied on top.
-        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let all: Vec<i64> = MIGRATIONS.iter().map(|(v, _, _)| *v).collect();
+        assert_eq!(versions, all);
         let legacy: Option<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'schema_migrations'")
                 .fetch_optional(&s.pool)

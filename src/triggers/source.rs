@@ -84,6 +84,9 @@ pub struct Reply<'a> {
     pub run_link: Option<&'a str>,
     /// Ask for 👍 / 👎 under the answer (`output.feedback`), for this run id.
     pub feedback: Option<&'a str>,
+    /// A "Get help from a person" button (Slack; `escalation:`): the run id and the
+    /// button's label.
+    pub escalate: Option<(&'a str, &'a str)>,
     /// Stable for the run, so a retried post is recognisable.
     pub idempotency_key: String,
 }

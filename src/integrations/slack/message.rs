@@ -220,6 +220,68 @@ pub fn with_feedback(mut msg: SlackMessageContent, run_id: &str) -> SlackMessage
     msg
 }
 
+/// The `action_id` of the "Get help from a person" button; its value is `esc:<run>`.
+pub const ESCALATE_ACTION: &str = "steward_escalate";
+/// The `action_id` of the "Resolved" button on a call for help; its value is
+/// `resolve:<run>`.
+pub const RESOLVE_ACTION: &str = "steward_resolve";
+
+/// Adds the "Get help from a person" button (labelled `label`) for run `run_id`.
+pub fn with_escalation(mut msg: SlackMessageContent, run_id: &str, label: &str) -> SlackMessageContent {
+    let block = actions(
+        ESCALATE_ACTION,
+        vec![button(ESCALATE_ACTION, label, &format!("esc:{run_id}"), None)],
+    );
+    msg.blocks.get_or_insert_with(Vec::new).push(block);
+    msg
+}
+
+/// The call for help: who asked, whom it calls (`<@U…>`, `<!subteam^S…>`), where the
+/// conversation is (a link when posted elsewhere), and a "Resolved" button.
+pub fn escalation_call(
+    asker: &str,
+    to: &[String],
+    thread_link: Option<&str>,
+    run_id: &str,
+) -> SlackMessageContent {
+    let mention = |id: &String| {
+        if id.starts_with('S') {
+            format!("<!subteam^{id}>")
+        } else {
+            format!("<@{id}>")
+        }
+    };
+    let owners: Vec<String> = to.iter().map(mention).collect();
+    let mut text = format!("<@{asker}> asked for a person: {}", owners.join(" "));
+    if let Some(link) = thread_link {
+        text.push_str(&format!(" (<{link}|the conversation>)"));
+    }
+    let blocks = vec![
+        SlackBlock::Section(
+            SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(text.clone()).into()),
+        ),
+        actions(
+            RESOLVE_ACTION,
+            vec![button(
+                RESOLVE_ACTION,
+                "Resolved",
+                &format!("resolve:{run_id}"),
+                Some(SlackBlockButtonStyle::Primary),
+            )],
+        ),
+    ];
+    content(text, blocks)
+}
+
+/// The call for help once resolved: its text, and who resolved it instead of the button.
+pub fn escalation_resolved(call: &str, by: &str) -> SlackMessageContent {
+    let text = format!("{call}\n:white_check_mark: Resolved by <@{by}>.");
+    let blocks = vec![SlackBlock::Section(
+        SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(text.clone()).into()),
+    )];
+    content(text, blocks)
+}
+
 /// The modal a 👎 opens: what went wrong, in a few words. Its `private_metadata` is
 /// the run id; the answer comes back as a `view_submission` with
 /// [`FEEDBACK_COMMENT`] as its callback id.

@@ -66,10 +66,7 @@ impl Source for SlackSource {
             request.thread_ts = thread_ts.map(Into::into);
             async move { client.send("chat.postMessage", &request).await }
         };
-        let feedback = |msg: SlackMessageContent| match reply.feedback {
-            Some(run) => message::with_feedback(msg, run),
-            None => msg,
-        };
+        let feedback = |msg: SlackMessageContent| with_buttons(msg, reply);
         let post_all = |messages: Vec<SlackMessageContent>| async move {
             let last = messages.len().saturating_sub(1);
             let mut first = None;
@@ -325,4 +322,16 @@ async fn react(client: &SlackClient, origin: &Origin, progress: &Progress) -> Re
         }
     }
     Ok(true)
+}
+
+/// The buttons under a reply's last message: "Get help from a person" (`escalation:`),
+/// then 👍 / 👎 (`output.feedback`).
+pub(super) fn with_buttons(mut msg: SlackMessageContent, reply: &Reply<'_>) -> SlackMessageContent {
+    if let Some((run, label)) = reply.escalate {
+        msg = message::with_escalation(msg, run, label);
+    }
+    match reply.feedback {
+        Some(run) => message::with_feedback(msg, run),
+        None => msg,
+    }
 }

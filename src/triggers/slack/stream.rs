@@ -334,9 +334,7 @@ impl Live for SlackStream {
             if let Some(footer) = message::footer(reply.prompt_link, run, asker.as_deref()) {
                 content = content.with_blocks(vec![message::context_block(footer)]);
             }
-            if let Some(run) = reply.feedback {
-                content = message::with_feedback(content, run);
-            }
+            content = super::source::with_buttons(content, reply);
             match target.stop(&ts, content).await {
                 Ok(sent) => return Finished::Streamed(sent),
                 Err(e) => {
