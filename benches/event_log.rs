@@ -56,7 +56,7 @@ fn timed(root: &Path, db: &Path, args: &[&str]) -> (Duration, String) {
 /// A Slack mention as stored (the normalized trigger), in one of 40 channels.
 fn slack_trigger(i: usize) -> serde_json::Value {
     let channel = format!("C{:04}", i % 40);
-    let text = if i % 3 == 0 {
+    let text = if i.is_multiple_of(3) {
         format!("<@UBOT> is https://status.example.com/{i} down?")
     } else {
         format!("<@UBOT> question {i}")
@@ -71,12 +71,12 @@ fn slack_trigger(i: usize) -> serde_json::Value {
 /// High priority one time in two.
 fn jira_trigger(i: usize) -> serde_json::Value {
     let project = format!("P{}", i % 5);
-    let labels = if i % 3 == 0 {
+    let labels = if i.is_multiple_of(3) {
         json!(["infra"])
     } else {
         json!(["web"])
     };
-    let priority = if (i / 10) % 2 == 0 { "High" } else { "Low" };
+    let priority = if (i / 10).is_multiple_of(2) { "High" } else { "Low" };
     json!({"source": "jira", "kind": "jira:issue_created", "summary": format!("{project}-{i} created"),
         "text": null,
         "payload": {"webhookEvent": "jira:issue_created", "issue": {"key": format!("{project}-{i}"),

@@ -198,6 +198,8 @@ fn click(user: &str, action: &str, value: &str) -> String {
         "team": {"id": "T123ABC456", "domain": "acme"},
         "container": {"type": "message", "message_ts": "1700000000.000200", "channel_id": "C123ABC456", "is_ephemeral": false},
         "channel": {"id": "C123ABC456", "name": "ops"},
+        "message": {"type": "message", "user": "UBOT", "ts": "1700000000.000200", "thread_ts": "1700000000.000100",
+                    "text": "the message the button is on"},
         "response_url": "https://hooks.slack.com/actions/T123ABC456/1/abc",
         "actions": [{"action_id": action, "block_id": "steward_approval", "type": "button", "value": value,
                      "text": {"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000300"}]
@@ -1013,4 +1015,147 @@ async fn reasoning_survives_an_approval_and_a_restart() {
         "{replies:?}"
     );
     second.stop().await;
+}
+
+#[tokio::test]
+async fn a_person_is_called_once_by_the_asker_and_an_owner_resolves_it() {
+    const OWNER: &str = "U0OWNER";
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = format!(
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time, deploy]\n\
+         escalation: {{to: [{OWNER}, S0OPSTEAM], label: Ask the ops team}}\n\
+         output: {{stream: false}}\ntriggers:\n  - slack_mention: {{}}\n"
+    );
+    let s = start(dir.path(), &fake, &slack, &deploys, &agent).await;
+    s.mention("EvESCALATE1").await;
+    let done = s.wait_status(RunStatus::Succeeded).await;
+    // The answer carries the button, for its run, with the agent's label.
+    let reply = posted(&calls, "chat.postMessage")
+        .into_iter()
+        .find(|b| b["text"] == "Result: deployed billing")
+        .unwrap();
+    let button = reply["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["block_id"] == "steward_escalate")
+        .map(|b| b["elements"][0].clone())
+        .unwrap_or_else(|| panic!("no escalation button: {reply:#}"));
+    assert_eq!(button["value"], format!("esc:{}", done.id));
+    assert_eq!(button["text"]["text"], "Ask the ops team");
+    let value = format!("esc:{}", done.id);
+    let calls_for_help = || {
+        posted(&calls, "chat.postMessage")
+            .into_iter()
+            .filter(|b| {
+                b["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("asked for a person")
+            })
+            .collect::<Vec<_>>()
+    };
+    let ephemeral = |needle: &str| {
+        posted(&calls, "chat.postEphemeral")
+            .iter()
+            .any(|b| b["text"].as_str().unwrap_or_default().contains(needle))
+    };
+
+    // A stranger may not call for help on someone else's answer.
+    assert_eq!(
+        s.click("U0STRANGER", "steward_escalate", &value).await,
+        StatusCode::OK
+    );
+    eventually("the stranger is told", || ephemeral("Only <@U061F7AUR>")).await;
+    assert!(s.store.escalation(&done.id).await.unwrap().is_none());
+
+    // The asker calls: one call for help in the conversation's thread, naming the
+    // owners (a user and a group) and the asker.
+    assert_eq!(s.click(ASKER, "steward_escalate", &value).await, StatusCode::OK);
+    eventually("the call is posted", || calls_for_help().len() == 1).await;
+    let call = &calls_for_help()[0];
+    assert_eq!(call["channel"], "C123ABC456");
+    assert_eq!(
+        call["thread_ts"], "1700000000.000100",
+        "in the conversation's thread"
+    );
+    let text = call["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("<@{ASKER}>"))
+            && text.contains(&format!("<@{OWNER}>"))
+            && text.contains("<!subteam^S0OPSTEAM>"),
+        "{text}"
+    );
+    // A second click (a double click, or a retry) calls nobody again.
+    assert_eq!(s.click(ASKER, "steward_escalate", &value).await, StatusCode::OK);
+    eventually("the second click is told", || ephemeral("already asked")).await;
+    assert_eq!(calls_for_help().len(), 1);
+    let row = s.store.escalation(&done.id).await.unwrap().unwrap();
+    assert_eq!(row.escalated_by, ASKER);
+    assert_eq!(row.channel.as_deref(), Some("C123ABC456"));
+
+    // Only an owner (or the asker) resolves it, once.
+    let resolve = format!("resolve:{}", done.id);
+    assert_eq!(
+        s.click("U0STRANGER", "steward_resolve", &resolve).await,
+        StatusCode::OK
+    );
+    eventually("the stranger is told", || ephemeral("can mark this resolved")).await;
+    assert!(
+        s.store
+            .escalation(&done.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .resolved_by
+            .is_none()
+    );
+    assert_eq!(s.click(OWNER, "steward_resolve", &resolve).await, StatusCode::OK);
+    eventually("the call is marked resolved", || {
+        posted(&calls, "chat.update").iter().any(|b| {
+            b["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("Resolved by <@{OWNER}>"))
+        })
+    })
+    .await;
+    assert_eq!(s.click(ASKER, "steward_resolve", &resolve).await, StatusCode::OK);
+    eventually("a second resolve is told", || {
+        ephemeral("Already resolved by <@U0OWNER>")
+    })
+    .await;
+    let row = s.store.escalation(&done.id).await.unwrap().unwrap();
+    assert_eq!(row.resolved_by.as_deref(), Some(OWNER));
+    // `runs show` (and its JSON) carries it.
+    let report = steward::run::report::RunReport::load(s.store.as_ref(), &done.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let shown = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        shown["escalation"]["resolved_by"], OWNER,
+        "{:#}",
+        shown["escalation"]
+    );
+
+    // A failure notice carries the button too.
+    fake.handler(|_| {
+        Reply::status(
+            400,
+            openai_error("Invalid request", "invalid_request_error", "bad"),
+        )
+    });
+    s.mention_at("EvESCALATE2", ASKER, "1700000500.000100").await;
+    eventually("the failure notice is posted", || {
+        posted(&calls, "chat.postMessage").iter().any(|b| {
+            b["text"].as_str().unwrap_or_default().starts_with("Sorry")
+                && b["blocks"].to_string().contains("steward_escalate")
+        })
+    })
+    .await;
 }

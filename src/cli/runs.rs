@@ -70,6 +70,9 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     if let Some(e) = &r.error {
         println!("error: {e}");
     }
+    if let Some(esc) = &report.escalation {
+        println!("{}", escalation_line(esc));
+    }
     // A model without a price leaves the cost unknown rather than understated.
     let cost = match report.token_bill.cost_usd {
         None => format!("unknown (priced calls: ${:.4})", r.cost_usd),
@@ -169,4 +172,17 @@ pub async fn stats(store: &dyn Store, since: std::time::Duration, json: bool) ->
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "escalated by U… at …; resolved by U… at …" (or "not resolved yet").
+pub fn escalation_line(e: &crate::store::EscalationRow) -> String {
+    let resolved = match (&e.resolved_by, e.resolved_at) {
+        (Some(by), Some(at)) => format!("resolved by {by} at {}", crate::store::timestamp(at)),
+        _ => "not resolved yet".into(),
+    };
+    format!(
+        "escalated: a person was asked by {} at {}; {resolved}",
+        e.escalated_by,
+        crate::store::timestamp(e.escalated_at)
+    )
 }

@@ -28,6 +28,9 @@ pub struct RunReport {
     pub scores: Vec<Score>,
     /// Tokens and cost of each of the run's own model calls, and what the cache saved.
     pub token_bill: super::bill::TokenBill,
+    /// A person called from its answer ("Get help from a person"), and its resolution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<crate::store::EscalationRow>,
 }
 
 impl RunReport {
@@ -38,7 +41,9 @@ impl RunReport {
         };
         let events = store.run_events(id).await?;
         let scores = store.run_scores(id).await?;
+        let escalation = store.escalation(id).await?;
         Ok(Some(RunReport {
+            escalation,
             tool_calls_detail: tool_calls(&events),
             token_bill: super::bill::TokenBill::from_events(&events),
             run,

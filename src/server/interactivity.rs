@@ -392,6 +392,8 @@ mod tests {
                 action_id: "steward_approve".into(),
                 value: "a1:r1".into(),
                 trigger_id: "13345224609.738474920.8088930838d88f008e0".into(),
+                message_ts: Some("1548261231.000200".into()),
+                thread_ts: None,
             })
         );
         let view = json!({"type": "view_closed", "team": {"id": "T1", "domain": "x"}, "user": {"id": "U1"},

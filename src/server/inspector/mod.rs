@@ -242,13 +242,16 @@ async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Resp
         Ok(None) => return not_found(false, "run"),
         Err(e) => return unavailable(false, e),
     };
-    let (events, children, scores) = match (
+    let (events, children, scores, escalation) = match (
         store.run_events(&id).await,
         store.child_runs(&id).await,
         store.run_scores(&id).await,
+        store.escalation(&id).await,
     ) {
-        (Ok(e), Ok(c), Ok(s)) => (e, c, s),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unavailable(false, e),
+        (Ok(e), Ok(c), Ok(s), Ok(x)) => (e, c, s, x),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+            return unavailable(false, e);
+        }
     };
     let page = pages::RunPage {
         actor: actor_label(&run, &state.people.names(run.actor.as_deref()).await),
@@ -258,6 +261,7 @@ async fn run_page(State(state): State<AppState>, Path(id): Path<String>) -> Resp
             .and_then(prompt_path)
             .map(|p| inspector_prompt_path(&p)),
         scores,
+        escalation,
         run: &run,
     };
     Html(pages::run_detail(&page).into_string()).into_response()

@@ -135,6 +135,8 @@ pub struct RunPage<'a> {
     pub prompt: Option<String>,
     /// Post-run eval verdicts and people's 👍/👎.
     pub scores: Vec<Score>,
+    /// A person called from its answer, and whether it is resolved.
+    pub escalation: Option<crate::store::EscalationRow>,
 }
 
 fn folded(label: &str, text: &str) -> Markup {
@@ -189,6 +191,15 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
             }
             @if let Some(error) = &r.error {
                 dt { "error" } dd { (error) }
+            }
+            @if let Some(e) = &p.escalation {
+                dt { "escalated" } dd {
+                    span.status.escalated { "escalated" } " by " (e.escalated_by) " at " (crate::store::timestamp(e.escalated_at))
+                    @match (&e.resolved_by, e.resolved_at) {
+                        (Some(by), Some(at)) => { " · resolved by " (by) " at " (crate::store::timestamp(at)) }
+                        _ => { " · not resolved yet" }
+                    }
+                }
             }
         }
         @if !p.children.is_empty() {
