@@ -65,6 +65,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "escalations",
         include_str!("migrations/postgres/0009_escalations.sql"),
     ),
+    (
+        10,
+        "partial outcome index",
+        include_str!("migrations/postgres/0010_partial_outcome_index.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {

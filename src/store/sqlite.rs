@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0013_outcomes_of_older_events.sql"),
     ),
     (14, "escalations", include_str!("migrations/0014_escalations.sql")),
+    (
+        15,
+        "partial outcome index",
+        include_str!("migrations/0015_partial_outcome_index.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
