@@ -276,6 +276,14 @@ impl steward::store::EventLog for NullStore {
     ) -> Result<Vec<steward::store::StoredBody>, StoreError> {
         Ok(Vec::new())
     }
+    async fn events_about_message(
+        &self,
+        _: &str,
+        _: &str,
+        _: u32,
+    ) -> Result<Vec<(steward::store::EventRecord, Option<String>)>, StoreError> {
+        Ok(Vec::new())
+    }
     async fn prune_events(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
         Ok(0)
     }

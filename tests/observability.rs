@@ -1093,3 +1093,130 @@ async fn one_agent_answers_a_conversation_by_precedence_and_filters_are_recorded
         "an erroring filter counts as false and keeps its error: {reasons:?}"
     );
 }
+
+fn tool_ctx(asker: Option<&str>) -> ToolCtx {
+    let tokens = Arc::new(steward::tokens::TokenCounter::new());
+    ToolCtx {
+        run_id: "run-why".into(),
+        agent: "helpdesk".into(),
+        call_id: "c".into(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        files: Arc::new(steward::files::RunFiles::new(
+            "run-why",
+            None,
+            tokens,
+            steward::tokens::Encoding::O200k,
+            10_000,
+        )),
+        skills: None,
+        subagents: None,
+        nested: None,
+        mock: false,
+        search: Arc::new(steward::tools::search_grant::SearchGrant {
+            asker: asker.map(str::to_string),
+            ..Default::default()
+        }),
+    }
+}
+
+#[tokio::test]
+async fn why_didnt_it_answer_is_answered_from_the_record_for_people_who_could_see_it() {
+    use steward::integrations::event_outcome::EventOutcomeTool;
+    let h = start(open()).await;
+    let asked = mention(
+        "Ev0WHY1",
+        "C0GENERAL",
+        "1700000100.000100",
+        "<@UBOT> is my vpn ticket open?",
+    );
+    assert_eq!(
+        h.send(slack_request(&asked, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    let reaction = json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "event": {"type": "reaction_added", "user": "U061F7AUR", "reaction": "eyes",
+                  "item": {"type": "message", "channel": "C0GENERAL", "ts": "1700000200.000100"},
+                  "item_user": "U0G9QF9C6", "event_ts": "1700000201.000200"},
+        "type": "event_callback", "event_id": "Ev0WHY2", "event_time": 1700000201,
+        "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]});
+    assert_eq!(
+        h.send(slack_request(&reaction, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    let secret = mention(
+        "Ev0WHY3",
+        "C0PRIVOPS",
+        "1700000300.000100",
+        "<@UBOT> the merger plan",
+    );
+    assert_eq!(
+        h.send(slack_request(&secret, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    h.finished(1).await;
+    for _ in 0..200 {
+        let (_, body) = h.get("/api/events").await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let events = v["events"].as_array().cloned().unwrap_or_default();
+        if events.len() >= 3 && events.iter().all(|e| !e["outcome"].is_null()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (slack_url, _) = fake_slack().await;
+    let slack = SlackClient::new(steward::http::client().unwrap(), &slack_url, "xoxb-test");
+    let tool = EventOutcomeTool::new(h.store.clone(), Some(slack));
+    let ask = |asker: Option<&'static str>, link: &str| {
+        let tool = &tool;
+        let link = link.to_string();
+        async move {
+            tool.call(&tool_ctx(asker), json!({"permalink": link}))
+                .await
+                .map(|o| o.to_model_text())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let link = |channel: &str, ts: &str| {
+        format!(
+            "https://acme.slack.com/archives/{channel}/p{}",
+            ts.replace('.', "")
+        )
+    };
+    // The reaction matched no agent: the record says which condition failed.
+    let why = ask(Some("U061F7AUR"), &link("C0GENERAL", "1700000200.000100"))
+        .await
+        .unwrap();
+    assert!(why.contains("no_agent") && why.contains("trigger kind"), "{why}");
+    // The mention started the helpdesk.
+    let why = ask(Some("U0SOMEONE"), &link("C0GENERAL", "1700000100.000100"))
+        .await
+        .unwrap();
+    assert!(why.contains("started") && why.contains("helpdesk"), "{why}");
+    assert!(!why.contains("vpn ticket"), "no message text: {why}");
+    // A message steward never received.
+    let why = ask(Some("U061F7AUR"), &link("C0GENERAL", "1700000999.000100"))
+        .await
+        .unwrap();
+    assert!(
+        why.contains("\"found\":false") || why.contains("No delivery"),
+        "{why}"
+    );
+    // A private channel the asker cannot be shown to be in, someone else's DM, no asker,
+    // and a link that is not one: refused, nothing listed.
+    let err = ask(Some("U0OUTSIDER"), &link("C0PRIVOPS", "1700000300.000100"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("C0PRIVOPS") && !err.contains("started"), "{err}");
+    let err = ask(Some("U0OUTSIDER"), &link("D0SOMEONE", "1700000400.000100"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("direct conversation"), "{err}");
+    let err = ask(None, &link("C0GENERAL", "1700000200.000100"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("only a person"), "{err}");
+    let err = ask(Some("U061F7AUR"), "https://example.com/nope")
+        .await
+        .unwrap_err();
+    assert!(err.contains("not a Slack message link"), "{err}");
+}

@@ -3,6 +3,7 @@
 
 pub mod adf;
 pub mod adf_text;
+pub mod event_outcome;
 pub mod github;
 pub mod jira;
 pub mod mcp;

@@ -184,6 +184,10 @@ pub async fn prepare<'a>(
         action_token: trigger.action_token.clone(),
         answers_in_public,
         started_by: format!("{} {}", trigger.source, trigger.kind),
+        asker: match &trigger.origin {
+            crate::triggers::Origin::Slack { user, .. } => user.clone(),
+            _ => None,
+        },
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

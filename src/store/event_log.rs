@@ -105,6 +105,15 @@ pub trait EventLog: Send + Sync {
     /// routing (not those settled on arrival: ignored, refused, duplicates), or of the
     /// one with `id`; most recent first. A private event's body is its metadata only.
     async fn event_bodies(&self, id: Option<&str>, limit: u32) -> Result<Vec<StoredBody>, StoreError>;
+    /// Deliveries of Slack message `ts` in `channel` (a mention or message it was, a
+    /// reaction on it), most recent first, with the Slack user each came from as
+    /// stored. Private events keep their channel and ts, so they are found too.
+    async fn events_about_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        limit: u32,
+    ) -> Result<Vec<(EventRecord, Option<String>)>, StoreError>;
     /// Deletes events received before `before` whose runs (if any) are all finished;
     /// returns how many.
     async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
@@ -158,4 +167,28 @@ pub(super) fn bodies_sql(id: bool, limit: u32, numbered: bool) -> String {
         "SELECT id, private, body FROM events WHERE status <> 'settled'{by_id} ORDER BY id DESC LIMIT {}",
         limit.max(1)
     )
+}
+
+/// `events_about_message`' query (`?`, or `$1` when `numbered`) and its one bind: the
+/// stored origin names the channel before the ts (serde writes fields in order).
+pub(super) fn about_message_sql(
+    channel: &str,
+    ts: &str,
+    limit: u32,
+    numbered: bool,
+) -> Option<(String, String)> {
+    // Both come from a parsed link; anything else could be a LIKE wildcard.
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
+    if !plain(channel) || !plain(ts) {
+        return None;
+    }
+    let p = if numbered { "$1" } else { "?" };
+    Some((
+        format!(
+            "SELECT {} FROM events WHERE source = 'slack' AND body LIKE {p} ORDER BY id DESC LIMIT {}",
+            super::rows::EVENT_RECORD_COLUMNS,
+            limit.max(1)
+        ),
+        format!("%\"channel\":\"{channel}\"%\"ts\":\"{ts}\"%"),
+    ))
 }

@@ -1028,6 +1028,22 @@ impl EventLog for PgStore {
         found.iter().map(rows::stored_body).collect()
     }
 
+    async fn events_about_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        limit: u32,
+    ) -> Result<Vec<(EventRecord, Option<String>)>, StoreError> {
+        let Some((sql, pattern)) = super::event_log::about_message_sql(channel, ts, limit, true) else {
+            return Ok(Vec::new());
+        };
+        let found = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(pattern)
+            .fetch_all(&self.pool)
+            .await?;
+        found.iter().map(rows::event_record_with_author).collect()
+    }
+
     async fn prune_events(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "DELETE FROM events WHERE received_at < $1 AND status NOT IN ('queued', 'claimed') \

@@ -287,3 +287,13 @@ pub(super) fn escalation(row: &impl Cols) -> Result<super::EscalationRow, StoreE
         resolved_at: optional_time(row.opt_text("resolved_at")?)?,
     })
 }
+
+/// [`event_record`] and the Slack user its stored origin names.
+pub(super) fn event_record_with_author(
+    row: &impl Cols,
+) -> Result<(super::EventRecord, Option<String>), StoreError> {
+    let record = event_record(row)?;
+    let body: Value = json(&row.text("body")?)?;
+    let user = body["origin"]["user"].as_str().map(str::to_string);
+    Ok((record, user))
+}

@@ -16,4 +16,6 @@ pub struct SearchGrant {
     pub answers_in_public: bool,
     /// What started the run (`slack app_mention`, `cron`), for plain refusals.
     pub started_by: String,
+    /// The Slack user who asked, when a person in Slack started the run.
+    pub asker: Option<String>,
 }
