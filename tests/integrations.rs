@@ -386,7 +386,26 @@ async fn slack_files_become_virtual_files_within_the_cap() {
             },
         ),
     );
+    // files.info as Slack answers it for a Slack Connect file this workspace may read.
+    let info_url = Arc::new(std::sync::Mutex::new(String::new()));
+    let base = info_url.clone();
+    let app = app.route(
+        "/files.info",
+        get(
+            move |axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>| {
+                let base = base.lock().unwrap().clone();
+                async move {
+                    match q.get("file").map(String::as_str) {
+                        Some("F4") => Json(json!({"ok": true, "file": {"id": "F4", "name": "shared.txt",
+                            "mimetype": "text/plain", "size": 26, "url_private_download": format!("{base}/files/notes.txt")}})),
+                        _ => Json(json!({"ok": false, "error": "file_not_found"})),
+                    }
+                }
+            },
+        ),
+    );
     let url = serve(app).await;
+    *info_url.lock().unwrap() = url.clone();
     let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
     let payload = |files: Value| {
         json!({"token": "XXYYZZ", "type": "event_callback", "event_id": "EvF1", "team_id": "T1", "api_app_id": "A1", "event_time": 1700000000,
@@ -438,6 +457,30 @@ async fn slack_files_become_virtual_files_within_the_cap() {
         downloads.load(Ordering::SeqCst),
         2,
         "the 30 MB file was never downloaded"
+    );
+
+    // Slack Connect shares name the file only (`file_access: check_file_info`): asked
+    // about with files.info, then loaded; one files.info refuses is said in a note.
+    let connect = json!([
+        {"id": "F4", "file_access": "check_file_info", "created": 1700000000, "timestamp": 1700000000, "user": "U2"},
+        {"id": "F5", "file_access": "check_file_info", "created": 1700000000, "timestamp": 1700000000, "user": "U2"}
+    ]);
+    let steward::triggers::slack::SlackPayload::Event { event: shared, .. } =
+        steward::triggers::slack::parse(&payload(connect), None).unwrap()
+    else {
+        panic!()
+    };
+    let fetched = sources.attachments(&shared).await;
+    assert_eq!(fetched.files.len(), 1, "{:?}", fetched.notes);
+    assert_eq!(fetched.files[0].name, "shared.txt");
+    assert_eq!(fetched.files[0].content, b"deploy at 14:00, owner Ana");
+    assert!(
+        fetched
+            .notes
+            .iter()
+            .any(|n| n.contains("F5") && n.contains("Slack Connect") && n.contains("file_not_found")),
+        "{:?}",
+        fetched.notes
     );
 
     // A whole run: the file is a virtual file, preloaded; the refusal is explained.

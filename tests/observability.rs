@@ -1094,7 +1094,7 @@ async fn one_agent_answers_a_conversation_by_precedence_and_filters_are_recorded
     );
 }
 
-fn tool_ctx(asker: Option<&str>) -> ToolCtx {
+fn tool_ctx(asker: Option<&str>, store: &Arc<dyn Store>) -> ToolCtx {
     let tokens = Arc::new(steward::tokens::TokenCounter::new());
     ToolCtx {
         run_id: "run-why".into(),
@@ -1114,6 +1114,7 @@ fn tool_ctx(asker: Option<&str>) -> ToolCtx {
         mock: false,
         search: Arc::new(steward::tools::search_grant::SearchGrant {
             asker: asker.map(str::to_string),
+            events: Some(steward::tools::search_grant::EventLogHandle(store.clone())),
             ..Default::default()
         }),
     }
@@ -1165,12 +1166,14 @@ async fn why_didnt_it_answer_is_answered_from_the_record_for_people_who_could_se
     }
     let (slack_url, _) = fake_slack().await;
     let slack = SlackClient::new(steward::http::client().unwrap(), &slack_url, "xoxb-test");
-    let tool = EventOutcomeTool::new(h.store.clone(), Some(slack));
+    let tool = EventOutcomeTool::new(Some(slack));
+    let store = h.store.clone();
     let ask = |asker: Option<&'static str>, link: &str| {
         let tool = &tool;
+        let store = store.clone();
         let link = link.to_string();
         async move {
-            tool.call(&tool_ctx(asker), json!({"permalink": link}))
+            tool.call(&tool_ctx(asker, &store), json!({"permalink": link}))
                 .await
                 .map(|o| o.to_model_text())
                 .map_err(|e| e.to_string())

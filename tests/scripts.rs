@@ -528,6 +528,9 @@ async fn jira_from_thread_routes_creates_the_ticket_and_replies_in_the_thread() 
     for t in steward::integrations::search::search_tools(&clients) {
         reg.register(t);
     }
+    reg.register(Arc::new(
+        steward::integrations::event_outcome::EventOutcomeTool::new(None),
+    ));
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = steward::skills::SkillSet::load(root, &[]);
     let config = Config::load(

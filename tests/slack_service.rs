@@ -1159,3 +1159,57 @@ async fn a_person_is_called_once_by_the_asker_and_an_owner_resolves_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_reply_slack_refuses_fails_the_run_as_undelivered_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Slack that refuses the answer (as it does for a channel the bot left) but takes
+    // the short notice that follows.
+    let calls: Calls = Arc::default();
+    let c = calls.clone();
+    let app = Router::new()
+        .route("/conversations.info", axum::routing::get(conversations_info))
+        .route(
+            "/{method}",
+            post(
+                move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
+                    c.lock().unwrap().push((method.clone(), body.clone()));
+                    async move {
+                        let text = body["text"].as_str().unwrap_or_default();
+                        if method == "chat.postMessage" && text.starts_with("Result:") {
+                            return Json(json!({"ok": false, "error": "msg_blocks_too_long"}));
+                        }
+                        Json(json!({"ok": true, "channel": "C123ABC456", "ts": "1700000900.000100"}))
+                    }
+                },
+            ),
+        );
+    let url = serve(app).await;
+    let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time, deploy]\n\
+                 output: {stream: false}\ntriggers:\n  - slack_mention: {}\n";
+    let s = start(dir.path(), &fake, &slack, &deploys, agent).await;
+    s.mention("EvUNDELIVERED").await;
+    let run = s.wait_status(RunStatus::Failed).await;
+    assert_eq!(run.termination.as_deref(), Some("undelivered"));
+    assert!(
+        run.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("msg_blocks_too_long"),
+        "{:?}",
+        run.error
+    );
+    eventually("the asker is told", || {
+        posted(&calls, "chat.postMessage").iter().any(|b| {
+            b["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("could not post my answer")
+        })
+    })
+    .await;
+}

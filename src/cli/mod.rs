@@ -673,14 +673,6 @@ impl Outside {
         skills: SkillSet,
         config: &Config,
     ) -> crate::run::builder::RunnerBuilder {
-        // `event_outcome` reads the event log: it exists once a store does.
-        let mut tools = tools;
-        tools.register(Arc::new(
-            crate::integrations::event_outcome::EventOutcomeTool::new(
-                store.clone(),
-                self.clients.slack.clone(),
-            ),
-        ));
         Runner::builder(store)
             .extractor(extractor())
             .providers(self.providers().with_prices(config.prices.clone()))
@@ -784,11 +776,8 @@ fn mcp_dir(root: &Path) -> PathBuf {
 }
 
 fn known(tools: &ToolRegistry, skills: &SkillSet) -> Known {
-    let mut names = tools.names();
-    // Registered with the store (see `Outside::runner`); known before one is open.
-    names.insert(crate::integrations::event_outcome::NAME.to_string());
     Known {
-        tools: names,
+        tools: tools.names(),
         skills: skills.names(),
     }
 }

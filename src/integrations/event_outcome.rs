@@ -5,18 +5,15 @@
 //! a direct message they wrote, a private channel they are a member of
 //! (`conversations.members`), or a public channel.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::integrations::slack::SlackClient;
-use crate::store::Store;
 use crate::tools::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
-/// The tool's name, known to `validate` before any store is open.
+/// The tool's name.
 pub const NAME: &str = "event_outcome";
 
 /// Deliveries listed for one message at most (retries and duplicates included).
@@ -24,7 +21,6 @@ const MAX_RECORDS: u32 = 10;
 
 pub struct EventOutcomeTool {
     spec: ToolSpec,
-    store: Arc<dyn Store>,
     slack: Option<SlackClient>,
 }
 
@@ -37,7 +33,7 @@ struct Args {
 }
 
 impl EventOutcomeTool {
-    pub fn new(store: Arc<dyn Store>, slack: Option<SlackClient>) -> Self {
+    pub fn new(slack: Option<SlackClient>) -> Self {
         EventOutcomeTool {
             spec: ToolSpec {
                 name: NAME.into(),
@@ -45,7 +41,6 @@ impl EventOutcomeTool {
                 parameters: crate::tools::args::schema_of::<Args>(),
                 effect: Effect::ReadOnly,
             },
-            store,
             slack,
         }
     }
@@ -120,8 +115,13 @@ impl Tool for EventOutcomeTool {
                 "only a person asking in Slack can look up what happened to a message".into(),
             ));
         };
-        let found = self
-            .store
+        let Some(events) = &ctx.search.events else {
+            return Err(ToolError::Model(
+                "the event log is not available to this run".into(),
+            ));
+        };
+        let found = events
+            .0
             .events_about_message(&channel, &ts, MAX_RECORDS)
             .await
             .map_err(|e| ToolError::Model(format!("cannot read the event log: {e}")))?;

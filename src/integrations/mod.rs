@@ -66,6 +66,9 @@ pub fn builtin_tools(clients: &Clients, egress: crate::http::Egress) -> ToolRegi
     for tool in search::search_tools(clients) {
         r.register(tool);
     }
+    r.register(std::sync::Arc::new(event_outcome::EventOutcomeTool::new(
+        clients.slack.clone(),
+    )));
     r
 }
 

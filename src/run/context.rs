@@ -188,6 +188,7 @@ pub async fn prepare<'a>(
             crate::triggers::Origin::Slack { user, .. } => user.clone(),
             _ => None,
         },
+        events: Some(crate::tools::search_grant::EventLogHandle(runner.store.clone())),
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

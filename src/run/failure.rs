@@ -42,6 +42,9 @@ pub fn explain(agent: &AgentConfig, termination: Termination) -> Option<String> 
         Termination::Interrupted | Termination::CrashLoop => {
             "Sorry, I was interrupted before finishing; please ask again.".into()
         }
+        Termination::Undelivered => {
+            "Sorry, I finished but could not post my answer here; its owner can read it in the run.".into()
+        }
     })
 }
 

@@ -441,6 +441,13 @@ impl Runner {
                         id: None,
                         error: Some(recorder.wrap(e.to_string())),
                     });
+                    // The service refused the answer: nobody got it, so the run failed
+                    // to deliver and says so. Without a configured source (evals, the
+                    // CLI) there was nowhere to deliver to; the answer stands.
+                    if !matches!(e, crate::integrations::ApiError::NotConfigured(_)) {
+                        result.termination = Termination::Undelivered;
+                        result.error = Some(format!("the reply could not be delivered: {e}"));
+                    }
                 }
             }
         }

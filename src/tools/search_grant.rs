@@ -18,4 +18,16 @@ pub struct SearchGrant {
     pub started_by: String,
     /// The Slack user who asked, when a person in Slack started the run.
     pub asker: Option<String>,
+    /// The event log, for `event_outcome` ("why didn't you answer?").
+    pub events: Option<EventLogHandle>,
+}
+
+/// The store's event log, as a search source.
+#[derive(Clone)]
+pub struct EventLogHandle(pub std::sync::Arc<dyn crate::store::EventLog>);
+
+impl std::fmt::Debug for EventLogHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventLogHandle")
+    }
 }

@@ -78,6 +78,9 @@ pub enum Termination {
     PromptUnavailable,
     /// The process died during every attempt of the run; it is not retried again.
     CrashLoop,
+    /// It finished, but its answer could not be delivered: Slack, Jira or Notion
+    /// refused the reply.
+    Undelivered,
     /// Not an end: the run waits for a person to decide on a tool call.
     AwaitingApproval,
 }
@@ -98,6 +101,7 @@ impl Termination {
             Termination::Interrupted => "interrupted",
             Termination::PromptUnavailable => "prompt_unavailable",
             Termination::CrashLoop => "crash_loop",
+            Termination::Undelivered => "undelivered",
             Termination::AwaitingApproval => "awaiting_approval",
         }
     }

@@ -32,11 +32,12 @@ fn page(origin: &Origin) -> Option<&str> {
         Origin::Notion {
             page_id: Some(page), ..
         } => Some(page),
+        // Only a page is one: a database's or data source's id takes no comments.
         Origin::Notion {
             entity_id: Some(page),
             entity_type,
             ..
-        } if entity_type.as_deref() != Some("comment") => Some(page),
+        } if matches!(entity_type.as_deref(), Some("page") | None) => Some(page),
         _ => None,
     }
 }
@@ -241,5 +242,40 @@ impl Source for NotionSource {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_page_takes_the_reply() {
+        // As Notion sends them: a data source's schema change, a page's property update.
+        let data_source = crate::triggers::notion::parse(&serde_json::json!({
+            "id": "ev-1", "timestamp": "2025-09-01T10:00:00.000Z", "type": "data_source.schema_updated",
+            "entity": {"id": "248104cd-477e-80af-bc30-000bd28de8f9", "type": "data_source"},
+            "data": {"parent": {"id": "1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "type": "database"}}
+        }))
+        .unwrap();
+        let page_event = crate::triggers::notion::parse(&serde_json::json!({
+            "id": "ev-2", "timestamp": "2025-09-01T10:00:00.000Z", "type": "page.properties_updated",
+            "entity": {"id": "153104cd-477e-809d-8dc4-ff2d96ae3090", "type": "page"},
+            "data": {"parent": {"id": "1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "type": "data_source"}, "updated_properties": ["s"]}
+        }))
+        .unwrap();
+        let origin = |p: crate::triggers::notion::NotionPayload| match p {
+            crate::triggers::notion::NotionPayload::Event { event, .. } => event.origin,
+            _ => panic!("not an event"),
+        };
+        assert_eq!(
+            page(&origin(data_source)),
+            None,
+            "a data source is not a page to comment on"
+        );
+        assert_eq!(
+            page(&origin(page_event)),
+            Some("153104cd-477e-809d-8dc4-ff2d96ae3090")
+        );
     }
 }

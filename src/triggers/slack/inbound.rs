@@ -325,13 +325,14 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         .files
         .iter()
         .map(|f| {
-            let size = raw_files
-                .and_then(|all| all.iter().find(|r| r["id"] == f.id.to_string()))
-                .map(|r| r["size"].clone())
-                .unwrap_or(Value::Null);
+            let raw = raw_files.and_then(|all| all.iter().find(|r| r["id"] == f.id.to_string()));
+            let size = raw.map(|r| r["size"].clone()).unwrap_or(Value::Null);
+            // Slack Connect shares arrive as `file_access: check_file_info`: an id only,
+            // to be asked about with `files.info` when the run starts.
+            let access = raw.map(|r| r["file_access"].clone()).unwrap_or(Value::Null);
             let url = f.url_private_download.as_ref().or(f.url_private.as_ref()).map(|u| u.to_string());
             json!({"id": f.id.to_string(), "name": f.name, "mimetype": f.mimetype.as_ref().map(|m| m.to_string()),
-                   "size": size, "url_private_download": url})
+                   "size": size, "url_private_download": url, "file_access": access})
         })
         .collect();
     let mut event = TriggerEvent {

@@ -210,7 +210,26 @@ impl SlackSource {
             ));
             return out;
         };
-        for f in listed {
+        for mut f in listed {
+            if f["url_private_download"].is_null() && f["file_access"] == "check_file_info" {
+                // A Slack Connect share: the event names the file only.
+                let id = f["id"].as_str().unwrap_or_default().to_string();
+                match client.get("files.info", &[("file", id.clone())]).await {
+                    Ok(info) => {
+                        let file = &info["file"];
+                        f["name"] = file["name"].clone();
+                        f["mimetype"] = file["mimetype"].clone();
+                        f["size"] = file["size"].clone();
+                        f["url_private_download"] = file["url_private_download"].clone();
+                    }
+                    Err(e) => {
+                        out.notes.push(format!(
+                            "file {id} (shared through Slack Connect) could not be read: files.info said {e}"
+                        ));
+                        continue;
+                    }
+                }
+            }
             let name = f["name"].as_str().unwrap_or("file").to_string();
             let size = f["size"].as_u64().unwrap_or(0);
             if size > cap {
@@ -220,6 +239,9 @@ impl SlackSource {
                 continue;
             }
             let Some(url) = f["url_private_download"].as_str() else {
+                out.notes.push(format!(
+                    "file {name} was shared without a download link, so it was not loaded."
+                ));
                 continue;
             };
             match client.download(&self.egress, url, cap).await {
