@@ -321,6 +321,17 @@ async fn a_thread_is_the_context_and_follow_ups_need_no_mention() {
     .await;
     let runs = s.runs(2).await;
     assert!(runs.iter().all(|r| r.status == RunStatus::Succeeded));
+    // The event log says the reply reached the agent as a follow-up, not by a trigger.
+    let follow_ups = s
+        .store
+        .list_events(&steward::store::EventFilter {
+            outcome: Some(steward::types::event_outcome::OutcomeKind::FollowUp),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(follow_ups.len(), 1, "{follow_ups:?}");
     let second = chat_turns(&fake.requests()[1].body);
     assert!(
         second.contains(&(
@@ -566,6 +577,17 @@ async fn messages_sent_during_a_run_are_handed_to_it() {
     let handed_in: Vec<_> = events.iter().filter(|e| e.kind == "messages_handed_in").collect();
     assert_eq!(handed_in.len(), 1);
     assert_eq!(handed_in[0].data["count"], 2);
+    // The event log says both went to the working run.
+    let handed = s
+        .store
+        .list_events(&steward::store::EventFilter {
+            outcome: Some(steward::types::event_outcome::OutcomeKind::HandedToRun),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(handed.len(), 2, "{handed:?}");
     // A DM is private: the handed text is recorded by length only.
     assert!(
         handed_in[0].data["text"]

@@ -822,6 +822,25 @@ async fn a_persons_rate_and_an_agents_concurrency_hold_across_two_processes() {
     b.stop().await;
 }
 
+/// The event log's entries with `outcome`, as `events list` shows them (reason).
+async fn outcomes(
+    store: &Arc<dyn Store>,
+    outcome: steward::types::event_outcome::OutcomeKind,
+) -> Vec<String> {
+    let filter = steward::store::EventFilter {
+        outcome: Some(outcome),
+        limit: 50,
+        ..Default::default()
+    };
+    store
+        .list_events(&filter)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.why())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_burst_from_one_person_routed_in_one_batch_keeps_their_rate() {
     let dir = tempfile::tempdir().unwrap();
@@ -850,6 +869,13 @@ async fn a_burst_from_one_person_routed_in_one_batch_keeps_their_rate() {
             .any(|b| b["text"].as_str().unwrap().contains("in the last minute"))
     })
     .await;
+    // The two refused deliveries say whose limit.
+    let limited = outcomes(&s.store, steward::types::event_outcome::OutcomeKind::RateLimited).await;
+    assert_eq!(limited.len(), 2, "{limited:?}");
+    assert!(
+        limited.iter().all(|w| w.contains("per-minute limit")),
+        "{limited:?}"
+    );
     s.stop().await;
 }
 
@@ -881,6 +907,9 @@ async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
         1,
         "no run for the refused request"
     );
+    let over = outcomes(&s.store, steward::types::event_outcome::OutcomeKind::OverBudget).await;
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(over[0].contains("daily budget"), "{over:?}");
     s.stop().await;
 }
 
@@ -1141,6 +1170,43 @@ async fn a_person_is_called_once_by_the_asker_and_an_owner_resolves_it() {
         shown["escalation"]["resolved_by"], OWNER,
         "{:#}",
         shown["escalation"]
+    );
+
+    // Every click is in the event log: what it did, or why it was refused.
+    let logged = |outcome: steward::types::event_outcome::OutcomeKind| {
+        let store = s.store.clone();
+        async move {
+            let filter = steward::store::EventFilter {
+                outcome: Some(outcome),
+                limit: 50,
+                ..Default::default()
+            };
+            store
+                .list_events(&filter)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.why())
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut handled = Vec::new();
+    for _ in 0..100 {
+        handled = logged(steward::types::event_outcome::OutcomeKind::Handled).await;
+        if handled.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(handled.iter().any(|w| w == "a person was called"), "{handled:?}");
+    assert!(
+        handled.iter().any(|w| w == "a call for a person was resolved"),
+        "{handled:?}"
+    );
+    let ignored = logged(steward::types::event_outcome::OutcomeKind::Ignored).await;
+    assert!(
+        ignored.iter().any(|w| w.starts_with("click refused: Only")),
+        "{ignored:?}"
     );
 
     // A failure notice carries the button too.

@@ -122,8 +122,32 @@ pub fn button_click(payload: &Value) -> Option<ButtonClick> {
 
 /// Decides on an interactivity payload (from HTTP or Socket Mode) and tells Slack: a
 /// button click, or the comment of a 👎. Other payload types are logged and
-/// acknowledged.
+/// acknowledged. Every payload ends in the event log: `handled` with what the click
+/// did, or `ignored` with why not.
 pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
+    let click = handle_click(state, payload).await?;
+    use crate::types::event_outcome::{EventOutcome, OutcomeKind};
+    let (kind, reason) = match &click {
+        Click::Decided { decision } => (OutcomeKind::Handled, format!("approval {decision}")),
+        Click::Rated { up: true } => (OutcomeKind::Handled, "feedback: good answer".into()),
+        Click::Rated { up: false } => (OutcomeKind::Handled, "feedback: bad answer".into()),
+        Click::Commented => (OutcomeKind::Handled, "feedback comment".into()),
+        Click::Escalated => (OutcomeKind::Handled, "a person was called".into()),
+        Click::Resolved => (OutcomeKind::Handled, "a call for a person was resolved".into()),
+        Click::Refused(why) => (OutcomeKind::Ignored, format!("click refused: {why}")),
+        Click::Ignored => (OutcomeKind::Ignored, "not a steward button or view".into()),
+    };
+    let action = payload["actions"][0]["action_id"].as_str().unwrap_or_default();
+    let detail = serde_json::json!({"reason": reason, "action": action, "user": payload["user"]["id"]});
+    state.runner.metrics.event_outcome("slack", kind);
+    let what = payload["type"].as_str().unwrap_or("interactivity");
+    state
+        .ingest
+        .record("slack", what, EventOutcome::new(kind, detail));
+    Ok(click)
+}
+
+async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate::store::StoreError> {
     let team = payload["team"]["id"]
         .as_str()
         .or(payload["user"]["team_id"].as_str());
