@@ -760,3 +760,27 @@ async fn triggers_test_asks_a_file_a_stored_event_and_the_last_deliveries() {
     let o = steward_async(root, &db, &["triggers", "test", "links"], &[]).await;
     assert_one_line_failure(&o, "--event FILE, --event-id ID or --last N");
 }
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo.db");
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "show", "0193"],
+        &["stats"],
+        &["events", "list"],
+        &["events", "show", "x"],
+        &["triggers", "test", "helpdesk", "--last", "10"],
+        &["eval", "new", "--from-run", "0193"],
+    ] {
+        let o = steward(repo(), &missing, args, &[]);
+        assert_one_line_failure(&o, "no run store at");
+        assert!(
+            stderr(&o).contains("typo.db") && stderr(&o).contains("DATABASE_URL"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(!missing.exists(), "{args:?} created {}", missing.display());
+    }
+}

@@ -50,6 +50,9 @@ struct Cli {
         global = true
     )]
     database_url: String,
+    /// How `database_url` was chosen (flag, environment, default).
+    #[arg(skip)]
+    database_url_from: &'static str,
     /// Log as JSON lines instead of text.
     #[arg(long, global = true)]
     log_json: bool,
@@ -366,7 +369,17 @@ pub fn main() -> ExitCode {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // Where the store's address came from, for errors that name it.
+    cli.database_url_from = match matches.value_source("database_url") {
+        Some(clap::parser::ValueSource::CommandLine) => "--database-url",
+        Some(clap::parser::ValueSource::EnvVariable) => "DATABASE_URL",
+        _ => "the default, relative to the current folder",
+    };
     // The server logs its work; one-shot commands print their result and one-line
     // errors, so they log only errors unless RUST_LOG asks for more.
     let default_log = match cli.command {
@@ -436,7 +449,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             command: Some(EvalCommand::New { from_run }),
             ..
         } => {
-            let store = open_store(&cli.database_url).await?;
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             eval::new_from_run(&root, &env, store.as_ref(), &from_run).await
         }
         Command::Eval {
@@ -514,11 +527,11 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             notion_token(store.as_ref(), listen, window).await
         }
         Command::Stats { since, json } => {
-            let store = open_store(&cli.database_url).await?;
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             runs::stats(store.as_ref(), since, json).await
         }
         Command::Events { command } => {
-            let store = open_store(&cli.database_url).await?;
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             match command {
                 EventsCommand::List {
                     source,
@@ -562,12 +575,12 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             };
             let store = match target {
                 triggers::Target::File(_) => None,
-                _ => Some(open_store(&cli.database_url).await?),
+                _ => Some(open_existing_store(&cli.database_url, cli.database_url_from).await?),
             };
             triggers::test(&config, store.as_deref(), &agent, target, json).await
         }
         Command::Runs { command } => {
-            let store = open_store(&cli.database_url).await?;
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             match command {
                 RunsCommand::List { json, limit } => runs::list(store.as_ref(), limit, json).await,
                 RunsCommand::Show { id, json } => runs::show(store.as_ref(), &id, json).await,
@@ -812,6 +825,26 @@ fn is_postgres(url: &str) -> anyhow::Result<bool> {
 
 /// The run store `url` names: `postgres://` (or `postgresql://`) for PostgreSQL,
 /// `sqlite://` or a plain path for the embedded SQLite.
+/// The store for a command that only reads it: an SQLite file that does not exist is
+/// an error naming the path and where the address came from, never a new empty store
+/// (which would answer "no runs" for a typo in DATABASE_URL or the wrong folder).
+async fn open_existing_store(url: &str, from: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if !is_postgres(url)?
+        && let Some(path) = crate::store::sqlite::file_of(url)
+        && !path.exists()
+    {
+        let shown = match std::env::current_dir() {
+            Ok(dir) if path.is_relative() => dir.join(&path).display().to_string(),
+            _ => path.display().to_string(),
+        };
+        bail!(
+            "no run store at {shown} (the database address came from {from}: {}); run `steward serve` or `steward run` there first, or point DATABASE_URL or --database-url at the store",
+            crate::store::redact_url(url)
+        );
+    }
+    open_store(url).await
+}
+
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     let shown = crate::store::redact_url(url);
     if is_postgres(url)? {

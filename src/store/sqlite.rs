@@ -1,6 +1,6 @@
 //! The embedded SQLite store (WAL, created on first start).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -1113,6 +1113,14 @@ impl EscalationStore for SqliteStore {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+}
+
+/// The file an `sqlite:` URL (or plain path) names; `None` for an in-memory database
+/// or a URL that does not parse.
+pub fn file_of(url: &str) -> Option<PathBuf> {
+    let options = SqliteConnectOptions::from_str(url).ok()?;
+    let name = options.get_filename();
+    (!name.to_string_lossy().contains(":memory:")).then(|| name.to_path_buf())
 }
 
 #[cfg(test)]
