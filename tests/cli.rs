@@ -784,3 +784,68 @@ fn read_only_commands_never_create_a_store() {
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_interrupts_at_once() {
+    // The model takes 60 s; the grace is 60 s too: only the second SIGINT ends it early.
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/slow.md", "You answer slowly.");
+    write(
+        "agents/slow.yaml",
+        "description: Slow.\nmodel: openai/gpt-4.1\nprompt: prompts/slow.md\ntriggers:\n  - webhook: { name: slow }\noutput: { reply: false }\n",
+    );
+    let db = root.path().join("steward.db");
+    let addr = free_local_addr();
+    let base = format!("{}/v1", fake.url);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr, "--grace", "60s"])
+        .env("STEWARD_ROOT", root.path())
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("OPENAI_BASE_URL", &base)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("STEWARD_HOOK_SLOW_TOKEN", "slow-token")
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
+    assert_eq!(status, 200);
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let pid = child.id().to_string();
+    let int = || {
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(int());
+    // The first signal waits for the run (up to the 60 s grace)...
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(child.try_wait().unwrap().is_none(), "still in its grace period");
+    // ...the second does not.
+    let signalled = std::time::Instant::now();
+    assert!(int());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let took = signalled.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    // Interrupted runs record it and the process ends (0 once all is written, 130 if
+    // that takes longer than INTERRUPT_WAIT).
+    assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
+    let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+}

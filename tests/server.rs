@@ -120,6 +120,21 @@ async fn start_with_slack(
     lease: Duration,
     slack: Option<steward::integrations::slack::SlackClient>,
 ) -> Harness {
+    let settings = DispatchSettings {
+        lease,
+        ..DispatchSettings::default()
+    };
+    start_full(dir, fake, notion, slack, settings).await
+}
+
+/// [`start_with_slack`] with these dispatch settings.
+async fn start_full(
+    dir: tempfile::TempDir,
+    fake: FakeModel,
+    notion: Option<NotionClient>,
+    slack: Option<steward::integrations::slack::SlackClient>,
+    settings: DispatchSettings,
+) -> Harness {
     let config = Arc::new(tree(dir.path()));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
     let runner = Runner::builder(store.clone())
@@ -140,10 +155,6 @@ async fn start_with_slack(
         notion: Some(NOTION_TOKEN.into()),
         hooks: [("zapier-intake".to_string(), HOOK_TOKEN.to_string())].into(),
         ..Secrets::default()
-    };
-    let settings = DispatchSettings {
-        lease,
-        ..DispatchSettings::default()
     };
     let service = Service::start(runner, config.clone(), secrets, slack, notion, settings);
     Harness {
@@ -1412,4 +1423,73 @@ async fn openai_announced_shutdown_dates_reach_the_log_and_metrics() {
         !text.contains(r#"model="gpt-4o""#),
         "not configured: not exported"
     );
+}
+
+#[tokio::test]
+async fn a_stop_starts_no_queued_run_and_a_restart_takes_it_at_once() {
+    let fake = FakeModel::start().await;
+    // The first run's answer takes a while; the second run waits for the only slot.
+    fake.push(Reply::ok(openai_text("first")).delay(Duration::from_secs(2)));
+    fake.always(Reply::ok(openai_text("second, after the restart")));
+    // A lease far longer than the test: a restart must not wait for it to run out.
+    let lease = Duration::from_secs(120);
+    let one_at_a_time = || DispatchSettings {
+        lease,
+        global_concurrency: 1,
+        ..DispatchSettings::default()
+    };
+    let mut h = start_full(
+        tempfile::tempdir().unwrap(),
+        fake.clone(),
+        None,
+        None,
+        one_at_a_time(),
+    )
+    .await;
+    // Two webhook deliveries (not private, so nothing is lost in the restart).
+    let hook = |key: &str| {
+        Request::post("/hooks/zapier-intake")
+            .header("authorization", format!("Bearer {HOOK_TOKEN}"))
+            .header("idempotency-key", key)
+            .body(Body::from(r#"{"text": "status?"}"#))
+            .unwrap()
+    };
+    h.send(hook("stop-1")).await;
+    h.send(hook("stop-2")).await;
+    // Both runs exist, the first running, the second queued behind it.
+    for _ in 0..200 {
+        let runs = h.store.list_runs(10).await.unwrap();
+        if runs.len() == 2 && runs.iter().any(|r| r.status == RunStatus::Running) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    h.stop().await;
+    let runs = h.store.list_runs(10).await.unwrap();
+    let first = runs
+        .iter()
+        .find(|r| r.status == RunStatus::Succeeded)
+        .expect("the running run finished within the grace");
+    let queued: Vec<_> = runs.iter().filter(|r| r.status == RunStatus::Queued).collect();
+    assert_eq!(
+        queued.len(),
+        1,
+        "the queued run did not start after the stop: {runs:?}"
+    );
+    assert_eq!(queued[0].turns, 0, "it never ran: {runs:?}");
+    assert_eq!(fake.requests().len(), 1, "only the running run called the model");
+    let (queued_id, first_id) = (queued[0].id.clone(), first.id.clone());
+
+    // The next process takes it at its start, not when the 120 s lease would end.
+    let started = std::time::Instant::now();
+    let h2 = start_full(h.dir, fake.clone(), None, None, one_at_a_time()).await;
+    let runs = h2.finished_runs(2).await;
+    let second = runs.iter().find(|r| r.id == queued_id).unwrap();
+    assert_eq!(second.status, RunStatus::Succeeded, "{second:?}");
+    assert_eq!(second.final_text.as_deref(), Some("second, after the restart"));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "taken at once, not after the lease"
+    );
+    assert!(runs.iter().any(|r| r.id == first_id));
 }

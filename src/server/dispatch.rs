@@ -682,9 +682,13 @@ impl Dispatcher {
         let stop = Arc::new(crate::run::stop::StopSignal::new(&runner.interrupt));
         let stops = self.stops.clone();
         let owner = self.lease_owner.clone();
+        // Once the service stops, a run that has not started yet does not start.
+        let shutdown = self.shutdown.clone();
         stops.add(&run_id, &trigger, stop.clone());
         self.tracker.spawn(async move {
             let store = runner.store.clone();
+            // Whether the store has it `running` (its turn came) before it executed.
+            let marked = std::sync::atomic::AtomicBool::new(false);
             let work = async {
                 // Across replicas, wait (queued, lease renewed) for a slot under the
                 // agent's cap and for the conversation's earlier runs: one run of a
@@ -696,11 +700,12 @@ impl Dispatcher {
                         waited = true;
                         tokio::select! {
                             _ = tokio::time::sleep(SLOT_POLL) => {}
-                            // Still waiting when the grace runs out: the run stays queued
-                            // and its lease lapses, so the next process takes it.
-                            _ = runner.interrupt.cancelled() => return Ok(None),
+                            // Still waiting when the service stops: the run stays queued
+                            // for the next process.
+                            _ = shutdown.cancelled() => return Ok(None),
                         }
                     }
+                    marked.store(true, std::sync::atomic::Ordering::Relaxed);
                     // A run that waited its turn starts once the conversation is quiet,
                     // so a burst of messages becomes one turn. A first message starts
                     // at once.
@@ -710,7 +715,10 @@ impl Dispatcher {
                             if quiet.is_zero() {
                                 break;
                             }
-                            tokio::time::sleep(quiet).await;
+                            tokio::select! {
+                                _ = tokio::time::sleep(quiet) => {}
+                                _ = shutdown.cancelled() => return Ok(None),
+                            }
                         }
                     }
                 }
@@ -723,9 +731,14 @@ impl Dispatcher {
                     (global, agent)
                 };
                 let _slots = tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return Ok(None),
                     slots = slots => slots,
-                    _ = runner.interrupt.cancelled() => return Ok(None),
                 };
+                // A stop that came while the slot was being granted still wins.
+                if shutdown.is_cancelled() {
+                    return Ok(None);
+                }
                 let mut lineage = Lineage::root(&agent);
                 lineage.existing_run = Some(run_id.clone());
                 lineage.inbox = inbox.as_ref().map(|(_, i)| i.clone());
@@ -750,7 +763,19 @@ impl Dispatcher {
             let outcome = tokio::select! {
                 r = work => match r {
                     Ok(None) => {
-                        tracing::info!(run = %run_id, agent = %agent.name, "run left queued at shutdown");
+                        // Its turn had come but it never ran: queued again.
+                        if marked.load(std::sync::atomic::Ordering::Relaxed)
+                            && let Err(e) = store.requeue(&run_id, crate::store::RunStatus::Running).await
+                        {
+                            tracing::warn!(run = %run_id, error = %e, "cannot queue a run that did not start again");
+                        }
+                        // Its lease ends now, so a restarted process takes it at once
+                        // instead of when the lease would have run out.
+                        let lapsed = Utc::now() - chrono::Duration::seconds(1);
+                        if let Err(e) = store.renew_lease(&run_id, lapsed, &owner).await {
+                            tracing::warn!(run = %run_id, error = %e, "cannot release a queued run's lease");
+                        }
+                        tracing::info!(run = %run_id, agent = %agent.name, "run left queued at shutdown, for the next start");
                         None
                     }
                     Ok(Some(o)) => {

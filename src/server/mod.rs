@@ -377,6 +377,7 @@ pub async fn serve(
     let stop = service.shutdown.clone();
     let on_signal = stop.clone();
     let draining = service.state.draining.clone();
+    let interrupt = service.state.runner.interrupt.clone();
     let signals = tokio::spawn(async move {
         tokio::select! {
             _ = shutdown_signal() => {
@@ -392,6 +393,14 @@ pub async fn serve(
             }
             _ = on_signal.cancelled() => {}
         }
+        // A second signal means "now": running work is interrupted at once (each run
+        // records `interrupted`), and the process exits once that is written, without
+        // waiting out the grace period for connections.
+        shutdown_signal().await;
+        tracing::warn!("second signal: interrupting running work and exiting");
+        interrupt.cancel();
+        tokio::time::sleep(INTERRUPT_WAIT).await;
+        std::process::exit(130);
     });
     // Open connections and running work share one grace period (not one after the
     // other), so a stop takes at most drain + grace + INTERRUPT_WAIT.
