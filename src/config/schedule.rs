@@ -1,36 +1,79 @@
-//! Cron schedules as configs write them: standard 5-field crontab lines (normalized for
-//! the `cron` crate, which wants a seconds field) and IANA time zones.
+//! Cron schedules as configs write them: standard 5-field crontab lines, or 6 with
+//! seconds in front (normalized for the `cron` crate, which wants a seconds field), and
+//! IANA time zones.
 
 use std::str::FromStr;
 
 use chrono_tz::Tz;
 
-/// Parses a crontab expression: 5 fields (minute hour day month weekday), or 6 with
-/// seconds first.
+/// The five crontab fields, with their ranges (weekday 7 is Sunday too).
+const FIELDS: [(&str, &str, u32, u32); 5] = [
+    ("minute", "minutes", 0, 59),
+    ("hour", "hours", 0, 23),
+    ("day of the month", "days of the month", 1, 31),
+    ("month", "months", 1, 12),
+    ("weekday", "weekdays (0 and 7 are Sunday)", 0, 7),
+];
+
+/// Parses a standard 5-field crontab line (minute hour day month weekday), or 6 fields
+/// with seconds in front (for schedules under a minute). Errors name the field and its
+/// range as written, never the `cron` crate's own form.
 pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, ScheduleError> {
     let invalid = |reason: String| ScheduleError::Expression {
         expr: expr.to_string(),
         reason,
     };
     let parts: Vec<&str> = expr.split_whitespace().collect();
-    let normalized = match parts.len() {
-        5 => format!(
-            "0 {} {}",
-            parts[..4].join(" "),
-            weekdays(parts[4]).map_err(invalid)?
-        ),
-        6 => format!(
-            "{} {}",
-            parts[..5].join(" "),
-            weekdays(parts[5]).map_err(invalid)?
-        ),
+    let (seconds, fields) = match parts.len() {
+        5 => ("0", &parts[..]),
+        6 => (parts[0], &parts[1..]),
         n => {
             return Err(invalid(format!(
                 "expected 5 fields (minute hour day month weekday), found {n}"
             )));
         }
     };
+    if parts.len() == 6 {
+        check_field(seconds, "second", "seconds", 0, 59).map_err(invalid)?;
+    }
+    for (field, (name, plural, lo, hi)) in fields.iter().zip(FIELDS) {
+        check_field(field, name, plural, lo, hi).map_err(invalid)?;
+    }
+    let normalized = format!(
+        "{seconds} {} {}",
+        fields[..4].join(" "),
+        weekdays(fields[4]).map_err(invalid)?
+    );
     cron::Schedule::from_str(&normalized).map_err(|e| invalid(e.to_string()))
+}
+
+/// The numbers of one field (lists, ranges, steps) within `lo..=hi`; names (`MON`,
+/// `JAN`) and `*` are left to the parser.
+fn check_field(field: &str, name: &str, plural: &str, lo: u32, hi: u32) -> Result<(), String> {
+    for item in field.split(',') {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (item, None),
+        };
+        if let Some(step) = step
+            && step.parse::<u32>().map_or(true, |n| n == 0)
+        {
+            return Err(format!(
+                "the {name} field's step '{step}' is not a positive number"
+            ));
+        }
+        for n in range.split('-').filter(|n| *n != "*") {
+            if n.chars().any(|c| c.is_ascii_alphabetic()) {
+                continue;
+            }
+            match n.parse::<u32>() {
+                Ok(v) if (lo..=hi).contains(&v) => {}
+                Ok(v) => return Err(format!("{name} {v} is out of range: {plural} are {lo}-{hi}")),
+                Err(_) => return Err(format!("'{item}' is not a valid {name}")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A schedule or time zone a config cannot use.
@@ -105,7 +148,37 @@ mod tests {
                 .to_string()
                 .contains("expected 5 fields")
         );
-        assert!(parse_schedule("0 25 * * *").is_err());
+        let err = parse_schedule("0 25 * * *").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid cron expression '0 25 * * *': hour 25 is out of range: hours are 0-23"
+        );
+        // Six fields: seconds in front, for schedules under a minute.
+        assert!(parse_schedule("*/2 * * * * *").is_ok());
+        let err = parse_schedule("61 0 9 * * 1-5").unwrap_err().to_string();
+        assert!(
+            err.contains("second 61 is out of range: seconds are 0-59"),
+            "{err}"
+        );
+        assert!(
+            parse_schedule("0 9 * * 1 x x")
+                .unwrap_err()
+                .to_string()
+                .contains("found 7")
+        );
+        assert!(
+            parse_schedule("*/0 * * * *")
+                .unwrap_err()
+                .to_string()
+                .contains("step '0'")
+        );
+        assert!(
+            parse_schedule("0 9 32 * *")
+                .unwrap_err()
+                .to_string()
+                .contains("days of the month are 1-31")
+        );
+        assert!(parse_schedule("0 9 * JAN-MAR MON").is_ok());
         assert!(parse_tz(Some("Mars/Base")).is_err());
     }
 
