@@ -401,3 +401,36 @@ fn filters_are_compiled_at_load_with_their_position() {
     let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
     assert!(err.contains("unknown key 'also'"), "{err}");
 }
+
+#[test]
+fn misspelt_tool_subagent_and_agent_names_get_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(dir.path(), "subagents/planner.yaml", "prompt: prompts/p.md\n");
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fech]\nsubagents: [planer]\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(
+        err.contains("unknown tool 'http_fech' (did you mean 'http_fetch'?)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("unknown subagent 'planer' (did you mean 'planner'?)"),
+        "{err}"
+    );
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch]\n",
+    );
+    let config = Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        config.agent("reviewer").unwrap_err(),
+        "unknown agent 'reviewer', expected one of: a",
+        "no suggestion when nothing is close"
+    );
+    assert!(config.agent("aa").unwrap_err().contains("(did you mean 'a'?)"));
+}

@@ -479,7 +479,11 @@ fn check_tools(src: &Source, tools: &[String], known: &BTreeSet<String>, diags: 
             diags.push(src.error_at(
                 "tools",
                 Some(tool),
-                format!("unknown tool '{tool}', expected one of {}", list.join(", ")),
+                format!(
+                    "unknown tool '{tool}'{}, expected one of {}",
+                    super::parse::did_you_mean(tool, list.iter().copied()),
+                    list.join(", ")
+                ),
             ));
         }
     }
@@ -627,7 +631,8 @@ fn check_subagents(src: &Source, listed: &[String], known: &BTreeSet<String>, di
                 "subagents",
                 Some(sub),
                 format!(
-                    "unknown subagent '{sub}', expected one of: {}",
+                    "unknown subagent '{sub}'{}, expected one of: {}",
+                    super::parse::did_you_mean(sub, list.iter().copied()),
                     if list.is_empty() {
                         "(none in subagents/)".to_string()
                     } else {
@@ -652,7 +657,8 @@ fn check_skills(src: &Source, spec: &SkillsSpec, known: &BTreeSet<String>, diags
                     key,
                     Some(name),
                     format!(
-                        "unknown skill '{name}' in skills.{key}, expected one of: {}",
+                        "unknown skill '{name}' in skills.{key}{}, expected one of: {}",
+                        super::parse::did_you_mean(name, known.iter().map(String::as_str)),
                         list()
                     ),
                 ));

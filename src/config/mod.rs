@@ -73,7 +73,8 @@ impl Config {
         self.agents.get(name).cloned().ok_or_else(|| {
             let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
             format!(
-                "unknown agent '{name}', expected one of: {}",
+                "unknown agent '{name}'{}, expected one of: {}",
+                parse::did_you_mean(name, known.iter().copied()),
                 if known.is_empty() {
                     "(none configured)".to_string()
                 } else {

@@ -150,6 +150,13 @@ fn plain_types(message: &str) -> String {
     out
 }
 
+/// " (did you mean 'x'?)" for the option closest to `name`, or nothing when none is
+/// close enough to be a typo.
+pub fn did_you_mean<'a>(name: &str, options: impl IntoIterator<Item = &'a str>) -> String {
+    let options: Vec<&str> = options.into_iter().collect();
+    nearest(name, &options).map_or_else(String::new, |best| format!(" (did you mean '{best}'?)"))
+}
+
 /// The option closest to `name` by edit distance, when it is close enough to be a typo.
 fn nearest<'a>(name: &str, options: &[&'a str]) -> Option<&'a str> {
     options
