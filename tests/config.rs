@@ -158,7 +158,7 @@ fn every_problem_is_reported_with_its_location() {
     let all = lines.join("\n");
     let expect = [
         "agents/broken.yaml:2:9: a flow sequence opened here is not closed",
-        "agents/duration.yaml:3:20: invalid duration 'ten minutes', expected a duration like 30s, 10m or 1h in 'limits'",
+        "agents/duration.yaml:3:20: invalid duration 'ten minutes', expected a duration like 30s, 10m or 1h for 'limits.timeout'",
         "agents/nested.yaml:5:3: unknown key 'max_tokens' in 'limits'; expected one of: max_tool_calls, max_turns, timeout, tool_timeout, max_cost_usd",
         "agents/semantic.yaml:1:1: invalid model name 'gpt-4.1', expected provider/model",
         "agents/semantic.yaml:2:1: cannot read prompt file 'prompts/missing.md'",
@@ -433,4 +433,23 @@ fn misspelt_tool_subagent_and_agent_names_get_a_suggestion() {
         "no suggestion when nothing is close"
     );
     assert!(config.agent("aa").unwrap_err().contains("(did you mean 'a'?)"));
+}
+
+#[test]
+fn a_duplicate_name_is_reported_on_the_file_that_names_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    let agent = "model: openai/gpt-4.1\nprompt: prompts/p.md\n";
+    write(dir.path(), "agents/helpdesk.yaml", agent);
+    // Added later, sorted first: the error is still on the new file's `name:`.
+    write(
+        dir.path(),
+        "agents/a-copy.yaml",
+        &format!("{agent}name: helpdesk\n"),
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "agents/a-copy.yaml:3:1: duplicate name 'helpdesk': agents/helpdesk.yaml is called that too; rename one (name: or the file name)"
+    );
 }

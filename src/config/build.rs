@@ -86,7 +86,7 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
         if let Some(agent) = build_subagent(root, &src, spec, known, &sub_names, &mut diags) {
             check_priced(&src, &agent, &config.prices, &mut diags);
             check_mcp(&src, &agent, &config.mcp, &mut diags);
-            insert_unique(&mut config.subagents, agent, &src, &mut diags);
+            insert_unique(root, &mut config.subagents, agent, &src, &mut diags);
         }
     }
     let mut texts = super::overlap::Texts::new();
@@ -95,7 +95,7 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
             check_priced(&src, &agent, &config.prices, &mut diags);
             check_mcp(&src, &agent, &config.mcp, &mut diags);
             texts.insert(agent.name.clone(), (src.rel.clone(), src.text.clone()));
-            insert_unique(&mut config.agents, agent, &src, &mut diags);
+            insert_unique(root, &mut config.agents, agent, &src, &mut diags);
         }
     }
     diags.extend(super::overlap::unordered(&config.agents, &texts));
@@ -195,21 +195,33 @@ impl Config {
 }
 
 fn insert_unique(
+    root: &Path,
     map: &mut BTreeMap<String, Arc<AgentConfig>>,
     agent: AgentConfig,
     src: &Source,
     diags: &mut Vec<Diagnostic>,
 ) {
     if let Some(existing) = map.get(&agent.name) {
-        diags.push(src.error_at(
-            "name",
-            None,
+        // Point at the file whose `name:` makes the clash: two files of one folder
+        // cannot share a stem, so at least one of them names itself.
+        let declares = |text: &str| super::diagnostic::find_key(text, "name", 0);
+        let message = |other: &Path| {
             format!(
-                "duplicate name '{}', already used by {}",
+                "duplicate name '{}': {} is called that too; rename one (name: or the file name)",
                 agent.name,
-                existing.file.display()
-            ),
-        ));
+                other.display()
+            )
+        };
+        if declares(&src.text).is_some() {
+            diags.push(src.error_at("name", None, message(&existing.file)));
+        } else {
+            let (line, column) = std::fs::read_to_string(root.join(&existing.file))
+                .ok()
+                .as_deref()
+                .and_then(declares)
+                .map_or((1, 1), |(l, c)| (l + 1, c + 1));
+            diags.push(Diagnostic::new(&existing.file, line, column, message(&src.rel)));
+        }
         return;
     }
     map.insert(agent.name.clone(), Arc::new(agent));

@@ -54,7 +54,11 @@ pub fn parse_all<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, Vec<
             let (l, c) = locate_path(text, &[keys.first().copied().unwrap_or(""), v]);
             (line, column) = (l, c);
         }
-        let where_ = if keys.len() > 1 {
+        // An unknown or missing key is named in its message: where is its parent. A bad
+        // value is the last key's own: where is the whole path (`limits.max_turns`).
+        let where_ = if message.starts_with("invalid") && !keys.is_empty() {
+            format!(" for '{}'", keys.join("."))
+        } else if keys.len() > 1 {
             format!(" in '{}'", keys[..keys.len() - 1].join("."))
         } else {
             String::new()
@@ -262,7 +266,7 @@ mod tests {
             got,
             [
                 "agents/a.yaml:2:1: unknown key 'toolz'; did you mean 'tools'?",
-                "agents/a.yaml:4:14: invalid type: string \"many\", expected a whole number in 'limits'",
+                "agents/a.yaml:4:14: invalid type: string \"many\", expected a whole number for 'limits.max_turns'",
                 "agents/a.yaml:5:3: unknown key 'max_tool_callz' in 'limits'; did you mean 'max_tool_calls'?",
                 "agents/a.yaml:6:1: unknown key 'descriptionn'; did you mean 'description'?",
             ],
