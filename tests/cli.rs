@@ -849,3 +849,26 @@ async fn a_second_signal_interrupts_at_once() {
     let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");
 }
+
+#[test]
+fn an_event_with_a_misspelt_or_no_message_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let file = dir.path().join("event.json");
+    std::fs::write(&file, r#"{"txt": "What time is it?"}"#).unwrap();
+    let o = steward(
+        repo(),
+        &db,
+        &["run", "helpdesk", "--event", file.to_str().unwrap()],
+        &[],
+    );
+    assert_one_line_failure(&o, "its key 'txt' (did you mean 'text'?)");
+    std::fs::write(&file, "{}").unwrap();
+    let o = steward(
+        repo(),
+        &db,
+        &["run", "helpdesk", "--event", file.to_str().unwrap()],
+        &[],
+    );
+    assert_one_line_failure(&o, "the event is empty");
+}

@@ -859,6 +859,29 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// An event file whose message key is misspelt (`{"txt": ...}`) would run with no
+/// message at all: refused with the key it probably meant.
+fn check_message(trigger: &TriggerEvent) -> anyhow::Result<()> {
+    if trigger.text.is_some() {
+        return Ok(());
+    }
+    let Some(obj) = trigger.payload.as_object() else {
+        return Ok(());
+    };
+    for key in obj.keys() {
+        let hint = crate::config::parse::did_you_mean(key, ["text", "prompt"]);
+        if !hint.is_empty() && obj[key].is_string() {
+            bail!(
+                "the event has no \"text\" (or \"prompt\") string, so the agent would get no message: its key '{key}'{hint}"
+            );
+        }
+    }
+    if obj.is_empty() {
+        bail!("the event is empty: give the message as {{\"text\": \"...\"}}");
+    }
+    Ok(())
+}
+
 /// `validate --explain`: every pair of triggers of two agents that can take one event.
 fn explain_overlaps(root: &Path, config: &Config) {
     let texts: crate::config::overlap::Texts = config
@@ -1107,6 +1130,7 @@ async fn run(
     let mock_tools = mocks.all;
     let agent = config.agent(agent).map_err(anyhow::Error::msg)?;
     let mut trigger = TriggerEvent::from_cli(read_event(event)?);
+    check_message(&trigger)?;
     for path in attach {
         let content =
             std::fs::read(path).with_context(|| format!("cannot read attachment {}", path.display()))?;
