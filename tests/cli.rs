@@ -872,3 +872,62 @@ fn an_event_with_a_misspelt_or_no_message_is_refused() {
     );
     assert_one_line_failure(&o, "the event is empty");
 }
+
+#[tokio::test]
+async fn runs_list_filters_by_agent_status_trigger_and_since() {
+    use steward::store::{NewRun, RunStatus, RunStore, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    for (id, agent, source, done) in [
+        ("r1", "helpdesk", "slack", true),
+        ("r2", "helpdesk", "cron", false),
+        ("r3", "doc-review", "notion", true),
+    ] {
+        store
+            .create_run(&NewRun {
+                id: id.into(),
+                agent: agent.into(),
+                trigger_summary: format!("summary of {id}"),
+                source: source.into(),
+                kind: "k".into(),
+                ..NewRun::default()
+            })
+            .await
+            .unwrap();
+        if done {
+            assert!(
+                store
+                    .transition(id, RunStatus::Queued, RunStatus::Running)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+    drop(store);
+    let ids = |args: &[&str]| {
+        let mut all = vec!["runs", "list", "--json"];
+        all.extend_from_slice(args);
+        let o = steward(repo(), &db, &all, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut ids: Vec<String> = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&[]), ["r1", "r2", "r3"]);
+    assert_eq!(ids(&["--agent", "helpdesk"]), ["r1", "r2"]);
+    assert_eq!(ids(&["--status", "running"]), ["r1", "r3"]);
+    assert_eq!(ids(&["--trigger", "cron"]), ["r2"]);
+    assert_eq!(ids(&["--agent", "helpdesk", "--status", "queued"]), ["r2"]);
+    assert_eq!(ids(&["--since", "1h"]).len(), 3);
+    let o = steward(repo(), &db, &["runs", "list", "--status", "done"], &[]);
+    assert!(stderr(&o).contains("unknown status 'done'"), "{}", stderr(&o));
+    let o = steward(repo(), &db, &["runs", "list", "--agent", "nobody"], &[]);
+    assert_eq!(stdout(&o).trim(), "no runs match");
+}

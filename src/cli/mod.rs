@@ -271,6 +271,12 @@ enum EventsCommand {
     },
 }
 
+fn parse_run_status(s: &str) -> Result<crate::store::RunStatus, String> {
+    crate::store::RunStatus::parse(s).ok_or_else(|| {
+        format!("unknown status '{s}', expected one of: queued, running, waiting, succeeded, failed, cancelled, interrupted")
+    })
+}
+
 fn parse_outcome(s: &str) -> Result<crate::types::event_outcome::OutcomeKind, String> {
     crate::types::event_outcome::OutcomeKind::parse(s).ok_or_else(|| {
         let all: Vec<&str> = crate::types::event_outcome::OutcomeKind::ALL
@@ -285,8 +291,26 @@ fn parse_outcome(s: &str) -> Result<crate::types::event_outcome::OutcomeKind, St
 enum RunsCommand {
     /// Most recent runs first.
     List {
+        /// Only this agent's runs.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only runs in this status: queued, running, waiting, succeeded, failed,
+        /// cancelled, interrupted.
+        #[arg(long, value_parser = parse_run_status)]
+        status: Option<crate::store::RunStatus>,
+        /// Only runs started by this trigger source: slack, jira, notion, webhook, cron, cli.
+        #[arg(long)]
+        trigger: Option<String>,
+        /// How far back, e.g. 1h, 7d.
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<Duration>,
+        /// Subagent and judge runs too (default: the runs triggers started).
+        #[arg(long)]
+        all: bool,
+        /// Print the runs as JSON.
         #[arg(long)]
         json: bool,
+        /// At most this many runs.
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
@@ -582,7 +606,26 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
         Command::Runs { command } => {
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             match command {
-                RunsCommand::List { json, limit } => runs::list(store.as_ref(), limit, json).await,
+                RunsCommand::List {
+                    agent,
+                    status,
+                    trigger,
+                    since,
+                    all,
+                    json,
+                    limit,
+                } => {
+                    let filter = crate::store::RunFilter {
+                        agent,
+                        status,
+                        source: trigger,
+                        since: since.map(crate::store::ago),
+                        top_level: !all,
+                        limit,
+                        ..Default::default()
+                    };
+                    runs::list(store.as_ref(), &filter, json).await
+                }
                 RunsCommand::Show { id, json } => runs::show(store.as_ref(), &id, json).await,
             }
         }

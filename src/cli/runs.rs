@@ -7,14 +7,22 @@ use anyhow::Context;
 use crate::run::report::RunReport;
 use crate::store::Store;
 
-pub async fn list(store: &dyn Store, limit: u32, json: bool) -> anyhow::Result<ExitCode> {
-    let runs = store.list_runs(limit).await?;
+pub async fn list(
+    store: &dyn Store,
+    filter: &crate::store::RunFilter,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let runs = store.query_runs(filter).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(ExitCode::SUCCESS);
     }
     if runs.is_empty() {
-        println!("no runs yet");
+        let filtered = filter.agent.is_some()
+            || filter.status.is_some()
+            || filter.source.is_some()
+            || filter.since.is_some();
+        println!("{}", if filtered { "no runs match" } else { "no runs yet" });
         return Ok(ExitCode::SUCCESS);
     }
     println!(
