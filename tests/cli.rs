@@ -931,3 +931,46 @@ async fn runs_list_filters_by_agent_status_trigger_and_since() {
     let o = steward(repo(), &db, &["runs", "list", "--agent", "nobody"], &[]);
     assert_eq!(stdout(&o).trim(), "no runs match");
 }
+
+#[test]
+fn an_eval_case_without_a_recording_says_so_once_and_live_needs_its_key_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/p.md", "Answer.");
+    write(
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_mention: {}\n",
+    );
+    write(
+        "evals/helpdesk/hello.yaml",
+        "description: says hello\ntrigger: { text: hello }\nexpect:\n  reply: { contains: [hi] }\n",
+    );
+    let db = root.join("steward.db");
+    let o = steward(root, &db, &["eval", "--trials", "3"], &[]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("trials 1-3: error:") && out.contains("there is no such file"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("no recorded model answer").count(),
+        1,
+        "told once: {out}"
+    );
+    assert!(!out.contains("cassette is empty"), "{out}");
+    let o = steward(
+        root,
+        &db,
+        &["eval", "--live", "--trials", "3"],
+        &[("OPENAI_API_KEY", "")],
+    );
+    assert_one_line_failure(
+        &o,
+        "calling the real models needs OPENAI_API_KEY (for helpdesk/hello)",
+    );
+}

@@ -495,9 +495,14 @@ async fn post_run_evals_score_a_cli_run_and_runs_show_lists_them() {
     // The answer is printed as before; the judge ran afterwards.
     let answer = String::from_utf8_lossy(&run.stdout);
     assert!(answer.contains("in Tokyo"), "{answer}");
-    let list = cmd(vec!["runs".into(), "list".into(), "--json".into()])
-        .await
-        .unwrap();
+    let list = cmd(vec![
+        "runs".into(),
+        "list".into(),
+        "--all".into(),
+        "--json".into(),
+    ])
+    .await
+    .unwrap();
     let runs: Value = serde_json::from_slice(&list.stdout).unwrap();
     let clock = runs
         .as_array()

@@ -125,6 +125,9 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
             root.join("evals").display()
         );
     }
+    if args.mode != EvalMode::Replay {
+        missing_keys(env, &config, &cases)?;
+    }
     let suite = Suite {
         root: root.to_path_buf(),
         config,
@@ -216,6 +219,42 @@ impl crate::provider::Provider for Sequence {
 }
 
 /// A tool's recorded results as a case mock: one value, a sequence, or an error.
+/// Recording or running live calls the real models: every provider the selected cases'
+/// agents (and their fallbacks and subagents) use needs its key, checked before any
+/// trial runs rather than failing each one.
+fn missing_keys(env: &Settings, config: &crate::config::Config, cases: &[Case]) -> anyhow::Result<()> {
+    let mut missing: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for case in cases {
+        let Some(agent) = config.agents.get(&case.agent) else {
+            continue;
+        };
+        let subagents = agent.subagents.iter().filter_map(|s| config.subagents.get(s));
+        let models = agent.models.iter().chain(subagents.flat_map(|s| s.models.iter()));
+        for m in models {
+            let key = match m.provider.as_str() {
+                "openai" if env.openai_api_key.is_none() => "OPENAI_API_KEY",
+                "anthropic" if env.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
+                _ => continue,
+            };
+            let list = missing.entry(key).or_default();
+            if !list.contains(&case.id.as_str()) {
+                list.push(case.id.as_str());
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let needs: Vec<String> = missing
+        .iter()
+        .map(|(key, cases)| format!("{key} (for {})", cases.join(", ")))
+        .collect();
+    anyhow::bail!(
+        "calling the real models needs {}; set it, or replay the recordings with `steward eval`",
+        needs.join(" and ")
+    )
+}
+
 fn mock_of(results: &[Result<serde_json::Value, String>]) -> serde_json::Value {
     use serde_json::json;
     if let [Err(e)] | [Err(e), ..] = results

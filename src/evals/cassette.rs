@@ -151,8 +151,12 @@ impl Cassette {
                 "{head}.\nThe nearest recorded request differs:\n{diff}\nIf the change is intended, re-record: steward eval --record {}",
                 self.case
             ),
+            None if !self.path.exists() => format!(
+                "{head}: there is no such file. Record it against the real model: steward eval --record {}",
+                self.case
+            ),
             None => format!(
-                "{head} (the cassette is empty).\nRecord it against the real model: steward eval --record {}",
+                "{head} (the cassette is empty). Record it against the real model: steward eval --record {}",
                 self.case
             ),
         }

@@ -50,32 +50,30 @@ impl Report {
             if c.passed {
                 continue;
             }
+            // Trials that failed the same way are told once ("trials 1-3").
+            let mut groups: Vec<(Vec<usize>, Vec<String>)> = Vec::new();
             for (n, t) in c.results.iter().enumerate().filter(|(_, t)| !t.passed) {
-                let trial = if c.trials > 1 {
-                    format!("trial {}: ", n + 1)
-                } else {
-                    String::new()
-                };
-                if let Some(e) = &t.error {
-                    for (i, line) in e.lines().enumerate() {
-                        let lead = if i == 0 {
-                            format!("       {trial}error: ")
-                        } else {
-                            "       ".into()
-                        };
-                        let _ = writeln!(out, "{lead}{line}");
+                let lines = failure_lines(t);
+                match groups.iter_mut().find(|(_, l)| *l == lines) {
+                    Some((trials, _)) => trials.push(n + 1),
+                    None => groups.push((vec![n + 1], lines)),
+                }
+            }
+            for (trials, lines) in groups {
+                let label = match trials.as_slice() {
+                    _ if c.trials <= 1 => String::new(),
+                    [one] => format!("trial {one}: "),
+                    [first, .., last] if last - first + 1 == trials.len() => {
+                        format!("trials {first}-{last}: ")
                     }
-                }
-                for check in t.checks.iter().filter(|c| !c.passed) {
-                    let _ = writeln!(out, "       {trial}✗ {}: {}", check.name, check.detail);
-                }
-                for v in t.verdicts.iter().filter(|v| !v.passed) {
-                    let why = v.error.as_deref().unwrap_or(&v.explanation);
-                    let _ = writeln!(
-                        out,
-                        "       {trial}✗ judge ({:.2}) \"{}\": {why}",
-                        v.score, v.criterion
-                    );
+                    many => format!(
+                        "trials {}: ",
+                        many.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                for (i, line) in lines.iter().enumerate() {
+                    let lead = if i == 0 { label.as_str() } else { "" };
+                    let _ = writeln!(out, "       {lead}{line}");
                 }
             }
         }
@@ -243,6 +241,33 @@ pub fn compare(now: &Report, earlier: &Earlier, threshold: f64) -> Vec<String> {
         }
     }
     out
+}
+
+/// What one failed trial printed: its error (once: a check that only repeats it is
+/// left out), then each failed check and judge verdict.
+fn failure_lines(t: &super::suite::Trial) -> Vec<String> {
+    let mut lines = Vec::new();
+    let first_error = t.error.as_deref().and_then(|e| e.lines().next());
+    if let Some(e) = &t.error {
+        for (i, line) in e.lines().enumerate() {
+            lines.push(if i == 0 {
+                format!("error: {line}")
+            } else {
+                line.to_string()
+            });
+        }
+    }
+    for check in t.checks.iter().filter(|c| !c.passed) {
+        if first_error.is_some_and(|e| check.detail.contains(e.trim_end_matches('.'))) {
+            continue;
+        }
+        lines.push(format!("✗ {}: {}", check.name, check.detail));
+    }
+    for v in t.verdicts.iter().filter(|v| !v.passed) {
+        let why = v.error.as_deref().unwrap_or(&v.explanation);
+        lines.push(format!("✗ judge ({:.2}) \"{}\": {why}", v.score, v.criterion));
+    }
+    lines
 }
 
 #[cfg(test)]
