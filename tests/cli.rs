@@ -974,3 +974,81 @@ fn an_eval_case_without_a_recording_says_so_once_and_live_needs_its_key_up_front
         "calling the real models needs OPENAI_API_KEY (for helpdesk/hello)",
     );
 }
+
+#[test]
+fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("prompts/p.md", "Answer.");
+    let agent = |triggers: &str, tools: &str| {
+        format!("model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [{tools}]\ntriggers:\n{triggers}")
+    };
+    write(
+        "agents/helpdesk.yaml",
+        &agent("  - slack_mention: {}\n", "current_time"),
+    );
+    write(
+        "agents/jira-watch.yaml",
+        &agent(
+            "  - jira: { events: [\"jira:issue_created\"] }\n",
+            "jira_get_issue",
+        ),
+    );
+    write(
+        "agents/docs.yaml",
+        &agent("  - notion: { events: [page.created] }\n", "notion_read_page"),
+    );
+    write(
+        "agents/intake.yaml",
+        &agent("  - webhook: { name: zapier-intake }\n", "github_pr_state"),
+    );
+    let db = root.join("steward.db");
+    let none = [
+        ("OPENAI_API_KEY", ""),
+        ("SLACK_BOT_TOKEN", ""),
+        ("SLACK_SIGNING_SECRET", ""),
+        ("SLACK_APP_TOKEN", ""),
+        ("JIRA_WEBHOOK_SECRET", ""),
+        ("JIRA_BASE_URL", ""),
+        ("JIRA_API_TOKEN", ""),
+        ("NOTION_WEBHOOK_TOKEN", ""),
+        ("NOTION_TOKEN", ""),
+        ("GITHUB_TOKEN", ""),
+    ];
+    let o = steward(root, &db, &["validate", "--env"], &none);
+    assert_eq!(o.status.code(), Some(0), "warnings only: {}", stderr(&o));
+    let out = stdout(&o);
+    for want in [
+        "slack_mention: helpdesk",
+        "webhook: intake",
+        "MISSING OPENAI_API_KEY (OpenAI models; for docs, helpdesk, intake, jira-watch)",
+        "MISSING SLACK_SIGNING_SECRET or SLACK_APP_TOKEN (receiving Slack events; for helpdesk)",
+        "MISSING SLACK_BOT_TOKEN (replying in and reading Slack; for helpdesk)",
+        "MISSING JIRA_WEBHOOK_SECRET (receiving Jira webhooks; for jira-watch)",
+        "MISSING JIRA_BASE_URL, JIRA_EMAIL and JIRA_API_TOKEN (the Jira API; for jira-watch)",
+        "MISSING NOTION_WEBHOOK_TOKEN",
+        "MISSING NOTION_TOKEN (the Notion API; for docs)",
+        "MISSING GITHUB_TOKEN (the GitHub API; for intake)",
+        "MISSING STEWARD_HOOK_ZAPIER_INTAKE_TOKEN (its webhook's bearer token; for intake)",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+    let o = steward(root, &db, &["validate", "--env", "--strict"], &none);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // Set, it says so.
+    let o = steward(
+        root,
+        &db,
+        &["validate", "--env"],
+        &[("OPENAI_API_KEY", "sk-test")],
+    );
+    assert!(stdout(&o).contains("set     OPENAI_API_KEY"), "{}", stdout(&o));
+    // serve --strict refuses to start without them.
+    let o = steward(root, &db, &["serve", "--addr", "127.0.0.1:0", "--strict"], &none);
+    assert_one_line_failure(&o, "--strict: not set: ");
+}

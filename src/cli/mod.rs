@@ -88,6 +88,10 @@ enum Command {
         /// `limits.concurrency` caps it further across replicas.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         agent_concurrency: u32,
+        /// Refuse to start when a setting a configured agent needs is missing (without
+        /// it, the start-up summary warns and names the agents it breaks).
+        #[arg(long)]
+        strict: bool,
     },
     /// Run one event through one agent and print the answer.
     Run {
@@ -115,6 +119,13 @@ enum Command {
         /// several agents.
         #[arg(long)]
         explain: bool,
+        /// Also check the environment: the keys and secrets each agent needs, set or
+        /// missing (as `serve` prints at start).
+        #[arg(long)]
+        env: bool,
+        /// With --env, a missing setting is a problem (exit 1), not a warning.
+        #[arg(long, requires = "env")]
+        strict: bool,
     },
     /// Run eval cases (evals/<agent>/<case>.yaml): replay recorded model answers
     /// (default), record them, or run live.
@@ -468,7 +479,17 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
     };
     match cli.command {
         Command::ExtractWorker { kind } => Ok(crate::files::extractor::worker_main(&kind)),
-        Command::Validate { explain } => validate(&root, &env, explain),
+        Command::Validate {
+            explain,
+            env: check_env,
+            strict,
+        } => validate(
+            &root,
+            &env,
+            explain,
+            check_env.then_some(strict),
+            &cli.database_url,
+        ),
         Command::Eval {
             command: Some(EvalCommand::New { from_run }),
             ..
@@ -526,11 +547,13 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             drain,
             concurrency,
             agent_concurrency,
+            strict,
         } => {
             let opts = ServeOptions {
                 addr,
                 grace,
                 drain,
+                strict,
                 dispatch: DispatchSettings {
                     lease,
                     data_key: env.data_key.clone(),
@@ -944,7 +967,13 @@ fn explain_overlaps(root: &Path, config: &Config) {
     }
 }
 
-fn validate(root: &Path, env: &Settings, explain: bool) -> anyhow::Result<ExitCode> {
+fn validate(
+    root: &Path,
+    env: &Settings,
+    explain: bool,
+    check_env: Option<bool>,
+    database_url: &str,
+) -> anyhow::Result<ExitCode> {
     let outside = Outside::new(env.clone(), Arc::default())?;
     let tools = outside.tools();
     let skills = outside.skills(root);
@@ -993,6 +1022,15 @@ fn validate(root: &Path, env: &Settings, explain: bool) -> anyhow::Result<ExitCo
             problems += case_problems.len();
             if explain {
                 explain_overlaps(root, &config);
+            }
+            if let Some(strict) = check_env {
+                let summary = crate::config::needs::summarize(&config, env, is_postgres(database_url)?);
+                for line in summary.lines() {
+                    println!("{line}");
+                }
+                if strict {
+                    problems += summary.missing().count();
+                }
             }
             if problems == 0 {
                 let cases = crate::evals::case::case_files(&root.join("evals")).len();
@@ -1258,6 +1296,8 @@ struct ServeOptions {
     grace: Duration,
     drain: Duration,
     dispatch: DispatchSettings,
+    /// A missing setting an agent needs stops the start.
+    strict: bool,
 }
 
 async fn serve(
@@ -1272,6 +1312,7 @@ async fn serve(
         grace,
         drain,
         dispatch: settings,
+        strict,
     } = opts;
     let outside = Outside::new(env.clone(), metrics)?;
     let mut tools = outside.tools();
@@ -1280,6 +1321,30 @@ async fn serve(
     let config = Arc::new(load_config(root, &tools, &skills)?);
     if config.agents.is_empty() {
         bail!("{}", no_agents(root));
+    }
+    // What each agent needs from the environment, said once at start.
+    let summary = crate::config::needs::summarize(&config, env, is_postgres(database_url)?);
+    for (kind, agents) in &summary.by_trigger {
+        tracing::info!("{kind}: {}", agents.join(", "));
+    }
+    for need in &summary.needs {
+        if need.set {
+            tracing::info!(setting = %need.setting, agents = %need.agents.join(", "), "set");
+        } else {
+            tracing::warn!(
+                "{} is not set ({}): {} will fail until it is",
+                need.setting,
+                need.purpose,
+                need.agents.join(", ")
+            );
+        }
+    }
+    let missing: Vec<&str> = summary.missing().map(|n| n.setting.as_str()).collect();
+    if strict && !missing.is_empty() {
+        bail!(
+            "--strict: not set: {} (steward validate --env lists who needs each)",
+            missing.join("; ")
+        );
     }
     // Said at start, not refused: a retired model fails only its own runs.
     let (retiring, retired) = config.lifecycle_findings(chrono::Utc::now().date_naive());

@@ -5,6 +5,7 @@
 pub mod diagnostic;
 pub mod lifecycle;
 pub mod mcp;
+pub mod needs;
 pub mod overlap;
 pub mod parse;
 pub mod prices;
