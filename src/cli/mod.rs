@@ -1238,12 +1238,35 @@ async fn run(
         }
     });
     let started = std::time::Instant::now();
+    let at_terminal = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if at_terminal {
+        eprintln!("running {}… (ctrl-c stops it)", agent.name);
+    }
     let outcome = runner.run(&agent, &trigger, None, cancel).await;
     watcher.abort();
     let outcome = outcome?;
     // People at a terminal get the run at a glance; pipes and scripts get the answer only.
-    if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+    if at_terminal {
         eprintln!("{}", summary_line(&outcome, started.elapsed()));
+        // A refused or failed tool call is easy to miss in an answer that reads fine.
+        if let Ok(Some(report)) = crate::run::report::RunReport::load(store.as_ref(), &outcome.run_id).await {
+            let failed: Vec<&str> = report
+                .tool_calls_detail
+                .iter()
+                .filter(|c| !c.ok)
+                .map(|c| c.name.as_str())
+                .collect();
+            if !failed.is_empty() {
+                eprintln!(
+                    "note: {} tool call{} failed or {} refused ({}); `steward runs show {}` says why",
+                    failed.len(),
+                    if failed.len() == 1 { "" } else { "s" },
+                    if failed.len() == 1 { "was" } else { "were" },
+                    failed.join(", "),
+                    outcome.run_id
+                );
+            }
+        }
     }
     if !json && let Some(text) = &outcome.final_text {
         // The answer first: post-run evals never delay it.

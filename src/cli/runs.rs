@@ -108,8 +108,14 @@ token bill (this run's model calls; subagents bill their own runs):"
             "  {}  {:<15} {}",
             crate::store::timestamp(e.at),
             e.kind,
-            crate::triggers::event::one_line(&e.data.to_string(), 140)
+            crate::triggers::event::one_line(&e.data.to_string(), 240)
         );
+        // Why a step failed is the part people read for: shown whole, under the step.
+        for key in ["error", "reason", "note"] {
+            if let Some(why) = e.data[key].as_str().filter(|w| !w.is_empty()) {
+                println!("  {:<24}  {key}: {}", "", crate::triggers::event::one_line(why, 2_000));
+            }
+        }
     }
     if let Some(text) = &r.final_text {
         println!("\nfinal answer:\n{text}");
