@@ -42,7 +42,8 @@ struct Cli {
     /// Folder holding agents/, subagents/, prompts/ and scripts/ (default: current directory).
     #[arg(long, env = "STEWARD_ROOT", global = true)]
     root: Option<PathBuf>,
-    /// Run store.
+    /// The run store: sqlite://PATH (created on first start of serve or run) or
+    /// postgres://user@host/db.
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -95,6 +96,7 @@ enum Command {
     },
     /// Run one event through one agent and print the answer.
     Run {
+        /// The agent to run (a file under agents/, by name).
         agent: String,
         /// Event JSON file, or - for standard input.
         #[arg(long)]
@@ -157,6 +159,7 @@ enum Command {
         /// trial up by more than --threshold.
         #[arg(long)]
         compare: Option<PathBuf>,
+        /// How much tokens or cost per trial may grow before --compare fails (0.2: 20%).
         #[arg(long, default_value_t = 0.2)]
         threshold: f64,
     },
@@ -169,6 +172,7 @@ enum Command {
         /// How far back (runs created since then), e.g. 24h, 7d.
         #[arg(long, default_value = "24h", value_parser = parse_duration)]
         since: Duration,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -212,6 +216,7 @@ enum EvalCommand {
     /// Write a draft case from a recorded run: its trigger, its tool results as mocks,
     /// its model calls as a cassette.
     New {
+        /// The run to turn into a case (an id or a unique prefix, from `steward runs list`).
         #[arg(long = "from-run")]
         from_run: String,
     },
@@ -245,6 +250,7 @@ enum TriggersCommand {
         /// The last N stored deliveries.
         #[arg(long, group = "target")]
         last: Option<u32>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -268,8 +274,10 @@ enum EventsCommand {
         /// How far back, e.g. 1h, 7d.
         #[arg(long, value_parser = parse_duration)]
         since: Option<Duration>,
+        /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -277,6 +285,7 @@ enum EventsCommand {
     Show {
         /// The event id (from `events list`, or a run's `event_id`).
         id: String,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -327,7 +336,9 @@ enum RunsCommand {
     },
     /// One run with its events.
     Show {
+        /// The run id, or a unique prefix of it (from `steward runs list`).
         id: String,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -1448,6 +1459,30 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_argument_and_flag_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            if cmd.is_hide_set() {
+                return;
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&<Cli as clap::CommandFactory>::command(), "steward", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
 
     #[test]
     fn the_summary_line_names_everything_a_person_checks() {

@@ -113,7 +113,11 @@ token bill (this run's model calls; subagents bill their own runs):"
         // Why a step failed is the part people read for: shown whole, under the step.
         for key in ["error", "reason", "note"] {
             if let Some(why) = e.data[key].as_str().filter(|w| !w.is_empty()) {
-                println!("  {:<24}  {key}: {}", "", crate::triggers::event::one_line(why, 2_000));
+                println!(
+                    "  {:<24}  {key}: {}",
+                    "",
+                    crate::triggers::event::one_line(why, 2_000)
+                );
             }
         }
     }
