@@ -61,6 +61,65 @@ fn duration(run: &RunRow) -> String {
     }
 }
 
+/// How long the run waited between being created and starting.
+fn queued(run: &RunRow) -> String {
+    match run.started_at {
+        Some(s) => format!(
+            "{:.1}s",
+            (s - run.created_at).num_milliseconds().max(0) as f64 / 1000.0
+        ),
+        None => "not started".into(),
+    }
+}
+
+/// Whether the run list is unfiltered (so an empty one means no runs at all).
+fn filter_is_empty(f: &RunFilter) -> bool {
+    f.agent.is_none()
+        && f.status.is_none()
+        && f.source.is_none()
+        && f.since.is_none()
+        && f.until.is_none()
+        && f.text.is_none()
+}
+
+/// Slack's markup as a reader sees it: `<@U1>` → `@U1`, `<#C1|ops>` → `#ops`,
+/// `<https://x|label>` → `label`, `<https://x>` → `https://x`.
+fn slack_plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('>') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let inner = &rest[open + 1..open + close];
+        let (target, label) = match inner.split_once('|') {
+            Some((t, l)) => (t, Some(l)),
+            None => (inner, None),
+        };
+        let shown = match (target.chars().next(), label) {
+            (Some('@'), Some(l)) => format!("@{l}"),
+            (Some('@'), None) => target.to_string(),
+            (Some('#'), Some(l)) => format!("#{l}"),
+            (Some('!'), _) => format!(
+                "@{}",
+                target
+                    .trim_start_matches('!')
+                    .split('^')
+                    .next()
+                    .unwrap_or_default()
+            ),
+            (_, Some(l)) => l.to_string(),
+            _ => target.to_string(),
+        };
+        out.push_str(&shown);
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn when(run: &RunRow) -> String {
     run.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
@@ -94,7 +153,15 @@ pub fn run_list(runs: &[ListedRun], filter: &RunFilter, agents: &[String], sourc
             label { input type="checkbox" name="runs" value="all" checked[!filter.top_level]; " subagent runs too" }
             button type="submit" { "Filter" }
         }
-        @if runs.is_empty() {
+        @if runs.is_empty() && filter_is_empty(filter) {
+            p.note {
+                "No runs yet. A run starts when someone mentions the bot in Slack, a Jira or Notion webhook or a generic hook arrives, a cron schedule fires, or you run "
+                code { "steward run AGENT --event FILE" }
+                ". It shows here as it works. "
+                a href="/events" { "Events" }
+                " lists every delivery and why it started nothing."
+            }
+        } @else if runs.is_empty() {
             p { "No runs match." }
         } @else {
             table {
@@ -107,7 +174,7 @@ pub fn run_list(runs: &[ListedRun], filter: &RunFilter, agents: &[String], sourc
                         tr {
                             td { a href={ "/runs/" (r.run.id) } { (when(&r.run)) } }
                             td { (r.run.agent) }
-                            td { (r.run.trigger_summary) }
+                            td { (slack_plain(&r.run.trigger_summary)) }
                             td { (r.actor) }
                             td.status.(r.run.status.as_str()) {
                                 (r.run.status.as_str())
@@ -163,9 +230,10 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
         }
         dl {
             dt { "run" } dd { code { (r.id) } }
-            dt { "trigger" } dd { (r.source) " " (r.kind) " · " (r.trigger_summary) }
+            dt { "trigger" } dd { (r.source) " " (r.kind) " · " (slack_plain(&r.trigger_summary)) }
             dt { "by" } dd { (p.actor) }
             dt { "started" } dd { (when(r)) }
+            dt { "queued for" } dd { (queued(r)) }
             dt { "duration" } dd { (duration(r)) }
             dt { "ended" } dd { (r.termination.as_deref().unwrap_or("")) }
             dt { "turns, tool calls" } dd { (r.turns) ", " (r.tool_calls) }
@@ -239,6 +307,7 @@ pub fn run_detail(p: &RunPage<'_>) -> Markup {
                 li.(s.class) {
                     span.facts { (s.at.format("%H:%M:%S%.3f")) " " }
                     strong { (s.title) }
+                    @if let Some(link) = &s.link { " " a href=(link) { "open" } }
                     @if !s.facts.is_empty() { span.facts { " · " (s.facts.join(" · ")) } }
                     @for (label, text) in &s.texts { (folded(label, text)) }
                 }
@@ -284,4 +353,20 @@ pub fn login(failed: bool) -> Markup {
 /// A refusal or a missing page, as a page.
 pub fn message(title: &str, text: &str) -> Markup {
     page(title, html! { p.note { (text) } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slack_markup_reads_as_people_see_it() {
+        assert_eq!(
+            slack_plain(
+                "<@U0BOT> can <@U12|ana> see <#C0OPS|ops-alerts> and <https://x.example/a|the doc>? <https://y.example> <!here>"
+            ),
+            "@U0BOT can @ana see #ops-alerts and the doc? https://y.example @here"
+        );
+        assert_eq!(slack_plain("a < b"), "a < b");
+    }
 }

@@ -21,6 +21,8 @@ pub struct Step {
     pub facts: Vec<String>,
     /// Labelled text blocks (the answer, arguments, a result).
     pub texts: Vec<(&'static str, String)>,
+    /// Where the step can be seen (a reply's Slack thread or Notion page).
+    pub link: Option<String>,
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -79,6 +81,7 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
         title: String::new(),
         facts: Vec::new(),
         texts: Vec::new(),
+        link: None,
     };
     let add_text = |s: &mut Step, label: &'static str, v: &Value| {
         if !private && let Some(t) = text(v) {
@@ -175,6 +178,7 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
         "reply" => {
             s.class = "reply";
             s.title = format!("Reply to {}", destination(&d["destination"]));
+            s.link = destination_link(&d["destination"]);
         }
         "reply_sent" => {
             let ok = d["ok"].as_bool() == Some(true);
@@ -245,6 +249,24 @@ fn capitalize(s: &str) -> String {
     }
 }
 
+/// A link to where a reply went: its Slack thread (or channel), or its Notion page.
+/// Slack resolves `/archives/<channel>/p<ts>` to the workspace the reader is signed in to.
+fn destination_link(d: &Value) -> Option<String> {
+    let plain = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    };
+    if let Some(channel) = text(&d["slack"]).filter(|c| plain(c)) {
+        return Some(match text(&d["thread_ts"]).filter(|t| plain(t)) {
+            Some(ts) => format!("https://slack.com/archives/{channel}/p{}", ts.replace('.', "")),
+            None => format!("https://slack.com/archives/{channel}"),
+        });
+    }
+    text(&d["notion"])
+        .filter(|p| plain(p))
+        .map(|page| format!("https://www.notion.so/{}", page.replace('-', "")))
+}
+
 /// Where a reply went, in words: `Slack C123 thread 1700.1`, `Jira ABC-1`.
 fn destination(d: &Value) -> String {
     let mut parts = Vec::new();
@@ -311,5 +333,24 @@ mod tests {
         let private = steps(&[e], true);
         assert!(private[0].texts.is_empty());
         assert_eq!(private[0].title, "Tool result · http_fetch");
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_reply_links_to_its_thread_or_page() {
+        assert_eq!(
+            destination_link(&json!({"slack": "C0HELP", "thread_ts": "1700000000.000100"})).as_deref(),
+            Some("https://slack.com/archives/C0HELP/p1700000000000100")
+        );
+        assert_eq!(
+            destination_link(&json!({"notion": "153104cd-477e-809d-8dc4-ff2d96ae3090"})).as_deref(),
+            Some("https://www.notion.so/153104cd477e809d8dc4ff2d96ae3090")
+        );
+        assert_eq!(destination_link(&json!({"slack": "C0\"><script>"})), None);
     }
 }
