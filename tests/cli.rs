@@ -406,9 +406,16 @@ fn readiness_turns_false_on_sigterm_before_the_server_stops() {
     assert_eq!(get(&addr, "/readyz"), "", "stopped after the drain");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
-    // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.
+/// `steward serve --grace GRACE` with one agent whose model takes 60 s to answer, and
+/// one run of it started: the model, the config root, the store and the process.
+async fn serving_a_slow_run(
+    grace: &str,
+) -> (
+    FakeModel,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::process::Child,
+) {
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
     let root = tempfile::tempdir().unwrap();
@@ -425,8 +432,8 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
     let db = root.path().join("steward.db");
     let addr = free_local_addr();
     let base = format!("{}/v1", fake.url);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args(["serve", "--addr", &addr, "--grace", "1s"])
+    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["serve", "--addr", &addr, "--grace", grace])
         .env("STEWARD_ROOT", root.path())
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
         .env("OPENAI_BASE_URL", &base)
@@ -437,6 +444,13 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
         .unwrap();
     let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
     assert_eq!(status, 200);
+    (fake, root, db, child)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
+    // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.
+    let (fake, root, db, mut child) = serving_a_slow_run("1s").await;
     // The run is waiting on the model.
     for _ in 0..200 {
         if !fake.requests().is_empty() {
@@ -788,34 +802,7 @@ fn read_only_commands_never_create_a_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_signal_interrupts_at_once() {
     // The model takes 60 s; the grace is 60 s too: only the second SIGINT ends it early.
-    let fake = FakeModel::start().await;
-    fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
-    let root = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let p = root.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write("prompts/slow.md", "You answer slowly.");
-    write(
-        "agents/slow.yaml",
-        "description: Slow.\nmodel: openai/gpt-4.1\nprompt: prompts/slow.md\ntriggers:\n  - webhook: { name: slow }\noutput: { reply: false }\n",
-    );
-    let db = root.path().join("steward.db");
-    let addr = free_local_addr();
-    let base = format!("{}/v1", fake.url);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args(["serve", "--addr", &addr, "--grace", "60s"])
-        .env("STEWARD_ROOT", root.path())
-        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env("OPENAI_BASE_URL", &base)
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_SLOW_TOKEN", "slow-token")
-        .env("RUST_LOG", "error")
-        .spawn()
-        .unwrap();
-    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
-    assert_eq!(status, 200);
+    let (fake, root, db, mut child) = serving_a_slow_run("60s").await;
     for _ in 0..200 {
         if !fake.requests().is_empty() {
             break;
