@@ -43,6 +43,13 @@ async fn steward_async(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str
     .unwrap()
 }
 
+/// Writes `text` to `root/rel`, making its folders.
+fn put(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -419,11 +426,7 @@ async fn serving_a_slow_run(
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
     let root = tempfile::tempdir().unwrap();
-    let write = |rel: &str, text: &str| {
-        let p = root.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| put(root.path(), rel, text);
     write("prompts/slow.md", "You answer slowly.");
     write(
         "agents/slow.yaml",
@@ -659,11 +662,7 @@ async fn triggers_test_asks_a_file_a_stored_event_and_the_last_deliveries() {
     use steward::store::{EventQueue, SqliteStore};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let write = |rel: &str, text: &str| {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| put(root, rel, text);
     write("prompts/p.md", "Answer.");
     write(
         "agents/helpdesk.yaml",
@@ -923,11 +922,7 @@ async fn runs_list_filters_by_agent_status_trigger_and_since() {
 fn an_eval_case_without_a_recording_says_so_once_and_live_needs_its_key_up_front() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let write = |rel: &str, text: &str| {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| put(root, rel, text);
     write("prompts/p.md", "Answer.");
     write(
         "agents/helpdesk.yaml",
@@ -966,11 +961,7 @@ fn an_eval_case_without_a_recording_says_so_once_and_live_needs_its_key_up_front
 fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let write = |rel: &str, text: &str| {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| put(root, rel, text);
     write("prompts/p.md", "Answer.");
     let agent = |triggers: &str, tools: &str| {
         format!("model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [{tools}]\ntriggers:\n{triggers}")
