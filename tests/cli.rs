@@ -1030,3 +1030,97 @@ fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
     let o = steward(root, &db, &["serve", "--addr", "127.0.0.1:0", "--strict"], &none);
     assert_one_line_failure(&o, "--strict: not set: ");
 }
+
+#[tokio::test]
+async fn review_ranks_an_agents_problems_with_example_runs() {
+    use steward::store::{NewRun, RunStatus, RunStore, Score, ScoreStore, SqliteStore};
+    use steward::types::{Privacy, RunOutcome, Termination};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let score = |kind: &str, criterion: &str| Score {
+        kind: kind.into(),
+        criterion: criterion.into(),
+        passed: Some(false),
+        score: if kind == "human" { -1.0 } else { 0.2 },
+        explanation: Some("no runbook link".into()),
+        source: Some("U1".into()),
+        cost_usd: 0.0,
+        at: chrono::Utc::now(),
+    };
+    for n in 0..6 {
+        let id = format!("r{n}");
+        store
+            .create_run(&NewRun {
+                id: id.clone(),
+                agent: "helpdesk".into(),
+                trigger_summary: "q".into(),
+                source: "slack".into(),
+                kind: "app_mention".into(),
+                ..NewRun::default()
+            })
+            .await
+            .unwrap();
+        store
+            .transition(&id, RunStatus::Queued, RunStatus::Running)
+            .await
+            .unwrap();
+        let termination = if n == 5 {
+            Termination::MaxTurns
+        } else {
+            Termination::Completed
+        };
+        let outcome = RunOutcome {
+            termination,
+            tool_calls: 1,
+            ..RunOutcome::new(&id)
+        };
+        store
+            .finish_run(&id, RunStatus::Running, &outcome, Privacy::from_private(false))
+            .await
+            .unwrap();
+        // Four runs: the judge says no link; three: a person's 👎; two: fetch failed.
+        if n < 4 {
+            store
+                .add_score(&id, &score("judge", "The answer links the runbook."))
+                .await
+                .unwrap();
+        }
+        if n < 3 {
+            store.add_score(&id, &score("human", "reaction")).await.unwrap();
+        }
+        let error = format!("http_fetch: 50{n} from https://wiki.example.com/page/{n}");
+        let ok = n >= 2;
+        store
+            .append_event(&id, "tool_result", &json!({"name": "http_fetch", "ok": ok, "error": if ok { Value::Null } else { json!(error) }}))
+            .await
+            .unwrap();
+    }
+    drop(store);
+    let o = steward(repo(), &db, &["review", "helpdesk", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["runs"], 6);
+    let problems = v["problems"].as_array().unwrap();
+    let names: Vec<&str> = problems.iter().map(|p| p["problem"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "judge: The answer links the runbook.",
+            "👎 from people",
+            "tool http_fetch failed: http_fetch: # from https://wiki.example.com/page/#",
+            "ended max_turns",
+        ],
+        "ranked by runs, the two fetch errors one class"
+    );
+    assert_eq!(problems[0]["runs"], 4);
+    assert_eq!(problems[0]["examples"].as_array().unwrap().len(), 4);
+    assert!((problems[1]["share"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+    assert!(problems[3]["fix_in"].as_str().unwrap().starts_with("limits"));
+    let o = steward(repo(), &db, &["review", "helpdesk"], &[]);
+    assert!(
+        stdout(&o).contains("1. judge: The answer links the runbook.: 4 runs (67%)"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -182,6 +182,19 @@ enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// An agent's problems over a recent period: how runs ended, failed tool calls,
+    /// failed judge criteria and people's 👎, grouped and ranked, with example runs and
+    /// where the fix likely lies.
+    Review {
+        /// The agent to review.
+        agent: String,
+        /// How far back, e.g. 24h, 7d.
+        #[arg(long, default_value = "7d", value_parser = parse_duration)]
+        since: Duration,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check an agent's triggers against an event, or against recent stored deliveries.
     Triggers {
         #[command(subcommand)]
@@ -610,6 +623,10 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 }
                 EventsCommand::Show { id, json } => events::show(store.as_ref(), &id, json).await,
             }
+        }
+        Command::Review { agent, since, json } => {
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
+            runs::review(store.as_ref(), &agent, since, json).await
         }
         Command::Triggers {
             command:

@@ -204,3 +204,40 @@ pub fn escalation_line(e: &crate::store::EscalationRow) -> String {
         crate::store::timestamp(e.escalated_at)
     )
 }
+
+/// `steward review AGENT`: the agent's problems, ranked.
+pub async fn review(
+    store: &dyn Store,
+    agent: &str,
+    since: std::time::Duration,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let review = crate::evals::review::review(store, agent, crate::store::ago(since)).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&review)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: {} run{} since {}",
+        review.agent,
+        review.runs,
+        if review.runs == 1 { "" } else { "s" },
+        crate::store::timestamp(review.since)
+    );
+    if review.problems.is_empty() {
+        println!("no problems: every run completed, no tool failed, no judge or person said no");
+    }
+    for (n, p) in review.problems.iter().enumerate() {
+        println!(
+            "{}. {}: {} run{} ({:.0}%); fix likely in {}",
+            n + 1,
+            p.problem,
+            p.runs,
+            if p.runs == 1 { "" } else { "s" },
+            p.share * 100.0,
+            p.fix_in
+        );
+        println!("   e.g. {}", p.examples.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -10,6 +10,7 @@ pub mod judge;
 pub mod mocks;
 pub mod post_run;
 pub mod report;
+pub mod review;
 pub mod suite;
 
 pub use case::Case;
