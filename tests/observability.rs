@@ -1223,3 +1223,36 @@ async fn why_didnt_it_answer_is_answered_from_the_record_for_people_who_could_se
         .unwrap_err();
     assert!(err.contains("not a Slack message link"), "{err}");
 }
+
+#[tokio::test]
+async fn the_problems_page_reviews_an_agent_behind_the_inspectors_guard() {
+    let h = start(open()).await;
+    let asked = mention(
+        "Ev0PROB1",
+        "C0GENERAL",
+        "1700000500.000100",
+        "<@UBOT> is my vpn ticket open?",
+    );
+    assert_eq!(
+        h.send(slack_request(&asked, SLACK_SECRET)).await.0,
+        StatusCode::OK
+    );
+    h.finished(1).await;
+    let (status, body) = h.get("/api/problems?agent=helpdesk").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["agent"], "helpdesk");
+    assert_eq!(v["runs"], 1, "{v}");
+    assert!(v["problems"].is_array(), "{v}");
+    let (status, _) = h.get("/api/problems?agent=nobody").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, page) = h.get("/problems?agent=helpdesk&days=3").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("runs of helpdesk") && page.contains("No problems"),
+        "{page}"
+    );
+    let closed = start(AdminAccess::default()).await;
+    let (status, _) = closed.get("/api/problems?agent=helpdesk").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}

@@ -6,6 +6,7 @@
 mod events;
 pub mod pages;
 pub mod people;
+mod problems;
 pub mod timeline;
 
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/events/{id}", get(events::event_page))
         .route("/api/events", get(events::api_events))
         .route("/api/events/{id}", get(events::api_event))
+        .route("/problems", get(problems::problem_page))
+        .route("/api/problems", get(problems::api_problems))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()
         .route("/login", get(login_form).post(login))

@@ -33,7 +33,7 @@ pub fn page(title: &str, body: Markup) -> Markup {
                 style { (PreEscaped(CSS)) }
             }
             body {
-                h1 { a href="/runs" { "steward runs" } " · " a href="/events" { "events" } }
+                h1 { a href="/runs" { "steward runs" } " · " a href="/events" { "events" } " · " a href="/problems" { "problems" } }
                 (body)
             }
         }
