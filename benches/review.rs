@@ -81,7 +81,15 @@ fn main() {
     for _ in 0..5 {
         let t = Instant::now();
         let o = Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["--root", root.to_str().unwrap(), "review", "helpdesk", "--since", "1d", "--json"])
+            .args([
+                "--root",
+                root.to_str().unwrap(),
+                "review",
+                "helpdesk",
+                "--since",
+                "1d",
+                "--json",
+            ])
             .env("DATABASE_URL", format!("sqlite://{}", db.display()))
             .env("RUST_LOG", "error")
             .output()
@@ -97,7 +105,10 @@ fn main() {
         "review over {} runs ({} problems, {} signals): median {:.0} ms (min {:.0}, max {:.0})",
         v["runs"],
         v["problems"].as_array().map_or(0, Vec::len),
-        v["problems"].as_array().map_or(0, |p| p.iter().map(|p| p["runs"].as_u64().unwrap_or(0)).sum::<u64>()),
+        v["problems"].as_array().map_or(0, |p| p
+            .iter()
+            .map(|p| p["runs"].as_u64().unwrap_or(0))
+            .sum::<u64>()),
         median.as_secs_f64() * 1000.0,
         times[0].as_secs_f64() * 1000.0,
         times[times.len() - 1].as_secs_f64() * 1000.0

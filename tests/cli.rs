@@ -1124,3 +1124,88 @@ async fn review_ranks_an_agents_problems_with_example_runs() {
         stdout(&o)
     );
 }
+
+#[tokio::test]
+async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use steward::store::{NewRun, RunStatus, RunStore, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    store
+        .create_run(&NewRun {
+            id: "0193abcd-run".into(),
+            agent: "helpdesk".into(),
+            trigger_summary: "how do I reset my VPN?".into(),
+            source: "slack".into(),
+            kind: "app_mention".into(),
+            ..NewRun::default()
+        })
+        .await
+        .unwrap();
+    store
+        .transition("0193abcd-run", RunStatus::Queued, RunStatus::Running)
+        .await
+        .unwrap();
+    drop(store);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.arg("mcp")
+        .env("STEWARD_ROOT", repo())
+        .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("RUST_LOG", "error");
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for want in [
+        "list_agents",
+        "list_runs",
+        "get_run",
+        "list_events",
+        "review_agent",
+    ] {
+        assert!(tools.iter().any(|t| t == want), "{tools:?}");
+    }
+    let call = |name: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let request = CallToolRequestParams::new(name)
+                .with_arguments(args.as_object().cloned().unwrap_or_default());
+            let result = client.call_tool(request).await.unwrap();
+            let text = result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone())
+                .unwrap_or_default();
+            (result.is_error == Some(true), text)
+        }
+    };
+    let (err, text) = call("list_agents", json!({})).await;
+    assert!(
+        !err && text.contains("\"helpdesk\"") && text.contains("slack_mention"),
+        "{text}"
+    );
+    let (err, text) = call("get_run", json!({"id": "0193ab"})).await;
+    assert!(
+        !err && text.contains("0193abcd-run") && text.contains("how do I reset my VPN?"),
+        "{text}"
+    );
+    let (err, text) = call("list_runs", json!({"agent": "helpdesk", "status": "running"})).await;
+    assert!(!err && text.contains("0193abcd-run"), "{text}");
+    let (err, text) = call("list_runs", json!({"status": "done"})).await;
+    assert!(err && text.contains("status"), "{text}");
+    let (err, text) = call("review_agent", json!({"agent": "helpdesk", "days": 1})).await;
+    assert!(!err && text.contains("\"runs\":1"), "{text}");
+    let (err, _) = call("review_agent", json!({"agent": "nobody"})).await;
+    assert!(err);
+    let (err, text) = call("list_events", json!({})).await;
+    assert!(!err && text.contains("\"events\""), "{text}");
+    client.cancel().await.unwrap();
+}

@@ -2,6 +2,7 @@
 
 mod eval;
 mod events;
+mod mcp_server;
 mod otlp;
 mod runs;
 mod triggers;
@@ -195,6 +196,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve steward as an MCP server on stdin/stdout (for a coding agent in the config
+    /// repository): list_agents, list_runs, get_run, list_events, review_agent.
+    Mcp,
     /// Check an agent's triggers against an event, or against recent stored deliveries.
     Triggers {
         #[command(subcommand)]
@@ -623,6 +627,14 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 }
                 EventsCommand::Show { id, json } => events::show(store.as_ref(), &id, json).await,
             }
+        }
+        Command::Mcp => {
+            let outside = Outside::new(env.clone(), metrics)?;
+            let skills = outside.skills(&root);
+            let config = Arc::new(load_config(&root, &outside.tools(), &skills)?);
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
+            mcp_server::serve_stdio(store, config).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Review { agent, since, json } => {
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;

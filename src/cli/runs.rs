@@ -46,7 +46,7 @@ pub async fn list(
 }
 
 /// The one run whose id is `id` or starts with it, as git resolves commit prefixes.
-async fn resolve_id(store: &dyn Store, id: &str) -> anyhow::Result<String> {
+pub(super) async fn resolve_id(store: &dyn Store, id: &str) -> anyhow::Result<String> {
     let ids = store.run_ids_with_prefix(id, 6).await?;
     match ids.as_slice() {
         [] => anyhow::bail!("no run with id {id}"),

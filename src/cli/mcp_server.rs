@@ -1,0 +1,205 @@
+//! `steward mcp`: steward as an MCP server over stdio, for a coding agent working in the
+//! config repository: the agents, recorded runs (private runs as metadata only, as
+//! stored), the event log and an agent's review, read from the run store.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct StewardMcp {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    router: ToolRouter<StewardMcp>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct ListRunsArgs {
+    /// Only this agent's runs.
+    agent: Option<String>,
+    /// Only runs in this status: queued, running, waiting, succeeded, failed, cancelled, interrupted.
+    status: Option<String>,
+    /// How far back in days (default 7).
+    days: Option<u32>,
+    /// At most this many (default 50, at most 500).
+    limit: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct GetRunArgs {
+    /// The run id, or a unique prefix of it.
+    id: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct ListEventsArgs {
+    /// Only this source: slack, jira, notion, webhook, cron.
+    source: Option<String>,
+    /// Only this outcome (started, no_agent, filtered, duplicate, ...).
+    outcome: Option<String>,
+    /// Only events whose outcome names this agent.
+    agent: Option<String>,
+    /// At most this many (default 50, at most 500).
+    limit: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct ReviewArgs {
+    /// The agent to review.
+    agent: String,
+    /// How far back in days (default 7).
+    days: Option<u32>,
+}
+
+fn json_result(v: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(v.to_string())]))
+}
+
+fn failure(message: impl Into<String>) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::error(vec![ContentBlock::text(message.into())]))
+}
+
+fn days_ago(days: Option<u32>) -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now() - chrono::Duration::days(i64::from(days.unwrap_or(7).clamp(1, 365)))
+}
+
+#[tool_router]
+impl StewardMcp {
+    pub fn new(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+        StewardMcp {
+            store,
+            config,
+            router: Self::tool_router(),
+        }
+    }
+
+    #[tool(description = "The configured agents: name, description, triggers, model, tools")]
+    async fn list_agents(&self) -> Result<CallToolResult, ErrorData> {
+        let agents: Vec<Value> = self
+            .config
+            .agents
+            .values()
+            .map(|a| {
+                json!({
+                    "name": a.name, "description": a.description, "file": a.file,
+                    "triggers": a.triggers.iter().map(|t| t.kind_name()).collect::<Vec<_>>(),
+                    "model": a.models.first().map(|m| format!("{}/{}", m.provider, m.model)),
+                    "tools": a.tool_names(),
+                })
+            })
+            .collect();
+        json_result(json!({ "agents": agents }))
+    }
+
+    #[tool(description = "Recorded runs, most recent first, with their status, termination, tokens and cost")]
+    async fn list_runs(
+        &self,
+        Parameters(args): Parameters<ListRunsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let status = match args.status.as_deref().map(crate::store::RunStatus::parse) {
+            Some(None) => {
+                return failure(
+                    "status: expected queued, running, waiting, succeeded, failed, cancelled or interrupted",
+                );
+            }
+            Some(s) => s,
+            None => None,
+        };
+        let filter = crate::store::RunFilter {
+            agent: args.agent,
+            status,
+            since: Some(days_ago(args.days)),
+            top_level: true,
+            limit: args.limit.unwrap_or(50).clamp(1, 500),
+            ..Default::default()
+        };
+        match self.store.query_runs(&filter).await {
+            Ok(runs) => json_result(json!({ "runs": runs })),
+            Err(e) => failure(e.to_string()),
+        }
+    }
+
+    #[tool(
+        description = "One run whole: its trigger, every step, tool calls with arguments and results, the answer, scores and feedback, the token bill (a private run shows metadata only)"
+    )]
+    async fn get_run(&self, Parameters(args): Parameters<GetRunArgs>) -> Result<CallToolResult, ErrorData> {
+        let id = match super::runs::resolve_id(self.store.as_ref(), &args.id).await {
+            Ok(id) => id,
+            Err(e) => return failure(e.to_string()),
+        };
+        match crate::run::report::RunReport::load(self.store.as_ref(), &id).await {
+            Ok(Some(report)) => json_result(serde_json::to_value(&report).unwrap_or_default()),
+            Ok(None) => failure(format!("no run with id {id}")),
+            Err(e) => failure(e.to_string()),
+        }
+    }
+
+    #[tool(
+        description = "The event log: each delivery's outcome and why (why an agent did or did not answer)"
+    )]
+    async fn list_events(
+        &self,
+        Parameters(args): Parameters<ListEventsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let outcome = match args
+            .outcome
+            .as_deref()
+            .map(crate::types::event_outcome::OutcomeKind::parse)
+        {
+            Some(None) => return failure("outcome: not an outcome"),
+            Some(o) => o,
+            None => None,
+        };
+        let filter = crate::store::EventFilter {
+            source: args.source,
+            outcome,
+            agent: args.agent,
+            since: None,
+            limit: args.limit.unwrap_or(50).clamp(1, 500),
+        };
+        match self.store.list_events(&filter).await {
+            Ok(events) => json_result(json!({ "events": events })),
+            Err(e) => failure(e.to_string()),
+        }
+    }
+
+    #[tool(
+        description = "An agent's problems over a period, ranked, with example runs and where the fix likely lies"
+    )]
+    async fn review_agent(
+        &self,
+        Parameters(args): Parameters<ReviewArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if !self.config.agents.contains_key(&args.agent) {
+            return failure(format!("no agent '{}'", args.agent));
+        }
+        match crate::evals::review::review(self.store.as_ref(), &args.agent, days_ago(args.days)).await {
+            Ok(review) => json_result(serde_json::to_value(&review).unwrap_or_default()),
+            Err(e) => failure(e.to_string()),
+        }
+    }
+}
+
+#[tool_handler(router = self.router.clone())]
+impl ServerHandler for StewardMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
+    }
+}
+
+/// Serves on stdin and stdout until the client closes them.
+pub async fn serve_stdio(store: Arc<dyn Store>, config: Arc<Config>) -> anyhow::Result<()> {
+    let running = StewardMcp::new(store, config)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    running.waiting().await?;
+    Ok(())
+}
