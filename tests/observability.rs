@@ -1256,3 +1256,27 @@ async fn the_problems_page_reviews_an_agent_behind_the_inspectors_guard() {
     let (status, _) = closed.get("/api/problems?agent=helpdesk").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn mcp_over_http_is_behind_the_inspectors_guard() {
+    let initialize = || {
+        Request::post("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}})
+                .to_string(),
+            ))
+            .unwrap()
+    };
+    let closed = start(AdminAccess::default()).await;
+    assert_eq!(closed.send(initialize()).await.0, StatusCode::UNAUTHORIZED);
+    let h = start(open()).await;
+    let (status, headers, body) = h.send(initialize()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("\"steward\""), "server info names steward: {body}");
+    assert!(headers.contains_key("mcp-session-id"), "{headers:?}");
+}

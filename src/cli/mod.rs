@@ -2,7 +2,6 @@
 
 mod eval;
 mod events;
-mod mcp_server;
 mod otlp;
 mod runs;
 mod triggers;
@@ -633,7 +632,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let skills = outside.skills(&root);
             let config = Arc::new(load_config(&root, &outside.tools(), &skills)?);
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
-            mcp_server::serve_stdio(store, config).await?;
+            crate::server::mcp::serve_stdio(store, config).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Review { agent, since, json } => {

@@ -45,19 +45,11 @@ pub async fn list(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The one run whose id is `id` or starts with it, as git resolves commit prefixes.
-pub(super) async fn resolve_id(store: &dyn Store, id: &str) -> anyhow::Result<String> {
-    let ids = store.run_ids_with_prefix(id, 6).await?;
-    match ids.as_slice() {
-        [] => anyhow::bail!("no run with id {id}"),
-        [one] => Ok(one.clone()),
-        _ if ids.iter().any(|i| i == id) => Ok(id.to_string()),
-        many => anyhow::bail!(
-            "run id prefix {id} is ambiguous: {}{}",
-            many.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
-            if many.len() > 5 { ", ..." } else { "" }
-        ),
-    }
+/// The one run whose id is `id` or starts with it (`store::resolve_run_id`).
+async fn resolve_id(store: &dyn Store, id: &str) -> anyhow::Result<String> {
+    crate::store::resolve_run_id(store, id)
+        .await?
+        .map_err(anyhow::Error::msg)
 }
 
 pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<ExitCode> {

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod inspector;
 pub mod interactivity;
 pub mod limits;
+pub mod mcp;
 pub mod model_watch;
 pub mod outcomes;
 pub mod scrape;

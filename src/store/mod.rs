@@ -222,6 +222,22 @@ pub enum StoreError {
     Migrate(String),
 }
 
+/// The one run whose id is `id` or starts with it, as git resolves commit prefixes:
+/// `Ok(Err(why))` when no run or several match.
+pub async fn resolve_run_id(store: &dyn Store, id: &str) -> Result<Result<String, String>, StoreError> {
+    let ids = store.run_ids_with_prefix(id, 6).await?;
+    Ok(match ids.as_slice() {
+        [] => Err(format!("no run with id {id}")),
+        [one] => Ok(one.clone()),
+        _ if ids.iter().any(|i| i == id) => Ok(id.to_string()),
+        many => Err(format!(
+            "run id prefix {id} is ambiguous: {}{}",
+            many.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if many.len() > 5 { ", ..." } else { "" }
+        )),
+    })
+}
+
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
 pub trait Store:

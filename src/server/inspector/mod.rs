@@ -48,6 +48,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/api/events/{id}", get(events::api_event))
         .route("/problems", get(problems::problem_page))
         .route("/api/problems", get(problems::api_problems))
+        .nest_service(
+            "/mcp",
+            crate::server::mcp::http_service(state.runner.store.clone(), state.config.clone()),
+        )
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     Router::new()
         .route("/login", get(login_form).post(login))

@@ -1,6 +1,7 @@
-//! `steward mcp`: steward as an MCP server over stdio, for a coding agent working in the
-//! config repository: the agents, recorded runs (private runs as metadata only, as
-//! stored), the event log and an agent's review, read from the run store.
+//! steward as an MCP server, for a coding agent working in the config repository: the
+//! agents, recorded runs (private runs as metadata only, as stored), the event log and
+//! an agent's review, read from the run store. Over stdio (`steward mcp`) and over
+//! Streamable HTTP at `/mcp`, behind the inspector's access check.
 
 use std::sync::Arc;
 
@@ -130,8 +131,9 @@ impl StewardMcp {
         description = "One run whole: its trigger, every step, tool calls with arguments and results, the answer, scores and feedback, the token bill (a private run shows metadata only)"
     )]
     async fn get_run(&self, Parameters(args): Parameters<GetRunArgs>) -> Result<CallToolResult, ErrorData> {
-        let id = match super::runs::resolve_id(self.store.as_ref(), &args.id).await {
-            Ok(id) => id,
+        let id = match crate::store::resolve_run_id(self.store.as_ref(), &args.id).await {
+            Ok(Ok(id)) => id,
+            Ok(Err(why)) => return failure(why),
             Err(e) => return failure(e.to_string()),
         };
         match crate::run::report::RunReport::load(self.store.as_ref(), &id).await {
@@ -193,6 +195,26 @@ impl ServerHandler for StewardMcp {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
     }
+}
+
+/// The `/mcp` route: Streamable HTTP, one session per client.
+pub fn http_service(
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    StewardMcp,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    // The inspector's host check (`host_guard`) has already refused a foreign `Host`
+    // before a request gets here, with steward's own list (its bind address and public
+    // URL); rmcp's list of loopback names would refuse steward's public hostname.
+    let settings = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+        .disable_allowed_hosts();
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || Ok(StewardMcp::new(store.clone(), config.clone())),
+        Default::default(),
+        settings,
+    )
 }
 
 /// Serves on stdin and stdout until the client closes them.
