@@ -13,11 +13,9 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use steward::files::RunFiles;
 use steward::integrations::github::GithubClient;
 use steward::integrations::jira::JiraClient;
 use steward::integrations::slack::SlackClient;
-use steward::tokens::Encoding;
 use steward::tools::{ToolCtx, ToolError, ToolRegistry};
 use support::serve;
 use tokio_util::sync::CancellationToken;
@@ -26,22 +24,8 @@ type Q = Query<std::collections::HashMap<String, String>>;
 
 fn ctx() -> ToolCtx {
     ToolCtx {
-        run_id: "run-1".into(),
-        agent: "a".into(),
         call_id: "call-1".into(),
-        cancel: CancellationToken::new(),
-        files: Arc::new(RunFiles::new(
-            "run-1",
-            None,
-            support::tokens(),
-            Encoding::O200k,
-            10_000,
-        )),
-        skills: None,
-        subagents: None,
-        nested: None,
-        mock: false,
-        search: Default::default(),
+        ..support::tool_ctx("run-1", Default::default())
     }
 }
 

@@ -239,6 +239,23 @@ impl Harness {
         (status, headers, String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// `/api/events` once it lists at least `n` deliveries, each with its outcome (or
+    /// what it lists after 10 s).
+    async fn settled_events(&self, n: usize) -> Vec<Value> {
+        let mut events = Vec::new();
+        for _ in 0..200 {
+            let (status, body) = self.get("/api/events").await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            events = v["events"].as_array().cloned().unwrap_or_default();
+            if events.len() >= n && events.iter().all(|e| !e["outcome"].is_null()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        events
+    }
+
     async fn get(&self, path: &str) -> (StatusCode, String) {
         let (status, _, body) = self.send(Request::get(path).body(Body::empty()).unwrap()).await;
         (status, body)
@@ -886,17 +903,7 @@ async fn every_delivery_has_an_outcome_in_the_event_log() {
         StatusCode::UNAUTHORIZED
     );
     h.finished(1).await;
-    let mut events = Vec::new();
-    for _ in 0..200 {
-        let (status, body) = h.get("/api/events").await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        events = v["events"].as_array().cloned().unwrap_or_default();
-        if events.len() >= 5 && events.iter().all(|e| !e["outcome"].is_null()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let events = h.settled_events(5).await;
     let by = |outcome: &str| -> Vec<Value> {
         events
             .iter()
@@ -1055,16 +1062,7 @@ async fn one_agent_answers_a_conversation_by_precedence_and_filters_are_recorded
                 .any(|(t, a)| t.contains("build broken") && a == "helpdesk"),
         "the channel's own agent answers there, not the helpdesk: {agents:?}"
     );
-    let mut events = Vec::new();
-    for _ in 0..200 {
-        let (_, body) = h.get("/api/events").await;
-        let v: Value = serde_json::from_str(&body).unwrap();
-        events = v["events"].as_array().cloned().unwrap_or_default();
-        if events.len() >= 4 && events.iter().all(|e| !e["outcome"].is_null()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let events = h.settled_events(4).await;
     let started: Vec<&Value> = events.iter().filter(|e| e["outcome"] == "started").collect();
     assert_eq!(started.len(), 2, "{events:#?}");
     assert!(
@@ -1094,30 +1092,15 @@ async fn one_agent_answers_a_conversation_by_precedence_and_filters_are_recorded
     );
 }
 
-fn tool_ctx(asker: Option<&str>, store: &Arc<dyn Store>) -> ToolCtx {
-    let tokens = Arc::new(steward::tokens::TokenCounter::new());
-    ToolCtx {
-        run_id: "run-why".into(),
-        agent: "helpdesk".into(),
-        call_id: "c".into(),
-        cancel: tokio_util::sync::CancellationToken::new(),
-        files: Arc::new(steward::files::RunFiles::new(
-            "run-why",
-            None,
-            tokens,
-            steward::tokens::Encoding::O200k,
-            10_000,
-        )),
-        skills: None,
-        subagents: None,
-        nested: None,
-        mock: false,
-        search: Arc::new(steward::tools::search_grant::SearchGrant {
+fn asker_ctx(asker: Option<&str>, store: &Arc<dyn Store>) -> ToolCtx {
+    tool_ctx(
+        "run-why",
+        Arc::new(steward::tools::search_grant::SearchGrant {
             asker: asker.map(str::to_string),
             events: Some(steward::tools::search_grant::EventLogHandle(store.clone())),
             ..Default::default()
         }),
-    }
+    )
 }
 
 #[tokio::test]
@@ -1155,15 +1138,7 @@ async fn why_didnt_it_answer_is_answered_from_the_record_for_people_who_could_se
         StatusCode::OK
     );
     h.finished(1).await;
-    for _ in 0..200 {
-        let (_, body) = h.get("/api/events").await;
-        let v: Value = serde_json::from_str(&body).unwrap();
-        let events = v["events"].as_array().cloned().unwrap_or_default();
-        if events.len() >= 3 && events.iter().all(|e| !e["outcome"].is_null()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    h.settled_events(3).await;
     let (slack_url, _) = fake_slack().await;
     let slack = SlackClient::new(steward::http::client().unwrap(), &slack_url, "xoxb-test");
     let tool = EventOutcomeTool::new(Some(slack));
@@ -1173,7 +1148,7 @@ async fn why_didnt_it_answer_is_answered_from_the_record_for_people_who_could_se
         let store = store.clone();
         let link = link.to_string();
         async move {
-            tool.call(&tool_ctx(asker, &store), json!({"permalink": link}))
+            tool.call(&asker_ctx(asker, &store), json!({"permalink": link}))
                 .await
                 .map(|o| o.to_model_text())
                 .map_err(|e| e.to_string())

@@ -11,15 +11,13 @@ use axum::Router;
 use axum::response::Redirect;
 use axum::routing::get;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use steward::files::RunFiles;
 use steward::files::extract::{DocKind, ExtractError};
 use steward::files::extractor::Extractor;
 use steward::http::{Egress, EgressPolicy};
 use steward::tools::http_fetch::HttpFetch;
 use steward::tools::{Tool, ToolCtx, ToolError};
-use support::{free_local_addr, write};
+use support::{free_local_addr, tool_ctx, write};
 
 /// A listener standing in for an internal service; counts the requests that reach it.
 async fn internal_service() -> (String, Arc<AtomicUsize>) {
@@ -56,25 +54,7 @@ async fn redirector(target: String) -> u16 {
 }
 
 fn ctx() -> ToolCtx {
-    let tokens = Arc::new(steward::tokens::TokenCounter::new());
-    ToolCtx {
-        run_id: "run-sec".into(),
-        agent: "a".into(),
-        call_id: "c".into(),
-        cancel: CancellationToken::new(),
-        files: Arc::new(RunFiles::new(
-            "run-sec",
-            None,
-            tokens,
-            steward::tokens::Encoding::O200k,
-            10_000,
-        )),
-        skills: None,
-        subagents: None,
-        nested: None,
-        mock: false,
-        search: Default::default(),
-    }
+    tool_ctx("run-sec", Default::default())
 }
 
 async fn fetch(egress: Egress, url: &str) -> Result<String, ToolError> {

@@ -95,6 +95,11 @@ fn config(root: &Path, deploys: &Arc<AtomicU32>, agent: &str) -> Config {
 
 /// A fake Slack recording every Web API call.
 async fn fake_slack() -> (SlackClient, Calls) {
+    fake_slack_refusing(|_, _| None).await
+}
+
+/// [`fake_slack`] that answers `ok: false` with the error `refuse` names for a call.
+async fn fake_slack_refusing(refuse: fn(&str, &Value) -> Option<&'static str>) -> (SlackClient, Calls) {
     let calls: Calls = Arc::default();
     let c = calls.clone();
     let app = Router::new()
@@ -105,6 +110,9 @@ async fn fake_slack() -> (SlackClient, Calls) {
                 move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
                     c.lock().unwrap().push((method.clone(), body.clone()));
                     async move {
+                        if let Some(error) = refuse(&method, &body) {
+                            return Json(json!({"ok": false, "error": error}));
+                        }
                         if method == "conversations.open" {
                             return Json(json!({"ok": true, "channel": {"id": "D0APPROVERS"}}));
                         }
@@ -1231,27 +1239,11 @@ async fn a_reply_slack_refuses_fails_the_run_as_undelivered_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     // A Slack that refuses the answer (as it does for a channel the bot left) but takes
     // the short notice that follows.
-    let calls: Calls = Arc::default();
-    let c = calls.clone();
-    let app = Router::new()
-        .route("/conversations.info", axum::routing::get(conversations_info))
-        .route(
-            "/{method}",
-            post(
-                move |axum::extract::Path(method): axum::extract::Path<String>, Json(body): Json<Value>| {
-                    c.lock().unwrap().push((method.clone(), body.clone()));
-                    async move {
-                        let text = body["text"].as_str().unwrap_or_default();
-                        if method == "chat.postMessage" && text.starts_with("Result:") {
-                            return Json(json!({"ok": false, "error": "msg_blocks_too_long"}));
-                        }
-                        Json(json!({"ok": true, "channel": "C123ABC456", "ts": "1700000900.000100"}))
-                    }
-                },
-            ),
-        );
-    let url = serve(app).await;
-    let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
+    let (slack, calls) = fake_slack_refusing(|method, body| {
+        let answer = body["text"].as_str().unwrap_or_default().starts_with("Result:");
+        (method == "chat.postMessage" && answer).then_some("msg_blocks_too_long")
+    })
+    .await;
     let fake = FakeModel::start().await;
     model(&fake);
     let deploys = Arc::new(AtomicU32::new(0));

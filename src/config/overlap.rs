@@ -4,7 +4,7 @@
 //! `validate --explain`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::diagnostic::{Diagnostic, find_key};
@@ -155,13 +155,9 @@ pub fn unordered(agents: &BTreeMap<String, Arc<AgentConfig>>, texts: &Texts) -> 
                     "agent '{agent}' and agent '{other}' ({}:{oline}:{ocol}) can both answer the same Slack \
                      message with equal specificity and priority; name the channels, add a 'when:' filter, \
                      give one a higher 'priority:', or mark one 'also: true'",
-                    display(ofile)
+                    ofile.display()
                 ),
             )
         })
         .collect()
-}
-
-fn display(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -50,15 +50,6 @@ impl TriggerSpec {
         }
     }
 
-    /// The channels a Slack rule names (empty: any); empty for other rules.
-    pub fn channels(&self) -> &[String] {
-        match self {
-            TriggerSpec::SlackReaction(r) => &r.channels,
-            TriggerSpec::SlackMention(r) | TriggerSpec::SlackMessage(r) => &r.channels,
-            _ => &[],
-        }
-    }
-
     /// Its precedence for a Slack rule; `None` for the sources that fan out (Jira,
     /// Notion, webhooks, cron: not conversations, so every matching agent runs).
     pub fn precedence(&self) -> Option<Precedence> {

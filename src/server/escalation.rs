@@ -139,8 +139,7 @@ pub async fn resolve(state: &AppState, click: &ButtonClick) -> Result<Click, Sto
     tracing::info!(run = %run_id, user = %click.user, "escalation resolved");
     if let (Some(slack), Some(channel), Some(ts)) = (state.slack.clone(), row.channel, row.message_ts) {
         let to = esc.map(|e| e.to).unwrap_or_default();
-        let call = message::escalation_call(&row.escalated_by, &to, None, run_id);
-        let content = message::escalation_resolved(call.text.as_deref().unwrap_or_default(), &click.user);
+        let content = message::escalation_resolved(&row.escalated_by, &to, &click.user);
         state.tasks.spawn(async move {
             let request =
                 SlackApiChatUpdateRequest::new(channel.as_str().into(), content, ts.as_str().into());

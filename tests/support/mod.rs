@@ -317,6 +317,32 @@ pub async fn runner(
 }
 
 /// One tokenizer for the whole test binary: building o200k takes a while.
+/// A tool call's context in run `run_id`: fresh run files, no skills or subagents, real
+/// tools, and `search` as the run's grant (who asked, what it may search).
+pub fn tool_ctx(
+    run_id: &str,
+    search: Arc<steward::tools::search_grant::SearchGrant>,
+) -> steward::tools::ToolCtx {
+    steward::tools::ToolCtx {
+        run_id: run_id.into(),
+        agent: "a".into(),
+        call_id: "c".into(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        files: Arc::new(steward::files::RunFiles::new(
+            run_id,
+            None,
+            tokens(),
+            steward::tokens::Encoding::O200k,
+            10_000,
+        )),
+        skills: None,
+        subagents: None,
+        nested: None,
+        mock: false,
+        search,
+    }
+}
+
 pub fn tokens() -> Arc<steward::tokens::TokenCounter> {
     static TOKENS: std::sync::OnceLock<Arc<steward::tokens::TokenCounter>> = std::sync::OnceLock::new();
     TOKENS

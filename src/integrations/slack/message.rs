@@ -236,14 +236,9 @@ pub fn with_escalation(mut msg: SlackMessageContent, run_id: &str, label: &str) 
     msg
 }
 
-/// The call for help: who asked, whom it calls (`<@U…>`, `<!subteam^S…>`), where the
-/// conversation is (a link when posted elsewhere), and a "Resolved" button.
-pub fn escalation_call(
-    asker: &str,
-    to: &[String],
-    thread_link: Option<&str>,
-    run_id: &str,
-) -> SlackMessageContent {
+/// The words of a call for help: who asked, whom it calls (`<@U…>`, `<!subteam^S…>`),
+/// and where the conversation is (a link when posted elsewhere).
+fn call_text(asker: &str, to: &[String], thread_link: Option<&str>) -> String {
     let mention = |id: &String| {
         if id.starts_with('S') {
             format!("<!subteam^{id}>")
@@ -256,6 +251,17 @@ pub fn escalation_call(
     if let Some(link) = thread_link {
         text.push_str(&format!(" (<{link}|the conversation>)"));
     }
+    text
+}
+
+/// The call for help ([`call_text`]) with a "Resolved" button.
+pub fn escalation_call(
+    asker: &str,
+    to: &[String],
+    thread_link: Option<&str>,
+    run_id: &str,
+) -> SlackMessageContent {
+    let text = call_text(asker, to, thread_link);
     let blocks = vec![
         SlackBlock::Section(
             SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(text.clone()).into()),
@@ -273,9 +279,13 @@ pub fn escalation_call(
     content(text, blocks)
 }
 
-/// The call for help once resolved: its text, and who resolved it instead of the button.
-pub fn escalation_resolved(call: &str, by: &str) -> SlackMessageContent {
-    let text = format!("{call}\n:white_check_mark: Resolved by <@{by}>.");
+/// The call for help once resolved: who asked and whom it called, then who resolved it,
+/// in place of the button.
+pub fn escalation_resolved(asker: &str, to: &[String], by: &str) -> SlackMessageContent {
+    let text = format!(
+        "{}\n:white_check_mark: Resolved by <@{by}>.",
+        call_text(asker, to, None)
+    );
     let blocks = vec![SlackBlock::Section(
         SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(text.clone()).into()),
     )];
