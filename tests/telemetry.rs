@@ -27,7 +27,15 @@ async fn collect(
     if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
         headers_seen.lock().unwrap().push(v.to_string());
     }
-    let request = ExportTraceServiceRequest::decode(body).expect("a valid OTLP protobuf body");
+    // OTLP/HTTP in either encoding, as the exporter's protocol says.
+    let json = headers
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let request = if json {
+        serde_json::from_slice::<ExportTraceServiceRequest>(&body).expect("a valid OTLP JSON body")
+    } else {
+        ExportTraceServiceRequest::decode(body).expect("a valid OTLP protobuf body")
+    };
     let mut out = spans.lock().unwrap();
     for rs in request.resource_spans {
         let resource: HashMap<String, String> = rs
@@ -238,6 +246,22 @@ async fn a_malformed_otlp_setting_stops_start_up_with_its_name() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
+    webhook_trace("http/protobuf", None).await;
+}
+
+/// The sender's `traceparent` is continued: its trace runs on through the ingest span,
+/// the queue, the run and the model call, whose request carries it on to the provider.
+/// Over OTLP/HTTP JSON, with resource attributes from `OTEL_RESOURCE_ATTRIBUTES`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_senders_trace_context_is_continued_and_sent_on_over_http_json() {
+    webhook_trace(
+        "http/json",
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    )
+    .await;
+}
+
+async fn webhook_trace(protocol: &str, traceparent: Option<&str>) {
     let spans: Received = Arc::default();
     let app = axum::Router::new()
         .route("/v1/traces", post(collect))
@@ -258,16 +282,32 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
         .env("OPENAI_API_KEY", "sk-test")
         .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment.name=test,service.namespace=ops",
+        )
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let status = post_hook_when_up(
-        &addr,
-        "intake",
-        "intake-token",
-        "{\"text\": \"new laptop for Ana\"}",
-    )
-    .await;
+    let client = steward::http::client().unwrap();
+    let mut status = 0;
+    for _ in 0..100 {
+        let mut request = client
+            .post(format!("http://{addr}/hooks/intake"))
+            .bearer_auth("intake-token")
+            .body("{\"text\": \"new laptop for Ana\"}");
+        if let Some(tp) = traceparent {
+            request = request
+                .header("traceparent", tp)
+                .header("tracestate", "vendor=abc");
+        }
+        if let Ok(r) = request.send().await {
+            status = r.status().as_u16();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(status, 200);
     for _ in 0..200 {
         if !fake.requests().is_empty() {
@@ -307,6 +347,44 @@ async fn one_trace_runs_from_the_webhook_through_the_queue_to_the_run() {
     assert!(attr(&ingest, "steward.ack_ms").is_some_and(|ms| ms.parse::<f64>().unwrap() >= 0.0));
     let chat = find("chat gpt-4.1").expect("the model call");
     assert_eq!(chat.trace_id, ingest.trace_id);
+    // The resource: steward's default name, the operator's attributes, the SDK's own.
+    let resource = &spans[0].0;
+    assert_eq!(resource.get("service.name").map(String::as_str), Some("steward"));
+    assert_eq!(
+        resource.get("deployment.environment.name").map(String::as_str),
+        Some("test")
+    );
+    assert_eq!(
+        resource.get("telemetry.sdk.name").map(String::as_str),
+        Some("opentelemetry")
+    );
+    // The model call's request carried the chat span's context to the provider.
+    let sent = fake.requests()[0]
+        .headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .expect("a traceparent on the model request");
+    assert_eq!(
+        sent,
+        format!("00-{}-{}-01", hex(&chat.trace_id), hex(&chat.span_id))
+    );
+    if let Some(tp) = traceparent {
+        // The sender's trace, continued: the ingest span is its child.
+        assert_eq!(hex(&ingest.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(hex(&ingest.parent_span_id), "00f067aa0ba902b7");
+        assert_eq!(ingest.trace_state, "vendor=abc");
+        assert!(sent.starts_with(&tp[..36]), "{sent}");
+    } else {
+        assert!(
+            ingest.parent_span_id.is_empty(),
+            "a root without a sender's context"
+        );
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The model of a boss that delegates once to `helper`, and of the helper.

@@ -465,7 +465,7 @@ pub fn main() -> ExitCode {
     };
     let metrics = Arc::new(Metrics::new());
     let counted = metrics.clone();
-    let dropped: crate::telemetry::queue::DropSink = Arc::new(move |n| counted.spans_dropped(n));
+    let dropped: crate::telemetry::DropSink = Arc::new(move |n| counted.spans_dropped(n));
     let telemetry = match crate::telemetry::init(cli.log_json, default_log, otlp, Some(dropped)) {
         Ok(t) => t,
         Err(e) => {
@@ -495,6 +495,9 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
+    // Tasks still alive end first, so the spans they close are queued before the
+    // exporter's last flush.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     telemetry.shutdown();
     code
 }

@@ -1,7 +1,11 @@
 //! The OTLP trace exporter's settings from the standard `OTEL_*` variables.
 
 use crate::config::Settings;
-use crate::telemetry::{OtlpConfig, TraceSampler};
+use crate::telemetry::{OtlpConfig, OtlpProtocol, TraceSampler};
+
+/// Spans waiting to be sent, at most, unless `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise:
+/// twice the SDK's default (2,048), so a burst of runs on a slow collector drops less.
+const DEFAULT_QUEUE: usize = 4096;
 
 /// The exporter to start, or `None` when no endpoint is set or `OTEL_SDK_DISABLED=true`
 /// (then nothing is exported and nothing costs anything). A malformed value is an
@@ -10,8 +14,30 @@ pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
     if s.otel_disabled {
         return Ok(None);
     }
+    let protocol = match &s.otel_protocol {
+        None => OtlpProtocol::HttpProtobuf,
+        Some((var, value)) => match value.trim() {
+            "http/protobuf" => OtlpProtocol::HttpProtobuf,
+            "http/json" => OtlpProtocol::HttpJson,
+            "grpc" if cfg!(feature = "grpc") => OtlpProtocol::Grpc,
+            "grpc" => {
+                return Err(format!(
+                    "{var} 'grpc' needs a steward built with the grpc feature (cargo build --features grpc; the shipped image has it), or use http/protobuf on the collector's port 4318"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{var} '{other}' is not one of http/protobuf, http/json, grpc"
+                ));
+            }
+        },
+    };
+    // Over HTTP the base endpoint gets the signal's path; gRPC takes it as it is.
     let (var, traces_url) = match (&s.otel_traces_endpoint, &s.otel_endpoint) {
         (Some(url), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url.trim().to_string()),
+        (None, Some(base)) if protocol == OtlpProtocol::Grpc => {
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", base.trim().to_string())
+        }
         (None, Some(base)) => (
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("{}/v1/traces", base.trim().trim_end_matches('/')),
@@ -21,15 +47,13 @@ pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
     if !(traces_url.starts_with("http://") || traces_url.starts_with("https://")) {
         return Err(format!("{var} '{traces_url}' is not an http:// or https:// URL"));
     }
-    // gRPC would be POSTed protobuf on the gRPC port and silently dropped: refused.
-    if let Some((var, protocol)) = &s.otel_protocol
-        && protocol.trim() != "http/protobuf"
-    {
-        return Err(format!(
-            "{var} '{}' is not supported: steward exports OTLP as http/protobuf (the collector's port 4318)",
-            protocol.trim()
-        ));
-    }
+    let queue =
+        match &s.otel_bsp_queue {
+            None => DEFAULT_QUEUE,
+            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("OTEL_BSP_MAX_QUEUE_SIZE '{v}' is not a whole number of spans above 0")
+            })?,
+        };
     let (headers_var, header_text) = s
         .otel_headers
         .clone()
@@ -37,8 +61,10 @@ pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
     Ok(Some(OtlpConfig {
         traces_url,
         headers: headers(&header_text).map_err(|e| format!("{headers_var}: {e}"))?,
-        service_name: s.otel_service_name.clone().unwrap_or_else(|| "steward".into()),
+        protocol,
+        service_name: s.otel_service_name.clone(),
         sampler: sampler(s.otel_sampler.as_deref(), s.otel_sampler_arg.as_deref())?,
+        queue,
     }))
 }
 
@@ -141,7 +167,9 @@ mod tests {
             ]
         );
         assert_eq!(c.sampler, TraceSampler::ParentBasedRatio(0.25));
-        assert_eq!(c.service_name, "steward");
+        assert_eq!(c.service_name, None);
+        assert_eq!(c.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(c.queue, DEFAULT_QUEUE);
         let disabled = settings(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"),
             ("OTEL_SDK_DISABLED", "true"),
@@ -182,15 +210,44 @@ mod tests {
                 .unwrap_err()
                 .starts_with("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT 'collector:4318/v1/traces'")
         );
-        // gRPC would go unanswered on the HTTP exporter: refused by name.
+        // gRPC takes the endpoint as it is, in builds that have it.
         let grpc = settings(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ]);
+        let grpc = config(&grpc);
+        if cfg!(feature = "grpc") {
+            let c = grpc.unwrap().unwrap();
+            assert_eq!(c.protocol, OtlpProtocol::Grpc);
+            assert_eq!(c.traces_url, "http://collector:4317");
+        } else {
+            assert!(grpc.unwrap_err().starts_with(
+                "OTEL_EXPORTER_OTLP_PROTOCOL 'grpc' needs a steward built with the grpc feature"
+            ));
+        }
+        let json = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+        ]);
+        let c = config(&json).unwrap().unwrap();
+        assert_eq!((c.protocol, c.queue), (OtlpProtocol::HttpJson, 100));
+        let bad = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift"),
+        ]);
+        assert_eq!(
+            config(&bad).unwrap_err(),
+            "OTEL_EXPORTER_OTLP_PROTOCOL 'thrift' is not one of http/protobuf, http/json, grpc"
+        );
+        let bad = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "lots"),
+        ]);
         assert!(
-            config(&grpc)
+            config(&bad)
                 .unwrap_err()
-                .starts_with("OTEL_EXPORTER_OTLP_PROTOCOL 'grpc' is not supported")
+                .starts_with("OTEL_BSP_MAX_QUEUE_SIZE 'lots'")
         );
         let http = settings(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),

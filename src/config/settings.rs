@@ -69,6 +69,8 @@ pub struct Settings {
     /// variable's name: only `http/protobuf` is exported, anything else is refused.
     pub otel_protocol: Option<(&'static str, String)>,
     pub otel_service_name: Option<String>,
+    /// `OTEL_BSP_MAX_QUEUE_SIZE`: spans waiting to be sent, at most.
+    pub otel_bsp_queue: Option<String>,
     pub otel_sampler: Option<String>,
     pub otel_sampler_arg: Option<String>,
     /// `OTEL_SDK_DISABLED=true` turns export off whatever else is set.
@@ -264,6 +266,7 @@ impl Settings {
                 .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", v)))
             .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL").map(|v| ("OTEL_EXPORTER_OTLP_PROTOCOL", v))),
             otel_service_name: get("OTEL_SERVICE_NAME"),
+            otel_bsp_queue: get("OTEL_BSP_MAX_QUEUE_SIZE"),
             otel_sampler: get("OTEL_TRACES_SAMPLER"),
             otel_sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),
             otel_disabled: is_true(get("OTEL_SDK_DISABLED")),

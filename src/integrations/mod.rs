@@ -110,7 +110,10 @@ pub(crate) async fn send_json(
         method: what.to_string(),
         message: e.to_string(),
     };
-    let resp = request.send().await.map_err(transport)?;
+    let resp = crate::telemetry::propagation::outgoing(request)
+        .send()
+        .await
+        .map_err(transport)?;
     let status = resp.status();
     let headers = resp.headers().clone();
     let bytes = resp.bytes().await.map_err(transport)?;
@@ -158,7 +161,7 @@ pub(crate) async fn download_capped(
         method: what.to_string(),
         message,
     };
-    let mut resp = request
+    let mut resp = crate::telemetry::propagation::outgoing(request)
         .send()
         .await
         .map_err(|e| match crate::http::egress::refusal(&e) {

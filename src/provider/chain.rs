@@ -236,8 +236,9 @@ impl ModelChain {
             // The span is not entered: a model call makes no spans of its own, and
             // entering on every poll of the HTTP future costs more than the span. It times
             // the call by living across it; retries are counted on it.
-            let result = self
-                .call_with_retries(provider.as_ref(), &request, &mut failed)
+            // Its requests carry its trace context (`traceparent`) to the provider.
+            let call = self.call_with_retries(provider.as_ref(), &request, &mut failed);
+            let result = crate::telemetry::propagation::sending(crate::telemetry::span_context(&span), call)
                 .await
                 .map_err(|mut e| {
                     e.model = model.model.clone();

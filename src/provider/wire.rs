@@ -17,7 +17,7 @@ pub async fn post_json<T: DeserializeOwned>(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<(T, Option<Duration>), ProviderError> {
-    let response = request
+    let response = crate::telemetry::propagation::outgoing(request)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .timeout(timeout)
         .body(body)
@@ -84,7 +84,7 @@ pub async fn post_sse(
     timeout: Duration,
     mut on_data: impl FnMut(&str) -> Result<(), ProviderError>,
 ) -> Result<Option<Duration>, ProviderError> {
-    let mut response = request
+    let mut response = crate::telemetry::propagation::outgoing(request)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "text/event-stream")
         .timeout(timeout)

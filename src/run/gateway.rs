@@ -432,7 +432,10 @@ impl Gateway {
             }
             result
         };
-        let result = crate::telemetry::within(&span, self.parts.enter_spans, result).await;
+        // Requests the tool makes to a service carry the tool span's trace context.
+        let result = crate::telemetry::within(&span, self.parts.enter_spans, result);
+        let result =
+            crate::telemetry::propagation::sending(crate::telemetry::span_context(&span), result).await;
         (result, span)
     }
 

@@ -70,6 +70,8 @@ impl From<InboundError> for HookError {
     }
 }
 
+use crate::telemetry::propagation::from_headers;
+
 async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Result<Response, HookError> {
     let new = state
         .ingest
@@ -93,8 +95,13 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
     Ok((StatusCode::OK, Json(json!({"ok": true, "duplicate": !new}))).into_response())
 }
 
-/// Does what an authenticated request asks.
-async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> {
+/// Does what an authenticated request asks. `remote` is the sender's trace context
+/// (`traceparent`), which the ingest span, and so the run, continues.
+async fn act(
+    state: &AppState,
+    inbound: Inbound,
+    remote: Option<opentelemetry::trace::SpanContext>,
+) -> Result<Response, HookError> {
     match inbound {
         Inbound::Answer(body) => Ok((StatusCode::OK, Json(body)).into_response()),
         Inbound::Ignored { source, kind, reason } => {
@@ -134,6 +141,9 @@ async fn act(state: &AppState, inbound: Inbound) -> Result<Response, HookError> 
                 "steward.dedupe_hit" = tracing::field::Empty,
                 "steward.ack_ms" = tracing::field::Empty,
             );
+            if let Some(remote) = &remote {
+                crate::telemetry::continue_remote(&span, remote);
+            }
             // Stored with the event: the run continues this trace after the queue.
             event.traceparent = crate::telemetry::traceparent(&span);
             let started = std::time::Instant::now();
@@ -206,13 +216,13 @@ pub async fn slack_events(
     let bot = secrets.slack_bot_user.as_deref();
     let now = chrono::Utc::now().timestamp();
     let inbound = slack::receive(&secrets.slack_signing, bot, &headers, &body, now)?;
-    act(&state, inbound).await
+    act(&state, inbound, from_headers(&headers)).await
 }
 
 /// A Slack payload whose sender Socket Mode already authenticated.
 pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
     let inbound = slack::receive_payload(value, state.secrets.slack_bot_user.as_deref())?;
-    act(state, inbound).await
+    act(state, inbound, None).await
 }
 
 /// `POST /jira/webhook`.
@@ -223,7 +233,7 @@ pub async fn jira_webhook(
 ) -> Result<Response, HookError> {
     let now = chrono::Utc::now().timestamp();
     let inbound = jira::receive(&state.secrets.jira, &headers, &body, now)?;
-    act(&state, inbound).await
+    act(&state, inbound, from_headers(&headers)).await
 }
 
 /// `POST /notion/webhook`: closed unless the operator enabled Notion or holds a setup
@@ -242,7 +252,7 @@ pub async fn notion_webhook(
         .and_then(|v| chrono::DateTime::parse_from_rfc3339(&v).ok())
         .is_some_and(|until| until > chrono::Utc::now());
     let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body)?;
-    act(&state, inbound).await
+    act(&state, inbound, from_headers(&headers)).await
 }
 
 async fn park_notion_token(state: &AppState, token: &str) -> Result<Response, HookError> {
@@ -270,5 +280,5 @@ pub async fn generic_hook(
     });
     let expected = state.secrets.hooks.get(&name).filter(|_| exists);
     let inbound = webhook::receive(&name, expected.map(String::as_str), &headers, &body)?;
-    act(&state, inbound).await
+    act(&state, inbound, from_headers(&headers)).await
 }

@@ -1,55 +1,71 @@
 //! The tracing layer that turns steward's spans into [`SpanRecord`]s and hands each
-//! closed, sampled one to the export queue.
+//! closed, sampled one to the SDK's batch processor ([`super::export::Export`]).
 //!
-//! It does the least a span needs: ids from a thread-local generator, the sampling
-//! decision once at the root (children follow their parent), fields written straight
+//! It does the least a span needs: ids from the SDK's generator, the SDK sampler's
+//! decision once at the root (children follow their parent, as the parent-based
+//! samplers decide and as ratio samplers do for one trace id), fields written straight
 //! into typed attributes, events inside a span kept as span events (an error-level one
 //! fails the span). The general-purpose bridge (tracing-opentelemetry over the SDK's
-//! tracer and processor) cost about 15% of a run's CPU per turn; this costs a few
-//! hundred instructions per span (figures in docs/testing.md).
+//! tracer) cost about 15% of a run's CPU per turn, most of it a second span object per
+//! span; this costs a few hundred instructions per span (figures in docs/testing.md).
 //!
 //! [`with_record`] reaches a live span's record from a `tracing::Span`, for
 //! `traceparent` and for continuing a trace received earlier.
 
+use std::sync::Arc;
+
+use opentelemetry::trace::{SpanContext, SpanId, SpanKind, TraceContextExt as _};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, SamplingDecision, ShouldSample};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use super::TraceSampler;
-use super::queue::SpanSink;
-use super::record::{EventRecord, Fields, SpanRecord, now_unix_nano, parse_traceparent};
+use super::export::Export;
+use super::propagation;
+use super::record::{Fields, SpanRecord};
 
-/// Builds span records and sends the sampled ones to the export queue when they close.
+/// Builds span records and sends the sampled ones to the batch processor when they close.
 pub struct ExportLayer {
-    sink: SpanSink,
-    sampler: TraceSampler,
+    export: Arc<Export>,
+    sampler: Sampler,
+    ids: RandomIdGenerator,
+    scope: InstrumentationScope,
 }
 
 impl ExportLayer {
-    pub fn new(sink: SpanSink, sampler: TraceSampler) -> ExportLayer {
-        ExportLayer { sink, sampler }
-    }
-}
-
-impl TraceSampler {
-    /// Whether a span is sampled, given its trace id and, when it has one, whether its
-    /// parent is. Ratios use the trace id's low 64 bits, as the SDK samplers do, so
-    /// every process samples the same traces.
-    pub fn sampled(self, trace_id: u128, parent: Option<bool>) -> bool {
-        let ratio = |r: f64| {
-            let bound = (r.clamp(0.0, 1.0) * (1u64 << 63) as f64) as u64;
-            r >= 1.0 || ((trace_id as u64) >> 1) < bound
-        };
-        match self {
-            TraceSampler::AlwaysOn => true,
-            TraceSampler::AlwaysOff => false,
-            TraceSampler::Ratio(r) => ratio(r),
-            TraceSampler::ParentBasedAlwaysOn => parent.unwrap_or(true),
-            TraceSampler::ParentBasedAlwaysOff => parent.unwrap_or(false),
-            TraceSampler::ParentBasedRatio(r) => parent.unwrap_or_else(|| ratio(r)),
+    pub fn new(export: Arc<Export>, sampler: Sampler) -> ExportLayer {
+        ExportLayer {
+            export,
+            sampler,
+            ids: RandomIdGenerator::default(),
+            scope: InstrumentationScope::builder("steward")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
         }
+    }
+
+    /// The sampler's decision for a root span of `trace_id`, under `remote` when it
+    /// continues another process's span.
+    fn sample(
+        &self,
+        trace_id: opentelemetry::trace::TraceId,
+        name: &str,
+        remote: Option<&SpanContext>,
+    ) -> bool {
+        let parent = remote.map(|sc| opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+        let no_attributes: &[KeyValue] = &[];
+        let result = self.sampler.should_sample(
+            parent.as_ref(),
+            trace_id,
+            name,
+            &SpanKind::Internal,
+            no_attributes,
+            &[],
+        );
+        result.decision == SamplingDecision::RecordAndSample
     }
 }
 
@@ -61,20 +77,29 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
+        let name = attrs.metadata().name();
         // The nearest enclosing span this layer sees (filtered ones are skipped).
         let parent = span.parent().and_then(|p| {
             p.extensions()
                 .get::<SpanRecord>()
-                .map(|r| ((r.trace_id, r.span_id), r.sampled))
+                .map(|r| (r.trace_id, r.span_id, r.sampled))
         });
-        let mut record = SpanRecord::new(attrs.metadata().name(), parent.map(|p| p.0), false);
-        record.sampled = self.sampler.sampled(record.trace_id, parent.map(|p| p.1));
+        let mut record = match parent {
+            Some((trace_id, parent_id, sampled)) => {
+                let mut r = SpanRecord::new(name, trace_id, self.ids.new_span_id(), Some(parent_id));
+                r.sampled = sampled;
+                r
+            }
+            None => {
+                let trace_id = self.ids.new_trace_id();
+                let mut r = SpanRecord::new(name, trace_id, self.ids.new_span_id(), None);
+                r.sampled = self.sample(trace_id, name, None);
+                r
+            }
+        };
         // A root's fields are kept even when it is not sampled yet: a trace continued
         // from a stored `traceparent` may sample it after creation.
         if record.sampled || parent.is_none() {
-            // Room for every field the callsite declares, at once: growing the list as
-            // fields arrive cost three reallocations and copies per span.
-            record.attributes.reserve_exact(attrs.metadata().fields().len());
             Fields::first(&mut record, attrs);
         }
         span.extensions_mut().insert(record);
@@ -83,7 +108,7 @@ where
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id)
             && let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
-            && (record.sampled || record.parent_span_id == 0)
+            && (record.sampled || record.is_root())
         {
             values.record(&mut Fields(record));
         }
@@ -97,18 +122,10 @@ where
         let Some(record) = extensions.get_mut::<SpanRecord>().filter(|r| r.sampled) else {
             return;
         };
-        let mut kept = EventRecord {
-            time_unix_nano: now_unix_nano(),
-            name: String::new(),
-            attributes: Vec::new(),
-            dropped_attributes: 0,
-        };
+        let mut kept = opentelemetry::trace::Event::with_name(event.metadata().name());
         event.record(&mut Fields(&mut kept));
-        if kept.name.is_empty() {
-            kept.name = event.metadata().name().to_string();
-        }
         if *event.metadata().level() == Level::ERROR && record.error.is_none() {
-            record.error = Some(kept.name.clone());
+            record.error = Some(kept.name.to_string());
         }
         record.add_event(kept);
     }
@@ -117,20 +134,19 @@ where
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let Some(mut record) = span.extensions_mut().remove::<SpanRecord>() else {
+        let Some(record) = span.extensions_mut().remove::<SpanRecord>() else {
             return;
         };
         if record.sampled {
-            record.end_unix_nano = now_unix_nano();
-            self.sink.send(record);
+            self.export.end(record.finish(&self.scope));
         }
     }
 }
 
-/// Runs `f` on the record of `span` (with the installed sampler), when the export layer
+/// Runs `f` on the record of `span` (with the installed layer), when the export layer
 /// is installed and the span is one it records. The layer and the registry are found
 /// through the dispatcher (`Layer`'s default `downcast_raw` answers for the layer).
-pub fn with_record(span: &tracing::Span, f: impl FnOnce(TraceSampler, &mut SpanRecord)) {
+fn with_record(span: &tracing::Span, f: impl FnOnce(&ExportLayer, &mut SpanRecord)) {
     span.with_subscriber(|(id, dispatch)| {
         let (Some(layer), Some(registry)) = (
             dispatch.downcast_ref::<ExportLayer>(),
@@ -141,84 +157,81 @@ pub fn with_record(span: &tracing::Span, f: impl FnOnce(TraceSampler, &mut SpanR
         if let Some(span) = registry.span(id)
             && let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
         {
-            f(layer.sampler, record);
+            f(layer, record);
         }
     });
 }
 
-/// Makes the root span `span` a child of the remote span `traceparent` names, and samples
-/// it as its parent was (parent-based samplers) or by its trace id. A malformed value,
-/// or a span that is not a root, is left alone.
-pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
-    let Some((trace_id, parent, parent_sampled)) = parse_traceparent(traceparent) else {
+/// Makes the root span `span` a child of the remote span `remote`, and samples it as the
+/// installed sampler decides for that parent (the parent-based samplers follow it). A
+/// span that is not a local root, or already continues one, is left alone.
+pub fn continue_remote(span: &tracing::Span, remote: &SpanContext) {
+    if !remote.is_valid() {
         return;
-    };
-    with_record(span, |sampler, record| {
-        if record.parent_span_id != 0 {
+    }
+    with_record(span, |layer, record| {
+        if record.parent_span_id != SpanId::INVALID {
             return;
         }
-        record.trace_id = trace_id;
-        record.parent_span_id = parent;
+        record.trace_id = remote.trace_id();
+        record.parent_span_id = remote.span_id();
         record.parent_remote = true;
-        record.sampled = sampler.sampled(trace_id, Some(parent_sampled));
+        record.trace_state = remote.trace_state().clone();
+        record.sampled = layer.sample(remote.trace_id(), &record.name, Some(remote));
     });
+}
+
+/// [`continue_remote`] from a stored W3C `traceparent`; a malformed value is ignored.
+pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
+    if let Some(remote) = propagation::extract(traceparent, None) {
+        continue_remote(span, &remote);
+    }
+}
+
+/// The W3C context of `span`, when the export layer records it.
+pub fn span_context(span: &tracing::Span) -> Option<SpanContext> {
+    let mut out = None;
+    with_record(span, |_, record| out = Some(record.context()));
+    out
 }
 
 /// The W3C `traceparent` of `span`, when the export layer records it.
 pub fn traceparent(span: &tracing::Span) -> Option<String> {
-    let mut out = None;
-    with_record(span, |_, record| out = Some(record.traceparent()));
-    out
+    span_context(span).map(|sc| propagation::traceparent(&sc))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::queue::{Exporter, Transport};
-    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::trace::v1::Span;
-    use prost::Message as _;
-    use std::sync::{Arc, Mutex};
+    use crate::telemetry::TraceSampler;
+    use crate::telemetry::export::testing::Collect;
+    use opentelemetry::Value;
+    use opentelemetry::trace::{Status, TraceId};
+    use opentelemetry_sdk::trace::SpanData;
     use std::time::Duration;
     use tracing_subscriber::layer::SubscriberExt;
 
-    #[derive(Clone, Default)]
-    struct Collect(Arc<Mutex<Vec<Span>>>);
-
-    impl Transport for Collect {
-        fn send(&mut self, body: Vec<u8>) -> Result<(), String> {
-            let request = ExportTraceServiceRequest::decode(body.as_slice()).map_err(|e| e.to_string())?;
-            let mut spans = self.0.lock().unwrap();
-            for rs in request.resource_spans {
-                for ss in rs.scope_spans {
-                    spans.extend(ss.spans);
-                }
-            }
-            Ok(())
-        }
-    }
-
-    /// Runs `f` under a subscriber with only the export layer, then returns what was sent.
-    fn exported(sampler: TraceSampler, f: impl FnOnce()) -> Vec<Span> {
+    /// Runs `f` under a subscriber with only the export layer, then returns what the SDK's
+    /// batch processor exported.
+    fn exported(sampler: TraceSampler, f: impl FnOnce()) -> Vec<SpanData> {
         let collect = Collect::default();
-        let (exporter, sink) = Exporter::start(collect.clone(), "test", None).unwrap();
-        let subscriber = tracing_subscriber::registry().with(ExportLayer::new(sink, sampler));
+        let export = Arc::new(Export::start(
+            collect.clone(),
+            &opentelemetry_sdk::Resource::builder_empty().build(),
+            1024,
+            None,
+        ));
+        let subscriber = tracing_subscriber::registry().with(ExportLayer::new(export.clone(), sampler.sdk()));
         tracing::subscriber::with_default(subscriber, f);
-        assert!(exporter.shutdown(Duration::from_secs(5)));
+        assert!(export.shutdown(Duration::from_secs(5)));
         collect.0.lock().unwrap().clone()
     }
 
-    fn attr(span: &Span, key: &str) -> Option<String> {
-        use opentelemetry_proto::tonic::common::v1::any_value::Value;
-        span.attributes.iter().find(|kv| kv.key == key).map(|kv| {
-            match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                Some(Value::StringValue(s)) => s.clone(),
-                Some(Value::IntValue(i)) => i.to_string(),
-                Some(Value::BoolValue(b)) => b.to_string(),
-                Some(Value::DoubleValue(d)) => d.to_string(),
-                other => format!("{other:?}"),
-            }
-        })
+    fn attr(span: &SpanData, key: &str) -> Option<String> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
     }
 
     #[test]
@@ -226,7 +239,7 @@ mod tests {
         let spans = exported(TraceSampler::AlwaysOn, || {
             let run = tracing::info_span!(
                 "invoke_agent",
-                otel.name = "invoke_agent helpdesk",
+                "gen_ai.agent.name" = "helpdesk",
                 "steward.turns" = tracing::field::Empty
             );
             let _in = run.enter();
@@ -234,7 +247,9 @@ mod tests {
                 let chat = tracing::info_span!(
                     "chat",
                     otel.kind = "client",
+                    "gen_ai.request.model" = "gpt-4.1",
                     "gen_ai.usage.input_tokens" = 12u64,
+                    "gen_ai.response.finish_reasons" = "stop,length",
                     "error.type" = tracing::field::Empty
                 );
                 chat.record("error.type", "timeout");
@@ -255,29 +270,48 @@ mod tests {
                 .find(|s| s.name == name)
                 .unwrap_or_else(|| panic!("{name} in {spans:?}"))
         };
-        let (run, chat, eval) = (by("invoke_agent helpdesk"), by("chat"), by("evaluate_run"));
-        assert!(run.parent_span_id.is_empty());
+        let (run, chat, eval) = (
+            by("invoke_agent helpdesk"),
+            by("chat gpt-4.1"),
+            by("evaluate_run"),
+        );
+        assert_eq!(run.parent_span_id, SpanId::INVALID);
         assert_eq!(attr(run, "steward.turns").as_deref(), Some("2"));
         assert_eq!(
             run.attributes
                 .iter()
-                .filter(|kv| kv.key == "steward.turns")
+                .filter(|kv| kv.key.as_str() == "steward.turns")
                 .count(),
             1
         );
         for child in [chat, eval] {
-            assert_eq!(child.trace_id, run.trace_id);
-            assert_eq!(child.parent_span_id, run.span_id);
+            assert_eq!(child.span_context.trace_id(), run.span_context.trace_id());
+            assert_eq!(child.parent_span_id, run.span_context.span_id());
         }
-        assert_eq!(chat.kind, 3, "client");
+        assert_eq!(chat.span_kind, SpanKind::Client);
         assert_eq!(attr(chat, "gen_ai.usage.input_tokens").as_deref(), Some("12"));
-        assert_eq!(chat.status.as_ref().unwrap().code, 2);
-        assert_eq!(chat.status.as_ref().unwrap().message, "timeout");
+        let reasons = chat
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "gen_ai.response.finish_reasons")
+            .map(|kv| kv.value.clone());
+        assert_eq!(
+            reasons,
+            Some(Value::Array(opentelemetry::Array::String(vec![
+                "stop".into(),
+                "length".into()
+            ])))
+        );
+        assert_eq!(chat.status, Status::error("timeout"));
         assert_eq!(eval.events.len(), 2);
         assert_eq!(eval.events[0].name, "gen_ai.evaluation.result");
-        assert_eq!(eval.events[0].attributes[0].key, "gen_ai.evaluation.score.value");
-        assert_eq!(eval.status.as_ref().unwrap().message, "the judge failed");
-        assert!(run.end_time_unix_nano >= run.start_time_unix_nano && run.start_time_unix_nano > 0);
+        assert_eq!(
+            eval.events[0].attributes[0].key.as_str(),
+            "gen_ai.evaluation.score.value"
+        );
+        assert_eq!(eval.status, Status::error("the judge failed"));
+        assert!(run.end_time >= run.start_time);
+        assert_eq!(run.instrumentation_scope.name(), "steward");
     }
 
     #[test]
@@ -296,9 +330,12 @@ mod tests {
         });
         assert_eq!(spans.len(), 2, "{spans:?}");
         let run = spans.iter().find(|s| s.name == "invoke_agent helpdesk").unwrap();
-        assert_eq!(run.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736u128.to_be_bytes());
-        assert_eq!(run.parent_span_id, 0x00f067aa0ba902b7u64.to_be_bytes());
-        assert_eq!(run.flags & 0x200, 0x200, "the parent is remote");
+        assert_eq!(
+            run.span_context.trace_id(),
+            TraceId::from(0x4bf92f3577b34da6a3ce929d0e0e4736u128)
+        );
+        assert_eq!(run.parent_span_id, SpanId::from(0x00f067aa0ba902b7u64));
+        assert!(run.parent_span_is_remote);
         assert_eq!(attr(run, "gen_ai.agent.name").as_deref(), Some("helpdesk"));
         let seen = seen.unwrap();
         assert!(
@@ -315,14 +352,37 @@ mod tests {
         assert!(spans.is_empty());
         // Without the layer there is no traceparent at all.
         assert_eq!(traceparent(&tracing::info_span!("x")), None);
-        let half = TraceSampler::Ratio(0.5);
-        assert!(half.sampled(0, None));
-        assert!(!half.sampled(u64::MAX as u128, None));
-        let kept = (0..10_000u128)
-            .filter(|_| half.sampled(fastrand::u128(..), None))
-            .count();
-        assert!((4_000..6_000).contains(&kept), "{kept}");
-        assert!(TraceSampler::ParentBasedRatio(0.0).sampled(u64::MAX as u128, Some(true)));
-        assert!(!TraceSampler::ParentBasedAlwaysOn.sampled(0, Some(false)));
+        // The SDK's ratio sampler keeps about its share of root traces.
+        let spans = exported(TraceSampler::Ratio(0.5), || {
+            for _ in 0..400 {
+                drop(tracing::info_span!("invoke_agent"));
+            }
+        });
+        assert!((120..280).contains(&spans.len()), "{}", spans.len());
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_blocking() {
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = dropped.clone();
+        let export = Export::start(
+            Collect::default(),
+            &opentelemetry_sdk::Resource::builder_empty().build(),
+            4,
+            Some(Arc::new(move |n| {
+                counted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            })),
+        );
+        let export = Arc::new(export);
+        let subscriber =
+            tracing_subscriber::registry().with(ExportLayer::new(export.clone(), Sampler::AlwaysOn));
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..10 {
+                drop(tracing::info_span!("s"));
+            }
+        });
+        // Four fit before the processor's thread takes any (it waits for its delay).
+        assert!(dropped.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+        assert!(export.shutdown(Duration::from_secs(5)));
     }
 }

@@ -1,140 +1,45 @@
-//! One span as steward exports it: ids, name, kind, times, typed attributes, events and
-//! an error status. Built by the tracing layer ([`super::layer`]) straight from tracing's
-//! field callbacks, with attribute keys borrowed from the callsite (`&'static str`), so a
-//! span costs a few small allocations and nothing is converted twice.
+//! One span as steward builds it from tracing's callbacks, in the OpenTelemetry SDK's
+//! own types: ids, name, kind, times, typed attributes ([`KeyValue`] with keys borrowed
+//! from the callsite), events and an error status. When the span closes it becomes the
+//! SDK's [`SpanData`] by moves alone ([`SpanRecord::finish`]), for the batch processor.
+//!
+//! Building the record here rather than through the SDK's `Tracer` and `Span` is what
+//! keeps export cheap: tracing already holds each span, so a second span object, its
+//! lock and its context per span are saved (figures in docs/testing.md).
 
 use std::borrow::Cow;
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
+use opentelemetry::trace::{Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
+use opentelemetry::{InstrumentationScope, Key, KeyValue, Value};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use tracing::field::{Field, Visit};
 
-/// Attributes kept per span or event, at most; more are counted as dropped.
+/// Attributes kept per span or event, at most (the SDK's default span limit); more are
+/// counted as dropped.
 pub const MAX_ATTRIBUTES: usize = 128;
 /// Events kept per span, at most.
 pub const MAX_EVENTS: usize = 128;
 
-/// An attribute value, typed as OTLP carries it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(Text),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
-
-/// Bytes of text kept inside a [`Text`] rather than on the heap.
-const INLINE: usize = 30;
-
-/// A string attribute value: up to 30 bytes inline (operation and provider names, model
-/// names, finish reasons, tool call ids), longer ones on the heap. A span's string
-/// values were an allocation and a free each, a fifth of what exporting a span cost.
-#[derive(Clone, PartialEq)]
-pub enum Text {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(String),
-}
-
-impl Text {
-    pub fn as_str(&self) -> &str {
-        match self {
-            // Filled from a `&str` whole, so always UTF-8; the fallback is unreachable.
-            Text::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            Text::Heap(s) => s,
-        }
-    }
-
-    pub fn into_string(self) -> String {
-        match self {
-            Text::Heap(s) => s,
-            inline => inline.as_str().to_string(),
-        }
-    }
-}
-
-impl From<&str> for Text {
-    fn from(s: &str) -> Text {
-        if s.len() <= INLINE {
-            let mut bytes = [0u8; INLINE];
-            bytes[..s.len()].copy_from_slice(s.as_bytes());
-            Text::Inline {
-                len: s.len() as u8,
-                bytes,
-            }
-        } else {
-            Text::Heap(s.to_string())
-        }
-    }
-}
-
-impl From<String> for Text {
-    fn from(s: String) -> Text {
-        if s.len() <= INLINE {
-            Text::from(s.as_str())
-        } else {
-            Text::Heap(s)
-        }
-    }
-}
-
-impl fmt::Debug for Text {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-/// The OTLP span kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Kind {
-    #[default]
-    Internal,
-    Server,
-    Client,
-    Producer,
-    Consumer,
-}
-
-impl Kind {
-    fn parse(text: &str) -> Option<Kind> {
-        Some(match text {
-            "internal" => Kind::Internal,
-            "server" => Kind::Server,
-            "client" => Kind::Client,
-            "producer" => Kind::Producer,
-            "consumer" => Kind::Consumer,
-            _ => return None,
-        })
-    }
-}
-
-/// Something that happened during a span (a tracing event inside it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventRecord {
-    pub time_unix_nano: u64,
-    pub name: String,
-    pub attributes: Vec<(&'static str, Value)>,
-    pub dropped_attributes: u32,
-}
-
 /// A span being built, then exported when it closes.
 #[derive(Debug, Clone)]
 pub struct SpanRecord {
-    pub trace_id: u128,
-    pub span_id: u64,
-    /// 0 for a root span.
-    pub parent_span_id: u64,
-    /// The parent came from another process (a stored `traceparent`).
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    /// [`SpanId::INVALID`] for a root span.
+    pub parent_span_id: SpanId,
+    /// The parent came from another process (a stored or received `traceparent`).
     pub parent_remote: bool,
+    /// The remote parent's `tracestate`, carried on unchanged.
+    pub trace_state: TraceState,
     pub sampled: bool,
     pub name: Cow<'static, str>,
-    pub kind: Kind,
-    pub start_unix_nano: u64,
-    pub end_unix_nano: u64,
-    pub attributes: Vec<(&'static str, Value)>,
+    pub kind: SpanKind,
+    pub start: SystemTime,
+    pub attributes: Vec<KeyValue>,
     pub dropped_attributes: u32,
-    pub events: Vec<EventRecord>,
+    pub events: Vec<Event>,
     pub dropped_events: u32,
     /// `Some` when the span failed: the status message (`error.type`, or the message of
     /// an error-level event inside it).
@@ -144,27 +49,19 @@ pub struct SpanRecord {
     seen: u64,
 }
 
-/// Now, in nanoseconds since the Unix epoch.
-pub fn now_unix_nano() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl SpanRecord {
-    /// A span with fresh ids; `parent` is the local parent's `(trace id, span id)`.
-    pub fn new(name: &'static str, parent: Option<(u128, u64)>, sampled: bool) -> SpanRecord {
-        let (trace_id, parent_span_id) = parent.unwrap_or_else(|| (fastrand::u128(1..), 0));
+    /// A span with the ids given; `parent` is the local parent's span id, when it has one.
+    pub fn new(name: &'static str, trace_id: TraceId, span_id: SpanId, parent: Option<SpanId>) -> SpanRecord {
         SpanRecord {
             trace_id,
-            span_id: fastrand::u64(1..),
-            parent_span_id,
+            span_id,
+            parent_span_id: parent.unwrap_or(SpanId::INVALID),
             parent_remote: false,
-            sampled,
+            trace_state: TraceState::NONE,
+            sampled: false,
             name: Cow::Borrowed(name),
-            kind: Kind::Internal,
-            start_unix_nano: now_unix_nano(),
-            end_unix_nano: 0,
+            kind: SpanKind::Internal,
+            start: SystemTime::now(),
             attributes: Vec::new(),
             dropped_attributes: 0,
             events: Vec::new(),
@@ -172,6 +69,27 @@ impl SpanRecord {
             error: None,
             seen: 0,
         }
+    }
+
+    /// Whether the span is a root in this process (no local parent).
+    pub fn is_root(&self) -> bool {
+        self.parent_span_id == SpanId::INVALID || self.parent_remote
+    }
+
+    /// The span's W3C context (what `traceparent` carries).
+    pub fn context(&self) -> SpanContext {
+        let flags = if self.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        };
+        SpanContext::new(
+            self.trace_id,
+            self.span_id,
+            flags,
+            false,
+            self.trace_state.clone(),
+        )
     }
 
     /// Sets (or replaces) one attribute. The `otel.*` keys steer the span itself
@@ -184,11 +102,11 @@ impl SpanRecord {
     /// search for an earlier value when the field has none.
     fn set_field(&mut self, index: Option<usize>, key: &'static str, value: Value) {
         match (key, value) {
-            ("otel.name", Value::Str(name)) => self.name = Cow::Owned(name.into_string()),
-            ("otel.kind", Value::Str(kind)) => self.kind = Kind::parse(kind.as_str()).unwrap_or_default(),
+            ("otel.name", Value::String(name)) => self.name = Cow::Owned(name.to_string()),
+            ("otel.kind", Value::String(kind)) => self.kind = kind_of(kind.as_str()),
             (key, value) => {
                 if key == "error.type"
-                    && let Value::Str(kind) = &value
+                    && let Value::String(kind) = &value
                 {
                     self.error = Some(kind.as_str().to_string());
                 }
@@ -196,7 +114,8 @@ impl SpanRecord {
                 match bit {
                     Some(bit) if self.seen & bit == 0 && self.attributes.len() < MAX_ATTRIBUTES => {
                         self.seen |= bit;
-                        self.attributes.push((key, value));
+                        self.attributes
+                            .push(KeyValue::new(Key::from_static_str(key), value));
                     }
                     _ => put(&mut self.attributes, &mut self.dropped_attributes, key, value),
                 }
@@ -205,7 +124,7 @@ impl SpanRecord {
     }
 
     /// Adds an event, or counts it as dropped past [`MAX_EVENTS`].
-    pub fn add_event(&mut self, event: EventRecord) {
+    pub fn add_event(&mut self, event: Event) {
         if self.events.len() < MAX_EVENTS {
             self.events.push(event);
         } else {
@@ -213,40 +132,64 @@ impl SpanRecord {
         }
     }
 
-    /// The W3C `traceparent` of this span.
-    pub fn traceparent(&self) -> String {
-        format!(
-            "00-{:032x}-{:016x}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        )
+    /// The closed span as the SDK exports it. Only moves: names and typed arrays are
+    /// finished on the export thread ([`super::export`]).
+    pub fn finish(self, scope: &InstrumentationScope) -> SpanData {
+        // Built field by field: the SDK marks the struct non-exhaustive.
+        let mut events = SpanEvents::default();
+        events.events = self.events;
+        events.dropped_count = self.dropped_events;
+        let status = match self.error {
+            Some(message) => Status::error(message),
+            None => Status::Unset,
+        };
+        SpanData {
+            span_context: SpanContext::new(
+                self.trace_id,
+                self.span_id,
+                if self.sampled {
+                    TraceFlags::SAMPLED
+                } else {
+                    TraceFlags::default()
+                },
+                false,
+                self.trace_state,
+            ),
+            parent_span_id: self.parent_span_id,
+            parent_span_is_remote: self.parent_remote,
+            span_kind: self.kind,
+            name: self.name,
+            start_time: self.start,
+            end_time: SystemTime::now(),
+            attributes: self.attributes,
+            dropped_attributes_count: self.dropped_attributes,
+            events,
+            links: SpanLinks::default(),
+            status,
+            instrumentation_scope: scope.clone(),
+        }
+    }
+}
+
+fn kind_of(text: &str) -> SpanKind {
+    match text {
+        "server" => SpanKind::Server,
+        "client" => SpanKind::Client,
+        "producer" => SpanKind::Producer,
+        "consumer" => SpanKind::Consumer,
+        _ => SpanKind::Internal,
     }
 }
 
 /// Sets or replaces `key` in `attributes`, counting what does not fit.
-fn put(attributes: &mut Vec<(&'static str, Value)>, dropped: &mut u32, key: &'static str, value: Value) {
-    if let Some(slot) = attributes.iter_mut().find(|(k, _)| *k == key) {
-        slot.1 = value;
+fn put(attributes: &mut Vec<KeyValue>, dropped: &mut u32, key: &'static str, value: Value) {
+    if let Some(slot) = attributes.iter_mut().find(|kv| kv.key.as_str() == key) {
+        slot.value = value;
     } else if attributes.len() < MAX_ATTRIBUTES {
-        attributes.push((key, value));
+        attributes.push(KeyValue::new(Key::from_static_str(key), value));
     } else {
         *dropped += 1;
     }
-}
-
-/// A parsed W3C `traceparent`: trace id, parent span id, sampled.
-pub fn parse_traceparent(text: &str) -> Option<(u128, u64, bool)> {
-    let mut parts = text.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    if version != "00" || parts.next().is_some() || trace.len() != 32 || span.len() != 16 || flags.len() != 2
-    {
-        return None;
-    }
-    let trace = u128::from_str_radix(trace, 16).ok()?;
-    let span = u64::from_str_radix(span, 16).ok()?;
-    let flags = u8::from_str_radix(flags, 16).ok()?;
-    (trace != 0 && span != 0).then_some((trace, span, flags & 1 == 1))
 }
 
 /// Takes typed field values: a span's attributes, or an event's.
@@ -260,12 +203,17 @@ impl Put for SpanRecord {
     }
 }
 
-impl Put for EventRecord {
+impl Put for Event {
     /// `message` names the event; the other fields are its attributes.
     fn put(&mut self, field: &Field, value: Value) {
         match (field.name(), value) {
-            ("message", Value::Str(text)) => self.name = text.into_string(),
-            (key, value) => put(&mut self.attributes, &mut self.dropped_attributes, key, value),
+            ("message", Value::String(text)) => self.name = Cow::Owned(text.to_string()),
+            (key, value) => put(
+                &mut self.attributes,
+                &mut self.dropped_attributes_count,
+                key,
+                value,
+            ),
         }
     }
 }
@@ -276,6 +224,8 @@ pub struct Fields<'a, T: Put>(pub &'a mut T);
 impl Fields<'_, SpanRecord> {
     /// The fields a span was created with.
     pub fn first(record: &mut SpanRecord, attrs: &tracing::span::Attributes<'_>) {
+        // Room for every field the callsite declares, at once: growing the list as
+        // fields arrive cost three reallocations and copies per span.
         record.attributes.reserve_exact(attrs.metadata().fields().len());
         attrs.record(&mut Fields(record));
     }
@@ -283,85 +233,67 @@ impl Fields<'_, SpanRecord> {
 
 impl<T: Put> Visit for Fields<'_, T> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.put(field, Value::Str(value.into()));
+        self.0.put(field, Value::String(value.to_string().into()));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.put(field, Value::Int(value));
+        self.0.put(field, Value::I64(value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.0.put(field, unsigned(value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.put(field, Value::Float(value));
+        self.0.put(field, Value::F64(value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.0.put(field, Value::Bool(value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.put(field, Value::Str(value.to_string().into()));
+        self.0.put(field, Value::String(value.to_string().into()));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.put(field, Value::Str(format!("{value:?}").into()));
+        self.0.put(field, Value::String(format!("{value:?}").into()));
     }
 }
 
 /// OTLP integers are signed; a `u64` past `i64::MAX` goes as text rather than wrap.
 fn unsigned(value: u64) -> Value {
-    i64::try_from(value).map_or_else(|_| Value::Str(value.to_string().into()), Value::Int)
+    i64::try_from(value).map_or_else(|_| Value::String(value.to_string().into()), Value::I64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn traceparent_round_trips_and_rejects_malformed_values() {
-        let mut span = SpanRecord::new("s", None, true);
-        span.trace_id = 0x4bf92f3577b34da6a3ce929d0e0e4736;
-        span.span_id = 0x00f067aa0ba902b7;
-        let text = span.traceparent();
-        assert_eq!(text, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-        assert_eq!(
-            parse_traceparent(&text),
-            Some((0x4bf92f3577b34da6a3ce929d0e0e4736, 0x00f067aa0ba902b7, true))
-        );
-        for bad in [
-            "",
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
-            "00-zzf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        ] {
-            assert_eq!(parse_traceparent(bad), None, "{bad}");
-        }
+    fn record(name: &'static str) -> SpanRecord {
+        SpanRecord::new(name, TraceId::from(7u128), SpanId::from(9u64), None)
     }
 
     #[test]
     fn otel_keys_steer_the_span_and_error_type_fails_it() {
-        let mut span = SpanRecord::new("chat", None, true);
-        span.set("otel.name", Value::Str("chat gpt-4.1".into()));
-        span.set("otel.kind", Value::Str("client".into()));
-        span.set("gen_ai.usage.input_tokens", Value::Int(1));
-        span.set("gen_ai.usage.input_tokens", Value::Int(2));
-        span.set("error.type", Value::Str("rate_limited".into()));
+        let mut span = record("chat");
+        span.set("otel.name", Value::String("chat gpt-4.1".into()));
+        span.set("otel.kind", Value::String("client".into()));
+        span.set("gen_ai.usage.input_tokens", Value::I64(1));
+        span.set("gen_ai.usage.input_tokens", Value::I64(2));
+        span.set("error.type", Value::String("rate_limited".into()));
         assert_eq!(span.name, "chat gpt-4.1");
-        assert_eq!(span.kind, Kind::Client);
+        assert_eq!(span.kind, SpanKind::Client);
         assert_eq!(
             span.attributes,
             vec![
-                ("gen_ai.usage.input_tokens", Value::Int(2)),
-                ("error.type", Value::Str("rate_limited".into()))
+                KeyValue::new("gen_ai.usage.input_tokens", 2),
+                KeyValue::new("error.type", "rate_limited")
             ]
         );
-        assert_eq!(span.error.as_deref(), Some("rate_limited"));
-        assert_eq!(unsigned(u64::MAX), Value::Str(u64::MAX.to_string().into()));
+        let data = span.finish(&InstrumentationScope::builder("t").build());
+        assert_eq!(data.status, Status::error("rate_limited"));
+        assert!(data.end_time >= data.start_time);
+        assert_eq!(unsigned(u64::MAX), Value::String(u64::MAX.to_string().into()));
     }
 
     #[test]
     fn attributes_and_events_past_the_caps_are_counted() {
-        let mut span = SpanRecord::new("s", None, true);
+        let mut span = record("s");
         let keys: Vec<&'static str> = (0..MAX_ATTRIBUTES + 3)
             .map(|i| &*Box::leak(format!("k{i}").into_boxed_str()))
             .collect();
@@ -371,12 +303,7 @@ mod tests {
         assert_eq!(span.attributes.len(), MAX_ATTRIBUTES);
         assert_eq!(span.dropped_attributes, 3);
         for _ in 0..MAX_EVENTS + 2 {
-            span.add_event(EventRecord {
-                time_unix_nano: 1,
-                name: "e".into(),
-                attributes: Vec::new(),
-                dropped_attributes: 0,
-            });
+            span.add_event(Event::with_name("e"));
         }
         assert_eq!(span.events.len(), MAX_EVENTS);
         assert_eq!(span.dropped_events, 2);
