@@ -6,9 +6,15 @@ mod mcp_demo;
 
 use rmcp::ServiceExt;
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let running = mcp_demo::Demo::new().serve(rmcp::transport::stdio()).await?;
-    running.waiting().await?;
-    Ok(())
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // What it was started with, before its runtime opens descriptors of its own.
+    let _ = mcp_demo::STARTED_WITH.set(mcp_demo::held_descriptors());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            let running = mcp_demo::Demo::new().serve(rmcp::transport::stdio()).await?;
+            running.waiting().await?;
+            Ok(())
+        })
 }

@@ -23,11 +23,13 @@ fn names(text: &str, pattern: &str) -> BTreeSet<String> {
 }
 
 /// Every variable steward reads: `Settings::from_vars` (the one reader), the CLI's
-/// `env = "..."` arguments, and `RUST_LOG`.
+/// `env = "..."` arguments, `RUST_LOG`, and what the OpenTelemetry SDK reads itself
+/// (its resource detector).
 fn read_by_steward() -> BTreeSet<String> {
     let mut vars = names(&read("src/config/settings.rs"), r#"get\("([A-Z][A-Z0-9_]+)"\)"#);
     vars.extend(names(&read("src/cli/mod.rs"), r#"env = "([A-Z][A-Z0-9_]+)""#));
     vars.insert("RUST_LOG".into());
+    vars.insert("OTEL_RESOURCE_ATTRIBUTES".into());
     assert!(vars.len() > 30, "the scan found too few variables: {vars:?}");
     vars
 }
@@ -200,6 +202,11 @@ fn the_image_build_stage_copies_what_the_build_reads() {
         }
     }
     assert!(outside.contains("prompts"), "{outside:?}");
+    // The shipped image exports traces over gRPC too (OTEL_EXPORTER_OTLP_PROTOCOL=grpc).
+    assert!(
+        build_stage.matches("--features grpc").count() == 2,
+        "both image build steps enable the grpc feature"
+    );
     for dir in &outside {
         assert!(
             copied.contains(dir),

@@ -892,3 +892,59 @@ async fn files_on_a_notion_page_become_virtual_files() {
 fn loopback_egress() -> steward::http::Egress {
     steward::http::Egress::new(steward::http::EgressPolicy::parse("127.0.0.1").unwrap())
 }
+
+/// Privacy from `conversations.info`: a C-id private channel is private, a public one
+/// is asked about once and cached, and a failed answer (an error, `ok: false`) counts
+/// as private and is asked again next time rather than remembered.
+#[tokio::test]
+async fn conversations_info_decides_privacy_and_a_failure_counts_as_private() {
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let app = Router::new().route(
+        "/api/conversations.info",
+        get(
+            move |Query(q): Query<std::collections::HashMap<String, String>>| {
+                let seen = seen.clone();
+                async move {
+                    let id = q.get("channel").cloned().unwrap_or_default();
+                    seen.lock().unwrap().push(id.clone());
+                    match id.as_str() {
+                        "C0PRIV" => Json(json!({"ok": true, "channel": {"id": "C0PRIV", "is_channel": true,
+                        "is_private": true, "is_im": false, "is_mpim": false}}))
+                        .into_response(),
+                        "C0PUB" => Json(json!({"ok": true, "channel": {"id": "C0PUB", "is_channel": true,
+                        "is_private": false, "is_im": false, "is_mpim": false}}))
+                        .into_response(),
+                        "C0SCOPE" => Json(json!({"ok": false, "error": "missing_scope"})).into_response(),
+                        _ => Json(json!({"ok": false, "error": "channel_not_found"})).into_response(),
+                    }
+                }
+            },
+        ),
+    );
+    let url = serve(app).await;
+    let slack = SlackClient::new(
+        steward::http::client().unwrap(),
+        &format!("{url}/api"),
+        "xoxb-test",
+    );
+    assert!(slack.is_private_channel("C0PRIV").await);
+    assert!(!slack.is_private_channel("C0PUB").await);
+    assert!(!slack.is_private_channel("C0PUB").await, "cached");
+    assert!(
+        slack.is_private_channel("C0SCOPE").await,
+        "an error counts as private"
+    );
+    assert!(slack.is_private_channel("C0DOWN").await);
+    assert!(slack.is_private_channel("C0DOWN").await);
+    // D and G ids are private without asking.
+    assert!(slack.is_private_channel("D0DM").await && slack.is_private_channel("G0OLD").await);
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.iter().filter(|c| *c == "C0PUB").count(), 1, "{asked:?}");
+    assert_eq!(
+        asked.iter().filter(|c| *c == "C0DOWN").count(),
+        2,
+        "failures are not remembered: {asked:?}"
+    );
+    assert!(!asked.iter().any(|c| c.starts_with('D') || c.starts_with('G')));
+}

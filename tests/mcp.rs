@@ -427,7 +427,7 @@ async fn a_stdio_server_runs_sandboxed_with_only_its_named_environment() {
     // environment; the host's files and network are out of reach.
     assert_eq!(
         r["c2"],
-        "parent environment leaked: false; host home visible: false; network: ConnectionRefused"
+        "parent environment leaked: false; host home visible: false; network: ConnectionRefused; stderr: pipe; inherited descriptors: none"
     );
 
     // Outside the sandbox (`sandbox: false`), the same server reads steward's
@@ -785,6 +785,13 @@ async fn steward_run_starts_a_stdio_server_in_the_sandbox() {
     let r = tool_results(&fake);
     assert!(
         r["c1"].starts_with("parent environment leaked: false; host home visible: false"),
+        "{}",
+        r["c1"]
+    );
+    // Through `steward run` too: its log is not the server's standard error, and
+    // nothing steward holds open (the database, its sockets) reached the server.
+    assert!(
+        r["c1"].ends_with("stderr: pipe; inherited descriptors: none"),
         "{}",
         r["c1"]
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 mod support;
 
 use axum::Router;
-use axum::response::Redirect;
+use axum::response::{IntoResponse, Redirect};
 use axum::routing::get;
 use serde_json::json;
 
@@ -83,6 +83,14 @@ async fn http_fetch_refuses_internal_addresses_in_every_form() {
         format!("http://[::ffff:127.0.0.1]:{port}/secret"),
         "http://169.254.169.254/latest/meta-data/".to_string(),
         "http://10.0.0.1/".to_string(),
+        // The documentation ranges, and IPv6 forms that embed a private IPv4 address:
+        // 6to4, IPv4-translated, NAT64.
+        "http://192.0.2.1/".to_string(),
+        "http://198.51.100.7/".to_string(),
+        "http://203.0.113.9/".to_string(),
+        format!("http://[2002:7f00:1::]:{port}/secret"),
+        format!("http://[::ffff:0:7f00:1]:{port}/secret"),
+        format!("http://[64:ff9b::7f00:1]:{port}/secret"),
     ] {
         let m = refused(fetch(Egress::default(), &url).await);
         assert!(m.contains("STEWARD_HTTP_ALLOW"), "{url}: {m}");
@@ -114,6 +122,31 @@ async fn redirects_to_internal_addresses_are_refused_hop_by_hop() {
     let m = refused(fetch(egress, &format!("http://localhost:{port}/go")).await);
     assert!(m.contains("refused 127.0.0.1"), "{m}");
     assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+/// `http_fetch` follows 5 redirects (docs/configuration.md) and refuses a sixth.
+#[tokio::test]
+async fn a_sixth_redirect_is_refused() {
+    let app = Router::new().route(
+        "/hop/{n}",
+        get(|axum::extract::Path(n): axum::extract::Path<u32>| async move {
+            if n == 0 {
+                "arrived".into_response()
+            } else {
+                Redirect::temporary(&format!("/hop/{}", n - 1)).into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let egress = Egress::new(EgressPolicy::parse("127.0.0.1").unwrap());
+    let page = fetch(egress.clone(), &format!("http://127.0.0.1:{port}/hop/5"))
+        .await
+        .unwrap();
+    assert!(page.contains("arrived"), "{page}");
+    let m = refused(fetch(egress, &format!("http://127.0.0.1:{port}/hop/6")).await);
+    assert!(m.contains("more than 5 redirects"), "{m}");
 }
 
 #[tokio::test]
@@ -535,6 +568,29 @@ async fn postgres_dump(url: &str, schema: &str) -> String {
         .unwrap();
         all.push_str(&rows.join("\n"));
     }
+    // A row as text shows bytea columns (file contents, sealed data, checkpoints) as
+    // hex, where plain text would hide: each is read again with its bytes as they are.
+    let binary: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns \
+         WHERE table_schema = $1 AND data_type = 'bytea'",
+    )
+    .bind(schema)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(!binary.is_empty(), "the store has binary columns to read");
+    for (t, c) in binary {
+        let rows: Vec<Option<String>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT encode(\"{c}\", 'escape') FROM {schema}.\"{t}\""
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        for row in rows.into_iter().flatten() {
+            all.push('\n');
+            all.push_str(&row);
+        }
+    }
     pool.close().await;
     all
 }
@@ -731,6 +787,42 @@ async fn the_inspector_answers_only_its_own_host_names() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+    // The HTML pages as well as the API.
+    let page = client
+        .get(format!("{base}/runs"))
+        .header("host", format!("attacker.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 403);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Behind a proxy, STEWARD_PUBLIC_URL's host is steward's own name too.
+    let (mut child, base) = serve(
+        root.path(),
+        &db,
+        &[("STEWARD_PUBLIC_URL", "https://steward.example.com")],
+        None,
+    );
+    let get = |host: &'static str| {
+        let client = client.clone();
+        let url = format!("{base}/api/runs");
+        async move {
+            client
+                .get(url)
+                .header("host", host)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(get("steward.example.com").await, 200);
+    assert_eq!(get("STEWARD.example.com.").await, 200, "case and a final dot");
+    assert_eq!(get("steward.example.com.attacker.example").await, 403);
+    assert_eq!(get("attacker.example").await, 403);
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -1017,9 +1109,9 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
         .filter(|b| b.contains(r#""channel":"C0PUBLIC""#) && !b.contains("steward_approve"))
         .collect();
     assert!(
-        public
-            .iter()
-            .any(|b| b.contains("I sent my answer to <@U0MEMBER> directly")),
+        public.iter().any(|b| b.contains(
+            "I sent my answer to <@U0MEMBER> directly: it draws on a private conversation (<#C0SECRET>)."
+        )),
         "{public:?}"
     );
     assert!(
@@ -1040,6 +1132,128 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
         for needle in [secret, "Globex"] {
             assert!(!holds(&bytes, needle), "'{needle}' found in {name}");
         }
+    }
+}
+
+/// A subagent reads a private channel for the member its parent run acts for, and
+/// hands its answer, which quotes that channel, back to its parent: the parent holds that content from
+/// then on, so its post to another channel waits for an approval naming the private
+/// source (denied here, it never runs), and its answer goes by DM, not to the public
+/// thread. Nothing of the private text is at rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_private_read_comes_back_to_its_parent_as_private() {
+    let secret = "layoffs planned for March";
+    let (api, calls) = fake_slack_api(move |method, body| match method {
+        "conversations.info" => {
+            let private = body.contains("C0SECRET");
+            json!({"ok": true, "channel": {"id": if private { "C0SECRET" } else { "C0PUBLIC" },
+                "is_channel": true, "is_private": private, "is_im": false, "is_mpim": false}})
+        }
+        "conversations.members" => json!({"ok": true, "members": ["U0MEMBER", "UBOT"],
+            "response_metadata": {"next_cursor": ""}}),
+        "conversations.history" => json!({"ok": true, "has_more": false, "messages": [
+            {"type": "message", "user": "U0MEMBER", "text": format!("SECRET: {secret}"), "ts": "1700000000.000001"}]}),
+        "conversations.replies" => json!({"ok": true, "has_more": false, "messages": []}),
+        "conversations.open" => json!({"ok": true, "channel": {"id": "D0MEMBER"}}),
+        _ => json!({"ok": true, "ts": "1700000009.000100", "channel": "C0PUBLIC"}),
+    })
+    .await;
+    let fake = support::FakeModel::start().await;
+    fake.handler(move |body| {
+        let parent = body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "subagent"));
+        let results: Vec<String> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect();
+        match (parent, results.as_slice()) {
+            (true, []) => support::Reply::ok(support::openai_tools(&[(
+                "ask",
+                "subagent",
+                r#"{"name": "reader", "prompt": "What does the secret channel say?"}"#,
+            )])),
+            (true, [answer]) => support::Reply::ok(support::openai_tools(&[(
+                "post",
+                "slack_post_message",
+                &json!({"channel": "C0OTHER", "text": format!("FYI {answer}")}).to_string(),
+            )])),
+            (true, _) => support::Reply::ok(support::openai_text(
+                "The channel talks about layoffs planned for March.",
+            )),
+            (false, []) => support::Reply::ok(support::openai_tools(&[(
+                "read",
+                "slack_channel_history",
+                r#"{"channel": "C0SECRET"}"#,
+            )])),
+            (false, _) => support::Reply::ok(support::openai_text("It says: layoffs planned for March.")),
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "prompts/p.md", "You help.");
+    write(
+        root.path(),
+        "agents/helper.yaml",
+        "description: Helps.\ntriggers:\n  - slack_mention: {}\nmodel: openai/gpt-4.1\nprompt: prompts/p.md\n\
+         tools: [slack_post_message]\nsubagents: [reader]\noutput: { stream: false }\n",
+    );
+    write(
+        root.path(),
+        "subagents/reader.yaml",
+        "name: reader\ndescription: Reads the secret channel.\nmodel: openai/gpt-4.1\nprompt: prompts/p.md\n\
+         tools: [slack_channel_history]\n",
+    );
+    let db = root.path().join("data/steward.db");
+    let log = root.path().join("steward.log");
+    let fake_url = format!("{}/v1", fake.url);
+    let mut env = slack_env(&api, &fake_url);
+    env.push(("STEWARD_DATA_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="));
+    let (mut child, base) = serve(root.path(), &db, &env, Some(&log));
+    let mention = support::event_callback(
+        "EvSUB1",
+        json!({"type": "app_mention", "user": "U0MEMBER", "text": "<@UBOT> what does #secret say?",
+               "ts": "1700000300.000100", "channel": "C0PUBLIC", "event_ts": "1700000300.000100"}),
+    )
+    .to_string();
+    let posts = |calls: &SlackCalls| -> Vec<String> {
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _)| m == "chat.postMessage")
+            .map(|(_, b)| b.clone())
+            .collect()
+    };
+    let sent = slack_request(&base, &mention).send().await.unwrap();
+    assert_eq!(sent.status(), 200);
+    until("the approval request", || {
+        posts(&calls).iter().any(|b| b.contains("steward_approve"))
+    })
+    .await;
+    let request = posts(&calls)
+        .into_iter()
+        .find(|b| b.contains("steward_approve"))
+        .unwrap();
+    assert!(
+        request.contains("This run read private content from <#C0SECRET>"),
+        "{request}"
+    );
+    assert!(
+        !posts(&calls).iter().any(|b| b.contains(r#""channel":"C0OTHER""#)),
+        "the post waits for a person"
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    child.wait().unwrap();
+    for name in ["steward.log", "data/steward.db", "data/steward.db-wal"] {
+        let Ok(bytes) = std::fs::read(root.path().join(name)) else {
+            continue;
+        };
+        assert!(!holds(&bytes, secret), "'{secret}' found in {name}");
     }
 }
 

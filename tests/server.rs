@@ -1362,6 +1362,53 @@ async fn events_from_a_workspace_not_listed_are_refused() {
         ),
         "{text}"
     );
+    // A button click from that workspace is refused too.
+    let payload = json!({"type": "block_actions", "team": {"id": "T0OTHERORG"},
+        "user": {"id": "U1", "team_id": "T0OTHERORG"},
+        "actions": [{"action_id": "steward_approve", "value": "x"}]});
+    let form = format!(
+        "payload={}",
+        url::form_urlencoded::byte_serialize(payload.to_string().as_bytes()).collect::<String>()
+    );
+    let ts = now().to_string();
+    let sig = format!(
+        "v0={}",
+        sign_hex(
+            SLACK_SECRET.as_bytes(),
+            &[b"v0:", ts.as_bytes(), b":", form.as_bytes()]
+        )
+    );
+    let click = Request::post("/slack/interactivity")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(Body::from(form))
+        .unwrap();
+    assert_eq!(
+        service.router().oneshot(click).await.unwrap().status(),
+        StatusCode::OK
+    );
+    // Both refusals are in the event log with the workspace named, never a body.
+    let filter = steward::store::EventFilter {
+        outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
+        limit: 10,
+        ..Default::default()
+    };
+    let mut refused = Vec::new();
+    for _ in 0..100 {
+        refused = store.list_events(&filter).await.unwrap();
+        if refused.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    let mut kinds: Vec<&str> = refused.iter().map(|e| e.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["app_mention", "block_actions"]);
+    assert!(refused.iter().all(|e| {
+        e.detail["reason"] == "workspace T0OTHERORG is not in SLACK_TEAM_IDS" && e.summary.is_none()
+    }));
     service.stop(Duration::from_secs(5)).await;
 }
 

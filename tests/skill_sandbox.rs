@@ -456,7 +456,10 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
         "{:?}",
         done.stop
     );
-    assert!(done.stop.describe(&limits).contains("stopped") || text(&done.stderr).contains("File too large"));
+    assert!(
+        done.stop.describe(&limits, done.took).contains("stopped")
+            || text(&done.stderr).contains("File too large")
+    );
     assert!(
         done.files
             .iter()
@@ -601,6 +604,27 @@ async fn a_script_killed_at_its_cpu_limit_is_told_so() {
         ..ProcessLimits::default()
     };
     let done = run_script(&sandbox, dir.path(), "scripts/spin.py", "python3", &[], &limits).await;
-    let said = done.stop.describe(&limits);
+    let said = done.stop.describe(&limits, done.took);
     assert!(said.contains("CPU time limit (1 s)"), "{said} ({:?})", done.stop);
+    // One that ignores the warning signal is killed at the hard limit, a second later,
+    // and is told which limit, not only "signal 9".
+    let dir = skill_dir(&[(
+        "scripts/stubborn.py",
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    )]);
+    let done = run_script(
+        &sandbox,
+        dir.path(),
+        "scripts/stubborn.py",
+        "python3",
+        &[],
+        &limits,
+    )
+    .await;
+    let said = done.stop.describe(&limits, done.took);
+    assert!(
+        said.contains("after its CPU time limit (1 s; it ignored the warning signal"),
+        "{said} ({:?})",
+        done.stop
+    );
 }

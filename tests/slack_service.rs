@@ -725,6 +725,24 @@ async fn feedback_buttons_record_one_score_per_person() {
         SECRET,
     );
     assert_eq!(s.send(elsewhere).await, StatusCode::OK);
+    // A run of the same agent that never posted an answer takes no vote either.
+    s.store
+        .create_run(&steward::store::NewRun {
+            id: "r-never-posted".into(),
+            agent: "ops".into(),
+            trigger_summary: "a run with no answer".into(),
+            source: "slack".into(),
+            kind: "app_mention".into(),
+            ..steward::store::NewRun::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        s.feedback_click("/slack/events", ASKER, "up:r-never-posted")
+            .await,
+        StatusCode::OK
+    );
+    assert!(s.store.run_scores("r-never-posted").await.unwrap().is_empty());
     let scores = s.store.run_scores(&done.id).await.unwrap();
     let votes: Vec<(Option<&str>, f64, Option<&str>)> = scores
         .iter()

@@ -150,11 +150,10 @@ pub async fn prepare<'a>(
         !matches!(&trigger.origin, crate::triggers::Origin::Slack { channel, channel_type, .. }
             if channel.starts_with('D') || channel_type.as_deref() == Some("im"))
     });
-    let custody = Arc::new(super::custody::Custody::new(
-        agent,
-        trigger,
-        runner.sources.slack.clone(),
-    ));
+    let custody = Arc::new(
+        super::custody::Custody::new(agent, trigger, runner.sources.slack.clone())
+            .acting_for(lineage.acting_for.clone()),
+    );
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {
             runner: runner.clone(),

@@ -86,6 +86,15 @@ impl Custody {
         custody
     }
 
+    /// A subagent's custody: it reads for `person`, the one its parent run acts for
+    /// (membership checked for them), when its own trigger names no one.
+    pub fn acting_for(mut self, person: Option<String>) -> Custody {
+        if self.asker.is_none() {
+            self.asker = person;
+        }
+        self
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -342,6 +342,9 @@ impl Gateway {
             let ctx = self.ctx(call_id, cancel);
             let started = Instant::now();
             let checked = self.custody_check(call_id, name, arguments).await;
+            // Private conversations the run held before the call: a call that brings
+            // back more (a subagent's answer) is held like a private read.
+            let held_before = self.parts.custody.sources().len();
             let invoke = self
                 .parts
                 .tools
@@ -376,6 +379,12 @@ impl Gateway {
             let recorder = &self.parts.recorder;
             if let (Ok(Some(channel)), Ok(_)) = (&checked, &result) {
                 self.hold_private(channel).await;
+            }
+            let read = checked.as_ref().ok().and_then(Option::as_deref);
+            for source in self.parts.custody.sources().iter().skip(held_before) {
+                if Some(source.as_str()) != read {
+                    self.hold_private(source).await;
+                }
             }
             if let Ok(output) = &result {
                 self.parts.custody.saw(&output.model_text());

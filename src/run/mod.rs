@@ -118,6 +118,9 @@ pub struct Lineage {
     /// Whether the top-level run answers where more people than the asker read
     /// (subagents take their parent's; `None`: from the trigger).
     pub answers_in_public: Option<bool>,
+    /// The person a subagent's parent run acts for: the subagent reads Slack for them
+    /// (their private conversations, as a member), not as a run no person started.
+    pub acting_for: Option<String>,
 }
 
 impl Lineage {
@@ -136,6 +139,7 @@ impl Lineage {
             stop: None,
             live: None,
             answers_in_public: None,
+            acting_for: None,
         }
     }
 }
@@ -383,9 +387,22 @@ impl Runner {
                     if let Some(live) = &cx.live {
                         live.abandon().await;
                     }
+                    // A link to the private source, never a quote: Slack shows a
+                    // private channel's link only to its members.
+                    let custody = cx.gateway.custody();
+                    let links: Vec<String> = custody
+                        .sources()
+                        .iter()
+                        .filter(|c| c.starts_with(['C', 'G']))
+                        .map(|c| format!("<#{c}>"))
+                        .collect();
+                    let from = match links.is_empty() {
+                        true => String::new(),
+                        false => format!(" ({})", links.join(", ")),
+                    };
                     let note = format!(
-                        "I sent my answer to <@{}> directly: it draws on a private conversation.",
-                        cx.gateway.custody().asker().unwrap_or_default()
+                        "I sent my answer to <@{}> directly: it draws on a private conversation{from}.",
+                        custody.asker().unwrap_or_default()
                     );
                     if let Err(e) =
                         reply::post(&self.sources, agent, &cx.trigger.origin, &note, recorder, None).await
@@ -468,6 +485,7 @@ impl Runner {
             result.final_text = None;
         }
         result.skill_loads = cx.skills.loads();
+        result.private_sources = cx.gateway.custody().sources();
         for (skill, n) in &result.skill_loads {
             self.metrics.skill_loaded(&agent.name, skill, u64::from(*n));
         }

@@ -124,6 +124,7 @@ impl SubagentLauncher for Launcher {
             stop: None,
             live: None,
             answers_in_public: Some(self.answers_in_public),
+            acting_for: self.parent_custody.asker().map(str::to_string),
         };
         let outcome = self
             .runner
@@ -132,6 +133,11 @@ impl SubagentLauncher for Launcher {
             .map_err(|e| not_run(e.to_string()))?;
         self.totals
             .add(&outcome.usage, outcome.cost_usd, outcome.cost_unknown);
+        // What the child read of private conversations comes back in its answer: the
+        // parent holds it from here on (the gateway completes the hold after the call).
+        for source in &outcome.private_sources {
+            self.parent_custody.taint(source);
+        }
         if outcome.status() == RunStatus::Succeeded {
             Ok(outcome
                 .final_text

@@ -109,12 +109,24 @@ pub enum Stop {
 }
 
 impl Stop {
-    /// What happened, in words for the model.
-    pub fn describe(&self, limits: &ProcessLimits) -> String {
+    /// What happened, in words for the model; `took` is how long it ran.
+    pub fn describe(&self, limits: &ProcessLimits, took: Duration) -> String {
         match self {
             // bubblewrap passes a killed script on as 128 + the signal.
             Stop::Exited(code) if *code == 128 + libc::SIGXCPU => {
                 format!("was stopped at its CPU time limit ({} s)", limits.cpu_secs)
+            }
+            // A script that ignores SIGXCPU meets the hard limit a second later: the
+            // kernel's SIGKILL. Past its CPU seconds that is the likely cause (the time
+            // limit is reported as such), and the words keep the signal in case it was
+            // the memory limit's kill instead.
+            Stop::Exited(code)
+                if *code == 128 + libc::SIGKILL && took >= Duration::from_secs(limits.cpu_secs) =>
+            {
+                format!(
+                    "was killed (signal 9) after its CPU time limit ({} s; it ignored the warning signal, SIGXCPU, so the hard limit stopped it)",
+                    limits.cpu_secs
+                )
             }
             Stop::Exited(code) if *code == 128 + libc::SIGXFSZ => format!(
                 "was stopped writing a file over the {}-byte limit",

@@ -72,6 +72,21 @@ impl From<InboundError> for HookError {
 
 use crate::telemetry::propagation::from_headers;
 
+/// Records (without its body, within the refusal budget) a Slack delivery or click from
+/// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
+pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
+    state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
+    if state.refusals.admit("slack") {
+        let reason = format!(
+            "workspace {} is not in SLACK_TEAM_IDS",
+            team.unwrap_or("(none given)")
+        );
+        state
+            .ingest
+            .record("slack", kind, EventOutcome::because(OutcomeKind::Refused, reason));
+    }
+}
+
 async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Result<Response, HookError> {
     let new = state
         .ingest
@@ -125,6 +140,7 @@ async fn act(
                     .metrics
                     .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
                 tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
+                refuse_foreign_team(state, &event.kind, team.as_deref());
                 return Ok((
                     StatusCode::OK,
                     Json(json!({"ok": true, "refused": "workspace not allowed"})),

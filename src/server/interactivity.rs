@@ -153,6 +153,8 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
         .or(payload["user"]["team_id"].as_str());
     if !state.secrets.slack_team_allowed(team) {
         tracing::warn!(team = ?team, "refused a Slack click from a workspace not in SLACK_TEAM_IDS");
+        let kind = payload["type"].as_str().unwrap_or("interactivity");
+        super::handlers::refuse_foreign_team(state, kind, team);
         return Ok(Click::Ignored);
     }
     if payload["type"] == "view_submission" && payload["view"]["callback_id"] == message::FEEDBACK_COMMENT {

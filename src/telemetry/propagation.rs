@@ -65,9 +65,16 @@ pub fn headers(span: &SpanContext) -> HashMap<String, String> {
     out
 }
 
-/// The W3C `traceparent` of `span`.
+/// The W3C `traceparent` of `span`, written directly: what the propagator injects
+/// ([`headers`]; the tests hold the two equal), without the context and map it builds,
+/// which on every model and tool request cost more than the request's own headers.
 pub fn traceparent(span: &SpanContext) -> String {
-    headers(span).remove("traceparent").unwrap_or_default()
+    format!(
+        "00-{}-{}-{:02x}",
+        span.trace_id(),
+        span.span_id(),
+        span.trace_flags().to_u8()
+    )
 }
 
 struct Carrier<'a>(&'a mut HashMap<String, String>);
@@ -94,10 +101,13 @@ pub async fn sending<F: std::future::Future>(span: Option<SpanContext>, fut: F) 
 
 /// `request` with the trace context of the call it is made for, when there is one.
 pub fn outgoing(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-    match SENDING.try_with(headers) {
-        Ok(found) => found
-            .into_iter()
-            .fold(request, |request, (name, value)| request.header(name, value)),
+    let found = SENDING.try_with(|span| {
+        let state = span.trace_state().header();
+        (traceparent(span), (!state.is_empty()).then_some(state))
+    });
+    match found {
+        Ok((parent, None)) => request.header("traceparent", parent),
+        Ok((parent, Some(state))) => request.header("traceparent", parent).header("tracestate", state),
         Err(_) => request,
     }
 }
@@ -112,7 +122,10 @@ mod tests {
         let span = extract(text, Some("vendor=abc")).unwrap();
         assert!(span.is_remote() && span.is_sampled());
         assert_eq!(traceparent(&span), text);
+        assert_eq!(headers(&span)["traceparent"], text, "as the propagator writes it");
         assert_eq!(headers(&span)["tracestate"], "vendor=abc");
+        let unsampled = extract("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", None).unwrap();
+        assert_eq!(traceparent(&unsampled), headers(&unsampled)["traceparent"]);
         for bad in [
             "",
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",

@@ -417,7 +417,7 @@ async fn run_process(
                 span.record("steward.script.exit", *code);
             }
             span.record("error.type", "script_failed");
-            let mut message = format!("{label} {}.", stop.describe(&limits));
+            let mut message = format!("{label} {}.", stop.describe(&limits, finished.took));
             let err = tail(&finished.stderr, STDERR_TAIL);
             if !err.is_empty() {
                 message.push_str(&format!("\nstderr (last {STDERR_TAIL} bytes at most):\n{err}"));

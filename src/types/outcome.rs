@@ -145,6 +145,9 @@ pub struct RunOutcome {
     pub traceparent: Option<String>,
     /// With [`Termination::AwaitingApproval`]: the checkpoint to resume from (JSON).
     pub awaiting: Option<serde_json::Value>,
+    /// The private conversations whose content the run came to hold (run::custody). A
+    /// subagent's go to its parent with its answer, which carries that content.
+    pub private_sources: Vec<String>,
 }
 
 impl RunOutcome {
@@ -157,6 +160,7 @@ impl RunOutcome {
             error: None,
             traceparent: None,
             awaiting: None,
+            private_sources: Vec::new(),
             turns: 0,
             tool_calls: 0,
             usage: Usage::default(),

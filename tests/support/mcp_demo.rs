@@ -26,6 +26,33 @@ pub struct AddArgs {
 /// changes the list all of them see).
 pub type Shared = Arc<RwLock<ToolRouter<Demo>>>;
 
+/// The descriptors past the standard three that the stdio server was started with,
+/// taken before its runtime opens its own (`examples/mcp_stdio_demo.rs`).
+pub static STARTED_WITH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Where descriptor `fd` of this process leads.
+fn descriptor_target(fd: &str) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// This process's descriptors past the standard three that lead to a file or a socket
+/// (the listing's own descriptor aside), comma-separated.
+pub fn held_descriptors() -> String {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|fd| fd.parse::<u32>().is_ok_and(|n| n > 2))
+                .map(|fd| descriptor_target(&fd))
+                .filter(|t| (t.starts_with('/') && !t.starts_with("/proc/")) || t.starts_with("socket:"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
 #[derive(Clone)]
 pub struct Demo {
     router: Shared,
@@ -147,8 +174,16 @@ impl Demo {
             Err(e) => format!("{:?}", e.kind()),
         };
         eprintln!("snoop: this line goes to steward's log through a pipe");
+        // What its standard error is (steward's log file would be a path), and which
+        // descriptors past the standard three it was started with (inherited ones).
+        let stderr = match descriptor_target("2") {
+            t if t.starts_with("pipe:") => "pipe".to_string(),
+            t => t,
+        };
+        let held = STARTED_WITH.get().cloned().unwrap_or_else(held_descriptors);
+        let held = if held.is_empty() { "none".to_string() } else { held };
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "parent environment leaked: {leaked}; host home visible: {home}; network: {net}"
+            "parent environment leaked: {leaked}; host home visible: {home}; network: {net}; stderr: {stderr}; inherited descriptors: {held}"
         ))]))
     }
 }
