@@ -135,7 +135,9 @@ impl SubagentLauncher for Launcher {
             .add(&outcome.usage, outcome.cost_usd, outcome.cost_unknown);
         // What the child read of private conversations comes back in its answer: the
         // parent holds it from here on (the gateway completes the hold after the call).
-        for source in &outcome.private_sources {
+        // (A child private from the start, with no conversation of its own, holds ""
+        // for its parent's content, which the parent already holds.)
+        for source in outcome.private_sources.iter().filter(|s| !s.is_empty()) {
             self.parent_custody.taint(source);
         }
         if outcome.status() == RunStatus::Succeeded {
