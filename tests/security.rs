@@ -697,6 +697,26 @@ async fn a_private_channel_with_a_c_id_keeps_its_text_out_of_the_store_and_log()
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(answered, "the run never answered");
+        // A follow-up in the thread and a reaction in the channel (neither says the
+        // channel's type) are private the same way.
+        let follow_up = support::event_callback(
+            &format!("EvCPRIVF{i}"),
+            json!({"type": "message", "user": "U1", "text": "and the payroll freeze too",
+                   "ts": "1700000000.000300", "thread_ts": "1700000000.000100", "channel": "C0PRIV",
+                   "event_ts": "1700000000.000300"}),
+        )
+        .to_string();
+        let reaction = support::event_callback(
+            &format!("EvCPRIVR{i}"),
+            json!({"type": "reaction_added", "user": "U1", "reaction": "eyes",
+                   "item": {"type": "message", "channel": "C0PRIV", "ts": "1700000000.000300"},
+                   "item_user": "U1", "event_ts": "1700000000.000400"}),
+        )
+        .to_string();
+        for body in [follow_up, reaction] {
+            let sent = slack_request(&base, &body).send().await.unwrap();
+            assert_eq!(sent.status(), reqwest::StatusCode::OK);
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -715,8 +735,15 @@ async fn a_private_channel_with_a_c_id_keeps_its_text_out_of_the_store_and_log()
             assert!(dump.contains("helper"), "the run is in the PostgreSQL schema");
             stored.push(("postgres".into(), dump.into_bytes()));
         }
+        // The reaction arrived and is kept as metadata (its kind), not dropped.
+        assert!(
+            stored
+                .iter()
+                .any(|(name, bytes)| !name.ends_with(".log") && holds(bytes, "reaction_added")),
+            "the reaction is in the store"
+        );
         for (name, bytes) in &stored {
-            for needle in [secret, in_thread, "bluebird", "4.2M"] {
+            for needle in [secret, in_thread, "bluebird", "4.2M", "payroll freeze"] {
                 assert!(!holds(bytes, needle), "'{needle}' found in {name}");
             }
         }

@@ -376,4 +376,81 @@ mod tests {
         c.taint("C0PRIV");
         assert!(c.answer_leaves());
     }
+
+    /// Reads of private conversations: a run no person started reads only what its
+    /// config names; a subagent acting for a member reads what that member may.
+    #[tokio::test]
+    async fn personless_runs_read_only_named_private_conversations() {
+        use axum::routing::get;
+        let app = axum::Router::new()
+            .route(
+                "/conversations.info",
+                get(|| async {
+                    axum::Json(serde_json::json!({"ok": true, "channel": {"is_private": true,
+                        "is_im": false, "is_mpim": false}}))
+                }),
+            )
+            .route(
+                "/conversations.members",
+                get(|| async {
+                    axum::Json(serde_json::json!({"ok": true, "members": ["U0MEMBER"],
+                        "response_metadata": {"next_cursor": ""}}))
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}",
+            listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let slack = SlackClient::new(
+            crate::http::client().unwrap_or_else(|e| panic!("{e}")),
+            &url,
+            "xoxb-test",
+        );
+        let mut agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        agent.private_egress = vec!["C0NAMED".into()];
+        let cron = TriggerEvent::from_cli(serde_json::json!({"text": "daily digest"}));
+        let read = |c: &str| serde_json::json!({"channel": c});
+        let personless = Custody::new(&agent, &cron, Some(slack.clone()));
+        assert_eq!(
+            personless
+                .check_read("slack_channel_history", &read("C0NAMED"))
+                .await
+                .ok()
+                .flatten()
+                .as_deref(),
+            Some("C0NAMED")
+        );
+        let refused = personless
+            .check_read("slack_channel_history", &read("C0ELSE"))
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("no person started this run"), "{refused}");
+        // A subagent acting for a member reads for them; for someone else, nothing.
+        let member = Custody::new(&agent, &cron, Some(slack.clone())).acting_for(Some("U0MEMBER".into()));
+        assert!(
+            member
+                .check_read("slack_read_thread", &read("C0ELSE"))
+                .await
+                .is_ok()
+        );
+        let outsider = Custody::new(&agent, &cron, Some(slack)).acting_for(Some("U0OUT".into()));
+        assert!(
+            outsider
+                .check_read("slack_read_thread", &read("C0ELSE"))
+                .await
+                .is_err()
+        );
+        server.abort();
+    }
 }
