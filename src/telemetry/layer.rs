@@ -6,8 +6,9 @@
 //! samplers decide and as ratio samplers do for one trace id), fields written straight
 //! into typed attributes, events inside a span kept as span events (an error-level one
 //! fails the span). The general-purpose bridge (tracing-opentelemetry over the SDK's
-//! tracer) cost about 15% of a run's CPU per turn, most of it a second span object per
-//! span; this costs a few hundred instructions per span (figures in docs/testing.md).
+//! tracer) made a second span object per span and cost 15–17% of a turn's instructions;
+//! with this layer the exporter's conversion and encoding are most of what export costs
+//! (figures in docs/testing.md).
 //!
 //! [`with_record`] reaches a live span's record from a `tracing::Span`, for
 //! `traceparent` and for continuing a trace received earlier.
