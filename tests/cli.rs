@@ -1169,6 +1169,7 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
         "get_run",
         "list_events",
         "review_agent",
+        "draft_eval_case",
     ] {
         assert!(tools.iter().any(|t| t == want), "{tools:?}");
     }
@@ -1207,5 +1208,8 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
     assert!(err);
     let (err, text) = call("list_events", json!({})).await;
     assert!(!err && text.contains("\"events\""), "{text}");
+    // A run with no recorded trigger cannot be drafted, and says why.
+    let (err, text) = call("draft_eval_case", json!({"run_id": "0193ab"})).await;
+    assert!(err && text.contains("before steward kept triggers"), "{text}");
     client.cancel().await.unwrap();
 }

@@ -429,12 +429,42 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
     };
     assert!(run.status.success(), "{}", output_text(&run));
     let run_id = json_of(&run)["id"].as_str().unwrap().to_string();
+    let short = &run_id[run_id.len() - 8..];
+    let case_path = root.join(format!("evals/clock/from-run-{short}.yaml"));
+
+    // The MCP server's draft_eval_case gives the same draft (by a prefix of the id) and
+    // writes nothing.
+    let drafted = {
+        use rmcp::ServiceExt;
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+        cmd.arg("mcp")
+            .env("STEWARD_ROOT", root)
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}", root.join("s.db").display()),
+            )
+            .env("RUST_LOG", "error");
+        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let request = rmcp::model::CallToolRequestParams::new("draft_eval_case")
+            .with_arguments(json!({"run_id": &run_id[..13]}).as_object().cloned().unwrap());
+        let result = client.call_tool(request).await.unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let text = result.content[0].as_text().unwrap().text.clone();
+        client.cancel().await.unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    assert_eq!(drafted["path"], format!("evals/clock/from-run-{short}.yaml"));
+    assert_eq!(drafted["model_answers"], 2, "{drafted}");
+    assert!(!case_path.exists(), "the MCP draft writes nothing");
 
     let out = eval_async(root, &["new", "--from-run", &run_id], &[]).await;
     assert!(out.status.success(), "{}", output_text(&out));
-    let short = &run_id[run_id.len() - 8..];
-    let case_path = root.join(format!("evals/clock/from-run-{short}.yaml"));
     let case = std::fs::read_to_string(&case_path).unwrap();
+    assert_eq!(
+        drafted["case_yaml"],
+        case.as_str(),
+        "one draft, two ways to get it"
+    );
     assert!(
         case.contains("What time is it in Tokyo?") && case.contains("current_time"),
         "{case}"

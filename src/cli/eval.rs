@@ -255,27 +255,6 @@ fn missing_keys(env: &Settings, config: &crate::config::Config, cases: &[Case]) 
     )
 }
 
-fn mock_of(results: &[Result<serde_json::Value, String>]) -> serde_json::Value {
-    use serde_json::json;
-    if let [Err(e)] | [Err(e), ..] = results
-        && results.iter().all(|r| r.is_err())
-    {
-        return json!({ "error": e });
-    }
-    let values: Vec<serde_json::Value> = results
-        .iter()
-        .map(|r| match r {
-            Ok(v) => v.clone(),
-            Err(e) => serde_json::Value::String(format!("error: {e}")),
-        })
-        .collect();
-    match values.as_slice() {
-        [one] => json!({ "result": one }),
-        many if many.iter().all(|v| v == &many[0]) => json!({ "result": many[0] }),
-        many => json!({ "results": many }),
-    }
-}
-
 /// `steward eval new --from-run ID`: a draft case from a recorded run (its trigger, its
 /// tool results as mocks, its expectations as observed, empty criteria) and a cassette
 /// of its model answers; the new case replays green.
@@ -285,105 +264,12 @@ pub(super) async fn new_from_run(
     store: &dyn crate::store::Store,
     id: &str,
 ) -> anyhow::Result<ExitCode> {
-    use serde_json::{Value, json};
-    let ids = store.run_ids_with_prefix(id, 2).await?;
-    let id = match ids.as_slice() {
-        [one] => one.clone(),
-        [] => anyhow::bail!("no run {id}"),
-        _ => anyhow::bail!("run id prefix {id} is ambiguous; give more of it"),
-    };
-    let Some(run) = store.get_run(&id).await? else {
-        anyhow::bail!("no run {id}");
-    };
-    if run.private {
-        anyhow::bail!(
-            "run {id} came from a private channel: its text was never stored, so it cannot become an eval case"
-        );
-    }
-    let events = store.run_events(&id).await?;
-    let started = events
-        .iter()
-        .find(|e| e.kind == "run_started")
-        .context("the run has no run_started event")?;
-    let trigger: Value = started.data["trigger"]
-        .as_str()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .context("the run was recorded before steward kept triggers; only newer runs can become cases")?;
-    let mut tool_results: std::collections::BTreeMap<String, Vec<Result<Value, String>>> = Default::default();
-    let mut responses = std::collections::VecDeque::new();
-    let mut called = std::collections::BTreeMap::<String, u32>::new();
-    for e in &events {
-        let d = &e.data;
-        match e.kind.as_str() {
-            "tool_result" if d["parent_call_id"].is_null() => {
-                let name = d["name"].as_str().unwrap_or_default().to_string();
-                *called.entry(name.clone()).or_default() += 1;
-                let result = if d["ok"].as_bool() == Some(true) {
-                    let text = d["content"].as_str().unwrap_or_default();
-                    Ok(serde_json::from_str::<Value>(text)
-                        .ok()
-                        .filter(|v| v.is_object() || v.is_array())
-                        .unwrap_or_else(|| Value::String(text.to_string())))
-                } else {
-                    Err(d["error"].as_str().unwrap_or("failed").to_string())
-                };
-                tool_results.entry(name).or_default().push(result);
-            }
-            "model_response" => {
-                let calls = d["tool_calls"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| crate::provider::ToolCall {
-                        id: c["id"].as_str().unwrap_or_default().to_string(),
-                        name: c["name"].as_str().unwrap_or_default().to_string(),
-                        arguments: c["arguments"].as_str().unwrap_or("{}").to_string(),
-                    })
-                    .collect();
-                responses.push_back(crate::provider::ChatResponse {
-                    text: d["text"].as_str().map(str::to_string),
-                    tool_calls: calls,
-                    usage: serde_json::from_value(d["usage"].clone()).unwrap_or_default(),
-                    stop_reason: d["stop_reason"].as_str().unwrap_or_default().to_string(),
-                    model: d["response_model"].as_str().unwrap_or_default().to_string(),
-                    id: String::new(),
-                    // Runs record no reasoning; a replay continues without it.
-                    reasoning: Vec::new(),
-                    spent_for: None,
-                });
-            }
-            _ => {}
-        }
-    }
-    let mocks: serde_json::Map<String, Value> = tool_results
-        .iter()
-        .map(|(name, results)| (name.clone(), mock_of(results)))
-        .collect();
-    let short: String = id
-        .chars()
-        .rev()
-        .take(8)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    let rel = PathBuf::from("evals")
-        .join(&run.agent)
-        .join(format!("from-run-{short}.yaml"));
-    let case = json!({
-        "description": format!("From run {id} ({}). Fill in what a good run does.", run.trigger_summary),
-        "trigger": { "event": trigger },
-        "mocks": mocks,
-        "expect": {
-            "calls": called,
-            "termination": run.termination.clone().unwrap_or_else(|| "completed".into()),
-        },
-        "criteria": [],
-    });
-    let yaml = serde_yaml::to_string(&case)?;
-    let header = format!(
-        "# Draft eval case written by `steward eval new --from-run {id}`.\n# Add criteria (plain-language statements a judge scores) and tighten the expectations.\n"
-    );
+    let crate::evals::draft::Draft {
+        rel_path: rel,
+        yaml,
+        responses,
+        ..
+    } = crate::evals::draft::from_run(store, id).await?;
     let path = root.join(&rel);
     if path.exists() {
         anyhow::bail!("{} already exists", rel.display());
@@ -391,7 +277,7 @@ pub(super) async fn new_from_run(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&path, format!("{header}{yaml}"))?;
+    std::fs::write(&path, &yaml)?;
 
     // Replay the recorded answers once in record mode: the cassette gets real keys.
     let outside = Outside::new(env.clone(), Arc::default())?;

@@ -5,6 +5,7 @@
 
 pub mod case;
 pub mod cassette;
+pub mod draft;
 pub mod expect;
 pub mod judge;
 pub mod mocks;

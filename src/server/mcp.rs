@@ -1,6 +1,6 @@
 //! steward as an MCP server, for a coding agent working in the config repository: the
-//! agents, recorded runs (private runs as metadata only, as stored), the event log and
-//! an agent's review, read from the run store. Over stdio (`steward mcp`) and over
+//! agents, recorded runs (private runs as metadata only, as stored), the event log, an
+//! agent's review and draft eval cases from its runs, read from the run store. Over stdio (`steward mcp`) and over
 //! Streamable HTTP at `/mcp`, behind the inspector's access check.
 
 use std::sync::Arc;
@@ -49,6 +49,12 @@ pub struct ListEventsArgs {
     agent: Option<String>,
     /// At most this many (default 50, at most 500).
     limit: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct DraftArgs {
+    /// The run to make a case from: its id, or a unique prefix of it.
+    run_id: String,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -186,6 +192,42 @@ impl StewardMcp {
             Ok(review) => json_result(serde_json::to_value(&review).unwrap_or_default()),
             Err(e) => failure(e.to_string()),
         }
+    }
+
+    #[tool(
+        description = "A draft eval case from a recorded run: the case file (its trigger, tool results as mocks, observed calls and ending, empty criteria), where it belongs, and the run's feedback and judge explanations to write criteria from. Writes nothing: `steward eval new --from-run ID` writes it with the recording that replays it."
+    )]
+    async fn draft_eval_case(
+        &self,
+        Parameters(args): Parameters<DraftArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let draft = match crate::evals::draft::from_run(self.store.as_ref(), &args.run_id).await {
+            Ok(d) => d,
+            Err(e) => return failure(e.to_string()),
+        };
+        let scores = match self.store.run_scores(&draft.run_id).await {
+            Ok(s) => s,
+            Err(e) => return failure(e.to_string()),
+        };
+        let signals: Vec<Value> = scores
+            .iter()
+            .map(|s| {
+                json!({"kind": s.kind, "criterion": s.criterion, "passed": s.passed,
+                       "score": s.score, "explanation": s.explanation})
+            })
+            .collect();
+        json_result(json!({
+            "run_id": draft.run_id,
+            "agent": draft.agent,
+            "path": draft.rel_path.display().to_string(),
+            "case_yaml": draft.yaml,
+            "model_answers": draft.responses.len(),
+            "scores": signals,
+            "next": format!(
+                "Run `steward eval new --from-run {}` in the config repository to write the case with the recording that replays it; then add criteria from the scores above and `steward eval {}`.",
+                draft.run_id, draft.agent
+            ),
+        }))
     }
 }
 
