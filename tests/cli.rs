@@ -1170,6 +1170,7 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
         "list_events",
         "review_agent",
         "draft_eval_case",
+        "run_evals",
     ] {
         assert!(tools.iter().any(|t| t == want), "{tools:?}");
     }

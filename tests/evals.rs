@@ -392,6 +392,28 @@ async fn compare_fails_on_a_lower_pass_rate() {
     );
 }
 
+/// Calls one tool of `steward mcp` serving the tree at `root` (its store `s.db`) and
+/// returns its JSON answer; a tool error fails the test.
+async fn mcp_call(root: &Path, tool: &'static str, args: Value) -> Value {
+    use rmcp::ServiceExt;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.arg("mcp")
+        .env("STEWARD_ROOT", root)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.join("s.db").display()),
+        )
+        .env("RUST_LOG", "error");
+    let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let request = rmcp::model::CallToolRequestParams::new(tool)
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let result = client.call_tool(request).await.unwrap();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert_ne!(result.is_error, Some(true), "{tool}: {text}");
+    client.cancel().await.unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 #[tokio::test]
 async fn a_recorded_run_becomes_a_case_that_replays_green() {
     let dir = tree();
@@ -434,25 +456,7 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
 
     // The MCP server's draft_eval_case gives the same draft (by a prefix of the id) and
     // writes nothing.
-    let drafted = {
-        use rmcp::ServiceExt;
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steward"));
-        cmd.arg("mcp")
-            .env("STEWARD_ROOT", root)
-            .env(
-                "DATABASE_URL",
-                format!("sqlite://{}", root.join("s.db").display()),
-            )
-            .env("RUST_LOG", "error");
-        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
-        let request = rmcp::model::CallToolRequestParams::new("draft_eval_case")
-            .with_arguments(json!({"run_id": &run_id[..13]}).as_object().cloned().unwrap());
-        let result = client.call_tool(request).await.unwrap();
-        assert_ne!(result.is_error, Some(true), "{result:?}");
-        let text = result.content[0].as_text().unwrap().text.clone();
-        client.cancel().await.unwrap();
-        serde_json::from_str::<Value>(&text).unwrap()
-    };
+    let drafted = mcp_call(root, "draft_eval_case", json!({"run_id": &run_id[..13]})).await;
     assert_eq!(drafted["path"], format!("evals/clock/from-run-{short}.yaml"));
     assert_eq!(drafted["model_answers"], 2, "{drafted}");
     assert!(!case_path.exists(), "the MCP draft writes nothing");
@@ -465,6 +469,15 @@ async fn a_recorded_run_becomes_a_case_that_replays_green() {
         case.as_str(),
         "one draft, two ways to get it"
     );
+    // run_evals over MCP replays it as `steward eval` does.
+    let report = mcp_call(
+        root,
+        "run_evals",
+        json!({"targets": [format!("clock/from-run-{short}")]}),
+    )
+    .await;
+    assert_eq!(report["passed"], true, "{report}");
+    assert_eq!(report["cases"].as_array().map(Vec::len), Some(1), "{report}");
     assert!(
         case.contains("What time is it in Tokyo?") && case.contains("current_time"),
         "{case}"

@@ -86,14 +86,52 @@ pub(super) fn validate_cases(root: &Path, config: &crate::config::Config, tools:
         .collect()
 }
 
-pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow::Result<ExitCode> {
+/// `run_evals` for `steward mcp`: replays the tree's cases, as `steward eval --json`.
+pub(super) struct Replayer {
+    pub root: PathBuf,
+    pub env: Settings,
+}
+
+#[async_trait::async_trait]
+impl crate::server::mcp::EvalRunner for Replayer {
+    async fn replay(&self, targets: Vec<String>) -> Result<serde_json::Value, String> {
+        let (root, env) = (self.root.clone(), self.env.clone());
+        // The suite's future holds the MCP connector's non-`Sync` parts (unused on a
+        // replay, but in its type), so it runs on a runtime of its own on a blocking
+        // thread rather than as a task of the server's.
+        let report = tokio::task::spawn_blocking(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the eval runtime: {e}"))?;
+            runtime
+                .block_on(run_report(&root, &env, EvalMode::Replay, &targets, None, false))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .await
+        .map_err(|e| format!("the eval run stopped: {e}"))??;
+        serde_json::from_str(&report.json()).map_err(|e| e.to_string())
+    }
+}
+
+/// Runs the cases `targets` names (every case when empty) in `mode` and reports them;
+/// `progress` shows a bar on stderr. The CLI prints the report; the MCP server's
+/// `run_evals` returns it.
+pub(crate) async fn run_report(
+    root: &Path,
+    env: &Settings,
+    mode: EvalMode,
+    targets: &[String],
+    trials: Option<u32>,
+    progress: bool,
+) -> anyhow::Result<Report> {
     let outside = Outside::new(env.clone(), Arc::default())?;
     let mut tools = outside.tools();
     let skills = outside.skills(root);
     let config = Arc::new(load_config(root, &tools, &skills)?);
     // MCP tools: replays answer from the servers' cassettes without reaching them;
     // recording reaches them and records; live reaches them.
-    let hub = match args.mode {
+    let hub = match mode {
         EvalMode::Replay => {
             for w in replay_mcp(root, &mut tools, &config) {
                 eprintln!("warning: {w}");
@@ -103,7 +141,7 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         EvalMode::Record | EvalMode::Live => {
             let recordings = mcp::Recordings {
                 dir: mcp_dir(root),
-                mode: if args.mode == EvalMode::Record {
+                mode: if mode == EvalMode::Record {
                     mcp::Recording::Record
                 } else {
                     mcp::Recording::Live
@@ -113,19 +151,19 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         }
     };
     let names: Vec<String> = tools.names().into_iter().collect();
-    let (cases, mut results) = cases(root, &args.targets, &config, &names);
+    let (cases, mut results) = cases(root, targets, &config, &names);
     if cases.is_empty() && results.is_empty() {
         anyhow::bail!(
             "no eval cases{} under {}",
-            if args.targets.is_empty() {
+            if targets.is_empty() {
                 String::new()
             } else {
-                format!(" match {}", args.targets.join(" "))
+                format!(" match {}", targets.join(" "))
             },
             root.join("evals").display()
         );
     }
-    if args.mode != EvalMode::Replay {
+    if mode != EvalMode::Replay {
         missing_keys(env, &config, &cases)?;
     }
     let suite = Suite {
@@ -135,11 +173,11 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         skills: Arc::new(skills),
         real: outside.providers(),
         tokens: Arc::default(),
-        mode: args.mode,
-        trials: args.trials,
+        mode,
+        trials,
     };
     // A progress bar on a terminal; nothing on a pipe or in CI logs.
-    let progress = if std::io::stderr().is_terminal() {
+    let progress = if progress {
         indicatif::ProgressBar::new(cases.len() as u64)
     } else {
         indicatif::ProgressBar::hidden()
@@ -159,7 +197,13 @@ pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow:
         }
     }
     results.sort_by(|a, b| a.id.cmp(&b.id));
-    let report = Report::new(args.mode, results);
+    let report = Report::new(mode, results);
+    Ok(report)
+}
+
+pub(super) async fn eval(root: &Path, env: &Settings, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let progress = std::io::stderr().is_terminal();
+    let report = run_report(root, env, args.mode, &args.targets, args.trials, progress).await?;
     if args.json {
         println!("{}", report.json());
     } else {

@@ -635,7 +635,11 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let skills = outside.skills(&root);
             let config = Arc::new(load_config(&root, &outside.tools(), &skills)?);
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
-            crate::server::mcp::serve_stdio(store, config).await?;
+            let evals = Arc::new(eval::Replayer {
+                root: root.clone(),
+                env: env.clone(),
+            });
+            crate::server::mcp::serve_stdio(store, config, evals).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Review { agent, since, json } => {

@@ -14,10 +14,20 @@ use serde_json::{Value, json};
 use crate::config::Config;
 use crate::store::Store;
 
+/// Replays eval cases for `run_evals`: given by the command that serves MCP (`steward
+/// mcp` runs the config repository's suite; the service's `/mcp` has none).
+#[async_trait::async_trait]
+pub trait EvalRunner: Send + Sync {
+    /// Replays the cases `targets` names (agents, case ids; every case when empty)
+    /// from their recordings, and returns the report (`steward eval --json`'s shape).
+    async fn replay(&self, targets: Vec<String>) -> Result<Value, String>;
+}
+
 #[derive(Clone)]
 pub struct StewardMcp {
     store: Arc<dyn Store>,
     config: Arc<Config>,
+    evals: Option<Arc<dyn EvalRunner>>,
     router: ToolRouter<StewardMcp>,
 }
 
@@ -52,6 +62,12 @@ pub struct ListEventsArgs {
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct RunEvalsArgs {
+    /// Agent names or case ids (`helpdesk/vpn`); empty or absent: every case.
+    targets: Option<Vec<String>>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub struct DraftArgs {
     /// The run to make a case from: its id, or a unique prefix of it.
     run_id: String,
@@ -79,11 +95,30 @@ fn days_ago(days: Option<u32>) -> chrono::DateTime<chrono::Utc> {
 
 #[tool_router]
 impl StewardMcp {
-    pub fn new(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+    pub fn new(store: Arc<dyn Store>, config: Arc<Config>, evals: Option<Arc<dyn EvalRunner>>) -> Self {
         StewardMcp {
             store,
             config,
+            evals,
             router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Replays the agents' eval cases from their recordings (no model, no key, no network) and returns each case's pass or failure with reasons, tokens and cost: the check to run after changing a prompt, a skill or an agent"
+    )]
+    async fn run_evals(
+        &self,
+        Parameters(args): Parameters<RunEvalsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(evals) = &self.evals else {
+            return failure(
+                "run_evals replays the config repository's cases: use `steward mcp` there (the service's /mcp has no suite to run)",
+            );
+        };
+        match evals.replay(args.targets.unwrap_or_default()).await {
+            Ok(report) => json_result(report),
+            Err(e) => failure(e),
         }
     }
 
@@ -253,15 +288,19 @@ pub fn http_service(
     let settings = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
         .disable_allowed_hosts();
     rmcp::transport::streamable_http_server::StreamableHttpService::new(
-        move || Ok(StewardMcp::new(store.clone(), config.clone())),
+        move || Ok(StewardMcp::new(store.clone(), config.clone(), None)),
         Default::default(),
         settings,
     )
 }
 
 /// Serves on stdin and stdout until the client closes them.
-pub async fn serve_stdio(store: Arc<dyn Store>, config: Arc<Config>) -> anyhow::Result<()> {
-    let running = StewardMcp::new(store, config)
+pub async fn serve_stdio(
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    evals: Arc<dyn EvalRunner>,
+) -> anyhow::Result<()> {
+    let running = StewardMcp::new(store, config, Some(evals))
         .serve(rmcp::transport::stdio())
         .await?;
     running.waiting().await?;
