@@ -198,7 +198,7 @@ fn start_export(
     config: &OtlpConfig,
     resource: &Resource,
     dropped: Option<DropSink>,
-    #[allow(unused_variables)] telemetry: &mut Telemetry,
+    telemetry: &mut Telemetry,
 ) -> Result<export::Export, TelemetryError> {
     let failed = |e: opentelemetry_otlp::ExporterBuildError| TelemetryError(e.to_string());
     let protocol = match config.protocol {
