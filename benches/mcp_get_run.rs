@@ -98,7 +98,11 @@ async fn bench() {
     };
     let first = call().await.unwrap();
     let text = first.content[0].as_text().unwrap().text.clone();
-    assert!(text.len() > STEPS * 1000, "the whole run comes back ({} bytes)", text.len());
+    assert!(
+        text.len() > STEPS * 1000,
+        "the whole run comes back ({} bytes)",
+        text.len()
+    );
     let mut took: Vec<Duration> = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
         let started = Instant::now();

@@ -6,6 +6,8 @@ use crate::telemetry::{OtlpConfig, OtlpProtocol, TraceSampler};
 /// Spans waiting to be sent, at most, unless `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise:
 /// twice the SDK's default (2,048), so a burst of runs on a slow collector drops less.
 const DEFAULT_QUEUE: usize = 4096;
+/// The processor allocates its queue up front: a larger one is refused at start.
+const MAX_QUEUE: usize = 1 << 20;
 
 /// The exporter to start, or `None` when no endpoint is set or `OTEL_SDK_DISABLED=true`
 /// (then nothing is exported and nothing costs anything). A malformed value is an
@@ -47,13 +49,17 @@ pub fn config(s: &Settings) -> Result<Option<OtlpConfig>, String> {
     if !(traces_url.starts_with("http://") || traces_url.starts_with("https://")) {
         return Err(format!("{var} '{traces_url}' is not an http:// or https:// URL"));
     }
-    let queue =
-        match &s.otel_bsp_queue {
-            None => DEFAULT_QUEUE,
-            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                format!("OTEL_BSP_MAX_QUEUE_SIZE '{v}' is not a whole number of spans above 0")
+    let queue = match &s.otel_bsp_queue {
+        None => DEFAULT_QUEUE,
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_QUEUE).contains(n))
+            .ok_or_else(|| {
+                format!("OTEL_BSP_MAX_QUEUE_SIZE '{v}' is not a whole number of spans from 1 to {MAX_QUEUE}")
             })?,
-        };
+    };
     let (headers_var, header_text) = s
         .otel_headers
         .clone()
@@ -249,6 +255,11 @@ mod tests {
                 .unwrap_err()
                 .starts_with("OTEL_BSP_MAX_QUEUE_SIZE 'lots'")
         );
+        let huge = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100000000000"),
+        ]);
+        assert!(config(&huge).unwrap_err().contains("from 1 to 1048576"));
         let http = settings(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
             ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),

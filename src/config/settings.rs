@@ -66,7 +66,8 @@ pub struct Settings {
     /// name of the variable it came from (for errors).
     pub otel_headers: Option<(&'static str, String)>,
     /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`, with its
-    /// variable's name: only `http/protobuf` is exported, anything else is refused.
+    /// variable's name: `http/protobuf`, `http/json`, or `grpc` in builds with the
+    /// `grpc` feature (see `cli::otlp`).
     pub otel_protocol: Option<(&'static str, String)>,
     pub otel_service_name: Option<String>,
     /// `OTEL_BSP_MAX_QUEUE_SIZE`: spans waiting to be sent, at most.

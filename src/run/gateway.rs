@@ -315,7 +315,9 @@ impl Gateway {
             "gen_ai.tool.call.arguments" = tracing::field::Empty,
             "gen_ai.tool.call.result" = tracing::field::Empty,
         );
-        if capture {
+        // Not once the run holds private content (a private read, a subagent's answer
+        // carrying one): capture was decided from the trigger when the run started.
+        if capture && !self.parts.recorder.privacy().is_private() {
             span.record("gen_ai.tool.call.arguments", arguments);
         }
         let status = self.parts.tools.status_of(name);

@@ -393,7 +393,7 @@ impl Runner {
                     let links: Vec<String> = custody
                         .sources()
                         .iter()
-                        .filter(|c| c.starts_with(['C', 'G']))
+                        .filter(|c| c.starts_with(['C', 'G']) && c.bytes().all(|b| b.is_ascii_alphanumeric()))
                         .map(|c| format!("<#{c}>"))
                         .collect();
                     let from = match links.is_empty() {
