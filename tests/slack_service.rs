@@ -641,6 +641,13 @@ async fn feedback_buttons_record_one_score_per_person() {
     let fake = FakeModel::start().await;
     model(&fake);
     let deploys = Arc::new(AtomicU32::new(0));
+    // An agent that asks for no feedback.
+    write(
+        dir.path(),
+        "agents/quiet.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\n\
+         output: {feedback: false}\ntriggers:\n  - webhook: { name: quiet }\n",
+    );
     let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
     s.mention("EvFEEDBACK1").await;
     s.wait_status(RunStatus::Waiting).await;
@@ -743,6 +750,39 @@ async fn feedback_buttons_record_one_score_per_person() {
         StatusCode::OK
     );
     assert!(s.store.run_scores("r-never-posted").await.unwrap().is_empty());
+    // Nor does a run of an agent with `feedback: false`, even one that posted there.
+    s.store
+        .create_run(&steward::store::NewRun {
+            id: "r-quiet".into(),
+            agent: "quiet".into(),
+            trigger_summary: "a quiet run".into(),
+            source: "webhook".into(),
+            kind: "quiet".into(),
+            ..steward::store::NewRun::default()
+        })
+        .await
+        .unwrap();
+    s.store
+        .append_event(
+            "r-quiet",
+            "reply",
+            &json!({"destination": {"slack": "C123ABC456"}}),
+        )
+        .await
+        .unwrap();
+    s.store
+        .append_event(
+            "r-quiet",
+            "reply_sent",
+            &json!({"ok": true, "ts": "1700000001.000100"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.feedback_click("/slack/events", ASKER, "up:r-quiet").await,
+        StatusCode::OK
+    );
+    assert!(s.store.run_scores("r-quiet").await.unwrap().is_empty());
     let scores = s.store.run_scores(&done.id).await.unwrap();
     let votes: Vec<(Option<&str>, f64, Option<&str>)> = scores
         .iter()
