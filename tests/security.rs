@@ -772,6 +772,18 @@ fn weekly_tree() -> tempfile::TempDir {
 /// DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own
 /// name as `Host`; the inspector on its default loopback bind, open without a token,
 /// answers only its own names.
+/// The status of `GET /api/runs` sent with `Host: host`.
+async fn api_runs_as(client: &reqwest::Client, base: &str, host: String) -> u16 {
+    client
+        .get(format!("{base}/api/runs"))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 #[tokio::test]
 async fn the_inspector_answers_only_its_own_host_names() {
     let root = weekly_tree();
@@ -779,20 +791,7 @@ async fn the_inspector_answers_only_its_own_host_names() {
     let (mut child, base) = serve(root.path(), &db, &[], None);
     let port = base.rsplit(':').next().unwrap().to_string();
     let client = steward::http::client().unwrap();
-    let get = |host: String| {
-        let client = client.clone();
-        let url = format!("{base}/api/runs");
-        async move {
-            client
-                .get(url)
-                .header("host", host)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }
-    };
+    let get = |host: String| api_runs_as(&client, &base, host);
     assert_eq!(get(format!("attacker.example:{port}")).await, 403);
     assert_eq!(get("attacker.example".into()).await, 403);
     assert_eq!(get(format!("localhost.attacker.example:{port}")).await, 403);
@@ -832,20 +831,7 @@ async fn the_inspector_answers_only_its_own_host_names() {
         &[("STEWARD_PUBLIC_URL", "https://steward.example.com")],
         None,
     );
-    let get = |host: &'static str| {
-        let client = client.clone();
-        let url = format!("{base}/api/runs");
-        async move {
-            client
-                .get(url)
-                .header("host", host)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }
-    };
+    let get = |host: &'static str| api_runs_as(&client, &base, host.to_string());
     assert_eq!(get("steward.example.com").await, 200);
     assert_eq!(get("STEWARD.example.com.").await, 200, "case and a final dot");
     assert_eq!(get("steward.example.com.attacker.example").await, 403);

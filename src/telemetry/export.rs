@@ -113,11 +113,6 @@ impl Export {
     pub fn shutdown(&self, timeout: Duration) -> bool {
         self.processor.shutdown_with_timeout(timeout).is_ok()
     }
-
-    /// Sends what is queued; `false` when that failed or timed out (the SDK's 5 s).
-    pub fn flush(&self) -> bool {
-        self.processor.force_flush().is_ok()
-    }
 }
 
 /// The exporter as the processor sees it: counts the spans it takes and the ones the

@@ -5,10 +5,7 @@
 //!   ([`outgoing`], set around the call by the chain and the gateway with [`sending`]),
 //!   so a provider's or a service's traces join steward's.
 
-use std::collections::HashMap;
-
-use opentelemetry::Context;
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SpanContext, TraceContextExt as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
@@ -56,17 +53,8 @@ pub fn from_headers(headers: &reqwest::header::HeaderMap) -> Option<SpanContext>
     extract(value("traceparent")?, value("tracestate"))
 }
 
-/// The headers that carry `span` to another process: `traceparent`, and `tracestate`
-/// when it has one.
-pub fn headers(span: &SpanContext) -> HashMap<String, String> {
-    let mut out = HashMap::with_capacity(2);
-    let cx = Context::new().with_remote_span_context(span.clone());
-    TraceContextPropagator::new().inject_context(&cx, &mut Carrier(&mut out));
-    out
-}
-
 /// The W3C `traceparent` of `span`, written directly: what the propagator injects
-/// ([`headers`]; the tests hold the two equal), without the context and map it builds,
+/// (the tests hold the two equal), without the context and map it builds,
 /// which on every model and tool request cost more than the request's own headers.
 pub fn traceparent(span: &SpanContext) -> String {
     format!(
@@ -75,14 +63,6 @@ pub fn traceparent(span: &SpanContext) -> String {
         span.span_id(),
         span.trace_flags().to_u8()
     )
-}
-
-struct Carrier<'a>(&'a mut HashMap<String, String>);
-
-impl Injector for Carrier<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        self.0.insert(key.to_string(), value);
-    }
 }
 
 tokio::task_local! {
@@ -115,6 +95,26 @@ pub fn outgoing(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry::Context;
+    use opentelemetry::propagation::Injector;
+    use std::collections::HashMap;
+
+    /// The headers that carry `span` to another process: `traceparent`, and `tracestate`
+    /// when it has one.
+    fn headers(span: &SpanContext) -> HashMap<String, String> {
+        let mut out = HashMap::with_capacity(2);
+        let cx = Context::new().with_remote_span_context(span.clone());
+        TraceContextPropagator::new().inject_context(&cx, &mut Carrier(&mut out));
+        out
+    }
+
+    struct Carrier<'a>(&'a mut HashMap<String, String>);
+
+    impl Injector for Carrier<'_> {
+        fn set(&mut self, key: &str, value: String) {
+            self.0.insert(key.to_string(), value);
+        }
+    }
 
     #[test]
     fn traceparent_round_trips_and_malformed_values_are_refused() {

@@ -76,17 +76,21 @@ impl SpanRecord {
         self.parent_span_id == SpanId::INVALID || self.parent_remote
     }
 
-    /// The span's W3C context (what `traceparent` carries).
-    pub fn context(&self) -> SpanContext {
-        let flags = if self.sampled {
+    /// The W3C flags: sampled or not.
+    fn flags(&self) -> TraceFlags {
+        if self.sampled {
             TraceFlags::SAMPLED
         } else {
             TraceFlags::default()
-        };
+        }
+    }
+
+    /// The span's W3C context (what `traceparent` carries).
+    pub fn context(&self) -> SpanContext {
         SpanContext::new(
             self.trace_id,
             self.span_id,
-            flags,
+            self.flags(),
             false,
             self.trace_state.clone(),
         )
@@ -135,6 +139,7 @@ impl SpanRecord {
     /// The closed span as the SDK exports it. Only moves: names and typed arrays are
     /// finished on the export thread ([`super::export`]).
     pub fn finish(self, scope: &InstrumentationScope) -> SpanData {
+        let flags = self.flags();
         // Built field by field: the SDK marks the struct non-exhaustive.
         let mut events = SpanEvents::default();
         events.events = self.events;
@@ -144,17 +149,7 @@ impl SpanRecord {
             None => Status::Unset,
         };
         SpanData {
-            span_context: SpanContext::new(
-                self.trace_id,
-                self.span_id,
-                if self.sampled {
-                    TraceFlags::SAMPLED
-                } else {
-                    TraceFlags::default()
-                },
-                false,
-                self.trace_state,
-            ),
+            span_context: SpanContext::new(self.trace_id, self.span_id, flags, false, self.trace_state),
             parent_span_id: self.parent_span_id,
             parent_span_is_remote: self.parent_remote,
             span_kind: self.kind,
