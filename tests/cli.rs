@@ -1171,6 +1171,7 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
         "review_agent",
         "draft_eval_case",
         "run_evals",
+        "propose_improvement",
     ] {
         assert!(tools.iter().any(|t| t == want), "{tools:?}");
     }

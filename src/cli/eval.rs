@@ -50,7 +50,7 @@ fn selected(root: &Path, file: &Path, targets: &[String]) -> bool {
 
 /// Every selected case, loaded; a case that does not load is a failed result of its own
 /// (the rest still run).
-fn cases(
+pub(super) fn cases(
     root: &Path,
     targets: &[String],
     config: &crate::config::Config,
@@ -86,31 +86,80 @@ pub(super) fn validate_cases(root: &Path, config: &crate::config::Config, tools:
         .collect()
 }
 
-/// `run_evals` for `steward mcp`: replays the tree's cases, as `steward eval --json`.
+/// `run_evals` and `propose_improvement` for `steward mcp`: the tree's suite, replayed
+/// (or live, when the server was started with `--allow-live`), and `steward improve`.
 pub(super) struct Replayer {
     pub root: PathBuf,
     pub env: Settings,
+    pub allow_live: bool,
+    /// The store `steward improve` reads runs from, opened again on the improve
+    /// runtime.
+    pub database_url: String,
+    pub database_url_from: &'static str,
+}
+
+/// Runs `work` on a current-thread runtime of its own on a blocking thread: the suite's
+/// futures hold the MCP connector's non-`Sync` parts (unused on a replay, but in their
+/// type), so they cannot be tasks of the server's runtime.
+async fn on_own_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<T>>>>
+    + Send
+    + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the eval runtime: {e}"))?;
+        runtime.block_on(work()).map_err(|e| format!("{e:#}"))
+    })
+    .await
+    .map_err(|e| format!("the eval run stopped: {e}"))?
 }
 
 #[async_trait::async_trait]
 impl crate::server::mcp::EvalRunner for Replayer {
-    async fn replay(&self, targets: Vec<String>) -> Result<serde_json::Value, String> {
+    fn allows_live(&self) -> bool {
+        self.allow_live
+    }
+
+    async fn run(
+        &self,
+        targets: Vec<String>,
+        live: bool,
+        trials: Option<u32>,
+    ) -> Result<serde_json::Value, String> {
         let (root, env) = (self.root.clone(), self.env.clone());
-        // The suite's future holds the MCP connector's non-`Sync` parts (unused on a
-        // replay, but in its type), so it runs on a runtime of its own on a blocking
-        // thread rather than as a task of the server's.
-        let report = tokio::task::spawn_blocking(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the eval runtime: {e}"))?;
-            runtime
-                .block_on(run_report(&root, &env, EvalMode::Replay, &targets, None, false))
-                .map_err(|e| format!("{e:#}"))
+        let mode = if live { EvalMode::Live } else { EvalMode::Replay };
+        let report = on_own_runtime(move || {
+            Box::pin(async move { run_report(&root, &env, mode, &targets, trials, false).await })
         })
-        .await
-        .map_err(|e| format!("the eval run stopped: {e}"))??;
+        .await?;
         serde_json::from_str(&report.json()).map_err(|e| e.to_string())
+    }
+
+    async fn improve(
+        &self,
+        request: crate::server::mcp::ImproveRequest,
+    ) -> Result<serde_json::Value, String> {
+        let (root, env) = (self.root.clone(), self.env.clone());
+        let (url, from) = (self.database_url.clone(), self.database_url_from);
+        let improvement = on_own_runtime(move || {
+            Box::pin(async move {
+                let store = super::open_existing_store(&url, from).await?;
+                let mut args = super::improve::ImproveArgs::new(&request.agent);
+                args.problem = request.problem;
+                args.runs = request.runs.unwrap_or_default();
+                if let Some(t) = request.trials {
+                    args.trials = t;
+                }
+                let proposed =
+                    super::improve::propose(&root, &env, store.as_ref(), Arc::default(), &args).await?;
+                Ok(proposed.improvement)
+            })
+        })
+        .await?;
+        serde_json::to_value(&improvement).map_err(|e| e.to_string())
     }
 }
 
@@ -175,6 +224,7 @@ pub(crate) async fn run_report(
         tokens: Arc::default(),
         mode,
         trials,
+        concurrent_trials: false,
     };
     // A progress bar on a terminal; nothing on a pipe or in CI logs.
     let progress = if progress {
@@ -266,7 +316,11 @@ impl crate::provider::Provider for Sequence {
 /// Recording or running live calls the real models: every provider the selected cases'
 /// agents (and their fallbacks and subagents) use needs its key, checked before any
 /// trial runs rather than failing each one.
-fn missing_keys(env: &Settings, config: &crate::config::Config, cases: &[Case]) -> anyhow::Result<()> {
+pub(super) fn missing_keys(
+    env: &Settings,
+    config: &crate::config::Config,
+    cases: &[Case],
+) -> anyhow::Result<()> {
     let mut missing: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for case in cases {
         let Some(agent) = config.agents.get(&case.agent) else {
@@ -355,6 +409,7 @@ pub(super) async fn new_from_run(
         tokens: Arc::default(),
         mode: EvalMode::Record,
         trials: Some(1),
+        concurrent_trials: false,
     };
     let result = suite.run_case(&loaded).await;
     println!("wrote {}", rel.display());

@@ -2,6 +2,7 @@
 
 mod eval;
 mod events;
+mod improve;
 mod otlp;
 mod runs;
 mod triggers;
@@ -195,9 +196,53 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Propose a fix for one of an agent's problems and check it with evals: the
+    /// problem's runs become eval cases, the improver subagent proposes one change,
+    /// and the agent's suite plus the new cases run live before and after it. Writes
+    /// improvements/AGENT/ID/; exits 1 when the gate rejects the change.
+    Improve {
+        /// The agent to improve.
+        agent: String,
+        /// Which problem of `steward review AGENT` (its rank; default 1, the most runs).
+        #[arg(long, conflicts_with = "runs")]
+        problem: Option<usize>,
+        /// Runs to improve from instead of a problem (ids or unique prefixes,
+        /// comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        runs: Vec<String>,
+        /// How far back the review looks, e.g. 24h, 7d.
+        #[arg(long, default_value = "7d", value_parser = parse_duration)]
+        since: Duration,
+        /// Live trials per case, on each side of the gate.
+        #[arg(long, default_value_t = 3)]
+        trials: u32,
+        /// Share of an existing case's trials the change may lose (0 to 1).
+        #[arg(long, default_value_t = crate::evals::improve::gate::DEFAULT_TOLERANCE)]
+        tolerance: f64,
+        /// Write an accepted change, its cases and recordings into the tree (a prompt
+        /// hosted in Notion gets the proposed text as a comment instead).
+        #[arg(long)]
+        apply: bool,
+        /// Open a pull request with an accepted change (needs GITHUB_TOKEN and the
+        /// repository: --repo or STEWARD_CONFIG_REPO).
+        #[arg(long)]
+        github_pr: bool,
+        /// The config tree's GitHub repository (owner/name), for --github-pr.
+        #[arg(long)]
+        repo: Option<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve steward as an MCP server on stdin/stdout (for a coding agent in the config
-    /// repository): list_agents, list_runs, get_run, list_events, review_agent.
-    Mcp,
+    /// repository): list_agents, list_runs, get_run, list_events, review_agent,
+    /// draft_eval_case, run_evals, propose_improvement.
+    Mcp {
+        /// Allow tools that call the real models (live run_evals, propose_improvement),
+        /// which cost money; without it run_evals only replays recordings.
+        #[arg(long)]
+        allow_live: bool,
+    },
     /// Check an agent's triggers against an event, or against recent stored deliveries.
     Triggers {
         #[command(subcommand)]
@@ -630,7 +675,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 EventsCommand::Show { id, json } => events::show(store.as_ref(), &id, json).await,
             }
         }
-        Command::Mcp => {
+        Command::Mcp { allow_live } => {
             let outside = Outside::new(env.clone(), metrics)?;
             let skills = outside.skills(&root);
             let config = Arc::new(load_config(&root, &outside.tools(), &skills)?);
@@ -638,6 +683,9 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let evals = Arc::new(eval::Replayer {
                 root: root.clone(),
                 env: env.clone(),
+                allow_live,
+                database_url: cli.database_url.clone(),
+                database_url_from: cli.database_url_from,
             });
             crate::server::mcp::serve_stdio(store, config, evals).await?;
             Ok(ExitCode::SUCCESS)
@@ -645,6 +693,37 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
         Command::Review { agent, since, json } => {
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
             runs::review(store.as_ref(), &agent, since, json).await
+        }
+        Command::Improve {
+            agent,
+            problem,
+            runs,
+            since,
+            trials,
+            tolerance,
+            apply,
+            github_pr,
+            repo,
+            json,
+        } => {
+            let pr_repo = match (github_pr, repo.or_else(|| env.config_repo.clone())) {
+                (false, _) => None,
+                (true, Some(r)) => Some(r),
+                (true, None) => anyhow::bail!(
+                    "--github-pr needs the config tree's repository: --repo owner/name or STEWARD_CONFIG_REPO"
+                ),
+            };
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
+            let args = improve::ImproveArgs {
+                agent,
+                problem,
+                runs,
+                since,
+                trials,
+                tolerance,
+            };
+            let output = improve::Output { apply, pr_repo, json };
+            improve::improve(&root, &env, store.as_ref(), metrics, args, output).await
         }
         Command::Triggers {
             command:

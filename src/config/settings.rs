@@ -45,6 +45,9 @@ pub struct Settings {
     pub notion_webhook_token: Option<String>,
     pub github_token: Option<String>,
     pub github_api_url: Option<String>,
+    /// The GitHub repository (`owner/name`) the config tree lives in:
+    /// `steward improve --github-pr` opens its pull requests there.
+    pub config_repo: Option<String>,
     /// `STEWARD_HTTP_ALLOW`: internal hosts and networks outbound fetches may reach.
     pub http_allow: String,
     /// `STEWARD_MAX_ATTACHMENT_BYTES`.
@@ -253,6 +256,7 @@ impl Settings {
             notion_webhook_token: get("NOTION_WEBHOOK_TOKEN"),
             github_token: get("GITHUB_TOKEN"),
             github_api_url: get("GITHUB_API_URL"),
+            config_repo: get("STEWARD_CONFIG_REPO"),
             http_allow: get("STEWARD_HTTP_ALLOW").unwrap_or_default(),
             max_attachment_bytes,
             prompt_base_url: get("STEWARD_PROMPT_BASE_URL"),

@@ -7,6 +7,7 @@ pub mod case;
 pub mod cassette;
 pub mod draft;
 pub mod expect;
+pub mod improve;
 pub mod judge;
 pub mod mocks;
 pub mod post_run;

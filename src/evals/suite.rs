@@ -50,6 +50,10 @@ pub struct Suite {
     pub mode: EvalMode,
     /// Overrides every case's trials (and scales its `min_pass` to the same share).
     pub trials: Option<u32>,
+    /// Run a case's trials at once rather than one after another (the improve gate:
+    /// live trials under the provider limiter). Off for `steward eval`, whose report
+    /// lists trials in the order they ran.
+    pub concurrent_trials: bool,
 }
 
 /// One trial of a case.
@@ -227,10 +231,15 @@ impl Suite {
             }
             None => (case.trials, case.min_pass),
         };
-        let mut results = Vec::with_capacity(trials as usize);
-        for _ in 0..trials {
-            results.push(self.trial(case, &cassette).await);
-        }
+        let results = if self.concurrent_trials {
+            futures_util::future::join_all((0..trials).map(|_| self.trial(case, &cassette))).await
+        } else {
+            let mut results = Vec::with_capacity(trials as usize);
+            for _ in 0..trials {
+                results.push(self.trial(case, &cassette).await);
+            }
+            results
+        };
         if self.mode == EvalMode::Record
             && let Err(e) = cassette.save()
         {

@@ -232,8 +232,14 @@ impl NotionClient {
 
     /// `POST /v1/comments` on a page.
     pub async fn add_comment(&self, page_id: &str, text: &str) -> Result<Value, ApiError> {
-        let body = serde_json::json!({"parent": {"page_id": page_id},
-            "rich_text": [{"type": "text", "text": {"content": text}}]});
+        // Notion takes at most 2,000 characters per text object and 100 objects.
+        let chars: Vec<char> = text.chars().collect();
+        let parts: Vec<Value> = chars
+            .chunks(2000)
+            .take(100)
+            .map(|c| serde_json::json!({"type": "text", "text": {"content": c.iter().collect::<String>()}}))
+            .collect();
+        let body = serde_json::json!({"parent": {"page_id": page_id}, "rich_text": parts});
         self.send(reqwest::Method::POST, "/v1/comments", Some(&body))
             .await
     }

@@ -1,7 +1,9 @@
 //! steward as an MCP server, for a coding agent working in the config repository: the
 //! agents, recorded runs (private runs as metadata only, as stored), the event log, an
-//! agent's review and draft eval cases from its runs, read from the run store. Over stdio (`steward mcp`) and over
-//! Streamable HTTP at `/mcp`, behind the inspector's access check.
+//! agent's review and draft eval cases from its runs, read from the run store; and,
+//! where the command serving it has the config tree (`steward mcp`), its eval suite
+//! and `steward improve`. Over stdio (`steward mcp`) and over Streamable HTTP at
+//! `/mcp`, behind the inspector's access check.
 
 use std::sync::Arc;
 
@@ -14,14 +16,40 @@ use serde_json::{Value, json};
 use crate::config::Config;
 use crate::store::Store;
 
-/// Replays eval cases for `run_evals`: given by the command that serves MCP (`steward
-/// mcp` runs the config repository's suite; the service's `/mcp` has none).
+/// The config tree's eval suite, for `run_evals` and `propose_improvement`: given by the
+/// command that serves MCP (`steward mcp` runs the config repository's suite; the
+/// service's `/mcp` has none).
 #[async_trait::async_trait]
 pub trait EvalRunner: Send + Sync {
-    /// Replays the cases `targets` names (agents, case ids; every case when empty)
-    /// from their recordings, and returns the report (`steward eval --json`'s shape).
-    async fn replay(&self, targets: Vec<String>) -> Result<Value, String>;
+    /// Whether live runs (real model calls, which cost money) are allowed
+    /// (`steward mcp --allow-live`).
+    fn allows_live(&self) -> bool;
+
+    /// Runs the cases `targets` names (agents, case ids; every case when empty) from
+    /// their recordings, or live against the real models, and returns the report
+    /// (`steward eval --json`'s shape).
+    async fn run(&self, targets: Vec<String>, live: bool, trials: Option<u32>) -> Result<Value, String>;
+
+    /// `steward improve` without `--apply`: proposes a change for a problem and gates it;
+    /// returns the report (`steward improve --json`'s shape).
+    async fn improve(&self, request: ImproveRequest) -> Result<Value, String>;
 }
+
+/// What `propose_improvement` asks.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct ImproveRequest {
+    /// The agent to improve.
+    pub agent: String,
+    /// Which problem of `review_agent` (its rank; default 1, the most runs).
+    pub problem: Option<usize>,
+    /// Runs to improve from instead of a problem (ids or unique prefixes).
+    pub runs: Option<Vec<String>>,
+    /// Live trials per case on each side of the gate (default 3).
+    pub trials: Option<u32>,
+}
+
+/// Why a live tool is refused on a server started without `--allow-live`.
+const LIVE_REFUSED: &str = "this calls the real models, which costs money: start the server with `steward mcp --allow-live` to allow it";
 
 #[derive(Clone)]
 pub struct StewardMcp {
@@ -65,6 +93,11 @@ pub struct ListEventsArgs {
 pub struct RunEvalsArgs {
     /// Agent names or case ids (`helpdesk/vpn`); empty or absent: every case.
     targets: Option<Vec<String>>,
+    /// Run against the real models instead of the recordings (only on a server started
+    /// with `--allow-live`).
+    live: Option<bool>,
+    /// Trials per case (live runs; default: each case's own).
+    trials: Option<u32>,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -105,7 +138,7 @@ impl StewardMcp {
     }
 
     #[tool(
-        description = "Replays the agents' eval cases from their recordings (no model, no key, no network) and returns each case's pass or failure with reasons, tokens and cost: the check to run after changing a prompt, a skill or an agent"
+        description = "Replays the agents' eval cases from their recordings (no model, no key, no network) and returns each case's pass or failure with reasons, tokens and cost: the check to run after changing a prompt, a skill or an agent. With live: true (servers started with --allow-live), runs them against the real models instead."
     )]
     async fn run_evals(
         &self,
@@ -116,7 +149,38 @@ impl StewardMcp {
                 "run_evals replays the config repository's cases: use `steward mcp` there (the service's /mcp has no suite to run)",
             );
         };
-        match evals.replay(args.targets.unwrap_or_default()).await {
+        let live = args.live.unwrap_or(false);
+        if live && !evals.allows_live() {
+            return failure(format!("live run_evals: {LIVE_REFUSED}"));
+        }
+        match evals
+            .run(args.targets.unwrap_or_default(), live, args.trials)
+            .await
+        {
+            Ok(report) => json_result(report),
+            Err(e) => failure(e),
+        }
+    }
+
+    #[tool(
+        description = "steward improve for one of an agent's problems (by its rank in review_agent) or for chosen runs: the runs become eval cases, the improver proposes one change, and the agent's suite plus the new cases run live before and after it. Returns the report (the patch, per-case pass rates before and after, tokens and cost, the decision and why) and writes improvements/<agent>/<id>/ in the config repository; never changes the tree (apply the patch, or run `steward improve --apply`). Calls the real models: only on servers started with --allow-live."
+    )]
+    async fn propose_improvement(
+        &self,
+        Parameters(args): Parameters<ImproveRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(evals) = &self.evals else {
+            return failure(
+                "propose_improvement works on the config repository: use `steward mcp --allow-live` there (the service's /mcp has no tree to change)",
+            );
+        };
+        if !evals.allows_live() {
+            return failure(format!("propose_improvement: {LIVE_REFUSED}"));
+        }
+        if !self.config.agents.contains_key(&args.agent) {
+            return failure(format!("no agent '{}'", args.agent));
+        }
+        match evals.improve(args).await {
             Ok(report) => json_result(report),
             Err(e) => failure(e),
         }

@@ -1,0 +1,480 @@
+//! `steward improve` end to end: production runs of a helpdesk get 👎 "no link", the
+//! review ranks that problem first, the improver (a fake model whose answers depend on
+//! the prompt it reads) drafts cases that fail on the current prompt and a change that
+//! makes them pass, the gate accepts it, `--apply` and `--github-pr` deliver it, and
+//! the written recordings replay offline; a change that breaks an existing case is
+//! rejected with that case named.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use support::*;
+
+const RUNBOOK: &str = "https://wiki.example.com/runbook";
+
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "prompts/helpdesk.md",
+        "You answer IT questions.\nAnswer briefly.\n",
+    );
+    write(root, "prompts/judge.md", "You grade runs.");
+    write(root, "prompts/improver.md", "You improve agents.");
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [current_time]\n",
+    );
+    write(
+        root,
+        "subagents/judge.yaml",
+        "description: Grades.\nmodel: openai/gpt-4.1-mini\nprompt: prompts/judge.md\ntools: []\n",
+    );
+    write(
+        root,
+        "subagents/improver.yaml",
+        "description: Proposes fixes.\nmodel: openai/gpt-4.1-nano\nprompt: prompts/improver.md\ntools: []\n",
+    );
+    write(
+        root,
+        "evals/helpdesk/greeting.yaml",
+        "description: Greets back.\ntrigger: { text: \"Hello!\" }\nexpect: { reply: { contains: [\"Hello\"] } }\n",
+    );
+    dir
+}
+
+fn all_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+/// The helpdesk links the runbook only when its prompt says so (and answers with the
+/// link alone when its prompt says that); the judge passes answers with the link; the
+/// improver drafts a link criterion and proposes the good change, or, with `bad` set,
+/// one that makes every answer the bare link.
+fn model(fake: &FakeModel, bad: Arc<AtomicBool>) {
+    fake.handler(move |body| {
+        let text = all_text(body);
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default().to_string();
+        let asked = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .collect::<String>();
+        match body["model"].as_str().unwrap_or_default() {
+            "gpt-4.1-nano" if text.contains("Draft eval expectations") => {
+                let runs = text.split("Runs: ").nth(1).unwrap_or_default();
+                let runs = runs.split("\\n").next().unwrap_or_default();
+                let cases: Vec<Value> = runs
+                    .split(", ")
+                    .map(|id| json!({"run": id, "criteria": ["The answer links the password runbook."], "reply_contains": [RUNBOOK]}))
+                    .collect();
+                Reply::ok(openai_text(&json!({"cases": cases}).to_string()))
+            }
+            "gpt-4.1-nano" => {
+                let replace = if bad.load(Ordering::SeqCst) {
+                    format!("Answer only with the runbook link {RUNBOOK}")
+                } else {
+                    format!("Answer briefly. For password questions, link the runbook: {RUNBOOK}")
+                };
+                Reply::ok(openai_text(
+                    &json!({"rationale": "People said the answers had no runbook link.",
+                        "edits": [{"file": "prompts/helpdesk.md", "find": "Answer briefly.", "replace": replace}]})
+                    .to_string(),
+                ))
+            }
+            "gpt-4.1-mini" => {
+                let answer = text.split("final answer").last().unwrap_or_default();
+                let pass = answer.contains("wiki.example.com/runbook");
+                Reply::ok(openai_text(&format!(
+                    "{{\"pass\": {pass}, \"score\": {}, \"explanation\": \"link {}\"}}",
+                    u8::from(pass),
+                    if pass { "given" } else { "missing" }
+                )))
+            }
+            _ if system.contains("Answer only with the runbook link") => Reply::ok(openai_text(RUNBOOK)),
+            _ if asked.contains("password") && system.contains("link the runbook") => {
+                Reply::ok(openai_text(&format!("Reset it in settings; see {RUNBOOK}")))
+            }
+            _ if asked.contains("password") => Reply::ok(openai_text("Reset it in settings.")),
+            _ => Reply::ok(openai_text("Hello! How can I help?")),
+        }
+    });
+}
+
+/// Two production runs of the helpdesk through `steward run`, each with a person's 👎
+/// ("no link"), and a private run with a 👎 whose text must never be read.
+async fn production(root: &Path, live: &[(&str, &str)]) -> Vec<String> {
+    use steward::store::{NewRun, RunStatus, RunStore, Score, ScoreStore, SqliteStore};
+    use steward::types::{Privacy, RunOutcome};
+    std::fs::write(root.join("ev.json"), r#"{"text": "How do I reset my password?"}"#).unwrap();
+    let event = root.join("ev.json");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let o = steward_in_async(
+            root,
+            &["run", "helpdesk", "--event", event.to_str().unwrap(), "--json"],
+            live,
+        )
+        .await;
+        assert!(o.status.success(), "{}", output_text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    let store = SqliteStore::open(&root.join("s.db")).await.unwrap();
+    let thumbs_down = |explanation: Option<&str>| Score {
+        kind: "human".into(),
+        criterion: "reaction".into(),
+        passed: Some(false),
+        score: -1.0,
+        explanation: explanation.map(str::to_string),
+        source: Some("U1".into()),
+        cost_usd: 0.0,
+        at: chrono::Utc::now(),
+    };
+    for id in &ids {
+        store
+            .add_score(id, &thumbs_down(Some("no link to the runbook")))
+            .await
+            .unwrap();
+    }
+    let private = "01PRIVATE-run-0001".to_string();
+    store
+        .create_run(&NewRun {
+            id: private.clone(),
+            agent: "helpdesk".into(),
+            trigger_summary: "what is Bob's salary".into(),
+            source: "slack".into(),
+            kind: "app_mention".into(),
+            private: true,
+            ..NewRun::default()
+        })
+        .await
+        .unwrap();
+    store
+        .transition(&private, RunStatus::Queued, RunStatus::Running)
+        .await
+        .unwrap();
+    store
+        .finish_run(
+            &private,
+            RunStatus::Running,
+            &RunOutcome::new(&private),
+            Privacy::from_private(true),
+        )
+        .await
+        .unwrap();
+    store.add_score(&private, &thumbs_down(None)).await.unwrap();
+    ids
+}
+
+/// A fake GitHub: the repository, its main branch, a branch, files (the prompt exists)
+/// and pull requests; every request recorded.
+async fn fake_github() -> (String, Arc<std::sync::Mutex<Vec<(String, String, Value)>>>) {
+    use axum::extract::{Request, State};
+    use axum::http::StatusCode;
+    type Seen = Arc<std::sync::Mutex<Vec<(String, String, Value)>>>;
+    let seen: Seen = Arc::default();
+    async fn handle(State(seen): State<Seen>, req: Request) -> (StatusCode, axum::Json<Value>) {
+        let method = req.method().to_string();
+        let path = req.uri().path().to_string();
+        let bytes = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        seen.lock().unwrap().push((method.clone(), path.clone(), body));
+        let (status, answer) = match (method.as_str(), path.as_str()) {
+            ("GET", "/repos/acme/config") => (200, json!({"default_branch": "main"})),
+            ("GET", "/repos/acme/config/git/ref/heads/main") => (200, json!({"object": {"sha": "c0ffee"}})),
+            ("POST", "/repos/acme/config/git/refs") => (201, json!({"ref": "x"})),
+            ("GET", "/repos/acme/config/contents/prompts/helpdesk.md") => (200, json!({"sha": "blob1"})),
+            ("GET", _) => (404, json!({"message": "Not Found"})),
+            ("PUT", _) => (201, json!({"content": {}})),
+            ("POST", "/repos/acme/config/pulls") => (
+                201,
+                json!({"number": 7, "html_url": "https://github.com/acme/config/pull/7"}),
+            ),
+            _ => (422, json!({"message": "unexpected"})),
+        };
+        (StatusCode::from_u16(status).unwrap(), axum::Json(answer))
+    }
+    let app = axum::Router::new().fallback(handle).with_state(seen.clone());
+    (serve(app).await, seen)
+}
+
+#[tokio::test]
+async fn improve_drafts_failing_cases_gates_a_fix_applies_it_and_rejects_a_breaking_one() {
+    let dir = tree();
+    let root = dir.path();
+    let fake = FakeModel::start().await;
+    let bad = Arc::new(AtomicBool::new(false));
+    model(&fake, bad.clone());
+    let base = format!("{}/v1", fake.url);
+    let (github, seen) = fake_github().await;
+    let live = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("GITHUB_API_URL", github.as_str()),
+        ("GITHUB_TOKEN", "ghp_test"),
+    ];
+    let ids = production(root, &live).await;
+
+    // The review ranks the 👎 first: two public runs and the private one.
+    let o = steward_in_async(root, &["review", "helpdesk", "--json"], &[]).await;
+    let review: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(review["problems"][0]["problem"], "👎 from people", "{review}");
+    assert_eq!(review["problems"][0]["runs"], 3);
+
+    let o = steward_in_async(
+        root,
+        &[
+            "improve",
+            "helpdesk",
+            "--problem",
+            "1",
+            "--trials",
+            "2",
+            "--json",
+            "--apply",
+            "--github-pr",
+            "--repo",
+            "acme/config",
+        ],
+        &live,
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["decision"]["accepted"], true, "{report}");
+    assert_eq!(report["new_cases"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(
+        report["skipped"].as_array().unwrap().len(),
+        1,
+        "the private run: {report}"
+    );
+    assert!(report["skipped"][0].as_str().unwrap().contains("private channel"));
+    for case in report["cases"].as_array().unwrap() {
+        if case["new"] == true {
+            // The drafted case fails on the current prompt and passes on the candidate.
+            assert_eq!(
+                (case["before"]["passes"].clone(), case["after"]["passes"].clone()),
+                (json!(0), json!(2)),
+                "{case}"
+            );
+        } else {
+            assert_eq!(case["id"], "helpdesk/greeting");
+            assert_eq!(case["after"]["passes"], 2, "{case}");
+        }
+    }
+    assert!(report["patch"].as_str().unwrap().contains(&format!(
+        "+Answer briefly. For password questions, link the runbook: {RUNBOOK}"
+    )));
+
+    // The improvement's folder.
+    let folder = root
+        .join("improvements/helpdesk")
+        .join(report["id"].as_str().unwrap());
+    for f in [
+        "patch.diff",
+        "report.md",
+        "report.json",
+        "recordings/helpdesk/greeting.json",
+    ] {
+        assert!(folder.join(f).exists(), "{f}");
+    }
+    let md = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(md.contains("| helpdesk/greeting | 2/2 | 2/2 |"), "{md}");
+    // The private run's text reached neither the improver nor the report.
+    assert!(!md.contains("salary"));
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.body.to_string().contains("salary"))
+    );
+
+    // --apply: the prompt, the cases and the recordings are in the tree, and the whole
+    // suite replays green without a key or the model.
+    let prompt = std::fs::read_to_string(root.join("prompts/helpdesk.md")).unwrap();
+    assert!(prompt.contains("link the runbook"), "{prompt}");
+    let calls = fake.requests().len();
+    let replay = steward_in_async(root, &["eval", "helpdesk", "--json"], &[]).await;
+    assert!(replay.status.success(), "{}", output_text(&replay));
+    let replayed: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(replayed["cases"].as_array().unwrap().len(), 3, "{replayed}");
+    assert_eq!(fake.requests().len(), calls, "replay asks no model");
+
+    // --github-pr: a branch from main, the files, then the pull request.
+    let seen = seen.lock().unwrap().clone();
+    let put_prompt = seen
+        .iter()
+        .find(|(m, p, _)| m == "PUT" && p.ends_with("/contents/prompts/helpdesk.md"))
+        .expect("the prompt is written on the branch");
+    assert_eq!(
+        put_prompt.2["sha"], "blob1",
+        "the existing file's blob is replaced"
+    );
+    use base64::Engine as _;
+    let content = base64::engine::general_purpose::STANDARD
+        .decode(put_prompt.2["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(String::from_utf8(content).unwrap(), prompt);
+    let branch = put_prompt.2["branch"].as_str().unwrap();
+    assert!(
+        seen.iter().any(|(m, _, b)| m == "POST"
+            && b["ref"] == format!("refs/heads/{branch}")
+            && b["sha"] == "c0ffee")
+    );
+    assert!(
+        seen.iter()
+            .any(|(m, p, _)| m == "PUT" && p.contains("/contents/evals/helpdesk/improve-"))
+    );
+    let pr = seen
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("/pulls"))
+        .unwrap();
+    assert_eq!(
+        (pr.2["head"].as_str(), pr.2["base"].as_str()),
+        (Some(branch), Some("main"))
+    );
+    assert!(pr.2["body"].as_str().unwrap().contains("accepted"));
+    assert!(output_text(&o).contains("opened https://github.com/acme/config/pull/7"));
+
+    // A candidate that answers everything with the bare link breaks the greeting case.
+    bad.store(true, Ordering::SeqCst);
+    let o = steward_in_async(
+        root,
+        &[
+            "improve", "helpdesk", "--runs", &ids[0], "--trials", "2", "--json", "--apply",
+        ],
+        &live,
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["decision"]["accepted"], false);
+    assert_eq!(
+        report["decision"]["broke"],
+        json!(["helpdesk/greeting"]),
+        "{report}"
+    );
+    assert!(
+        report["decision"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("helpdesk/greeting (2/2 → 0/2)")
+    );
+    assert!(output_text(&o).contains("nothing applied"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("prompts/helpdesk.md")).unwrap(),
+        prompt,
+        "a rejected change is not applied"
+    );
+}
+
+/// Calls one tool of `steward mcp <flags>` serving the tree at `root`; returns whether
+/// it was a tool error, and its text.
+async fn mcp_call(
+    root: &Path,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    tool: &'static str,
+    args: Value,
+) -> (bool, String) {
+    use rmcp::ServiceExt;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.arg("mcp")
+        .args(flags)
+        .env("STEWARD_ROOT", root)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.join("s.db").display()),
+        )
+        .env("RUST_LOG", "error");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let request = rmcp::model::CallToolRequestParams::new(tool)
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let result = client.call_tool(request).await.unwrap();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    client.cancel().await.unwrap();
+    (result.is_error == Some(true), text)
+}
+
+#[tokio::test]
+async fn over_mcp_live_tools_need_allow_live_and_propose_improvement_leaves_the_tree_alone() {
+    let dir = tree();
+    let root = dir.path();
+    let fake = FakeModel::start().await;
+    model(&fake, Arc::default());
+    let base = format!("{}/v1", fake.url);
+    let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    production(root, &live).await;
+    let calls = fake.requests().len();
+
+    // Without --allow-live: neither live evals nor improvements, and no model is asked.
+    let (err, text) = mcp_call(root, &[], &live, "run_evals", json!({"live": true})).await;
+    assert!(err && text.contains("--allow-live"), "{text}");
+    let (err, text) = mcp_call(
+        root,
+        &[],
+        &live,
+        "propose_improvement",
+        json!({"agent": "helpdesk"}),
+    )
+    .await;
+    assert!(err && text.contains("--allow-live"), "{text}");
+    assert_eq!(fake.requests().len(), calls);
+
+    // With it: live evals reach the model, and an improvement is proposed and gated.
+    let (err, text) = mcp_call(
+        root,
+        &["--allow-live"],
+        &live,
+        "run_evals",
+        json!({"live": true, "targets": ["helpdesk"]}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let report: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (report["mode"].as_str(), report["passed"].as_bool()),
+        (Some("live"), Some(true)),
+        "{report}"
+    );
+    assert!(fake.requests().len() > calls);
+    let (err, text) = mcp_call(
+        root,
+        &["--allow-live"],
+        &live,
+        "propose_improvement",
+        json!({"agent": "helpdesk", "problem": 1, "trials": 1}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let report: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["decision"]["accepted"], true, "{report}");
+    assert!(
+        root.join("improvements/helpdesk")
+            .join(report["id"].as_str().unwrap())
+            .join("patch.diff")
+            .exists()
+    );
+    // The tree itself is unchanged: no new case, the prompt as it was.
+    assert_eq!(
+        std::fs::read_to_string(root.join("prompts/helpdesk.md")).unwrap(),
+        "You answer IT questions.\nAnswer briefly.\n"
+    );
+    assert_eq!(std::fs::read_dir(root.join("evals/helpdesk")).unwrap().count(), 1);
+}
