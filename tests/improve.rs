@@ -43,6 +43,11 @@ fn tree() -> tempfile::TempDir {
     );
     write(
         root,
+        "subagents/reviewer.yaml",
+        "description: Names problems.\nmodel: openai/gpt-4.1-nano\nprompt: prompts/improver.md\ntools: []\n",
+    );
+    write(
+        root,
         "evals/helpdesk/greeting.yaml",
         "description: Greets back.\ntrigger: { text: \"Hello!\" }\nexpect: { reply: { contains: [\"Hello\"] } }\n",
     );
@@ -74,6 +79,22 @@ fn model(fake: &FakeModel, bad: Arc<AtomicBool>) {
             .map(|m| m["content"].to_string())
             .collect::<String>();
         match body["model"].as_str().unwrap_or_default() {
+            // The reviewer reads its evidence file, then names the problem from it.
+            "gpt-4.1-nano" if text.contains("Name the problems") => {
+                let file = body["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m["role"] == "tool")
+                    .map(|m| m["content"].to_string());
+                match file {
+                    None => Reply::ok(openai_tools(&[("r1", "file_read", r#"{"id": "f_1"}"#)])),
+                    Some(f) if f.contains("no link to the runbook") && f.contains("private run") => Reply::ok(openai_text(
+                        &json!({"problems": [{"n": 1, "name": "Password answers lack the runbook link."}]}).to_string(),
+                    )),
+                    Some(f) => Reply::ok(openai_text(&format!("unexpected evidence: {f}"))),
+                }
+            }
             "gpt-4.1-nano" if text.contains("Draft eval expectations") => {
                 let runs = text.split("Runs: ").nth(1).unwrap_or_default();
                 let runs = runs.split("\\n").next().unwrap_or_default();
@@ -229,11 +250,39 @@ async fn improve_drafts_failing_cases_gates_a_fix_applies_it_and_rejects_a_break
     ];
     let ids = production(root, &live).await;
 
-    // The review ranks the 👎 first: two public runs and the private one.
-    let o = steward_in_async(root, &["review", "helpdesk", "--json"], &[]).await;
+    // The review ranks the 👎 first: two public runs and the private one; without a
+    // model (--no-model, or no key) it keeps the grouping key and asks nothing.
+    let calls = fake.requests().len();
+    let o = steward_in_async(root, &["review", "helpdesk", "--json", "--no-model"], &live).await;
     let review: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(review["problems"][0]["problem"], "👎 from people", "{review}");
     assert_eq!(review["problems"][0]["runs"], 3);
+    assert!(review["problems"][0].get("summary").is_none());
+    let o = steward_in_async(root, &["review", "helpdesk"], &[]).await;
+    assert!(
+        output_text(&o).contains("needs OPENAI_API_KEY"),
+        "{}",
+        output_text(&o)
+    );
+    assert!(
+        output_text(&o).contains("1. 👎 from people: 3 runs"),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(fake.requests().len(), calls);
+    // The reviewer names it from the evidence, which it gets as a file.
+    let o = steward_in_async(root, &["review", "helpdesk"], &live).await;
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("1. Password answers lack the runbook link. [👎 from people]: 3 runs"),
+        "{}",
+        output_text(&o)
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.body.to_string().contains("salary"))
+    );
 
     let o = steward_in_async(
         root,

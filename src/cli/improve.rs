@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::{Outside, eval, load_config};
 use crate::config::{AgentConfig, Config, Settings};
+use crate::evals::ask::ask_json;
 use crate::evals::draft::{self, DraftError};
 use crate::evals::improve::{
     Improvement, evidence,
@@ -90,6 +91,60 @@ impl Drop for Scratch {
     }
 }
 
+/// A runner for steward's own helpers (the improver, the reviewer): the environment's
+/// providers and a store of its own in `dir` (their runs are not production runs).
+async fn helper_runner(
+    providers: &ProviderSet,
+    config: &Config,
+    tools: crate::tools::ToolRegistry,
+    skills: &crate::skills::SkillSet,
+    dir: &Path,
+) -> anyhow::Result<Runner> {
+    let store = Arc::new(SqliteStore::open(&dir.join("helper.db")).await?);
+    Ok(Runner::builder(store)
+        .providers(providers.clone())
+        .tools(tools)
+        .subagents(config.subagents.clone())
+        .skills(skills.clone())
+        .build())
+}
+
+/// `steward review`'s naming step: when the tree has a `reviewer` subagent, it reads
+/// the problems' evidence (private runs as metadata and scores) as the file
+/// `problems.md` and names each problem in a sentence. Without a reviewer, nothing is
+/// asked.
+pub(super) async fn name_problems(
+    root: &Path,
+    env: &Settings,
+    metrics: Arc<Metrics>,
+    store: &dyn Store,
+    review: &mut review::Review,
+) -> anyhow::Result<()> {
+    let outside = Outside::new(env.clone(), metrics)?;
+    let tools = outside.tools();
+    let skills = outside.skills(root);
+    let config = load_config(root, &tools, &skills)?;
+    let Some(reviewer) = config.subagents.get("reviewer").cloned() else {
+        return Ok(());
+    };
+    helper_keys(env, &reviewer)?;
+    let mut examples = Vec::new();
+    for p in review.problems.iter().take(review::NAMED) {
+        examples.push(evidence::gather(store, &p.examples).await?);
+    }
+    let file = review::evidence_file(review, &examples);
+    let scratch = Scratch::new().context("cannot make a scratch folder")?;
+    let providers = outside.providers().with_prices(config.prices.clone());
+    let runner = helper_runner(&providers, &config, tools, &skills, &scratch.0).await?;
+    let question = review::reviewer_question(review);
+    let check = review.clone();
+    let (answer, _cost) = ask_json(&runner, &reviewer, &question, Some(("problems.md", &file)), |v| {
+        review::apply_names(&mut check.clone(), v.clone()).map(|()| v)
+    })
+    .await?;
+    review::apply_names(review, answer).map_err(anyhow::Error::msg)
+}
+
 /// The improver: `subagents/improver.yaml`, else the judge.
 fn improver(config: &Config) -> anyhow::Result<Arc<AgentConfig>> {
     config
@@ -104,17 +159,18 @@ fn improver(config: &Config) -> anyhow::Result<Arc<AgentConfig>> {
         })
 }
 
-/// Keys the improver's models need and are not set.
-fn improver_keys(env: &Settings, improver: &AgentConfig) -> anyhow::Result<()> {
-    for m in &improver.models {
+/// A helper subagent's model keys, checked before it runs.
+fn helper_keys(env: &Settings, helper: &AgentConfig) -> anyhow::Result<()> {
+    for m in &helper.models {
         let key = match m.provider.as_str() {
             "openai" if env.openai_api_key.is_none() => "OPENAI_API_KEY",
             "anthropic" if env.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
             _ => continue,
         };
         anyhow::bail!(
-            "the improver ({}) calls {m} and needs {key}; set it, or give the improver another model",
-            improver.file.display()
+            "the {} ({}) calls {m} and needs {key}; set it, or give it another model",
+            helper.name,
+            helper.file.display()
         );
     }
     Ok(())
@@ -387,7 +443,7 @@ pub(crate) async fn propose(
     let config = load_config(root, &tools, &skills)?;
     let agent = config.agent(&args.agent).map_err(anyhow::Error::msg)?;
     let improver = improver(&config)?;
-    improver_keys(env, &improver)?;
+    helper_keys(env, &improver)?;
 
     let (problem, ids) = selection(store, args).await?;
     let mut skipped = Vec::new();
@@ -413,18 +469,13 @@ pub(crate) async fn propose(
 
     let scratch = Scratch::new().context("cannot make a scratch folder")?;
     let real = outside.providers().with_prices(config.prices.clone());
-    let improver_store = Arc::new(SqliteStore::open(&scratch.0.join("improver.db")).await?);
-    let runner = Runner::builder(improver_store)
-        .providers(real.clone())
-        .tools(tools)
-        .subagents(config.subagents.clone())
-        .skills(skills.clone())
-        .build();
+    let runner = helper_runner(&real, &config, tools, &skills, &scratch.0).await?;
 
     // (a) the new cases' expectations.
     let draft_ids: Vec<String> = drafts.iter().map(|d| d.run_id.clone()).collect();
     let question = proposal::cases_question(&evidence_md, &draft_ids);
-    let (expectations, mut improver_cost) = proposal::ask(&runner, &improver, &question, &evidence_md, |v| {
+    let attached = proposal::attachment(&evidence_md);
+    let (expectations, mut improver_cost) = ask_json(&runner, &improver, &question, attached, |v| {
         proposal::parse_cases(v, &draft_ids)
     })
     .await?;
@@ -446,7 +497,7 @@ pub(crate) async fn propose(
     // (b) the candidate change.
     let files = changeable(root, &outside, &agent, &skills).await?;
     let question = proposal::change_question(&evidence_md, &expectations, &files);
-    let ((change, changed), cost) = proposal::ask(&runner, &improver, &question, &evidence_md, |v| {
+    let ((change, changed), cost) = ask_json(&runner, &improver, &question, attached, |v| {
         proposal::parse_change(v, &files)
     })
     .await?;

@@ -195,6 +195,10 @@ enum Command {
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+        /// Do not ask the reviewer subagent (subagents/reviewer.yaml) to name the
+        /// problems: only the grouping keys, no model call.
+        #[arg(long)]
+        no_model: bool,
     },
     /// Propose a fix for one of an agent's problems and check it with evals: the
     /// problem's runs become eval cases, the improver subagent proposes one change,
@@ -690,9 +694,25 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             crate::server::mcp::serve_stdio(store, config, evals).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Review { agent, since, json } => {
+        Command::Review {
+            agent,
+            since,
+            json,
+            no_model,
+        } => {
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
-            runs::review(store.as_ref(), &agent, since, json).await
+            let mut review =
+                crate::evals::review::review(store.as_ref(), &agent, crate::store::ago(since)).await?;
+            if !no_model
+                && !review.problems.is_empty()
+                && let Err(e) =
+                    improve::name_problems(&root, &env, metrics, store.as_ref(), &mut review).await
+            {
+                eprintln!(
+                    "note: the reviewer did not name the problems ({e:#}); they keep their grouping keys"
+                );
+            }
+            runs::print_review(&review, json)
         }
         Command::Improve {
             agent,

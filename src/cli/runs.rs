@@ -198,13 +198,9 @@ pub fn escalation_line(e: &crate::store::EscalationRow) -> String {
 }
 
 /// `steward review AGENT`: the agent's problems, ranked.
-pub async fn review(
-    store: &dyn Store,
-    agent: &str,
-    since: std::time::Duration,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let review = crate::evals::review::review(store, agent, crate::store::ago(since)).await?;
+/// Prints a review: a line per problem (the reviewer's sentence first, when it named
+/// one), or JSON.
+pub fn print_review(review: &crate::evals::review::Review, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&review)?);
         return Ok(ExitCode::SUCCESS);
@@ -223,7 +219,10 @@ pub async fn review(
         println!(
             "{}. {}: {} run{} ({:.0}%); fix likely in {}",
             n + 1,
-            p.problem,
+            match &p.summary {
+                Some(s) => format!("{s} [{}]", p.problem),
+                None => p.problem.clone(),
+            },
             p.runs,
             if p.runs == 1 { "" } else { "s" },
             p.share * 100.0,

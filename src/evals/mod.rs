@@ -3,6 +3,7 @@
 //! cassettes so CI is deterministic, or recording and running live; and reports for
 //! people and CI (table, JSON, JUnit, comparison with an earlier result).
 
+pub mod ask;
 pub mod case;
 pub mod cassette;
 pub mod draft;

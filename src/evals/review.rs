@@ -31,6 +31,10 @@ pub struct Problem {
     /// Where the fix likely lies: prompt, skill, tool grant, limits, a missing tool or
     /// data source, the model provider, the app's permissions.
     pub fix_in: &'static str,
+    /// The problem in a sentence, as the `reviewer` subagent names it from the evidence
+    /// (absent without a reviewer, or with `--no-model`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// The review of one agent over a period.
@@ -152,6 +156,7 @@ pub async fn review(store: &dyn Store, agent: &str, since: DateTime<Utc>) -> Res
             examples: ids.into_iter().take(EXAMPLES).collect(),
             problem,
             fix_in,
+            summary: None,
         })
         .collect();
     problems.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.problem.cmp(&b.problem)));
@@ -161,6 +166,65 @@ pub async fn review(store: &dyn Store, agent: &str, since: DateTime<Utc>) -> Res
         runs: total,
         problems,
     })
+}
+
+/// Problems the reviewer names, at most (the rest keep their grouping key).
+pub const NAMED: usize = 10;
+
+/// The reviewer's question; the evidence is the attached file `problems.md`
+/// ([`evidence_file`]).
+pub fn reviewer_question(review: &Review) -> String {
+    format!(
+        "Name the problems of the automated agent {}. The attached file problems.md lists {} problems found in its {} runs, \
+         ranked: each with its grouping key, how many runs show it and its example runs (request, answer, ending and the \
+         signals on each; private runs show metadata and scores only). For each numbered problem, write one sentence that \
+         says what goes wrong for the people using the agent, concretely, from the evidence (not the grouping key again). \
+         Answer with one JSON object and nothing else: {{\"problems\": [{{\"n\": 1, \"name\": \"...\"}}]}}",
+        review.agent,
+        review.problems.len().min(NAMED),
+        review.runs
+    )
+}
+
+/// The reviewer's file: each of the first [`NAMED`] problems with its examples'
+/// evidence (`examples[i]` for problem `i`).
+pub fn evidence_file(review: &Review, examples: &[Vec<super::improve::evidence::RunEvidence>]) -> String {
+    let mut out = String::new();
+    for (n, (p, runs)) in review.problems.iter().zip(examples).take(NAMED).enumerate() {
+        let head = format!(
+            "Problem {}: {} ({} runs, {:.0}% of the period's)",
+            n + 1,
+            p.problem,
+            p.runs,
+            p.share * 100.0
+        );
+        out.push_str(&super::improve::evidence::markdown(&head, runs));
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// Sets each problem's `summary` from the reviewer's answer (`{"problems": [{"n", "name"}]}`).
+pub fn apply_names(review: &mut Review, answer: serde_json::Value) -> Result<(), String> {
+    let named = answer["problems"].as_array().ok_or("no \"problems\" list")?;
+    let mut any = false;
+    for item in named {
+        let (Some(n), Some(name)) = (item["n"].as_u64(), item["name"].as_str()) else {
+            continue;
+        };
+        if let Some(p) = (n as usize)
+            .checked_sub(1)
+            .and_then(|i| review.problems.get_mut(i))
+            && !name.trim().is_empty()
+        {
+            p.summary = Some(crate::triggers::event::one_line(name.trim(), 300));
+            any = true;
+        }
+    }
+    if !any {
+        return Err("no problem was named (each item needs \"n\" and \"name\")".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -175,5 +239,31 @@ mod tests {
         );
         assert!(fix_for_tool_error("tool 'x' is not granted to this agent").starts_with("the tool grant"));
         assert!(fix_for_termination("max_turns").starts_with("limits"));
+    }
+
+    #[test]
+    fn the_reviewers_names_attach_to_their_problems() {
+        let problem = |name: &str| Problem {
+            problem: name.into(),
+            runs: 1,
+            share: 0.5,
+            examples: vec![],
+            fix_in: "the prompt or a skill",
+            summary: None,
+        };
+        let mut review = Review {
+            agent: "helpdesk".into(),
+            since: Utc::now(),
+            runs: 2,
+            problems: vec![problem("👎 from people"), problem("ended max_turns")],
+        };
+        let answer = serde_json::json!({"problems": [{"n": 2, "name": "Long VPN questions run out of turns."}, {"n": 9, "name": "x"}]});
+        apply_names(&mut review, answer).unwrap();
+        assert_eq!(review.problems[0].summary, None);
+        assert_eq!(
+            review.problems[1].summary.as_deref(),
+            Some("Long VPN questions run out of turns.")
+        );
+        assert!(apply_names(&mut review, serde_json::json!({"problems": []})).is_err());
     }
 }

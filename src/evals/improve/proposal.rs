@@ -9,15 +9,9 @@
 //! for once more).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-use crate::config::AgentConfig;
-use crate::run::{Lineage, Runner};
-use crate::triggers::TriggerEvent;
+use serde_json::Value;
 
 /// Evidence longer than this goes to the improver as a file it reads in parts.
 const INLINE_CHARS: usize = 12_000;
@@ -189,6 +183,11 @@ pub fn change_question(
     )
 }
 
+/// The evidence as an attachment, when it is too long to give inline.
+pub fn attachment(evidence: &str) -> Option<(&'static str, &str)> {
+    (evidence.chars().count() > INLINE_CHARS).then_some(("evidence.md", evidence))
+}
+
 fn inline_or_file(evidence: &str) -> String {
     if evidence.chars().count() > INLINE_CHARS {
         format!(
@@ -199,75 +198,6 @@ fn inline_or_file(evidence: &str) -> String {
     } else {
         evidence.to_string()
     }
-}
-
-/// Why the improver gave nothing usable.
-#[derive(Debug, thiserror::Error)]
-pub enum ImproverError {
-    #[error("the improver could not run: {0}")]
-    Run(String),
-    #[error("the improver did not answer as asked: {0}")]
-    Answer(String),
-}
-
-/// The improver's answer to `question`, parsed by `parse` (the text from the first `{`
-/// to the last `}` as JSON); an answer `parse` refuses is asked for once more with the
-/// reason. Returns the value and the improver's cost.
-pub async fn ask<T>(
-    runner: &Runner,
-    improver: &Arc<AgentConfig>,
-    question: &str,
-    evidence: &str,
-    parse: impl Fn(Value) -> Result<T, String>,
-) -> Result<(T, f64), ImproverError> {
-    let mut cost = 0.0;
-    let mut last = String::new();
-    for attempt in 0..2 {
-        let mut prompt = question.to_string();
-        if attempt > 0 {
-            prompt.push_str(&format!(
-                "\n\nYour previous answer could not be used: {last}. Answer with the JSON object only."
-            ));
-        }
-        let mut trigger = TriggerEvent::from_cli(json!({ "text": prompt }));
-        if evidence.chars().count() > INLINE_CHARS {
-            trigger.attachments.push(crate::files::NewFile {
-                name: "evidence.md".into(),
-                mime: "text/markdown".into(),
-                content: evidence.as_bytes().to_vec(),
-            });
-        }
-        let outcome = runner
-            .run_in(
-                improver,
-                &trigger,
-                Lineage::root(improver),
-                CancellationToken::new(),
-            )
-            .await
-            .map_err(|e| ImproverError::Run(e.to_string()))?;
-        cost += outcome.cost_usd;
-        let Some(answer) = outcome.final_text else {
-            return Err(ImproverError::Run(
-                outcome
-                    .error
-                    .unwrap_or_else(|| format!("it ended {}", outcome.termination.as_str())),
-            ));
-        };
-        let value = answer
-            .find('{')
-            .zip(answer.rfind('}'))
-            .and_then(|(start, end)| answer.get(start..=end))
-            .and_then(|s| serde_json::from_str::<Value>(s).ok());
-        match value
-            .ok_or_else(|| "it was not a JSON object".to_string())
-            .and_then(&parse)
-        {
-            Ok(v) => return Ok((v, cost)),
-            Err(e) => last = e,
-        }
-    }
-    Err(ImproverError::Answer(last))
 }
 
 /// Parses the first answer: expectations for runs among `runs` (others are dropped),
@@ -302,6 +232,7 @@ pub fn parse_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn files() -> BTreeMap<String, String> {
         BTreeMap::from([(
