@@ -161,6 +161,21 @@ impl crate::server::mcp::EvalRunner for Replayer {
         .await?;
         serde_json::to_value(&improvement).map_err(|e| e.to_string())
     }
+
+    async fn open_pr(&self, agent: &str, id: &str) -> Result<String, String> {
+        let (root, env) = (self.root.clone(), self.env.clone());
+        let (agent, id) = (agent.to_string(), id.to_string());
+        on_own_runtime(move || {
+            Box::pin(async move {
+                let repo = env.config_repo.clone().ok_or_else(|| {
+                    anyhow::anyhow!("STEWARD_CONFIG_REPO (owner/name) is not set: steward does not know where to open it")
+                })?;
+                let proposed = super::improve::load(&root, &agent, &id)?;
+                super::improve::github_pr(&root, &env, &repo, &proposed).await
+            })
+        })
+        .await
+    }
 }
 
 /// Runs the cases `targets` names (every case when empty) in `mode` and reports them;

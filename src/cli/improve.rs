@@ -625,6 +625,46 @@ pub(crate) async fn propose(
     })
 }
 
+/// An improvement written earlier, read back from `improvements/<agent>/<id>/` (for
+/// "Open PR" on a digest's report).
+pub(crate) fn load(root: &Path, agent: &str, id: &str) -> anyhow::Result<Proposed> {
+    let safe = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !safe(agent) || !safe(id) {
+        anyhow::bail!("no improvement {agent}/{id}");
+    }
+    let dir = root.join("improvements").join(agent).join(id);
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).with_context(|| format!("cannot read improvements/{agent}/{id}/{name}"))
+    };
+    let improvement: Improvement = serde_json::from_str(&read("report.json")?)?;
+    let files: Vec<FileChange> = serde_json::from_str(&read("changes.json")?)?;
+    let mut cases = Vec::new();
+    for entry in std::fs::read_dir(dir.join("cases")).into_iter().flatten().flatten() {
+        let rel = Path::new("evals").join(agent).join(entry.file_name());
+        cases.push((rel, std::fs::read_to_string(entry.path())?));
+    }
+    let mut recordings = Vec::new();
+    let recorded = dir.join("recordings");
+    let mut stack = vec![recorded.clone()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(&recorded) {
+                recordings.push((Path::new("evals/cassettes").join(rel), std::fs::read_to_string(&path)?));
+            }
+        }
+    }
+    Ok(Proposed {
+        improvement,
+        dir,
+        files,
+        cases,
+        recordings,
+    })
+}
+
 /// Writes an accepted change into the tree: the edited files, the new cases and the
 /// recordings. A prompt hosted in Notion is not edited: the proposed text goes to its
 /// page as a comment. Returns what was done, a line each.

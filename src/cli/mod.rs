@@ -641,6 +641,15 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                         .unwrap_or(crate::server::dispatch::DEFAULT_EVENT_RETENTION),
                     global_concurrency: concurrency as usize,
                     agent_concurrency: agent_concurrency as usize,
+                    // Digests' "Propose a fix" runs `steward improve` on this tree (the
+                    // owner's click is the consent to live model calls).
+                    improver: Some(crate::server::digest::Improver(Arc::new(eval::Replayer {
+                        root: root.clone(),
+                        env: env.clone(),
+                        allow_live: true,
+                        database_url: cli.database_url.clone(),
+                        database_url_from: cli.database_url_from,
+                    }))),
                 },
             };
             serve(&root, &cli.database_url, opts, &env, metrics).await

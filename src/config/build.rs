@@ -1020,11 +1020,15 @@ fn build_agent(
             "'debounce' applies to LLM agents: a script run reads no messages that arrive after it was queued",
         ));
     }
+    if let Some(d) = &spec.digest {
+        check_digest(src, d, spec.owner.is_some(), diags);
+    }
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
         owner: spec.owner,
         escalation,
+        digest: spec.digest,
         follow_ups,
         debounce,
         suggested_prompts: spec.suggested_prompts,
@@ -1049,6 +1053,37 @@ fn build_agent(
         vars: serde_json::to_value(&spec.vars).unwrap_or_default(),
         private_egress,
     })
+}
+
+/// `digest:`: it is for the owner, on a valid schedule, in a Slack channel.
+fn check_digest(src: &Source, d: &super::spec::DigestSpec, has_owner: bool, diags: &mut Vec<Diagnostic>) {
+    use super::schedule::{parse_schedule, parse_tz};
+    if !has_owner {
+        diags.push(src.error_at(
+            "digest",
+            None,
+            "a digest is for the agent's owner: add 'owner:' (a Slack user id such as U0123ABC)",
+        ));
+    }
+    if let Err(e) = parse_schedule(&d.schedule) {
+        diags.push(src.error_at("schedule", Some(&d.schedule), e.to_string()));
+    }
+    if let Err(e) = parse_tz(d.timezone.as_deref()) {
+        diags.push(src.error_at("timezone", d.timezone.as_deref(), e.to_string()));
+    }
+    let channel_like = d.channel.len() >= 9
+        && (d.channel.starts_with('C') || d.channel.starts_with('G'))
+        && d.channel.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    if !channel_like {
+        diags.push(src.error_at(
+            "channel",
+            Some(&d.channel),
+            format!(
+                "digest channel '{}' is not a Slack channel id (C… or G…, from the channel's details)",
+                d.channel
+            ),
+        ));
+    }
 }
 
 /// `private_egress`: each entry a Slack conversation id, a tool the agent is granted,
@@ -1176,6 +1211,7 @@ fn build_subagent(
         name,
         description: spec.description,
         owner: None,
+        digest: None,
         escalation: None,
         follow_ups: None,
         debounce: super::DEFAULT_DEBOUNCE,

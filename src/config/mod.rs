@@ -312,6 +312,8 @@ pub struct AgentConfig {
     pub owner: Option<String>,
     /// Who a person reaches with the "Get help from a person" button, if it is shown.
     pub escalation: Option<Escalation>,
+    /// The owner's digest (`digest:`), validated.
+    pub digest: Option<spec::DigestSpec>,
     /// Follow-ups in its Slack threads reach it for this long after its last reply
     /// there; `None`: they do not.
     pub follow_ups: Option<Duration>,
@@ -370,6 +372,7 @@ impl AgentConfig {
             description: String::new(),
             owner: None,
             escalation: None,
+            digest: None,
             follow_ups: None,
             debounce: DEFAULT_DEBOUNCE,
             suggested_prompts: Vec::new(),

@@ -8,6 +8,18 @@ use serde::Deserialize;
 
 use crate::types::duration::HumanDuration;
 
+/// `digest:` of an agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestSpec {
+    /// A 5-field crontab line: `0 9 * * 1` is Mondays at 9:00.
+    pub schedule: String,
+    /// IANA time zone of the schedule (default UTC).
+    pub timezone: Option<String>,
+    /// The Slack channel id it is posted in (`C…`, `G…`).
+    pub channel: String,
+}
+
 /// One workflow: `agents/<name>.yaml`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +33,9 @@ pub struct AgentSpec {
     pub owner: Option<String>,
     /// A "Get help from a person" button under its Slack answers and failure notices.
     pub escalation: Option<EscalationSpec>,
+    /// A digest for its owner, posted on a schedule: runs, 👍/👎, the judge's pass rate
+    /// and its trend, the top problems with a "Propose a fix" button. Needs `owner`.
+    pub digest: Option<DigestSpec>,
     /// Answer later messages in a Slack thread it answered without a new mention, and
     /// Jira or Notion comments that mention the bot where it answered (default: true
     /// for agents with a `slack_mention`, `jira` or `notion` trigger).

@@ -6,6 +6,7 @@
 pub mod ask;
 pub mod case;
 pub mod cassette;
+pub mod digest;
 pub mod draft;
 pub mod expect;
 pub mod improve;

@@ -56,6 +56,9 @@ pub struct DispatchSettings {
     pub data_key: Option<crate::types::seal::DataKey>,
     /// How long the event log keeps deliveries (`STEWARD_EVENT_RETENTION`).
     pub event_retention: Duration,
+    /// `steward improve` for digests' "Propose a fix" (the config tree's, from
+    /// `steward serve`).
+    pub improver: Option<super::digest::Improver>,
 }
 
 /// The event log's retention unless `STEWARD_EVENT_RETENTION` says otherwise.
@@ -69,6 +72,7 @@ impl Default for DispatchSettings {
             lease: Duration::from_secs(60),
             data_key: None,
             event_retention: DEFAULT_EVENT_RETENTION,
+            improver: None,
         }
     }
 }
@@ -161,6 +165,8 @@ pub struct Dispatcher {
     global: Arc<Semaphore>,
     per_agent: BTreeMap<String, Arc<Semaphore>>,
     cron: Vec<CronJob>,
+    /// Owners' digests, on their schedules.
+    digests: Vec<CronJob>,
     /// The runs of conversations that take their later messages.
     handoffs: Arc<super::handoff::Handoffs>,
     /// What a person's Stop reaches.
@@ -204,6 +210,7 @@ impl Dispatcher {
             global: Arc::new(Semaphore::new(settings.global_concurrency.max(1))),
             per_agent,
             cron: jobs(&config),
+            digests: super::digest::jobs(&config),
             handoffs: Arc::default(),
             stops: Arc::default(),
             lease_owner: uuid::Uuid::now_v7().to_string().into(),
@@ -430,6 +437,21 @@ impl Dispatcher {
         let store = self.runner.store.as_ref();
         if super::agent_view::handle(store, self.slack.as_ref(), &self.config, &trigger).await? {
             let why = EventOutcome::because(OutcomeKind::Handled, "Slack's agent view");
+            store.settle_event(&e.id, &why).await?;
+            return Ok(None);
+        }
+        // steward's own events: digests and proposed fixes.
+        if let Some(why) = super::digest::route(
+            &self.runner.store,
+            &self.config,
+            self.slack.as_ref(),
+            self.settings.improver.as_ref(),
+            self.runner.sources.public_url.as_deref(),
+            &self.tracker,
+            &trigger,
+        )
+        .await?
+        {
             store.settle_event(&e.id, &why).await?;
             return Ok(None);
         }
@@ -951,32 +973,49 @@ impl Dispatcher {
     /// Persists a cron event for every due slot (each `(schedule, slot)` once: the
     /// dedupe key makes a slot fire once even across restarts and replicas).
     pub async fn cron_tick(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        let store = &self.runner.store;
         let mut fired = 0;
         for job in &self.cron {
-            let key = job.state_key();
-            let last = store
-                .get_setting(&key)
-                .await?
-                .and_then(|v| DateTime::parse_from_rfc3339(&v).ok())
-                .map(|d| d.with_timezone(&Utc));
-            let Some(last) = last else {
-                // First sight of this schedule: start counting from now.
-                store.set_setting(&key, &now.to_rfc3339()).await?;
-                continue;
-            };
-            let (fire, seen) = job.due(last, now);
-            if let Some(slot) = fire {
-                let event = job.event(slot);
-                let row = event_row(&event, &job.dedupe_key(slot));
-                if store.insert_events(&[row]).await?.first() == Some(&true) {
-                    fired += 1;
-                    self.notify.notify_one();
-                }
+            let event = |slot| (job.event(slot), job.dedupe_key(slot));
+            fired += usize::from(self.tick(&job.state_key(), job, now, event).await?);
+        }
+        for job in &self.digests {
+            let event = |slot| super::digest::digest_event(&job.agent, slot);
+            fired += usize::from(self.tick(&format!("digest:{}", job.agent), job, now, event).await?);
+        }
+        Ok(fired)
+    }
+
+    /// One schedule: persists the event of its due slot, if any, once (the dedupe key),
+    /// and remembers the last slot seen under `key`. A schedule seen for the first time
+    /// starts counting from now.
+    async fn tick(
+        &self,
+        key: &str,
+        job: &CronJob,
+        now: DateTime<Utc>,
+        event: impl Fn(DateTime<Utc>) -> (TriggerEvent, String),
+    ) -> Result<bool, StoreError> {
+        let store = &self.runner.store;
+        let last = store
+            .get_setting(key)
+            .await?
+            .and_then(|v| DateTime::parse_from_rfc3339(&v).ok())
+            .map(|d| d.with_timezone(&Utc));
+        let Some(last) = last else {
+            store.set_setting(key, &now.to_rfc3339()).await?;
+            return Ok(false);
+        };
+        let (fire, seen) = job.due(last, now);
+        let mut fired = false;
+        if let Some(slot) = fire {
+            let (event, dedupe) = event(slot);
+            if store.insert_events(&[event_row(&event, &dedupe)]).await?.first() == Some(&true) {
+                fired = true;
+                self.notify.notify_one();
             }
-            if let Some(seen) = seen {
-                store.set_setting(&key, &seen.to_rfc3339()).await?;
-            }
+        }
+        if let Some(seen) = seen {
+            store.set_setting(key, &seen.to_rfc3339()).await?;
         }
         Ok(fired)
     }

@@ -39,6 +39,10 @@ pub enum Click {
     Escalated,
     /// An owner marked a call for a person resolved.
     Resolved,
+    /// An owner asked for a fix to a digest's problem; the report follows in its thread.
+    Proposing,
+    /// An owner opened a pull request for an improvement, or dismissed it.
+    Improvement,
     /// A note only the clicker sees.
     Refused(String),
     /// Not an approval button (another app's action): nothing to do.
@@ -134,6 +138,8 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
         Click::Commented => (OutcomeKind::Handled, "feedback comment".into()),
         Click::Escalated => (OutcomeKind::Handled, "a person was called".into()),
         Click::Resolved => (OutcomeKind::Handled, "a call for a person was resolved".into()),
+        Click::Proposing => (OutcomeKind::Handled, "propose a fix: queued".into()),
+        Click::Improvement => (OutcomeKind::Handled, "an improvement: pull request or dismissal".into()),
         Click::Refused(why) => (OutcomeKind::Ignored, format!("click refused: {why}")),
         Click::Ignored => (OutcomeKind::Ignored, "not a steward button or view".into()),
     };
@@ -167,7 +173,12 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
         );
         return Ok(Click::Ignored);
     };
-    let outcome = decide(state, &click).await?;
+    let outcome = match click.action_id.as_str() {
+        super::digest::PROPOSE_ACTION | super::digest::PR_ACTION | super::digest::DISMISS_ACTION => {
+            super::digest::click(state, &click, payload).await?
+        }
+        _ => decide(state, &click).await?,
+    };
     let Some(slack) = state.slack.clone() else {
         return Ok(outcome);
     };
@@ -175,6 +186,9 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
         Click::Refused(text) => Some(text.clone()),
         Click::Rated { .. } => Some("Thanks for the feedback.".to_string()),
         Click::Escalated => Some("I've asked a person to help; they'll answer in the thread.".to_string()),
+        Click::Proposing => Some(
+            "Proposing a fix: cases from the problem's runs, a change, and the evals run live before and after it. The report comes in this thread.".to_string(),
+        ),
         _ => None,
     };
     // A 👎 asks what went wrong, in a modal (it must open within Slack's 3 s).

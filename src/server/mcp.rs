@@ -33,6 +33,10 @@ pub trait EvalRunner: Send + Sync {
     /// `steward improve` without `--apply`: proposes a change for a problem and gates it;
     /// returns the report (`steward improve --json`'s shape).
     async fn improve(&self, request: ImproveRequest) -> Result<Value, String>;
+
+    /// Opens a pull request with the accepted improvement `improvements/<agent>/<id>/`
+    /// (`steward improve --github-pr`); returns its address.
+    async fn open_pr(&self, agent: &str, id: &str) -> Result<String, String>;
 }
 
 /// What `propose_improvement` asks.

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod agent_view;
+pub mod digest;
 pub mod dispatch;
 mod escalation;
 pub mod follow_ups;
@@ -164,6 +165,8 @@ pub struct AppState {
     pub draining: CancellationToken,
     /// Bounds how many refused requests are recorded (see `scrape::count_refusals`).
     pub refusals: Arc<scrape::RefusalBudget>,
+    /// `steward improve` for digests' buttons (`steward serve` gives the config tree's).
+    pub improver: Option<digest::Improver>,
 }
 
 /// The router with every route steward serves.
@@ -269,6 +272,7 @@ impl Service {
         settings: DispatchSettings,
     ) -> Service {
         let retention = settings.event_retention;
+        let improver = settings.improver.clone();
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
         let notify = Arc::new(Notify::new());
@@ -313,6 +317,7 @@ impl Service {
             slack,
             tasks: tracker.clone(),
             refusals: Arc::default(),
+            improver: improver.clone(),
         };
         Service {
             state,

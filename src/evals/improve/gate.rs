@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::evals::CaseResult;
 
@@ -13,7 +13,7 @@ use crate::evals::CaseResult;
 pub const DEFAULT_TOLERANCE: f64 = 0.34;
 
 /// One case before and after.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CaseDelta {
     pub id: String,
     /// Made from the problem's runs.
@@ -27,7 +27,7 @@ pub struct CaseDelta {
 }
 
 /// Passing trials of all.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Rate {
     pub passes: u32,
     pub trials: u32,
@@ -57,7 +57,7 @@ impl std::fmt::Display for Rate {
 }
 
 /// The gate's verdict.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Decision {
     pub accepted: bool,
     /// In a sentence.

@@ -17,13 +17,13 @@ pub mod proposal;
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use gate::{CaseDelta, Decision, Rate};
 pub use proposal::{CaseExpectations, Change, Edit, FileChange};
 
 /// What one `steward improve` found, proposed and decided.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Improvement {
     /// The folder's name under `improvements/<agent>/`.
     pub id: String,

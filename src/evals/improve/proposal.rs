@@ -55,7 +55,7 @@ pub struct Change {
 }
 
 /// One file before and after the change.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileChange {
     pub file: String,
     pub before: String,
