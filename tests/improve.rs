@@ -527,3 +527,253 @@ async fn over_mcp_live_tools_need_allow_live_and_propose_improvement_leaves_the_
     );
     assert_eq!(std::fs::read_dir(root.join("evals/helpdesk")).unwrap().count(), 1);
 }
+
+type SlackCalls = Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// A fake Slack Web API: every call recorded with its JSON body; `ok` with a ts.
+async fn fake_slack() -> (String, SlackCalls) {
+    let calls: SlackCalls = Arc::default();
+    let seen = calls.clone();
+    let app = axum::Router::new().route(
+        "/api/{method}",
+        axum::routing::any(
+            move |axum::extract::Path(method): axum::extract::Path<String>, body: String| {
+                let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push((method.clone(), body));
+                    seen.len()
+                };
+                async move {
+                    axum::Json(
+                        json!({"ok": true, "ts": format!("1700000100.{n:06}"), "channel": "C0DIGEST01",
+                        "user_id": "UBOT", "team_id": "T1"}),
+                    )
+                }
+            },
+        ),
+    );
+    (format!("{}/api", serve(app).await), calls)
+}
+
+/// Waits until a Slack call matching `want` was made; returns its body.
+async fn slack_call(calls: &SlackCalls, what: &str, want: impl Fn(&str, &Value) -> bool) -> Value {
+    for _ in 0..600 {
+        if let Some((_, b)) = calls.lock().unwrap().iter().find(|(m, b)| want(m, b)) {
+            return b.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no {what} in {:#?}", calls.lock().unwrap());
+}
+
+/// A signed click on a button of the message `message` in the digest channel.
+async fn click(base: &str, user: &str, action: &str, value: &str, message: &Value) -> u16 {
+    let payload = json!({"type": "block_actions", "team": {"id": "T1", "domain": "acme"},
+        "user": {"id": user, "username": "someone", "team_id": "T1"},
+        "api_app_id": "A1", "token": "t", "trigger_id": "1.2.3",
+        "container": {"type": "message", "message_ts": message["ts"], "channel_id": "C0DIGEST01", "is_ephemeral": false},
+        "channel": {"id": "C0DIGEST01", "name": "helpdesk-owners"},
+        "message": message,
+        "actions": [{"action_id": action, "block_id": "b", "type": "button",
+                     "text": {"type": "plain_text", "text": "x"}, "value": value, "action_ts": "1700000200.000100"}]});
+    let body = format!(
+        "payload={}",
+        form_urlencoded::byte_serialize(payload.to_string().as_bytes()).collect::<String>()
+    );
+    let ts = chrono::Utc::now().timestamp().to_string();
+    let sig = format!(
+        "v0={}",
+        steward::triggers::auth::sign_hex(b"signing-secret", &[b"v0:", ts.as_bytes(), b":", body.as_bytes()])
+    );
+    steward::http::client()
+        .unwrap()
+        .post(format!("{base}/slack/interactivity"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_posts_the_week_and_its_buttons_propose_a_fix_and_open_a_pr_through_steward_serve() {
+    use steward::store::{SettingStore, SqliteStore};
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [current_time]\nowner: U0OWNER\ndigest: { schedule: \"* * * * *\", channel: C0DIGEST01 }\n",
+    );
+    let fake = FakeModel::start().await;
+    model(&fake, Arc::default());
+    let base = format!("{}/v1", fake.url);
+    let (github, seen_github) = fake_github().await;
+    let (slack, calls) = fake_slack().await;
+    let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    production(root, &live).await;
+    // The digest's schedule was last seen a minute ago: this minute's slot is due.
+    let store = SqliteStore::open(&root.join("s.db")).await.unwrap();
+    let ago = chrono::Utc::now() - chrono::Duration::seconds(61);
+    store
+        .set_setting("digest:helpdesk", &ago.to_rfc3339())
+        .await
+        .unwrap();
+    drop(store);
+
+    let addr = free_local_addr();
+    let log = root.join("serve.log");
+    let mut children = Children(Vec::new());
+    children.push(
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--addr", &addr])
+            .env("STEWARD_ROOT", root)
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}", root.join("s.db").display()),
+            )
+            .env("RUST_LOG", "info")
+            .env("SLACK_SIGNING_SECRET", "signing-secret")
+            .env("SLACK_BOT_TOKEN", "xoxb-test")
+            .env("SLACK_BOT_USER_ID", "UBOT")
+            .env("SLACK_API_URL", &slack)
+            .env("OPENAI_BASE_URL", &base)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("GITHUB_API_URL", &github)
+            .env("GITHUB_TOKEN", "ghp_test")
+            .env("STEWARD_CONFIG_REPO", "acme/config")
+            .env("STEWARD_PUBLIC_URL", "https://steward.example.com")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let server = format!("http://{addr}");
+
+    // The digest: the week in numbers and the 👎 problem with its runs and a button.
+    let digest = slack_call(&calls, "digest", |m, b| {
+        m == "chat.postMessage" && b["text"].as_str().is_some_and(|t| t.starts_with("Weekly digest"))
+    })
+    .await;
+    assert_eq!(digest["channel"], "C0DIGEST01");
+    let text = digest["blocks"].to_string();
+    assert!(text.contains("👍 0 · 👎 3"), "{text}");
+    assert!(
+        text.contains("1. 👎 from people") && text.contains("https://steward.example.com/runs/"),
+        "{text}"
+    );
+    let button = &digest["blocks"][2]["accessory"];
+    assert_eq!(button["action_id"], "steward_improve");
+    let value = button["value"].as_str().unwrap().to_string();
+    let message = json!({"type": "message", "ts": "1700000100.000001", "text": digest["text"], "blocks": digest["blocks"]});
+
+    // Only the owner may ask for a fix; the owner's click starts it once.
+    assert_eq!(
+        click(&server, "U0SOMEONE", "steward_improve", &value, &message).await,
+        200
+    );
+    let refused = slack_call(&calls, "a refusal", |m, b| {
+        m == "chat.postEphemeral" && b["user"] == "U0SOMEONE"
+    })
+    .await;
+    assert!(
+        refused
+            .to_string()
+            .contains("Only the agent's owner (<@U0OWNER>)"),
+        "{refused}"
+    );
+    assert_eq!(
+        click(&server, "U0OWNER", "steward_improve", &value, &message).await,
+        200
+    );
+    let report = slack_call(&calls, "the report", |m, b| {
+        m == "chat.postMessage"
+            && b["thread_ts"] == "1700000100.000001"
+            && b["blocks"].to_string().contains("Open PR")
+    })
+    .await;
+    assert!(
+        report["text"].as_str().unwrap().starts_with("accepted"),
+        "{report}"
+    );
+    assert_eq!(
+        click(&server, "U0OWNER", "steward_improve", &value, &message).await,
+        200
+    );
+    let again = slack_call(&calls, "a second click's note", |m, b| {
+        m == "chat.postEphemeral" && b.to_string().contains("already asked for")
+    })
+    .await;
+    assert_eq!(again["user"], "U0OWNER");
+
+    // Open PR: the pull request, and the report's buttons replaced by its link.
+    let pr_value = report["blocks"][1]["elements"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report_message = json!({"type": "message", "ts": "1700000100.000009", "thread_ts": "1700000100.000001",
+        "text": report["text"], "blocks": report["blocks"]});
+    assert_eq!(
+        click(
+            &server,
+            "U0OWNER",
+            "steward_improve_pr",
+            &pr_value,
+            &report_message
+        )
+        .await,
+        200
+    );
+    let updated = slack_call(&calls, "the updated report", |m, _| m == "chat.update").await;
+    assert!(
+        updated["text"]
+            .as_str()
+            .unwrap()
+            .contains("opened https://github.com/acme/config/pull/7"),
+        "{updated}"
+    );
+    assert_eq!(
+        updated["blocks"][0], report["blocks"][0],
+        "the report stays, its buttons go"
+    );
+    assert!(
+        seen_github
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(m, p, _)| m == "POST" && p.ends_with("/pulls"))
+    );
+    // The tree itself is unchanged by the service.
+    assert_eq!(
+        std::fs::read_to_string(root.join("prompts/helpdesk.md")).unwrap(),
+        "You answer IT questions.\nAnswer briefly.\n"
+    );
+}
+
+#[test]
+fn a_digest_needs_an_owner_a_schedule_and_a_channel_id() {
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: []\ndigest: { schedule: \"0 25 * * 1\", channel: \"#helpdesk\" }\n",
+    );
+    let o = steward_in(root, &["validate"], &[]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("agents/helpdesk.yaml:4:") && text.contains("a digest is for the agent's owner"),
+        "{text}"
+    );
+    assert!(
+        text.contains("digest channel '#helpdesk' is not a Slack channel id"),
+        "{text}"
+    );
+    assert!(text.contains("0 25 * * 1"), "{text}");
+}

@@ -168,7 +168,9 @@ impl crate::server::mcp::EvalRunner for Replayer {
         on_own_runtime(move || {
             Box::pin(async move {
                 let repo = env.config_repo.clone().ok_or_else(|| {
-                    anyhow::anyhow!("STEWARD_CONFIG_REPO (owner/name) is not set: steward does not know where to open it")
+                    anyhow::anyhow!(
+                        "STEWARD_CONFIG_REPO (owner/name) is not set: steward does not know where to open it"
+                    )
                 })?;
                 let proposed = super::improve::load(&root, &agent, &id)?;
                 super::improve::github_pr(&root, &env, &repo, &proposed).await

@@ -602,6 +602,11 @@ pub(crate) async fn propose(
         dir.join("report.json"),
         serde_json::to_string_pretty(&improvement)? + "\n",
     )?;
+    // What "Open PR" on a digest's report needs later: the files before and after.
+    std::fs::write(
+        dir.join("changes.json"),
+        serde_json::to_string_pretty(&changed)? + "\n",
+    )?;
     for (rel, text) in &cases {
         let name = rel.file_name().unwrap_or_default();
         write_at(&dir, &Path::new("cases").join(name), text)?;
@@ -628,18 +633,27 @@ pub(crate) async fn propose(
 /// An improvement written earlier, read back from `improvements/<agent>/<id>/` (for
 /// "Open PR" on a digest's report).
 pub(crate) fn load(root: &Path, agent: &str, id: &str) -> anyhow::Result<Proposed> {
-    let safe = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let safe = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
     if !safe(agent) || !safe(id) {
         anyhow::bail!("no improvement {agent}/{id}");
     }
     let dir = root.join("improvements").join(agent).join(id);
     let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).with_context(|| format!("cannot read improvements/{agent}/{id}/{name}"))
+        std::fs::read_to_string(dir.join(name))
+            .with_context(|| format!("cannot read improvements/{agent}/{id}/{name}"))
     };
     let improvement: Improvement = serde_json::from_str(&read("report.json")?)?;
     let files: Vec<FileChange> = serde_json::from_str(&read("changes.json")?)?;
     let mut cases = Vec::new();
-    for entry in std::fs::read_dir(dir.join("cases")).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(dir.join("cases"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let rel = Path::new("evals").join(agent).join(entry.file_name());
         cases.push((rel, std::fs::read_to_string(entry.path())?));
     }
@@ -652,7 +666,10 @@ pub(crate) fn load(root: &Path, agent: &str, id: &str) -> anyhow::Result<Propose
             if path.is_dir() {
                 stack.push(path);
             } else if let Ok(rel) = path.strip_prefix(&recorded) {
-                recordings.push((Path::new("evals/cassettes").join(rel), std::fs::read_to_string(&path)?));
+                recordings.push((
+                    Path::new("evals/cassettes").join(rel),
+                    std::fs::read_to_string(&path)?,
+                ));
             }
         }
     }

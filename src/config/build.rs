@@ -1073,7 +1073,9 @@ fn check_digest(src: &Source, d: &super::spec::DigestSpec, has_owner: bool, diag
     }
     let channel_like = d.channel.len() >= 9
         && (d.channel.starts_with('C') || d.channel.starts_with('G'))
-        && d.channel.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+        && d.channel
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
     if !channel_like {
         diags.push(src.error_at(
             "channel",

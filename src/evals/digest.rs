@@ -149,6 +149,10 @@ mod tests {
             digest(rate(3, 4), rate(1, 2)).judge_line(),
             "75% of 4 scores (up from 50% the week before)"
         );
-        assert!(digest(rate(1, 4), rate(1, 2)).judge_line().contains("down from 50%"));
+        assert!(
+            digest(rate(1, 4), rate(1, 2))
+                .judge_line()
+                .contains("down from 50%")
+        );
     }
 }

@@ -64,7 +64,11 @@ pub fn jobs(config: &Config) -> Vec<CronJob> {
 /// The event that posts `agent`'s digest for `slot`, and its dedupe key.
 pub fn digest_event(agent: &str, slot: DateTime<Utc>) -> (TriggerEvent, String) {
     let slot = slot.to_rfc3339();
-    let event = steward_event("digest", format!("digest of {agent} at {slot}"), json!({"agent": agent, "slot": slot}));
+    let event = steward_event(
+        "digest",
+        format!("digest of {agent} at {slot}"),
+        json!({"agent": agent, "slot": slot}),
+    );
     (event, format!("digest:{agent}:{slot}"))
 }
 
@@ -86,7 +90,11 @@ fn steward_event(kind: &str, summary: String, payload: Value) -> TriggerEvent {
 /// A run's link in the inspector when `STEWARD_PUBLIC_URL` is set, else its id.
 fn run_link(public_url: Option<&str>, id: &str) -> String {
     match public_url {
-        Some(base) => format!("<{}/runs/{id}|{}>", base.trim_end_matches('/'), &id[id.len().saturating_sub(8)..]),
+        Some(base) => format!(
+            "<{}/runs/{id}|{}>",
+            base.trim_end_matches('/'),
+            &id[id.len().saturating_sub(8)..]
+        ),
         None => format!("`{id}`"),
     }
 }
@@ -146,21 +154,32 @@ pub async fn route(
     }
     let p = &trigger.payload;
     let Some(agent) = p["agent"].as_str().and_then(|a| config.agents.get(a)) else {
-        return Ok(Some(EventOutcome::because(OutcomeKind::Ignored, "no such agent any more")));
+        return Ok(Some(EventOutcome::because(
+            OutcomeKind::Ignored,
+            "no such agent any more",
+        )));
     };
     let Some(slack) = slack else {
-        return Ok(Some(EventOutcome::because(OutcomeKind::Ignored, "SLACK_BOT_TOKEN is not set")));
+        return Ok(Some(EventOutcome::because(
+            OutcomeKind::Ignored,
+            "SLACK_BOT_TOKEN is not set",
+        )));
     };
     match trigger.kind.as_str() {
         "digest" => {
             let Some(d) = &agent.digest else {
-                return Ok(Some(EventOutcome::because(OutcomeKind::Ignored, "the agent has no digest any more")));
+                return Ok(Some(EventOutcome::because(
+                    OutcomeKind::Ignored,
+                    "the agent has no digest any more",
+                )));
             };
             let digest = crate::evals::digest::gather(store.as_ref(), &agent.name, Utc::now()).await?;
             let slot = p["slot"].as_str().unwrap_or_default();
             let body = message(&digest, &d.channel, slot, public_url);
             Ok(Some(match slack.call("chat.postMessage", &body).await {
-                Ok(_) => EventOutcome::because(OutcomeKind::Handled, format!("digest posted in {}", d.channel)),
+                Ok(_) => {
+                    EventOutcome::because(OutcomeKind::Handled, format!("digest posted in {}", d.channel))
+                }
                 Err(e) => EventOutcome::because(OutcomeKind::Ignored, format!("cannot post the digest: {e}")),
             }))
         }
@@ -177,9 +196,15 @@ pub async fn route(
             };
             let (slack, improver) = (slack.clone(), improver.cloned());
             tasks.spawn(async move { propose(slack, improver, request, channel, thread).await });
-            Ok(Some(EventOutcome::because(OutcomeKind::Handled, "proposing a fix")))
+            Ok(Some(EventOutcome::because(
+                OutcomeKind::Handled,
+                "proposing a fix",
+            )))
         }
-        other => Ok(Some(EventOutcome::because(OutcomeKind::Ignored, format!("unknown steward event {other}")))),
+        other => Ok(Some(EventOutcome::because(
+            OutcomeKind::Ignored,
+            format!("unknown steward event {other}"),
+        ))),
     }
 }
 
@@ -190,10 +215,23 @@ async fn post(slack: &SlackClient, body: Value) {
 }
 
 /// Runs `steward improve` for the request and posts the report in the thread.
-async fn propose(slack: SlackClient, improver: Option<Improver>, request: ImproveRequest, channel: String, thread: String) {
+async fn propose(
+    slack: SlackClient,
+    improver: Option<Improver>,
+    request: ImproveRequest,
+    channel: String,
+    thread: String,
+) {
     let say = |text: String| json!({"channel": channel, "thread_ts": thread, "text": text});
     let Some(Improver(improver)) = improver else {
-        post(&slack, say("This steward has no config tree to change: run `steward improve` in the config repository.".into())).await;
+        post(
+            &slack,
+            say(
+                "This steward has no config tree to change: run `steward improve` in the config repository."
+                    .into(),
+            ),
+        )
+        .await;
         return;
     };
     post(
@@ -258,14 +296,21 @@ fn owner_only(agent: Option<&Arc<AgentConfig>>, user: &str) -> Result<Arc<AgentC
         Some(a) if a.owner.as_deref() == Some(user) => Ok(a.clone()),
         Some(a) => Err(Click::Refused(format!(
             "Only the agent's owner ({}) can do this.",
-            a.owner.as_deref().map(|o| format!("<@{o}>")).unwrap_or_else(|| "none set".into())
+            a.owner
+                .as_deref()
+                .map(|o| format!("<@{o}>"))
+                .unwrap_or_else(|| "none set".into())
         ))),
         None => Err(Click::Refused("This agent is gone.".into())),
     }
 }
 
 /// A click on one of a digest's buttons.
-pub async fn click(state: &super::AppState, click: &ButtonClick, payload: &Value) -> Result<Click, StoreError> {
+pub async fn click(
+    state: &super::AppState,
+    click: &ButtonClick,
+    payload: &Value,
+) -> Result<Click, StoreError> {
     match click.action_id.as_str() {
         PROPOSE_ACTION => {
             // improve:<agent>:<n>:<slot>
@@ -279,7 +324,11 @@ pub async fn click(state: &super::AppState, click: &ButtonClick, payload: &Value
                 Ok(a) => a,
                 Err(refused) => return Ok(refused),
             };
-            let thread = click.thread_ts.clone().or(click.message_ts.clone()).unwrap_or_default();
+            let thread = click
+                .thread_ts
+                .clone()
+                .or(click.message_ts.clone())
+                .unwrap_or_default();
             let event = steward_event(
                 "propose_fix",
                 format!("propose a fix for problem {n} of {}", agent.name),
@@ -288,7 +337,9 @@ pub async fn click(state: &super::AppState, click: &ButtonClick, payload: &Value
             );
             let row = super::ingest::event_row(&event, &format!("propose_fix:{}:{slot}:{n}", agent.name));
             if state.runner.store.insert_events(&[row]).await?.first() != Some(&true) {
-                return Ok(Click::Refused("A fix for this problem was already asked for: its report is in this thread.".into()));
+                return Ok(Click::Refused(
+                    "A fix for this problem was already asked for: its report is in this thread.".into(),
+                ));
             }
             state.resume.notify_one();
             Ok(Click::Proposing)
@@ -304,7 +355,10 @@ pub async fn click(state: &super::AppState, click: &ButtonClick, payload: &Value
                 return Ok(Click::Ignored);
             };
             let (agent, id, user) = (agent.to_string(), id.to_string(), click.user.clone());
-            let (channel, ts) = (click.channel.clone(), click.message_ts.clone().unwrap_or_default());
+            let (channel, ts) = (
+                click.channel.clone(),
+                click.message_ts.clone().unwrap_or_default(),
+            );
             let thread = click.thread_ts.clone().unwrap_or_else(|| ts.clone());
             let improver = state.improver.clone();
             let open = click.action_id == PR_ACTION;

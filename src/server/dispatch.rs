@@ -980,7 +980,10 @@ impl Dispatcher {
         }
         for job in &self.digests {
             let event = |slot| super::digest::digest_event(&job.agent, slot);
-            fired += usize::from(self.tick(&format!("digest:{}", job.agent), job, now, event).await?);
+            fired += usize::from(
+                self.tick(&format!("digest:{}", job.agent), job, now, event)
+                    .await?,
+            );
         }
         Ok(fired)
     }

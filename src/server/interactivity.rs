@@ -139,7 +139,10 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
         Click::Escalated => (OutcomeKind::Handled, "a person was called".into()),
         Click::Resolved => (OutcomeKind::Handled, "a call for a person was resolved".into()),
         Click::Proposing => (OutcomeKind::Handled, "propose a fix: queued".into()),
-        Click::Improvement => (OutcomeKind::Handled, "an improvement: pull request or dismissal".into()),
+        Click::Improvement => (
+            OutcomeKind::Handled,
+            "an improvement: pull request or dismissal".into(),
+        ),
         Click::Refused(why) => (OutcomeKind::Ignored, format!("click refused: {why}")),
         Click::Ignored => (OutcomeKind::Ignored, "not a steward button or view".into()),
     };
