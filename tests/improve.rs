@@ -110,9 +110,16 @@ fn model(fake: &FakeModel, bad: Arc<AtomicBool>) {
                 } else {
                     format!("Answer briefly. For password questions, link the runbook: {RUNBOOK}")
                 };
+                // The prompt as shown: a file of the tree, or a Notion page.
+                let file = text
+                    .split("--- notion:")
+                    .nth(1)
+                    .and_then(|rest| rest.split(" ---").next())
+                    .map(|page| format!("notion:{page}"))
+                    .unwrap_or_else(|| "prompts/helpdesk.md".into());
                 Reply::ok(openai_text(
                     &json!({"rationale": "People said the answers had no runbook link.",
-                        "edits": [{"file": "prompts/helpdesk.md", "find": "Answer briefly.", "replace": replace}]})
+                        "edits": [{"file": file, "find": "Answer briefly.", "replace": replace}]})
                     .to_string(),
                 ))
             }
@@ -776,4 +783,91 @@ fn a_digest_needs_an_owner_a_schedule_and_a_channel_id() {
         "{text}"
     );
     assert!(text.contains("0 25 * * 1"), "{text}");
+}
+
+const PAGE: &str = "1a2b3c4d5e6f47a8b9c0d1e2f3a4b5c6";
+
+/// A fake Notion: the prompt page's blocks, and comments recorded.
+async fn fake_notion() -> (String, SlackCalls) {
+    let comments: SlackCalls = Arc::default();
+    let seen = comments.clone();
+    let paragraph = |text: &str| {
+        json!({"object": "block", "id": format!("b-{}", text.len()), "type": "paragraph", "has_children": false,
+               "paragraph": {"rich_text": [{"type": "text", "plain_text": text, "text": {"content": text}, "annotations": {}}]}})
+    };
+    let blocks = json!({"object": "list", "has_more": false, "next_cursor": null,
+        "results": [paragraph("You answer IT questions."), paragraph("Answer briefly.")]});
+    let app = axum::Router::new()
+        .route(
+            "/v1/blocks/{id}/children",
+            axum::routing::get(move || async move { axum::Json(blocks) }),
+        )
+        .route(
+            "/v1/comments",
+            axum::routing::post(move |body: String| {
+                seen.lock()
+                    .unwrap()
+                    .push(("comment".into(), serde_json::from_str(&body).unwrap()));
+                async { axum::Json(json!({"object": "comment", "id": "c1"})) }
+            }),
+        );
+    (serve(app).await, comments)
+}
+
+#[tokio::test]
+async fn a_prompt_hosted_in_notion_gets_the_proposed_text_as_a_comment_never_an_edit() {
+    let dir = tree();
+    let root = dir.path();
+    let yaml = format!("model: openai/gpt-4.1\nprompt: notion:{PAGE}\ntools: [current_time]\n");
+    write(root, "agents/helpdesk.yaml", &yaml);
+    let fake = FakeModel::start().await;
+    model(&fake, Arc::default());
+    let base = format!("{}/v1", fake.url);
+    let (notion, comments) = fake_notion().await;
+    let live = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("NOTION_TOKEN", "secret_test"),
+        ("NOTION_API_URL", notion.as_str()),
+    ];
+    production(root, &live).await;
+    let o = steward_in_async(
+        root,
+        &["improve", "helpdesk", "--trials", "1", "--json", "--apply"],
+        &live,
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["decision"]["accepted"], true, "{report}");
+    assert!(
+        report["patch"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("--- a/notion:{PAGE}")),
+        "{report}"
+    );
+    // The page gets a comment with the proposed text; the agent's YAML still points at it.
+    let comments = comments.lock().unwrap().clone();
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    let comment = &comments[0].1;
+    assert_eq!(comment["parent"]["page_id"], PAGE);
+    let text = comment["rich_text"][0]["text"]["content"].as_str().unwrap();
+    assert!(
+        text.contains("steward improve proposes this prompt") && text.contains("link the runbook"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("agents/helpdesk.yaml")).unwrap(),
+        yaml
+    );
+    let folder = root
+        .join("improvements/helpdesk")
+        .join(report["id"].as_str().unwrap());
+    assert!(
+        std::fs::read_to_string(folder.join("proposed-prompt.md"))
+            .unwrap()
+            .contains("link the runbook")
+    );
+    assert!(output_text(&o).contains(&format!("commented the proposed prompt on Notion page {PAGE}")));
 }
