@@ -41,7 +41,7 @@ fn the_repository_tree_is_valid() {
     let config = Config::load(root, &known).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(
         config.subagents.keys().collect::<Vec<_>>(),
-        ["judge", "planner", "router", "summarizer"]
+        ["improver", "judge", "planner", "reviewer", "router", "summarizer"]
     );
     assert_eq!(config.agent("page-summarizer").unwrap().subagents, ["summarizer"]);
     let agent = config.agent("page-summarizer").unwrap();
