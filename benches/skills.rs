@@ -41,6 +41,7 @@ async fn sandbox_start(runs: usize) {
         args: &[],
         stdin: None,
         inputs: &[],
+        deps: None,
     };
     let mut sandboxed = Vec::new();
     let mut direct = Vec::new();

@@ -5,6 +5,7 @@ mod events;
 mod improve;
 mod otlp;
 mod runs;
+mod skills;
 mod triggers;
 
 use std::net::SocketAddr;
@@ -289,11 +290,19 @@ enum EvalCommand {
 
 #[derive(Subcommand, Debug)]
 enum SkillsCommand {
-    /// Every skill with its description and any loading problems.
+    /// Every skill with its description, its scripts' requirements and whether they
+    /// are installed, and any loading problems.
     List {
-        /// One JSON object: skills (name, description, file, scripts) and diagnostics.
+        /// One JSON object: skills (name, description, file, scripts, requirements) and
+        /// diagnostics.
         #[arg(long)]
         json: bool,
+    },
+    /// Install skills' declared Python requirements now (wheels only, into the cache
+    /// STEWARD_SKILL_DEPS_DIR), rather than at their first script run.
+    Install {
+        /// Only this skill (default: every skill that declares requirements).
+        name: Option<String>,
     },
 }
 
@@ -656,7 +665,10 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
         }
         Command::Skills {
             command: SkillsCommand::List { json },
-        } => skills_list(&root, &env, json),
+        } => skills::list(&root, &env, json),
+        Command::Skills {
+            command: SkillsCommand::Install { name },
+        } => skills::install(&root, &env, name.as_deref()).await,
         Command::NotionToken { listen, window } => {
             let store = open_store(&cli.database_url).await?;
             notion_token(store.as_ref(), listen, window).await
@@ -968,7 +980,11 @@ impl Outside {
     /// The skills under `root`, with the script sandbox probed when any skill ships
     /// Python, shell or Node scripts.
     fn skills(&self, root: &Path) -> SkillSet {
-        let set = SkillSet::load(root, &self.settings.skill_dirs);
+        let deps = crate::skills::deps::DepsCache::new(
+            self.settings.skill_deps_dir.clone(),
+            self.settings.package_index.clone(),
+        );
+        let set = SkillSet::load(root, &self.settings.skill_dirs).with_deps(Arc::new(deps));
         if !set.skills.values().any(|s| s.has_process_scripts()) {
             return set;
         }
@@ -1272,56 +1288,12 @@ fn report_skills(skills: &SkillSet) {
 }
 
 /// The one warning about skills whose scripts cannot run on this host.
-fn scripts_unavailable_line(skills: &SkillSet) -> Option<String> {
+pub(super) fn scripts_unavailable_line(skills: &SkillSet) -> Option<String> {
     let (why, names) = skills.scripts_unavailable()?;
     Some(format!(
         "script skills are unavailable: {why}; these skills' Python, shell and Node scripts will be refused: {}",
         names.join(", ")
     ))
-}
-
-fn skills_list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<ExitCode> {
-    let outside = Outside::new(env.clone(), Arc::default())?;
-    let skills = outside.skills(root);
-    if json {
-        let list: Vec<serde_json::Value> = skills
-            .skills
-            .values()
-            .map(|s| {
-                serde_json::json!({
-                    "name": s.name,
-                    "description": s.description,
-                    "file": s.file,
-                    "license": s.license,
-                    "compatibility": s.compatibility,
-                    "allowed_tools": s.allowed_tools,
-                    "scripts": s.scripts().map(|f| f.path.as_str()).collect::<Vec<_>>(),
-                    "scripts_available": !s.has_process_scripts() || skills.sandbox.unavailable().is_none(),
-                })
-            })
-            .collect();
-        let out = serde_json::json!({
-            "skills": list,
-            "diagnostics": skills.diagnostics,
-            "scripts_unavailable": skills.scripts_unavailable().map(|(why, _)| why),
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if skills.skills.is_empty() {
-        println!("no skills found under prompts/skills/");
-    }
-    for s in skills.skills.values() {
-        println!("{:<24} {}", s.name, s.description.replace('\n', " "));
-        println!("{:<24} {}", "", s.file.display());
-    }
-    for d in &skills.diagnostics {
-        println!("{d}");
-    }
-    if let Some(line) = scripts_unavailable_line(&skills) {
-        println!("warning: {line}");
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn read_event(path: &str) -> anyhow::Result<serde_json::Value> {
@@ -1541,6 +1513,7 @@ async fn serve(
     outside.connect_mcp(&mut tools, &config, None).await;
     let store = open_store(database_url).await?;
     let http = outside.http.clone();
+    let installing = skills.clone();
     let runner = outside.runner(store, tools, skills, &config).build();
     let mut secrets = Secrets::new(&config, &outside.settings);
     secrets.admin.open = inspector_open(&secrets.admin, addr);
@@ -1553,6 +1526,15 @@ async fn serve(
         outside.clients.notion.clone(),
         settings,
     );
+    // Skills' requirements install in the background; until done a script run waits
+    // for its skill's install, and the catalog says "installing".
+    let stop = service.shutdown.clone();
+    service.tracker.spawn(async move {
+        tokio::select! {
+            () = skills::install_in_background(&installing) => {}
+            () = stop.cancelled() => {}
+        }
+    });
     if let Some(socket) = crate::server::socket_mode::SocketModeConfig::from_settings(&outside.settings) {
         tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");
         service = service.with_socket_mode(socket, http);

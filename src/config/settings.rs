@@ -56,6 +56,13 @@ pub struct Settings {
     pub prompt_base_url: Option<String>,
     /// `STEWARD_SKILL_DIRS`: extra skill folders, colon-separated, relative to the root.
     pub skill_dirs: Vec<PathBuf>,
+    /// Where skills' installed requirements are kept (`STEWARD_SKILL_DEPS_DIR`; default
+    /// `$XDG_CACHE_HOME/steward/skill-deps`, else `~/.cache/steward/skill-deps`).
+    pub skill_deps_dir: PathBuf,
+    /// The package index settings passed to the installer (`PIP_INDEX_URL`,
+    /// `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`, `UV_INDEX_URL`, `UV_EXTRA_INDEX_URL`), and
+    /// nothing else of steward's environment.
+    pub package_index: Vec<(String, String)>,
     /// `STEWARD_HOOK_<NAME>_TOKEN` values by variable name.
     hook_tokens: BTreeMap<String, String>,
     /// The variables MCP server files name (`bearer_env`, `headers_env`, `env`): read
@@ -185,6 +192,21 @@ impl Settings {
                     .collect()
             })
             .unwrap_or_default();
+        let skill_deps_dir = get("STEWARD_SKILL_DEPS_DIR")
+            .map(PathBuf::from)
+            .or_else(|| get("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("steward/skill-deps")))
+            .or_else(|| get("HOME").map(|h| PathBuf::from(h).join(".cache/steward/skill-deps")))
+            .unwrap_or_else(|| std::env::temp_dir().join("steward-skill-deps"));
+        let package_index = [
+            "PIP_INDEX_URL",
+            "PIP_EXTRA_INDEX_URL",
+            "PIP_TRUSTED_HOST",
+            "UV_INDEX_URL",
+            "UV_EXTRA_INDEX_URL",
+        ]
+        .into_iter()
+        .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+        .collect();
         let data_key = match vars.get("STEWARD_DATA_KEY") {
             None => None,
             Some(v) => Some(crate::types::seal::DataKey::parse(v).map_err(|_| SettingError {
@@ -261,6 +283,8 @@ impl Settings {
             max_attachment_bytes,
             prompt_base_url: get("STEWARD_PROMPT_BASE_URL"),
             skill_dirs,
+            skill_deps_dir,
+            package_index,
             hook_tokens,
             otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             otel_traces_endpoint: get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),

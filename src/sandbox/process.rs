@@ -91,6 +91,9 @@ pub struct Job<'a> {
     pub stdin: Option<&'a str>,
     /// Files put into the work folder before the script starts.
     pub inputs: &'a [WorkFile],
+    /// Installed Python packages (a skill's requirements), mounted read-only at
+    /// `/deps` and put on `PYTHONPATH`.
+    pub deps: Option<&'a Path>,
 }
 
 /// Why a script stopped.
@@ -299,6 +302,16 @@ impl ProcessSandbox {
             "/skill",
             &work.0,
         ));
+        if let Some(deps) = job.deps {
+            args.extend([
+                "--ro-bind".into(),
+                deps.into(),
+                "/deps".into(),
+                "--setenv".into(),
+                "PYTHONPATH".into(),
+                "/deps".into(),
+            ]);
+        }
         args.extend(["--chdir", "/work", "--remount-ro", "/"].map(OsString::from));
         let fd = BwrapArgs::new(&args)?;
         let mut command = self.command(&fd);

@@ -289,12 +289,24 @@ impl RunSkills {
                     "\n(Its Python, shell and Node scripts cannot run on this host: {why}.)"
                 )),
                 None => {
-                    let requirements = skill.requirements();
-                    if !requirements.is_empty() {
-                        let names: Vec<String> = requirements.into_iter().map(|(_, r)| r).collect();
+                    let declared = super::deps::declared(skill);
+                    let python = crate::sandbox::process::find_program("python3");
+                    if !declared.is_empty() {
+                        let state = python.map(|p| self.set.deps.state(skill, &p));
+                        let note = match state {
+                            Some(super::deps::DepsState::Ready(_)) => "installed".to_string(),
+                            Some(super::deps::DepsState::Installing) => {
+                                "installing; a script run waits for it".to_string()
+                            }
+                            Some(super::deps::DepsState::Failed(e)) => {
+                                format!("failed to install, so its Python scripts cannot import them: {e}")
+                            }
+                            None => "not installable: python3 is not on this host".to_string(),
+                            _ => "installed at its first script run".to_string(),
+                        };
                         out.push_str(&format!(
-                            "\n(Its scripts declare requirements steward does not install: {}. Scripts run with the host's own packages.)",
-                            names.join(", ")
+                            "\n(Its scripts' requirements, {}: {note}.)",
+                            declared.requirements.join(", ")
                         ));
                     }
                 }
@@ -408,6 +420,11 @@ impl RunSkills {
     /// The sandbox for Python, shell and Node scripts.
     pub fn sandbox(&self) -> &ProcessSandbox {
         &self.set.sandbox
+    }
+
+    /// Skills' installed Python requirements.
+    pub fn deps(&self) -> &super::deps::DepsCache {
+        &self.set.deps
     }
 
     /// The agent's limits for sandboxed scripts.

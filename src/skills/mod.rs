@@ -5,6 +5,7 @@
 //! or with front matter that cannot be parsed are skipped.
 
 pub mod access;
+pub mod deps;
 mod files;
 mod parse;
 pub mod search;
@@ -61,8 +62,8 @@ impl Skill {
         self.scripts().any(|f| !f.path.ends_with(".rhai"))
     }
 
-    /// The requirements its `requirements.txt` files declare (steward does not
-    /// install them), as `(file, requirement)`.
+    /// The requirements its `requirements.txt` files declare, as `(file,
+    /// requirement)` (installed by [`deps::DepsCache`]).
     pub fn requirements(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for f in self
@@ -120,6 +121,8 @@ pub struct SkillSet {
     pub skills: BTreeMap<String, Skill>,
     pub diagnostics: Vec<SkillDiagnostic>,
     pub sandbox: Arc<ProcessSandbox>,
+    /// Skills' installed Python requirements.
+    pub deps: Arc<deps::DepsCache>,
 }
 
 /// A skill folder's instructions file: `SKILL.md`, or `skill.md` in lower case.
@@ -235,6 +238,12 @@ impl SkillSet {
     /// The same skills, with `sandbox` for their Python, shell and Node scripts.
     pub fn with_sandbox(mut self, sandbox: Arc<ProcessSandbox>) -> SkillSet {
         self.sandbox = sandbox;
+        self
+    }
+
+    /// Installs skills' requirements into (and mounts them from) `deps`.
+    pub fn with_deps(mut self, deps: Arc<deps::DepsCache>) -> SkillSet {
+        self.deps = deps;
         self
     }
 

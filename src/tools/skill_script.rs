@@ -359,6 +359,16 @@ async fn run_process(
         let name = input_name(&meta.name, id, &inputs);
         inputs.push(WorkFile { name, content });
     }
+    // A Python script gets its skill's declared requirements, installed once.
+    let deps = if interpreter.starts_with("python") {
+        skills.deps().ensure(skill, &program).await.map_err(|e| {
+            ToolError::Model(format!(
+                "{label} cannot run: its skill's requirements did not install: {e}"
+            ))
+        })?
+    } else {
+        None
+    };
     let limits = skills.script_limits();
     let span = tracing::info_span!(
         parent: crate::telemetry::parent(),
@@ -377,6 +387,7 @@ async fn run_process(
         args: &argv,
         stdin: stdin.as_deref(),
         inputs: &inputs,
+        deps: deps.as_deref(),
     };
     let finished = {
         use tracing::Instrument;
@@ -419,6 +430,9 @@ async fn run_process(
             span.record("error.type", "script_failed");
             let mut message = format!("{label} {}.", stop.describe(&limits, finished.took));
             let err = tail(&finished.stderr, STDERR_TAIL);
+            if let Some(hint) = crate::skills::deps::missing_module_hint(&err, skill) {
+                message.push_str(&format!("\n{hint}"));
+            }
             if !err.is_empty() {
                 message.push_str(&format!("\nstderr (last {STDERR_TAIL} bytes at most):\n{err}"));
             }

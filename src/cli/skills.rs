@@ -1,0 +1,141 @@
+//! `steward skills list` and `steward skills install`: the skills under the root, their
+//! scripts' requirements and whether those are installed.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use super::{Outside, scripts_unavailable_line};
+use crate::config::Settings;
+use crate::sandbox::process::find_program;
+use crate::skills::deps::{self, DepsState};
+use crate::skills::{Skill, SkillSet};
+
+/// A skill's requirements as `skills list` shows them: the declared ones and their
+/// state (`none`, `installed`, `not installed`, `no python3`).
+fn requirements(skills: &SkillSet, skill: &Skill) -> (Vec<String>, &'static str) {
+    let declared = deps::declared(skill);
+    if declared.is_empty() {
+        return (Vec::new(), "none");
+    }
+    let state = match find_program("python3") {
+        None => "no python3",
+        Some(python) => match skills.deps.state(skill, &python) {
+            DepsState::Ready(_) => "installed",
+            DepsState::Installing => "installing",
+            DepsState::Failed(_) => "failed",
+            DepsState::None | DepsState::Missing => "not installed",
+        },
+    };
+    (declared.requirements, state)
+}
+
+pub(super) fn list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<ExitCode> {
+    let outside = Outside::new(env.clone(), Arc::default())?;
+    let skills = outside.skills(root);
+    if json {
+        let list: Vec<serde_json::Value> = skills
+            .skills
+            .values()
+            .map(|s| {
+                let (declared, state) = requirements(&skills, s);
+                serde_json::json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "file": s.file,
+                    "license": s.license,
+                    "compatibility": s.compatibility,
+                    "allowed_tools": s.allowed_tools,
+                    "scripts": s.scripts().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+                    "scripts_available": !s.has_process_scripts() || skills.sandbox.unavailable().is_none(),
+                    "requirements": {"declared": declared, "state": state},
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "skills": list,
+            "diagnostics": skills.diagnostics,
+            "scripts_unavailable": skills.scripts_unavailable().map(|(why, _)| why),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if skills.skills.is_empty() {
+        println!("no skills found under prompts/skills/");
+    }
+    for s in skills.skills.values() {
+        println!("{:<24} {}", s.name, s.description.replace('\n', " "));
+        println!("{:<24} {}", "", s.file.display());
+        let (declared, state) = requirements(&skills, s);
+        if !declared.is_empty() {
+            println!("{:<24} requirements ({state}): {}", "", declared.join(", "));
+        }
+    }
+    for d in &skills.diagnostics {
+        println!("{d}");
+    }
+    if let Some(line) = scripts_unavailable_line(&skills) {
+        println!("warning: {line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Installs the requirements of skill `name` (or of every skill that declares some);
+/// exit 1 when one fails, with the installer's error.
+pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> anyhow::Result<ExitCode> {
+    let outside = Outside::new(env.clone(), Arc::default())?;
+    let skills = outside.skills(root);
+    if let Some(n) = name
+        && !skills.skills.contains_key(n)
+    {
+        let known: Vec<&str> = skills.skills.keys().map(String::as_str).collect();
+        anyhow::bail!("no skill '{n}', expected one of: {}", known.join(", "));
+    }
+    let python = find_program("python3").ok_or_else(|| {
+        anyhow::anyhow!("python3 is not installed on this host: skill requirements cannot be installed")
+    })?;
+    let mut failed = false;
+    let mut any = false;
+    for skill in skills
+        .skills
+        .values()
+        .filter(|s| name.is_none_or(|n| n == s.name))
+    {
+        if deps::declared(skill).is_empty() {
+            if name.is_some() {
+                println!("{}: declares no requirements", skill.name);
+            }
+            continue;
+        }
+        any = true;
+        match skills.deps.ensure(skill, &python).await {
+            Ok(Some(site)) => println!("{}: installed in {}", skill.name, site.display()),
+            Ok(None) => {}
+            Err(e) => {
+                failed = true;
+                eprintln!("{}: {e}", skill.name);
+            }
+        }
+    }
+    if !any && name.is_none() {
+        println!("no skill declares requirements");
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Installs every skill's requirements, one skill after another (for `serve` at start);
+/// failures are logged and kept for the scripts that need them.
+pub(super) async fn install_in_background(skills: &SkillSet) {
+    let Some(python) = find_program("python3") else {
+        return;
+    };
+    for skill in skills.skills.values().filter(|s| !deps::declared(s).is_empty()) {
+        if let Ok(Some(site)) = skills.deps.ensure(skill, &python).await {
+            tracing::info!(skill = %skill.name, site = %site.display(), "skill requirements ready");
+        }
+    }
+}

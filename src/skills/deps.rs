@@ -1,0 +1,357 @@
+//! Skills' Python requirements, installed: what a skill declares (`requirements.txt`
+//! files, PEP 723 `# /// script` blocks in its Python scripts) is installed once per
+//! declaration into a folder of the cache (`<name>-<hash>/`), mounted read-only at
+//! `/deps` in the sandbox with `PYTHONPATH=/deps`. The hash covers the declarations and
+//! the interpreter, so the same declarations are never installed twice and a changed
+//! one gets a folder of its own.
+//!
+//! The installer is `uv pip install` when `uv` is on the host, else the interpreter's
+//! own `pip`, with `--target` (no virtual environment to create) and **wheels only**
+//! (`--only-binary :all:`, uv's `--no-build`): a source distribution's build script
+//! would run on the host, outside the sandbox, so it is refused. It runs with an empty
+//! environment but for `PATH`, a scratch `HOME` and the package index settings
+//! (`PIP_INDEX_URL`, `UV_INDEX_URL`, ...), so nothing of steward's (keys, tokens)
+//! reaches it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::Skill;
+
+/// Longest an install may take.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Installer output kept in a failure's message.
+const ERROR_TAIL: usize = 2_000;
+/// The file marking a finished install.
+const COMPLETE: &str = ".steward-complete";
+
+/// What a skill declares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// The files that declare them (`requirements.txt`, `scripts/x.py`).
+    pub files: Vec<String>,
+    /// One requirement specifier each (`pypdf>=4`).
+    pub requirements: Vec<String>,
+}
+
+impl Declared {
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+}
+
+/// The `dependencies` of a PEP 723 `# /// script` block, if `text` has one.
+fn pep723(text: &str) -> Option<Vec<String>> {
+    let mut inside = false;
+    let mut toml = String::new();
+    for line in text.lines() {
+        if !inside {
+            inside = line.trim_end() == "# /// script";
+            continue;
+        }
+        if line.trim_end() == "# ///" {
+            break;
+        }
+        toml.push_str(line.strip_prefix("# ").or_else(|| line.strip_prefix('#'))?);
+        toml.push('\n');
+    }
+    // `dependencies = ["a", "b>=2"]`, on one line or several.
+    let start = toml.find("dependencies")?;
+    let list = &toml[start..];
+    let open = list.find('[')?;
+    let close = list.find(']')?;
+    Some(
+        list.get(open + 1..close)?
+            .split(',')
+            .map(|s| s.trim().trim_matches(['"', '\'']).trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
+/// What `skill` declares: its `requirements.txt` lines and its Python scripts' PEP 723
+/// dependencies.
+pub fn declared(skill: &Skill) -> Declared {
+    let mut out = Declared::default();
+    for (file, requirement) in skill.requirements() {
+        if !out.files.contains(&file) {
+            out.files.push(file);
+        }
+        out.requirements.push(requirement);
+    }
+    for f in skill.scripts().filter(|f| f.path.ends_with(".py")) {
+        let Ok(text) = std::fs::read_to_string(skill.dir.join(&f.path)) else {
+            continue;
+        };
+        if let Some(deps) = pep723(&text).filter(|d| !d.is_empty()) {
+            out.files.push(f.path.clone());
+            out.requirements.extend(deps);
+        }
+    }
+    out
+}
+
+/// A skill's requirements, as far as this process knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DepsState {
+    /// It declares none.
+    None,
+    /// Declared, not installed yet (installed at the first script run, or by `steward
+    /// skills install`).
+    Missing,
+    Installing,
+    /// Installed in this folder (its `site/` is what scripts import from).
+    Ready(PathBuf),
+    /// The installer failed (its output's end).
+    Failed(String),
+}
+
+/// Installed requirements of every skill, in one cache folder.
+#[derive(Debug)]
+pub struct DepsCache {
+    dir: PathBuf,
+    /// The package index settings the installer gets.
+    index: Vec<(String, String)>,
+    /// Installs under way or failed in this process, by install folder; one install
+    /// per folder at a time (later callers wait for it).
+    installs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<Option<String>>>>>,
+}
+
+impl Default for DepsCache {
+    fn default() -> Self {
+        DepsCache::new(std::env::temp_dir().join("steward-skill-deps"), Vec::new())
+    }
+}
+
+impl DepsCache {
+    pub fn new(dir: PathBuf, index: Vec<(String, String)>) -> DepsCache {
+        DepsCache {
+            dir,
+            index,
+            installs: Mutex::default(),
+        }
+    }
+
+    /// The folder `skill`'s declarations install into with `interpreter`.
+    pub fn folder(&self, skill: &Skill, declared: &Declared, interpreter: &Path) -> PathBuf {
+        let mut hash = Sha256::new();
+        hash.update(interpreter.as_os_str().as_encoded_bytes());
+        for r in &declared.requirements {
+            hash.update([0]);
+            hash.update(r.as_bytes());
+        }
+        let digest = hex::encode(hash.finalize());
+        self.dir.join(format!("{}-{}", skill.name, &digest[..16]))
+    }
+
+    /// `skill`'s state for `interpreter`.
+    pub fn state(&self, skill: &Skill, interpreter: &Path) -> DepsState {
+        let declared = declared(skill);
+        if declared.is_empty() {
+            return DepsState::None;
+        }
+        let folder = self.folder(skill, &declared, interpreter);
+        if folder.join(COMPLETE).exists() {
+            return DepsState::Ready(folder);
+        }
+        let lock = self
+            .installs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&folder)
+            .cloned();
+        match lock {
+            Some(l) => match l.try_lock() {
+                Err(_) => DepsState::Installing,
+                Ok(done) => match done.as_ref() {
+                    Some(error) => DepsState::Failed(error.clone()),
+                    None => DepsState::Missing,
+                },
+            },
+            None => DepsState::Missing,
+        }
+    }
+
+    /// Installs `skill`'s requirements for `interpreter` unless they are installed;
+    /// `None` when it declares none. A failure is kept: later calls in this process
+    /// answer with it rather than install again (a changed declaration is a new try).
+    pub async fn ensure(&self, skill: &Skill, interpreter: &Path) -> Result<Option<PathBuf>, String> {
+        let declared = declared(skill);
+        if declared.is_empty() {
+            return Ok(None);
+        }
+        let folder = self.folder(skill, &declared, interpreter);
+        if folder.join(COMPLETE).exists() {
+            return Ok(Some(folder.join("site")));
+        }
+        let lock = self
+            .installs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(folder.clone())
+            .or_default()
+            .clone();
+        let mut failed = lock.lock().await;
+        if let Some(error) = failed.as_ref() {
+            return Err(error.clone());
+        }
+        if folder.join(COMPLETE).exists() {
+            return Ok(Some(folder.join("site")));
+        }
+        tracing::info!(skill = %skill.name, requirements = ?declared.requirements, "installing a skill's requirements");
+        match self.install(&declared, &folder, interpreter).await {
+            Ok(()) => Ok(Some(folder.join("site"))),
+            Err(e) => {
+                tracing::warn!(skill = %skill.name, error = %e, "a skill's requirements did not install");
+                *failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// One install into a fresh folder, renamed into place once complete (a crash
+    /// leaves no half-installed folder that looks finished).
+    async fn install(&self, declared: &Declared, folder: &Path, interpreter: &Path) -> Result<(), String> {
+        let scratch = self
+            .dir
+            .join(format!(".install-{}", uuid::Uuid::now_v7().simple()));
+        let result = self.install_into(declared, &scratch, interpreter).await;
+        let result = result.and_then(|()| {
+            std::fs::write(scratch.join(COMPLETE), declared.requirements.join("\n"))
+                .and_then(|()| std::fs::rename(&scratch, folder))
+                .map_err(|e| format!("cannot move the install into {}: {e}", folder.display()))
+        });
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&scratch);
+            // Another process installed the same declarations first: theirs serves.
+            if folder.join(COMPLETE).exists() {
+                return Ok(());
+            }
+        }
+        result
+    }
+
+    async fn install_into(
+        &self,
+        declared: &Declared,
+        target: &Path,
+        interpreter: &Path,
+    ) -> Result<(), String> {
+        let site = target.join("site");
+        std::fs::create_dir_all(&site).map_err(|e| format!("cannot make {}: {e}", site.display()))?;
+        let requirements = target.join("requirements.txt");
+        std::fs::write(&requirements, declared.requirements.join("\n") + "\n").map_err(|e| e.to_string())?;
+        let home = target.join("home");
+        std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
+        let mut command = match crate::sandbox::process::find_program("uv") {
+            Some(uv) => {
+                let mut c = tokio::process::Command::new(uv);
+                c.args(["pip", "install", "--no-build", "--python"])
+                    .arg(interpreter)
+                    .arg("--target")
+                    .arg(&site)
+                    .arg("-r")
+                    .arg(&requirements);
+                c
+            }
+            None => {
+                let mut c = tokio::process::Command::new(interpreter);
+                c.args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--only-binary",
+                    ":all:",
+                    "--no-input",
+                    "--disable-pip-version-check",
+                    "--no-warn-script-location",
+                    "--no-cache-dir",
+                    "--target",
+                ])
+                .arg(&site)
+                .arg("-r")
+                .arg(&requirements);
+                c
+            }
+        };
+        command
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &home)
+            .envs(self.index.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(INSTALL_TIMEOUT, command.output())
+            .await
+            .map_err(|_| format!("the install took longer than {} s", INSTALL_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("cannot start the installer: {e}"))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&output.stderr);
+        let text = if text.trim().is_empty() {
+            String::from_utf8_lossy(&output.stdout)
+        } else {
+            text
+        };
+        let start = text.len().saturating_sub(ERROR_TAIL);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
+        Err(format!(
+            "the installer failed ({}): {}",
+            output.status,
+            text[start..].trim()
+        ))
+    }
+}
+
+/// A hint for a script that failed on `ModuleNotFoundError: No module named 'x'`.
+pub fn missing_module_hint(stderr: &str, skill: &Skill) -> Option<String> {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("ModuleNotFoundError: No module named"))?;
+    let module = line
+        .rsplit("No module named")
+        .next()?
+        .trim()
+        .trim_matches(['\'', '"']);
+    let top = module.split('.').next().unwrap_or(module);
+    let declared = declared(skill);
+    Some(if declared.is_empty() {
+        format!(
+            "The script imports '{top}', which this skill does not declare: add it to {}/requirements.txt (or the script's `# /// script` block) and steward installs it.",
+            skill
+                .file
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        )
+    } else {
+        format!(
+            "The script imports '{top}', which none of the skill's declared requirements ({}) provides: declare the package that does in {}.",
+            declared.requirements.join(", "),
+            declared.files.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pep_723_blocks_declare_dependencies() {
+        let script = "#!/usr/bin/env python3\n# /// script\n# requires-python = \">=3.10\"\n# dependencies = [\n#   \"pypdf>=4\",\n#   'rich',\n# ]\n# ///\nimport pypdf\n";
+        assert_eq!(
+            pep723(script),
+            Some(vec!["pypdf>=4".to_string(), "rich".to_string()])
+        );
+        assert_eq!(pep723("import os\n"), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! Skills' Python requirements, installed for real: a local package index on 127.0.0.1
+//! serving a wheel, `steward skills install` (once per declaration, never again), and
+//! the script importing it inside the bubblewrap sandbox. Needs bubblewrap and python3
+//! with pip (`.ci/deps` installs them).
+
+mod support;
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+use steward::sandbox::process::{Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::skills::SkillSet;
+use steward::skills::deps::{DepsCache, DepsState};
+use support::*;
+
+const WHEEL: &str = "stwdemo-1.0-py3-none-any.whl";
+
+/// A pure-Python wheel of `stwdemo` 1.0, made here (no network, no build tools).
+fn wheel() -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    {
+        let mut zip = zip::ZipWriter::new(&mut out);
+        let options = zip::write::SimpleFileOptions::default();
+        let files = [
+            (
+                "stwdemo/__init__.py",
+                "def hello():\n    return 'hello from stwdemo'\n",
+            ),
+            (
+                "stwdemo-1.0.dist-info/METADATA",
+                "Metadata-Version: 2.1\nName: stwdemo\nVersion: 1.0\n",
+            ),
+            (
+                "stwdemo-1.0.dist-info/WHEEL",
+                "Wheel-Version: 1.0\nGenerator: steward-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+            ),
+            (
+                "stwdemo-1.0.dist-info/RECORD",
+                "stwdemo/__init__.py,,\nstwdemo-1.0.dist-info/METADATA,,\nstwdemo-1.0.dist-info/WHEEL,,\nstwdemo-1.0.dist-info/RECORD,,\n",
+            ),
+        ];
+        for (name, text) in files {
+            zip.start_file(name, options).unwrap();
+            zip.write_all(text.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap();
+    }
+    out.into_inner()
+}
+
+/// A PEP 503 "simple" index with one project, counting wheel downloads.
+async fn index() -> (String, Arc<AtomicUsize>) {
+    let downloads = Arc::new(AtomicUsize::new(0));
+    let counted = downloads.clone();
+    let page = format!("<html><body><a href=\"/files/{WHEEL}\">{WHEEL}</a></body></html>");
+    let bytes = wheel();
+    let app = axum::Router::new()
+        .route(
+            "/simple/stwdemo/",
+            axum::routing::get(move || async move { axum::response::Html(page) }),
+        )
+        .route(
+            &format!("/files/{WHEEL}"),
+            axum::routing::get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async move { bytes }
+            }),
+        );
+    (format!("{}/simple", serve(app).await), downloads)
+}
+
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "prompts/skills/demo/SKILL.md",
+        "---\nname: demo\ndescription: Says hello through a package.\n---\nRun scripts/hello.py.\n",
+    );
+    write(root, "prompts/skills/demo/requirements.txt", "stwdemo==1.0\n");
+    write(
+        root,
+        "prompts/skills/demo/scripts/hello.py",
+        "import stwdemo\nprint(stwdemo.hello())\n",
+    );
+    write(
+        root,
+        "prompts/skills/demo/scripts/bare.py",
+        "import yaml_not_declared\n",
+    );
+    dir
+}
+
+#[tokio::test]
+async fn declared_requirements_install_once_and_scripts_import_them_in_the_sandbox() {
+    let dir = tree();
+    let root = dir.path();
+    let (index, downloads) = index().await;
+    let cache = root.join("cache");
+    let env = [
+        ("PIP_INDEX_URL", index.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+    ];
+    let o = steward_in_async(root, &["skills", "list", "--json"], &env).await;
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list["skills"][0]["requirements"]["declared"][0], "stwdemo==1.0");
+    assert_eq!(list["skills"][0]["requirements"]["state"], "not installed");
+
+    let o = steward_in_async(root, &["skills", "install", "demo"], &env).await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("demo: installed in"),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(downloads.load(Ordering::SeqCst), 1);
+    // Once per declaration: a second install downloads nothing.
+    let o = steward_in_async(root, &["skills", "install"], &env).await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert_eq!(downloads.load(Ordering::SeqCst), 1);
+    let o = steward_in_async(root, &["skills", "list"], &env).await;
+    assert!(
+        output_text(&o).contains("requirements (installed): stwdemo==1.0"),
+        "{}",
+        output_text(&o)
+    );
+
+    // In the sandbox, the script imports the installed package from /deps.
+    let skills = SkillSet::load(root, &[]).with_deps(Arc::new(DepsCache::new(cache.clone(), Vec::new())));
+    let skill = &skills.skills["demo"];
+    let python = find_program("python3").unwrap();
+    let DepsState::Ready(folder) = skills.deps.state(skill, &python) else {
+        panic!("not installed: {:?}", skills.deps.state(skill, &python));
+    };
+    let site = skills.deps.ensure(skill, &python).await.unwrap().unwrap();
+    assert_eq!(site, folder.join("site"));
+    let sandbox = ProcessSandbox::detect(
+        std::env::temp_dir().join(format!("steward-deps-test-{}", std::process::id())),
+    );
+    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
+    let run = |script: &'static str, deps: Option<std::path::PathBuf>| {
+        let (sandbox, dir, python) = (&sandbox, skill.dir.clone(), python.clone());
+        async move {
+            sandbox
+                .run(
+                    &Job {
+                        skill_dir: &dir,
+                        script,
+                        interpreter: &python,
+                        args: &[],
+                        stdin: None,
+                        inputs: &[],
+                        deps: deps.as_deref(),
+                    },
+                    &ProcessLimits::default(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let with = run("scripts/hello.py", Some(site.clone())).await;
+    assert_eq!(
+        String::from_utf8_lossy(&with.stdout).trim(),
+        "hello from stwdemo",
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    let without = run("scripts/hello.py", None).await;
+    let err = String::from_utf8_lossy(&without.stderr).into_owned();
+    assert!(err.contains("No module named 'stwdemo'"), "{err}");
+    // A module no requirement provides: the hint names the file to declare it in.
+    let bare = run("scripts/bare.py", Some(site)).await;
+    let hint =
+        steward::skills::deps::missing_module_hint(&String::from_utf8_lossy(&bare.stderr), skill).unwrap();
+    assert!(
+        hint.contains("'yaml_not_declared'")
+            && hint.contains("stwdemo==1.0")
+            && hint.contains("requirements.txt"),
+        "{hint}"
+    );
+}
+
+#[tokio::test]
+async fn a_requirement_the_index_lacks_fails_with_the_installers_error_and_leaves_nothing_behind() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, "prompts/skills/demo/requirements.txt", "stwmissing==9\n");
+    let (index, _) = index().await;
+    let cache = root.join("cache");
+    let env = [
+        ("PIP_INDEX_URL", index.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+        ("OPENAI_API_KEY", "sk-must-not-reach-the-installer"),
+    ];
+    let o = steward_in_async(root, &["skills", "install", "demo"], &env).await;
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let text = output_text(&o);
+    assert!(
+        text.contains("demo: the installer failed") && text.contains("stwmissing"),
+        "{text}"
+    );
+    // Nothing half-installed is left to look finished.
+    let left: Vec<_> = std::fs::read_dir(&cache)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
