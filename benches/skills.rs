@@ -3,7 +3,9 @@
 //! - Start-up cost of one sandboxed script run: bubblewrap with every namespace, the
 //!   read-only system, a work folder and the limits, running `python3` on a script that
 //!   is only `pass` (the goal is a median under 100 ms), against `python3 -c pass`
-//!   started directly (`RUNS` sets the count, default 50).
+//!   started directly (`RUNS` sets the count, default 50); and the same script with
+//!   installed requirements mounted at `/deps` (a package of 50 modules on
+//!   `PYTHONPATH`, as a skill's requirements are; goal: within 20 ms of without).
 //! - Catalog tokens with 200 skills, listed whole and names-only with `skill_search`.
 
 use std::sync::Arc;
@@ -43,12 +45,31 @@ async fn sandbox_start(runs: usize) {
         inputs: &[],
         deps: None,
     };
+    // Installed requirements: a site folder with one package of 50 modules.
+    let site = dir.path().join("deps-site");
+    std::fs::create_dir_all(site.join("benchpkg")).expect("site");
+    std::fs::write(site.join("benchpkg/__init__.py"), "VERSION = '1.0'\n").expect("package");
+    for n in 0..50 {
+        std::fs::write(site.join(format!("benchpkg/m{n}.py")), format!("X = {n}\n")).expect("module");
+    }
+    let with_deps = Job {
+        deps: Some(&site),
+        ..job
+    };
     let mut sandboxed = Vec::new();
     let mut direct = Vec::new();
+    let mut deps = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
         let done = sandbox.run(&job, &limits).await.expect("sandboxed run");
         sandboxed.push(t.elapsed());
+        assert_eq!(done.stop, steward::sandbox::process::Stop::Exited(0));
+        let t = Instant::now();
+        let done = sandbox
+            .run(&with_deps, &limits)
+            .await
+            .expect("sandboxed run with deps");
+        deps.push(t.elapsed());
         assert_eq!(done.stop, steward::sandbox::process::Stop::Exited(0));
         let t = Instant::now();
         let status = tokio::process::Command::new(&python)
@@ -68,6 +89,12 @@ async fn sandbox_start(runs: usize) {
         ms(d),
         ms(s.saturating_sub(d)),
         s.as_secs_f64() / d.as_secs_f64()
+    );
+    let w = median(deps);
+    println!(
+        "sandbox start with installed requirements at /deps: median {} ({} more than without; goal: within 20 ms)",
+        ms(w),
+        ms(w.saturating_sub(s))
     );
 }
 

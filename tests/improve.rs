@@ -871,3 +871,87 @@ async fn a_prompt_hosted_in_notion_gets_the_proposed_text_as_a_comment_never_an_
     );
     assert!(output_text(&o).contains(&format!("commented the proposed prompt on Notion page {PAGE}")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_cut_off_by_a_stopped_process_is_taken_over_by_the_next_one() {
+    use steward::store::{EventQueue, SettingStore, SqliteStore};
+    use steward::types::event_outcome::{EventOutcome, OutcomeKind};
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "agents/helpdesk.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [current_time]\nowner: U0OWNER\ndigest: { schedule: \"0 9 * * 1\", channel: C0DIGEST01 }\n",
+    );
+    let fake = FakeModel::start().await;
+    model(&fake, Arc::default());
+    let base = format!("{}/v1", fake.url);
+    let (slack, calls) = fake_slack().await;
+    let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    production(root, &live).await;
+    // A replica took the owner's click, settled it and stopped mid-proposal: its
+    // heartbeat is ten minutes old.
+    let store = SqliteStore::open(&root.join("s.db")).await.unwrap();
+    let event =
+        steward::server::digest::propose_event("helpdesk", 1, "C0DIGEST01", "1700000100.000001", "U0OWNER");
+    let row = steward::server::ingest::event_row(&event, "propose_fix:helpdesk:test:1");
+    let id = row.id.clone();
+    assert_eq!(store.insert_events(&[row]).await.unwrap(), [true]);
+    store
+        .settle_event(
+            &id,
+            &EventOutcome::because(OutcomeKind::Handled, "proposing a fix"),
+        )
+        .await
+        .unwrap();
+    let stale = chrono::Utc::now() - chrono::Duration::minutes(10);
+    store
+        .set_setting(&format!("propose_fix:{id}"), &stale.to_rfc3339())
+        .await
+        .unwrap();
+    drop(store);
+
+    let addr = free_local_addr();
+    let mut children = Children(Vec::new());
+    children.push(
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--addr", &addr])
+            .env("STEWARD_ROOT", root)
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}", root.join("s.db").display()),
+            )
+            .env("RUST_LOG", "error")
+            .env("SLACK_SIGNING_SECRET", "signing-secret")
+            .env("SLACK_BOT_TOKEN", "xoxb-test")
+            .env("SLACK_BOT_USER_ID", "UBOT")
+            .env("SLACK_API_URL", &slack)
+            .env("OPENAI_BASE_URL", &base)
+            .env("OPENAI_API_KEY", "sk-test")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let report = slack_call(&calls, "the resumed proposal's report", |m, b| {
+        m == "chat.postMessage"
+            && b["thread_ts"] == "1700000100.000001"
+            && b["blocks"].to_string().contains("Open PR")
+    })
+    .await;
+    assert!(
+        report["text"].as_str().unwrap().starts_with("accepted"),
+        "{report}"
+    );
+    // Finished: marked done, so no later process takes it again.
+    let store = SqliteStore::open(&root.join("s.db")).await.unwrap();
+    let mut done = None;
+    for _ in 0..100 {
+        done = store.get_setting(&format!("propose_fix:{id}")).await.unwrap();
+        if done.as_deref() == Some("done") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(done.as_deref(), Some("done"));
+}

@@ -198,14 +198,14 @@ impl Settings {
             .or_else(|| get("HOME").map(|h| PathBuf::from(h).join(".cache/steward/skill-deps")))
             .unwrap_or_else(|| std::env::temp_dir().join("steward-skill-deps"));
         let package_index = [
-            "PIP_INDEX_URL",
-            "PIP_EXTRA_INDEX_URL",
-            "PIP_TRUSTED_HOST",
-            "UV_INDEX_URL",
-            "UV_EXTRA_INDEX_URL",
+            ("PIP_INDEX_URL", get("PIP_INDEX_URL")),
+            ("PIP_EXTRA_INDEX_URL", get("PIP_EXTRA_INDEX_URL")),
+            ("PIP_TRUSTED_HOST", get("PIP_TRUSTED_HOST")),
+            ("UV_INDEX_URL", get("UV_INDEX_URL")),
+            ("UV_EXTRA_INDEX_URL", get("UV_EXTRA_INDEX_URL")),
         ]
         .into_iter()
-        .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
         .collect();
         let data_key = match vars.get("STEWARD_DATA_KEY") {
             None => None,

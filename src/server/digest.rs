@@ -72,6 +72,16 @@ pub fn digest_event(agent: &str, slot: DateTime<Utc>) -> (TriggerEvent, String) 
     (event, format!("digest:{agent}:{slot}"))
 }
 
+/// The event "Propose a fix" persists: problem `problem` of `agent`'s digest, whose
+/// report goes to `thread` in `channel`.
+pub fn propose_event(agent: &str, problem: u64, channel: &str, thread: &str, user: &str) -> TriggerEvent {
+    steward_event(
+        "propose_fix",
+        format!("propose a fix for problem {problem} of {agent}"),
+        json!({"agent": agent, "problem": problem, "channel": channel, "thread_ts": thread, "user": user}),
+    )
+}
+
 fn steward_event(kind: &str, summary: String, payload: Value) -> TriggerEvent {
     TriggerEvent {
         source: SOURCE.into(),
@@ -138,17 +148,43 @@ pub fn message(digest: &Digest, channel: &str, slot: &str, public_url: Option<&s
     })
 }
 
+/// A proposal under way renews this often that it is alive
+/// (`propose_fix:<event id>` in the store's settings: the time, or `done`).
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(30);
+/// A proposal whose heartbeat is older than this was cut off (its process stopped):
+/// another replica, or the restarted one, takes it over.
+const STALE_SECS: i64 = 180;
+/// How far back cut-off proposals are looked for.
+const RESUME_WITHIN_DAYS: i64 = 2;
+
+fn job_key(event_id: &str) -> String {
+    format!("propose_fix:{event_id}")
+}
+
+/// What the service needs to post digests and run proposals.
+pub struct Ctx<'a> {
+    pub store: &'a Arc<dyn Store>,
+    pub config: &'a Config,
+    pub slack: Option<&'a SlackClient>,
+    pub improver: Option<&'a Improver>,
+    pub public_url: Option<&'a str>,
+    pub tasks: &'a tokio_util::task::TaskTracker,
+}
+
 /// Routes a `steward` event: posts a digest now, or starts proposing a fix in the
 /// background (owned by `tasks`). `None` for other sources.
 pub async fn route(
-    store: &Arc<dyn Store>,
-    config: &Config,
-    slack: Option<&SlackClient>,
-    improver: Option<&Improver>,
-    public_url: Option<&str>,
-    tasks: &tokio_util::task::TaskTracker,
+    ctx: &Ctx<'_>,
+    event_id: &str,
     trigger: &TriggerEvent,
 ) -> Result<Option<EventOutcome>, StoreError> {
+    let Ctx {
+        store,
+        config,
+        slack,
+        public_url,
+        ..
+    } = *ctx;
     if trigger.source != SOURCE {
         return Ok(None);
     }
@@ -184,18 +220,12 @@ pub async fn route(
             }))
         }
         "propose_fix" => {
-            let (channel, thread) = (
-                p["channel"].as_str().unwrap_or_default().to_string(),
-                p["thread_ts"].as_str().unwrap_or_default().to_string(),
-            );
-            let request = ImproveRequest {
-                agent: agent.name.clone(),
-                problem: p["problem"].as_u64().map(|n| n as usize),
-                runs: None,
-                trials: None,
-            };
-            let (slack, improver) = (slack.clone(), improver.cloned());
-            tasks.spawn(async move { propose(slack, improver, request, channel, thread).await });
+            // Alive before it is settled: a crash from here on leaves a heartbeat that
+            // goes stale, and another replica takes the proposal over.
+            store
+                .set_setting(&job_key(event_id), &Utc::now().to_rfc3339())
+                .await?;
+            start_proposal(ctx, slack, event_id, trigger);
             Ok(Some(EventOutcome::because(
                 OutcomeKind::Handled,
                 "proposing a fix",
@@ -206,6 +236,88 @@ pub async fn route(
             format!("unknown steward event {other}"),
         ))),
     }
+}
+
+/// Runs the proposal `trigger` asks for in the background, renewing its heartbeat.
+fn start_proposal(ctx: &Ctx<'_>, slack: &SlackClient, event_id: &str, trigger: &TriggerEvent) {
+    let p = &trigger.payload;
+    let (channel, thread) = (
+        p["channel"].as_str().unwrap_or_default().to_string(),
+        p["thread_ts"].as_str().unwrap_or_default().to_string(),
+    );
+    let request = ImproveRequest {
+        agent: p["agent"].as_str().unwrap_or_default().to_string(),
+        problem: p["problem"].as_u64().map(|n| n as usize),
+        runs: None,
+        trials: None,
+    };
+    let (slack, improver, store, key) = (
+        slack.clone(),
+        ctx.improver.cloned(),
+        ctx.store.clone(),
+        job_key(event_id),
+    );
+    ctx.tasks.spawn(async move {
+        let work = propose(slack, improver, request, channel, thread);
+        tokio::pin!(work);
+        let mut beat = tokio::time::interval(HEARTBEAT);
+        beat.tick().await;
+        loop {
+            tokio::select! {
+                () = &mut work => break,
+                _ = beat.tick() => {
+                    if let Err(e) = store.set_setting(&key, &Utc::now().to_rfc3339()).await {
+                        tracing::warn!(error = %e, "cannot renew a proposal's heartbeat");
+                    }
+                }
+            }
+        }
+        if let Err(e) = store.set_setting(&key, "done").await {
+            tracing::warn!(error = %e, "cannot record a finished proposal");
+        }
+    });
+}
+
+/// Takes over proposals whose process stopped before they finished (their heartbeat
+/// is stale); returns how many.
+pub async fn resume_proposals(ctx: &Ctx<'_>) -> Result<usize, StoreError> {
+    let Some(slack) = ctx.slack else {
+        return Ok(0);
+    };
+    let filter = crate::store::EventFilter {
+        source: Some(SOURCE.into()),
+        outcome: Some(OutcomeKind::Handled),
+        agent: None,
+        since: Some(Utc::now() - chrono::Duration::days(RESUME_WITHIN_DAYS)),
+        limit: 200,
+    };
+    let mut resumed = 0;
+    for e in ctx.store.list_events(&filter).await? {
+        if e.kind != "propose_fix" {
+            continue;
+        }
+        let key = job_key(&e.id);
+        let stale = match ctx.store.get_setting(&key).await?.as_deref() {
+            None | Some("done") => false,
+            Some(at) => DateTime::parse_from_rfc3339(at)
+                .map(|t| (Utc::now() - t.with_timezone(&Utc)).num_seconds() > STALE_SECS)
+                .unwrap_or(true),
+        };
+        if !stale {
+            continue;
+        }
+        let Some(row) = ctx.store.get_event(&e.id).await? else {
+            continue;
+        };
+        let Ok(trigger) = serde_json::from_value::<TriggerEvent>(row.body) else {
+            continue;
+        };
+        tracing::warn!(event = %e.id, "taking over a proposal whose process stopped");
+        ctx.store.set_setting(&key, &Utc::now().to_rfc3339()).await?;
+        start_proposal(ctx, slack, &e.id, &trigger);
+        resumed += 1;
+    }
+    Ok(resumed)
 }
 
 async fn post(slack: &SlackClient, body: Value) {
@@ -329,12 +441,8 @@ pub async fn click(
                 .clone()
                 .or(click.message_ts.clone())
                 .unwrap_or_default();
-            let event = steward_event(
-                "propose_fix",
-                format!("propose a fix for problem {n} of {}", agent.name),
-                json!({"agent": agent.name, "problem": n.parse::<u64>().unwrap_or(1), "channel": click.channel,
-                       "thread_ts": thread, "user": click.user}),
-            );
+            let problem = n.parse::<u64>().unwrap_or(1);
+            let event = propose_event(&agent.name, problem, &click.channel, &thread, &click.user);
             let row = super::ingest::event_row(&event, &format!("propose_fix:{}:{slot}:{n}", agent.name));
             if state.runner.store.insert_events(&[row]).await?.first() != Some(&true) {
                 return Ok(Click::Refused(

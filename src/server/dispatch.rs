@@ -262,9 +262,32 @@ impl Dispatcher {
         }
     }
 
+    /// What digests and proposals need of the dispatcher.
+    fn digest_ctx(&self) -> super::digest::Ctx<'_> {
+        super::digest::Ctx {
+            store: &self.runner.store,
+            config: &self.config,
+            slack: self.slack.as_ref(),
+            improver: self.settings.improver.as_ref(),
+            public_url: self.runner.sources.public_url.as_deref(),
+            tasks: &self.tracker,
+        }
+    }
+
     /// Claimed events whose router died before routing them (any replica's: a claim
-    /// older than a lease) go back in the queue.
+    /// older than a lease) go back in the queue; so do proposals a stopped process
+    /// left unfinished.
     async fn requeue_orphans(&self) {
+        if self.settings.improver.is_some() {
+            match super::digest::resume_proposals(&self.digest_ctx()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    proposals = n,
+                    "took over proposals a stopped process left unfinished"
+                ),
+                Err(e) => tracing::error!(error = %e, "looking for unfinished proposals failed"),
+            }
+        }
         let before = Utc::now() - chrono::Duration::from_std(self.settings.lease).unwrap_or_default();
         match self.runner.store.requeue_orphan_events(before).await {
             Ok(0) => {}
@@ -441,17 +464,7 @@ impl Dispatcher {
             return Ok(None);
         }
         // steward's own events: digests and proposed fixes.
-        if let Some(why) = super::digest::route(
-            &self.runner.store,
-            &self.config,
-            self.slack.as_ref(),
-            self.settings.improver.as_ref(),
-            self.runner.sources.public_url.as_deref(),
-            &self.tracker,
-            &trigger,
-        )
-        .await?
-        {
+        if let Some(why) = super::digest::route(&self.digest_ctx(), &e.id, &trigger).await? {
             store.settle_event(&e.id, &why).await?;
             return Ok(None);
         }
