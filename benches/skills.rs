@@ -44,6 +44,7 @@ async fn sandbox_start(runs: usize) {
         stdin: None,
         inputs: &[],
         deps: None,
+        proxy: None,
     };
     // Installed requirements: a site folder with one package of 50 modules.
     let site = dir.path().join("deps-site");

@@ -153,6 +153,7 @@ async fn declared_requirements_install_once_and_scripts_import_them_in_the_sandb
                         stdin: None,
                         inputs: &[],
                         deps: deps.as_deref(),
+                        proxy: None,
                     },
                     &ProcessLimits::default(),
                 )

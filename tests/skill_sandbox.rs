@@ -55,6 +55,7 @@ async fn run_script(
                 stdin: None,
                 inputs: &[],
                 deps: None,
+                proxy: None,
             },
             limits,
         )
@@ -510,6 +511,7 @@ async fn input_files_are_in_the_work_folder_and_changed_ones_come_back() {
                 stdin: None,
                 inputs: &inputs,
                 deps: None,
+                proxy: None,
             },
             &ProcessLimits::default(),
         )

@@ -448,7 +448,13 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 
 /// The process sandbox of skill scripts and command MCP servers, probed once per use.
 fn script_sandbox() -> crate::sandbox::process::ProcessSandbox {
-    crate::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-scripts"))
+    let sandbox =
+        crate::sandbox::process::ProcessSandbox::detect(std::env::temp_dir().join("steward-scripts"));
+    // Scripts with egress relay through this executable inside the sandbox.
+    match std::env::current_exe() {
+        Ok(exe) => sandbox.with_forwarder(exe),
+        Err(_) => sandbox,
+    }
 }
 
 /// Loads `path` (a `.env` file) into the environment when it exists. Variables already
@@ -984,7 +990,10 @@ impl Outside {
             self.settings.skill_deps_dir.clone(),
             self.settings.package_index.clone(),
         );
-        let set = SkillSet::load(root, &self.settings.skill_dirs).with_deps(Arc::new(deps));
+        let internal = crate::http::EgressPolicy::parse(&self.settings.http_allow).unwrap_or_default();
+        let set = SkillSet::load(root, &self.settings.skill_dirs)
+            .with_deps(Arc::new(deps))
+            .with_internal_egress(internal);
         if !set.skills.values().any(|s| s.has_process_scripts()) {
             return set;
         }

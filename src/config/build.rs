@@ -1023,6 +1023,9 @@ fn build_agent(
     if let Some(d) = &spec.digest {
         check_digest(src, d, spec.owner.is_some(), diags);
     }
+    if let Some(e) = &spec.skills.scripts.egress {
+        check_script_egress(src, e, diags);
+    }
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,
@@ -1053,6 +1056,32 @@ fn build_agent(
         vars: serde_json::to_value(&spec.vars).unwrap_or_default(),
         private_egress,
     })
+}
+
+/// `skills.scripts.egress`: hosts or `*.domain` patterns, and no `secrets` yet.
+fn check_script_egress(src: &Source, e: &super::spec::ScriptEgressSpec, diags: &mut Vec<Diagnostic>) {
+    if e.secrets.is_some() {
+        diags.push(src.error_at(
+            "secrets",
+            None,
+            "skills.scripts.egress.secrets is not available yet: steward cannot inject credentials for scripts, and a script must not hold them; remove it (scripts reach the listed hosts without credentials)",
+        ));
+    }
+    for host in &e.allow {
+        let bare = host.strip_prefix("*.").unwrap_or(host);
+        let ok = !bare.is_empty()
+            && bare.contains('.')
+            && bare
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        if !ok {
+            diags.push(src.error_at(
+                "allow",
+                Some(host),
+                format!("egress host '{host}' is not a host name or a *.domain pattern (no scheme, port, path or bare *)"),
+            ));
+        }
+    }
 }
 
 /// `digest:`: it is for the owner, on a valid schedule, in a Slack channel.

@@ -421,6 +421,39 @@ pub struct ScriptsSpec {
     pub max_output_kb: u64,
     pub max_files: u64,
     pub max_written_mb: u64,
+    /// Network for Python, shell and Node scripts through steward's egress proxy; none
+    /// without it.
+    pub egress: Option<ScriptEgressSpec>,
+}
+
+/// `skills.scripts.egress`: the hosts scripts may reach and how much.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptEgressSpec {
+    /// Host names and `*.domain` patterns.
+    pub allow: Vec<String>,
+    /// Requests per script run (default 100).
+    pub max_requests: Option<u32>,
+    /// Megabytes both ways per script run (default 50).
+    pub max_mb: Option<u64>,
+    /// Credentials the proxy would inject for listed hosts: not available yet, refused
+    /// with a message rather than accepted and ignored.
+    pub secrets: Option<serde_yaml::Value>,
+}
+
+impl ScriptEgressSpec {
+    /// The proxy's rules.
+    pub fn rules(&self) -> crate::sandbox::proxy::EgressRules {
+        crate::sandbox::proxy::EgressRules {
+            allow: self
+                .allow
+                .iter()
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+            max_requests: self.max_requests.unwrap_or(100),
+            max_bytes: self.max_mb.unwrap_or(50).saturating_mul(1024 * 1024),
+        }
+    }
 }
 
 impl Default for ScriptsSpec {
@@ -434,6 +467,7 @@ impl Default for ScriptsSpec {
             max_output_kb: 1024,
             max_files: 100,
             max_written_mb: 64,
+            egress: None,
         }
     }
 }

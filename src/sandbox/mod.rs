@@ -3,7 +3,9 @@
 //! array and map sizes, plus a wall-clock deadline checked from the progress callback.
 
 pub mod filter;
+pub mod forward;
 pub mod process;
+pub mod proxy;
 
 use std::time::Instant;
 

@@ -94,7 +94,14 @@ pub struct Job<'a> {
     /// Installed Python packages (a skill's requirements), mounted read-only at
     /// `/deps` and put on `PYTHONPATH`.
     pub deps: Option<&'a Path>,
+    /// The run's egress proxy socket ([`super::proxy::Proxy`]): with it, the script's
+    /// `HTTP_PROXY` and `HTTPS_PROXY` reach it through the forwarder, the sandbox's only
+    /// way out.
+    pub proxy: Option<&'a Path>,
 }
+
+/// Where the script's proxy variables point, on the sandbox's loopback.
+pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
 /// Why a script stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +195,9 @@ pub struct ProcessSandbox {
     work_base: PathBuf,
     /// Why scripts cannot run here, when they cannot.
     unavailable: Option<String>,
+    /// The steward executable, mounted into sandboxes with egress to run the
+    /// forwarder (`steward __forward`).
+    forwarder: Option<PathBuf>,
 }
 
 impl Default for ProcessSandbox {
@@ -206,6 +216,7 @@ impl ProcessSandbox {
             pids: PidLimit::Rlimit,
             work_base,
             unavailable: None,
+            forwarder: None,
         };
         match find_program("bwrap") {
             Some(bwrap) => sandbox.bwrap = bwrap,
@@ -266,7 +277,20 @@ impl ProcessSandbox {
             pids: PidLimit::Rlimit,
             work_base: PathBuf::new(),
             unavailable: Some(reason.into()),
+            forwarder: None,
         }
+    }
+
+    /// Sandboxes with egress run `forwarder` (the steward executable) as the relay to
+    /// the proxy; without one, a job with a proxy is refused.
+    pub fn with_forwarder(mut self, forwarder: PathBuf) -> ProcessSandbox {
+        self.forwarder = Some(forwarder);
+        self
+    }
+
+    /// Where a run's proxy socket goes: beside the runs' work folders, never inside one.
+    pub fn socket_path(&self, id: &str) -> PathBuf {
+        self.work_base.join(format!("proxy-{id}.sock"))
     }
 
     /// Why scripts cannot run here, if they cannot.
@@ -302,6 +326,29 @@ impl ProcessSandbox {
             "/skill",
             &work.0,
         ));
+        let relay = match (job.proxy, &self.forwarder) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(SandboxError::Unavailable(
+                    "this process has no forwarder for script egress".into(),
+                ));
+            }
+            (Some(socket), Some(forwarder)) => Some((socket, forwarder)),
+        };
+        if let Some((socket, forwarder)) = relay {
+            args.extend([
+                "--ro-bind".into(),
+                forwarder.into(),
+                "/run/steward/forward".into(),
+                "--bind".into(),
+                socket.into(),
+                "/run/steward/proxy.sock".into(),
+            ]);
+            let url = format!("http://{PROXY_ADDR}");
+            for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                args.extend(["--setenv".into(), name.into(), OsString::from(&url)]);
+            }
+        }
         if let Some(deps) = job.deps {
             args.extend([
                 "--ro-bind".into(),
@@ -317,8 +364,17 @@ impl ProcessSandbox {
         let mut command = self.command(&fd);
         // The command itself stays on the command line (bubblewrap wants it there):
         // only paths inside the sandbox and the script's own arguments.
+        command.arg("--");
+        if relay.is_some() {
+            command.args([
+                "/run/steward/forward",
+                super::forward::SUBCOMMAND,
+                PROXY_ADDR,
+                "/run/steward/proxy.sock",
+                "--",
+            ]);
+        }
         command
-            .arg("--")
             .arg(job.interpreter)
             .arg(Path::new("/skill").join(job.script))
             .args(job.args)

@@ -427,6 +427,15 @@ impl RunSkills {
         &self.set.deps
     }
 
+    /// The agent's network for sandboxed scripts, when it gives them any: the proxy's
+    /// rules and the internal addresses opened to everything.
+    pub fn script_egress(&self) -> Option<(crate::sandbox::proxy::EgressRules, &crate::http::EgressPolicy)> {
+        self.scripts
+            .egress
+            .as_ref()
+            .map(|e| (e.rules(), self.set.internal.as_ref()))
+    }
+
     /// The agent's limits for sandboxed scripts.
     pub fn script_limits(&self) -> ProcessLimits {
         self.scripts.limits()

@@ -123,6 +123,9 @@ pub struct SkillSet {
     pub sandbox: Arc<ProcessSandbox>,
     /// Skills' installed Python requirements.
     pub deps: Arc<deps::DepsCache>,
+    /// Internal addresses the operator opened (`STEWARD_HTTP_ALLOW`), for scripts'
+    /// egress as for `http_fetch`.
+    pub internal: Arc<crate::http::EgressPolicy>,
 }
 
 /// A skill folder's instructions file: `SKILL.md`, or `skill.md` in lower case.
@@ -238,6 +241,12 @@ impl SkillSet {
     /// The same skills, with `sandbox` for their Python, shell and Node scripts.
     pub fn with_sandbox(mut self, sandbox: Arc<ProcessSandbox>) -> SkillSet {
         self.sandbox = sandbox;
+        self
+    }
+
+    /// Scripts' egress may reach the internal addresses `policy` opens.
+    pub fn with_internal_egress(mut self, policy: crate::http::EgressPolicy) -> SkillSet {
+        self.internal = Arc::new(policy);
         self
     }
 

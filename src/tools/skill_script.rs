@@ -41,7 +41,7 @@ pub fn skill_script_tool() -> Arc<dyn Tool> {
     Arc::new(SkillScript {
         spec: ToolSpec {
             name: "run_skill_script".into(),
-            description: "Run a script a skill ships, named as the skill lists it (scripts/<name>.py, .sh, .js or .rhai). Python, shell and Node scripts run sandboxed without network: pass `args` as a list of strings, optional `stdin`, and the ids of run files to put in their work folder; files they write come back as new run files. Rhai scripts take `args` as an object and return their result.".into(),
+            description: "Run a script a skill ships, named as the skill lists it (scripts/<name>.py, .sh, .js or .rhai). Python, shell and Node scripts run sandboxed, with network only to the hosts the agent's skills.scripts.egress lists (through a proxy; HTTP_PROXY is set): pass `args` as a list of strings, optional `stdin`, and the ids of run files to put in their work folder; files they write come back as new run files. Rhai scripts take `args` as an object and return their result.".into(),
             parameters: super::args::schema_of::<ScriptArgs>(),
             effect: Effect::ReadOnly,
         },
@@ -380,6 +380,17 @@ async fn run_process(
         "steward.script.exit" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
     );
+    // Network only through the run's own proxy, when the agent lists hosts.
+    let proxy = match skills.script_egress() {
+        None => None,
+        Some((rules, internal)) => {
+            let socket = sandbox.socket_path(&uuid::Uuid::now_v7().simple().to_string());
+            Some(
+                crate::sandbox::proxy::Proxy::start(&socket, rules, internal.clone())
+                    .map_err(|e| ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")))?,
+            )
+        }
+    };
     let job = Job {
         skill_dir: &skill.dir,
         script: rel,
@@ -388,6 +399,7 @@ async fn run_process(
         stdin: stdin.as_deref(),
         inputs: &inputs,
         deps: deps.as_deref(),
+        proxy: proxy.as_ref().map(|p| p.socket()),
     };
     let finished = {
         use tracing::Instrument;
@@ -412,16 +424,23 @@ async fn run_process(
         written.push(serde_json::json!({"id": meta.id, "name": meta.name, "bytes": meta.size_bytes}));
     }
     let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
+    // Every request through the proxy, recorded with the call (never query strings).
+    let network = proxy.as_ref().map(|p| p.records()).unwrap_or_default();
+    drop(proxy);
     match &finished.stop {
         Stop::Exited(0) => {
             span.record("steward.script.exit", 0);
-            Ok(ToolOutput::json(serde_json::json!({
+            let mut out = serde_json::json!({
                 "exit_code": 0,
                 "stdout": stdout,
                 "stderr": tail(&finished.stderr, STDERR_TAIL),
                 "files": written,
                 "seconds": (finished.took.as_secs_f64() * 1000.0).round() / 1000.0,
-            })))
+            });
+            if !network.is_empty() {
+                out["network"] = serde_json::to_value(&network).unwrap_or_default();
+            }
+            Ok(ToolOutput::json(out))
         }
         stop => {
             if let Stop::Exited(code) = stop {
@@ -442,6 +461,10 @@ async fn run_process(
             }
             if !written.is_empty() {
                 message.push_str(&format!("\nfiles it wrote: {}", Value::from(written)));
+            }
+            if !network.is_empty() {
+                let requests = serde_json::to_string(&network).unwrap_or_default();
+                message.push_str(&format!("\nits network requests: {requests}"));
             }
             Err(ToolError::Model(message))
         }

@@ -1,0 +1,262 @@
+//! Network for skill scripts through steward's egress proxy, with real bubblewrap: a
+//! Python script reaches an allowed host over HTTP and through a CONNECT tunnel; an
+//! unlisted host, an internal address the operator did not open, a connection that
+//! bypasses the proxy and requests past the cap all fail with the reason; each request
+//! is recorded. Needs bubblewrap (`.ci/deps` installs it).
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use steward::http::EgressPolicy;
+use steward::sandbox::process::{Finished, Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::sandbox::proxy::{EgressRules, Proxy};
+use support::*;
+
+/// A plain HTTP server on 127.0.0.1 counting requests.
+async fn origin() -> (u16, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().route(
+        "/hello",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let proxied = headers.contains_key("proxy-authorization");
+            async move { format!("hello through the proxy (proxy header passed on: {proxied})") }
+        }),
+    );
+    let url = serve(app).await;
+    (url.rsplit(':').next().unwrap().parse().unwrap(), hits)
+}
+
+const SCRIPT: &str = r#"import http.client, os, socket, sys, urllib.request
+port = int(sys.argv[1])
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return f"{r.status} {r.read().decode()}"
+    except urllib.error.HTTPError as e:
+        return f"{e.code} {e.read().decode().strip()}"
+    except Exception as e:
+        return f"error {e}"
+print("plain:", get(f"http://127.0.0.1:{port}/hello?token=abc"))
+print("unlisted:", get(f"http://localhost:{port}/hello"))
+# A CONNECT tunnel (how HTTPS goes), with plain HTTP inside for the test.
+proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").split(":")
+conn = http.client.HTTPConnection(proxy[0], int(proxy[1]), timeout=10)
+conn.set_tunnel("127.0.0.1", port)
+try:
+    conn.request("GET", "/hello")
+    print("tunnel:", conn.getresponse().status)
+except Exception as e:
+    print("tunnel: error", e)
+# Around the proxy: the sandbox has no route out.
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=3)
+    print("direct: connected")
+except OSError as e:
+    print("direct: refused", e.errno)
+print("capped:", get(f"http://127.0.0.1:{port}/hello"))
+"#;
+
+async fn run(
+    rules: EgressRules,
+    internal: &str,
+    port: u16,
+) -> (Finished, Vec<steward::sandbox::proxy::NetRecord>) {
+    let base = std::env::temp_dir().join(format!("steward-egress-test-{}", uuid_like()));
+    let sandbox = ProcessSandbox::detect(base).with_forwarder(PathBuf::from(env!("CARGO_BIN_EXE_steward")));
+    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "scripts/net.py", SCRIPT);
+    let socket = sandbox.socket_path("test");
+    let proxy = Proxy::start(&socket, rules, EgressPolicy::parse(internal).unwrap()).unwrap();
+    let python = find_program("python3").unwrap();
+    let args = vec![port.to_string()];
+    let finished = sandbox
+        .run(
+            &Job {
+                skill_dir: dir.path(),
+                script: "scripts/net.py",
+                interpreter: &python,
+                args: &args,
+                stdin: None,
+                inputs: &[],
+                deps: None,
+                proxy: Some(proxy.socket()),
+            },
+            &ProcessLimits::default(),
+        )
+        .await
+        .unwrap();
+    let records = proxy.records();
+    (finished, records)
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is_recorded() {
+    let (port, hits) = origin().await;
+    let rules = EgressRules {
+        allow: vec!["127.0.0.1".into()],
+        max_requests: 2,
+        max_bytes: 1 << 20,
+    };
+    // The operator opened 127.0.0.1 (as STEWARD_HTTP_ALLOW does for on-premises hosts).
+    let (finished, records) = run(rules, "127.0.0.1", port).await;
+    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
+    let err = String::from_utf8_lossy(&finished.stderr).into_owned();
+    assert_eq!(
+        finished.stop,
+        steward::sandbox::process::Stop::Exited(0),
+        "{out}{err}"
+    );
+    assert!(
+        line(&out, "plain:").starts_with("plain: 200 hello through the proxy"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "unlisted:").contains("403 steward egress proxy refused this request: localhost is not in this agent's skills.scripts.egress.allow"),
+        "{out}"
+    );
+    assert_eq!(line(&out, "tunnel:"), "tunnel: 200", "{out}");
+    assert!(line(&out, "direct:").starts_with("direct: refused"), "{out}");
+    assert!(
+        line(&out, "capped:").contains("the run's cap of 2 requests is reached"),
+        "{out}"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        2,
+        "the plain request and the tunnelled one"
+    );
+    // Records: method, host, path without the query, status; refusals with why.
+    let summary: Vec<(String, Option<String>, Option<u16>, bool)> = records
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone(), r.status, r.refused.is_some()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("GET".to_string(), Some("/hello".to_string()), Some(200), false),
+            ("GET".to_string(), Some("/hello".to_string()), None, true),
+            ("CONNECT".to_string(), None, Some(200), false),
+            ("GET".to_string(), Some("/hello".to_string()), None, true),
+        ]
+    );
+    assert!(
+        records[2].bytes_sent > 0 && records[2].bytes_received > 0,
+        "{records:?}"
+    );
+    assert!(records.iter().all(|r| !format!("{r:?}").contains("token=abc")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_address_stays_refused_unless_the_operator_opens_it() {
+    let (port, hits) = origin().await;
+    let rules = EgressRules {
+        allow: vec!["127.0.0.1".into()],
+        max_requests: 10,
+        max_bytes: 1 << 20,
+    };
+    // Listed by the agent, but loopback: refused after resolution without STEWARD_HTTP_ALLOW.
+    let (finished, records) = run(rules, "", port).await;
+    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
+    assert!(line(&out, "plain:").contains("a loopback address"), "{out}");
+    assert!(line(&out, "tunnel:").contains("error"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    assert!(records.iter().all(|r| r.refused.is_some()), "{records:?}");
+}
+
+/// Through `steward run`: the agent's `skills.scripts.egress` reaches the tool, the
+/// forwarder is the steward executable, and the call's result lists its requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_requests() {
+    let (port, hits) = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "prompts/p.md", "You fetch.");
+    write(
+        root,
+        "prompts/skills/net/SKILL.md",
+        "---\nname: net\ndescription: Fetches a page.\n---\nRun scripts/get.py PORT.\n",
+    );
+    write(
+        root,
+        "prompts/skills/net/scripts/get.py",
+        "import sys, urllib.request\nprint(urllib.request.urlopen(f'http://127.0.0.1:{sys.argv[1]}/hello', timeout=10).read().decode())\n",
+    );
+    write(
+        root,
+        "agents/fetcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  allowed: [net]\n  scripts:\n    egress: { allow: [127.0.0.1], max_requests: 5 }\n",
+    );
+    let fake = FakeModel::start().await;
+    let args = serde_json::json!({"skill": "net", "script": "scripts/get.py", "args": [port.to_string()]})
+        .to_string();
+    fake.push(Reply::ok(openai_tools(&[("c1", "run_skill_script", &args)])));
+    fake.push(Reply::ok(openai_text("Fetched.")));
+    let base = format!("{}/v1", fake.url);
+    std::fs::write(root.join("ev.json"), r#"{"text": "fetch it"}"#).unwrap();
+    let event = root.join("ev.json");
+    let o = steward_in_async(
+        root,
+        &["run", "fetcher", "--event", event.to_str().unwrap()],
+        &[
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let results = tool_results(&fake);
+    let result: serde_json::Value = serde_json::from_str(&results["c1"]).unwrap();
+    assert!(
+        result["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("hello through the proxy"),
+        "{result}"
+    );
+    assert_eq!(result["network"][0]["method"], "GET", "{result}");
+    assert_eq!(result["network"][0]["status"], 200, "{result}");
+    assert_eq!(result["network"][0]["path"], "/hello", "{result}");
+
+    // Credentials for scripts are refused in config until the proxy can inject them.
+    write(
+        root,
+        "agents/fetcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com, \"https://x.example.com\"]\n      secrets: { TOKEN: { env: STEWARD_SECRET_X } }\n",
+    );
+    let o = steward_in(root, &["validate"], &[]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("skills.scripts.egress.secrets is not available yet"),
+        "{text}"
+    );
+    assert!(
+        text.contains("egress host 'https://x.example.com' is not a host name"),
+        "{text}"
+    );
+}
