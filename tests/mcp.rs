@@ -93,7 +93,10 @@ async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, 
         &var,
         reg.names(),
         None,
-        Some(&jail()),
+        Some(steward::integrations::mcp::Jail {
+            sandbox: &jail(),
+            internal: &Default::default(),
+        }),
     )
     .await;
     reg.add_source(hub);
@@ -399,6 +402,7 @@ fn demo_sandbox() -> steward::config::mcp::StdioSandbox {
     steward::config::mcp::StdioSandbox {
         dir: command.parent().map(|p| p.to_path_buf()),
         program: format!("/server/{}", command.file_name().unwrap().to_string_lossy()),
+        egress: None,
     }
 }
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use steward::http::EgressPolicy;
+use steward::http::proxy::{EgressRules, Proxy};
 use steward::sandbox::process::{Finished, Job, ProcessLimits, ProcessSandbox, find_program};
-use steward::sandbox::proxy::{EgressRules, Proxy};
 use support::*;
 
 /// A plain HTTP server on 127.0.0.1 counting requests.
@@ -65,7 +65,7 @@ async fn run(
     rules: EgressRules,
     internal: &str,
     port: u16,
-) -> (Finished, Vec<steward::sandbox::proxy::NetRecord>) {
+) -> (Finished, Vec<steward::http::proxy::NetRecord>) {
     let base = std::env::temp_dir().join(format!("steward-egress-test-{}", uuid_like()));
     let sandbox = ProcessSandbox::detect(base).with_forwarder(PathBuf::from(env!("CARGO_BIN_EXE_steward")));
     assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
@@ -258,5 +258,100 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     assert!(
         text.contains("egress host 'https://x.example.com' is not a host name"),
         "{text}"
+    );
+}
+
+/// A minimal MCP stdio server in Python (newline-delimited JSON-RPC) with one tool,
+/// `fetch`, that GETs a URL with urllib (which follows HTTP_PROXY).
+const MCP_SERVER: &str = r#"import json, sys, urllib.request
+def reply(i, result):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, i = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        reply(i, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "fetcher", "version": "1"}})
+    elif method == "tools/list":
+        reply(i, {"tools": [{"name": "fetch", "description": "GET a URL",
+                  "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]})
+    elif method == "tools/call":
+        url = msg["params"]["arguments"]["url"]
+        try:
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+        except urllib.error.HTTPError as e:
+            text = f"{e.code} {e.read().decode().strip()}"
+        except Exception as e:
+            text = f"error: {e}"
+        reply(i, {"content": [{"type": "text", "text": text}]})
+    elif i is not None:
+        reply(i, {})
+"#;
+
+/// An MCP stdio server in the sandbox with `egress:` reaches its allowed host through
+/// the same proxy, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_mcp_server_reaches_its_allowed_hosts_through_the_proxy() {
+    let (port, hits) = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "prompts/p.md", "You fetch.");
+    write(root, "mcp/fetcher/server.py", MCP_SERVER);
+    write(
+        root,
+        "mcp/fetcher.yaml",
+        "command: python3\nargs: [/server/server.py]\negress: { allow: [127.0.0.1] }\n",
+    );
+    write(
+        root,
+        "agents/fetcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:fetcher]\n",
+    );
+    let fake = FakeModel::start().await;
+    let allowed = serde_json::json!({"url": format!("http://127.0.0.1:{port}/hello")}).to_string();
+    let unlisted = serde_json::json!({"url": format!("http://localhost:{port}/hello")}).to_string();
+    fake.push(Reply::ok(openai_tools(&[("c1", "fetcher__fetch", &allowed)])));
+    fake.push(Reply::ok(openai_tools(&[("c2", "fetcher__fetch", &unlisted)])));
+    fake.push(Reply::ok(openai_text("Fetched.")));
+    let base = format!("{}/v1", fake.url);
+    std::fs::write(root.join("ev.json"), r#"{"text": "fetch it"}"#).unwrap();
+    let event = root.join("ev.json");
+    let o = steward_in_async(
+        root,
+        &["run", "fetcher", "--event", event.to_str().unwrap()],
+        &[
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    let results = tool_results(&fake);
+    assert!(
+        results["c1"].contains("hello through the proxy"),
+        "{}",
+        results["c1"]
+    );
+    assert!(
+        results["c2"].contains("403 steward egress proxy refused this request: localhost is not in"),
+        "{}",
+        results["c2"]
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+    // egress needs the sandbox: a server outside it has the host's network already.
+    write(
+        root,
+        "mcp/fetcher.yaml",
+        "command: python3\nargs: [/server/server.py]\nsandbox: false\negress: { allow: [127.0.0.1] }\n",
+    );
+    let o = steward_in(root, &["validate"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("egress applies to sandboxed command servers"),
+        "{}",
+        output_text(&o)
     );
 }

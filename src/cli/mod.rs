@@ -963,7 +963,10 @@ impl Outside {
             &|name| self.settings.named_var(name),
             tools.names(),
             recordings,
-            jail.as_ref(),
+            jail.as_ref().map(|sandbox| mcp::Jail {
+                sandbox,
+                internal: self.egress.policy(),
+            }),
         )
         .await;
         for w in warnings {
@@ -990,10 +993,9 @@ impl Outside {
             self.settings.skill_deps_dir.clone(),
             self.settings.package_index.clone(),
         );
-        let internal = crate::http::EgressPolicy::parse(&self.settings.http_allow).unwrap_or_default();
         let set = SkillSet::load(root, &self.settings.skill_dirs)
             .with_deps(Arc::new(deps))
-            .with_internal_egress(internal);
+            .with_internal_egress(self.egress.policy().clone());
         if !set.skills.values().any(|s| s.has_process_scripts()) {
             return set;
         }

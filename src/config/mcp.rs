@@ -44,6 +44,9 @@ pub struct McpSpec {
     /// host's files and network as steward's user does); `{dir: <folder>}` names the
     /// folder mounted read-only at `/server`. Sandboxed by default.
     pub sandbox: Option<SandboxSpec>,
+    /// For a sandboxed `command` server: the hosts it may reach through steward's egress
+    /// proxy (`allow`); it has no network without it.
+    pub egress: Option<crate::config::spec::ScriptEgressSpec>,
 }
 
 /// `sandbox:` of a command server.
@@ -67,6 +70,8 @@ pub struct StdioSandbox {
     /// The program as the sandbox sees it: a path under `/server`, an absolute system
     /// path, or a bare name looked up in the system's program folders.
     pub program: String,
+    /// Hosts it may reach through the egress proxy (none: no network).
+    pub egress: Option<crate::http::proxy::EgressRules>,
 }
 
 /// System folders the sandbox shows (read-only) at the same paths.
@@ -165,7 +170,11 @@ fn sandbox_of(
             }
         }
     };
-    Ok(StdioSandbox { dir, program })
+    Ok(StdioSandbox {
+        dir,
+        program,
+        egress: None,
+    })
 }
 
 /// Validates `spec` as server `name` of the config under `root`; problems as (key,
@@ -200,11 +209,15 @@ pub fn build(
             if !(url.starts_with("https://") || url.starts_with("http://")) {
                 problems.push(("url", url.clone(), format!("'{url}' is not an http(s) URL")));
             }
-            if !spec.env.is_empty() || !spec.args.is_empty() || spec.sandbox.is_some() {
+            if !spec.env.is_empty()
+                || !spec.args.is_empty()
+                || spec.sandbox.is_some()
+                || spec.egress.is_some()
+            {
                 problems.push((
                     "args",
                     String::new(),
-                    "args, env and sandbox apply to command servers".into(),
+                    "args, env, sandbox and egress apply to command servers".into(),
                 ));
             }
             McpTransport::Http {
@@ -226,13 +239,36 @@ pub fn build(
                 Some(SandboxSpec::On(true)) | None => Some(sandbox_of(root, name, &command, None)),
                 Some(SandboxSpec::Dir { dir }) => Some(sandbox_of(root, name, &command, Some(dir))),
             };
-            let sandbox = match sandbox.transpose() {
+            let mut sandbox = match sandbox.transpose() {
                 Ok(s) => s,
                 Err(e) => {
                     problems.push(("command", command.clone(), e));
                     None
                 }
             };
+            if let Some(egress) = &spec.egress {
+                match sandbox.as_mut() {
+                    Some(within) if egress.secrets.is_none() && egress.max_requests.is_none() && egress.max_mb.is_none() => {
+                        // No per-run caps: the server lives as long as steward.
+                        within.egress = Some(crate::http::proxy::EgressRules {
+                            max_requests: u32::MAX,
+                            max_bytes: u64::MAX,
+                            ..egress.rules()
+                        });
+                    }
+                    Some(_) => problems.push((
+                        "egress",
+                        String::new(),
+                        "a server's egress takes allow only: secrets are not available yet, and max_requests and max_mb cap a script run, not a server that lives as long as steward".into(),
+                    )),
+                    None if matches!(spec.sandbox, Some(SandboxSpec::On(false))) => problems.push((
+                        "egress",
+                        String::new(),
+                        "egress applies to sandboxed command servers: with sandbox: false the server already has the host's network".into(),
+                    )),
+                    None => {}
+                }
+            }
             McpTransport::Stdio {
                 command,
                 args: spec.args,

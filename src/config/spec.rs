@@ -443,8 +443,8 @@ pub struct ScriptEgressSpec {
 
 impl ScriptEgressSpec {
     /// The proxy's rules.
-    pub fn rules(&self) -> crate::sandbox::proxy::EgressRules {
-        crate::sandbox::proxy::EgressRules {
+    pub fn rules(&self) -> crate::http::proxy::EgressRules {
+        crate::http::proxy::EgressRules {
             allow: self
                 .allow
                 .iter()

@@ -2,6 +2,7 @@
 //! untrusted URLs.
 
 pub mod egress;
+pub mod proxy;
 pub mod retry_after;
 
 pub use egress::{Egress, EgressError, EgressPolicy};

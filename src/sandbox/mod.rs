@@ -5,7 +5,6 @@
 pub mod filter;
 pub mod forward;
 pub mod process;
-pub mod proxy;
 
 use std::time::Instant;
 

@@ -94,7 +94,7 @@ pub struct Job<'a> {
     /// Installed Python packages (a skill's requirements), mounted read-only at
     /// `/deps` and put on `PYTHONPATH`.
     pub deps: Option<&'a Path>,
-    /// The run's egress proxy socket ([`super::proxy::Proxy`]): with it, the script's
+    /// The run's egress proxy socket (`http::proxy::Proxy`): with it, the script's
     /// `HTTP_PROXY` and `HTTPS_PROXY` reach it through the forwarder, the sandbox's only
     /// way out.
     pub proxy: Option<&'a Path>,
@@ -102,6 +102,15 @@ pub struct Job<'a> {
 
 /// Where the script's proxy variables point, on the sandbox's loopback.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
+
+/// What a sandbox with egress runs first: the forwarder, then (after `--`) the program.
+const RELAY_COMMAND: [&str; 5] = [
+    "/run/steward/forward",
+    super::forward::SUBCOMMAND,
+    PROXY_ADDR,
+    "/run/steward/proxy.sock",
+    "--",
+];
 
 /// Why a script stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,6 +297,33 @@ impl ProcessSandbox {
         self
     }
 
+    /// The mounts and variables that give a sandbox the proxy at `socket` through the
+    /// forwarder (`None` without a proxy); the command then starts with
+    /// [`RELAY_COMMAND`].
+    fn relay(&self, socket: Option<&Path>) -> Result<Option<Vec<OsString>>, SandboxError> {
+        let Some(socket) = socket else {
+            return Ok(None);
+        };
+        let Some(forwarder) = &self.forwarder else {
+            return Err(SandboxError::Unavailable(
+                "this process has no forwarder for sandbox egress".into(),
+            ));
+        };
+        let mut args: Vec<OsString> = vec![
+            "--ro-bind".into(),
+            forwarder.into(),
+            "/run/steward/forward".into(),
+            "--bind".into(),
+            socket.into(),
+            "/run/steward/proxy.sock".into(),
+        ];
+        let url = format!("http://{PROXY_ADDR}");
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            args.extend(["--setenv".into(), name.into(), OsString::from(&url)]);
+        }
+        Ok(Some(args))
+    }
+
     /// Where a run's proxy socket goes: beside the runs' work folders, never inside one.
     pub fn socket_path(&self, id: &str) -> PathBuf {
         self.work_base.join(format!("proxy-{id}.sock"))
@@ -326,28 +362,9 @@ impl ProcessSandbox {
             "/skill",
             &work.0,
         ));
-        let relay = match (job.proxy, &self.forwarder) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(SandboxError::Unavailable(
-                    "this process has no forwarder for script egress".into(),
-                ));
-            }
-            (Some(socket), Some(forwarder)) => Some((socket, forwarder)),
-        };
-        if let Some((socket, forwarder)) = relay {
-            args.extend([
-                "--ro-bind".into(),
-                forwarder.into(),
-                "/run/steward/forward".into(),
-                "--bind".into(),
-                socket.into(),
-                "/run/steward/proxy.sock".into(),
-            ]);
-            let url = format!("http://{PROXY_ADDR}");
-            for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-                args.extend(["--setenv".into(), name.into(), OsString::from(&url)]);
-            }
+        let relay = self.relay(job.proxy)?;
+        if let Some(mounts) = &relay {
+            args.extend(mounts.iter().cloned());
         }
         if let Some(deps) = job.deps {
             args.extend([
@@ -366,13 +383,7 @@ impl ProcessSandbox {
         // only paths inside the sandbox and the script's own arguments.
         command.arg("--");
         if relay.is_some() {
-            command.args([
-                "/run/steward/forward",
-                super::forward::SUBCOMMAND,
-                PROXY_ADDR,
-                "/run/steward/proxy.sock",
-                "--",
-            ]);
+            command.args(RELAY_COMMAND);
         }
         command
             .arg(job.interpreter)
@@ -481,7 +492,8 @@ impl ProcessSandbox {
 
     /// A long-running program (an MCP stdio server) in the same sandbox as scripts:
     /// `dir` read-only at `/server` (its working folder; without one it works in
-    /// `/work`), a private work folder at `/work`, no network, nothing of steward's environment but `env`, and the
+    /// `/work`), a private work folder at `/work`, no network (but the egress proxy at
+    /// `proxy`, when given), nothing of steward's environment but `env`, and the
     /// memory, process and file-size limits of `limits` (no CPU or wall limit: it lives
     /// as long as steward). The [`ServerGuard`] owns the work folder and the process
     /// cgroup; dropping it kills what is left of the server.
@@ -492,14 +504,19 @@ impl ProcessSandbox {
         args: &[String],
         env: &std::collections::BTreeMap<String, String>,
         limits: &ProcessLimits,
+        proxy: Option<&Path>,
     ) -> Result<(tokio::process::Command, ServerGuard), SandboxError> {
         if let Some(why) = &self.unavailable {
             return Err(SandboxError::Unavailable(why.clone()));
         }
         let id = format!("server-{}", uuid::Uuid::now_v7().simple());
         let work = Scratch::create(self.work_base.join(&id))?;
+        let relay = self.relay(proxy)?;
         let mut all = base_args();
         all.extend(mounts(limits.max_written_bytes, dir, "/server", &work.0));
+        if let Some(mounts) = &relay {
+            all.extend(mounts.iter().cloned());
+        }
         for (k, v) in env {
             all.extend(["--setenv".into(), k.into(), v.into()]);
         }
@@ -507,7 +524,11 @@ impl ProcessSandbox {
         all.extend(["--chdir", cwd, "--remount-ro", "/"].map(OsString::from));
         let fd = BwrapArgs::new(&all)?;
         let mut command = self.command(&fd);
-        command.arg("--").arg(program).args(args);
+        command.arg("--");
+        if relay.is_some() {
+            command.args(RELAY_COMMAND);
+        }
+        command.arg(program).args(args);
         let cgroup = self.confine(&mut command, &id, limits, None)?;
         command.kill_on_drop(true);
         Ok((

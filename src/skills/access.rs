@@ -429,7 +429,7 @@ impl RunSkills {
 
     /// The agent's network for sandboxed scripts, when it gives them any: the proxy's
     /// rules and the internal addresses opened to everything.
-    pub fn script_egress(&self) -> Option<(crate::sandbox::proxy::EgressRules, &crate::http::EgressPolicy)> {
+    pub fn script_egress(&self) -> Option<(crate::http::proxy::EgressRules, &crate::http::EgressPolicy)> {
         self.scripts
             .egress
             .as_ref()

@@ -386,7 +386,7 @@ async fn run_process(
         Some((rules, internal)) => {
             let socket = sandbox.socket_path(&uuid::Uuid::now_v7().simple().to_string());
             Some(
-                crate::sandbox::proxy::Proxy::start(&socket, rules, internal.clone())
+                crate::http::proxy::Proxy::start(&socket, rules, internal.clone())
                     .map_err(|e| ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")))?,
             )
         }

@@ -187,10 +187,19 @@ fn fail(server: &McpServer, message: impl std::fmt::Display) -> McpError {
 }
 
 /// What a command server needs kept while it runs: its sandbox (work folder, process
-/// cgroup) and the task copying its stderr into the log.
+/// cgroup), its egress proxy, and the task copying its stderr into the log.
 pub struct ChildGuard {
     _sandbox: Option<ServerGuard>,
+    _proxy: Option<crate::http::proxy::Proxy>,
     _stderr: Option<tokio_util::task::AbortOnDropHandle<()>>,
+}
+
+/// Where command servers run: the process sandbox, and the internal addresses their
+/// egress may reach (`STEWARD_HTTP_ALLOW`).
+#[derive(Clone, Copy)]
+pub struct Jail<'a> {
+    pub sandbox: &'a ProcessSandbox,
+    pub internal: &'a crate::http::EgressPolicy,
 }
 
 /// Limits of a sandboxed command server: those of scripts, with room for a runtime
@@ -211,7 +220,7 @@ pub async fn connect(
     http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
     handler: Refresher,
-    jail: Option<&ProcessSandbox>,
+    jail: Option<Jail<'_>>,
 ) -> Result<(RunningService<RoleClient, Refresher>, Option<ChildGuard>), McpError> {
     let needed = |name: &str| var(name).ok_or_else(|| fail(server, format!("{name} is not set")));
     let connecting = async {
@@ -247,9 +256,27 @@ pub async fn connect(
                 for (child, ours) in env {
                     values.insert(child.clone(), needed(ours)?);
                 }
-                let (cmd, jailed) = match sandbox {
+                let (cmd, jailed, proxy) = match sandbox {
                     Some(within) => {
-                        let jail = jail.ok_or_else(|| fail(server, "no script sandbox in this process"))?;
+                        let Jail {
+                            sandbox: jail,
+                            internal,
+                        } = jail.ok_or_else(|| fail(server, "no script sandbox in this process"))?;
+                        // A server with egress keeps a proxy of its own while it runs.
+                        let proxy = match &within.egress {
+                            Some(rules) => {
+                                let socket =
+                                    jail.socket_path(&format!("server-{}", uuid::Uuid::now_v7().simple()));
+                                let p = crate::http::proxy::Proxy::start(
+                                    &socket,
+                                    rules.clone(),
+                                    internal.clone(),
+                                )
+                                .map_err(|e| fail(server, format!("cannot start its egress proxy: {e}")))?;
+                                Some(p)
+                            }
+                            None => None,
+                        };
                         let program = match within.program.contains('/') {
                             true => std::path::PathBuf::from(&within.program),
                             false => find_program(&within.program).ok_or_else(|| {
@@ -263,14 +290,21 @@ pub async fn connect(
                             })?,
                         };
                         let (cmd, guard) = jail
-                            .server_command(within.dir.as_deref(), &program, args, &values, &server_limits())
+                            .server_command(
+                                within.dir.as_deref(),
+                                &program,
+                                args,
+                                &values,
+                                &server_limits(),
+                                proxy.as_ref().map(crate::http::proxy::Proxy::socket),
+                            )
                             .map_err(|e| {
                                 fail(
                                     server,
                                     format!("{e}; `sandbox: false` in its file runs it outside the sandbox"),
                                 )
                             })?;
-                        (cmd, Some(guard))
+                        (cmd, Some(guard), proxy)
                     }
                     None => {
                         let mut cmd = tokio::process::Command::new(command);
@@ -282,7 +316,7 @@ pub async fn connect(
                             cmd.env("PATH", path);
                         }
                         crate::sandbox::process::inherit_only_stdio(&mut cmd);
-                        (cmd, None)
+                        (cmd, None, None)
                     }
                 };
                 // Its stderr is read into steward's log, line by line, never shared.
@@ -308,6 +342,7 @@ pub async fn connect(
                     running,
                     Some(ChildGuard {
                         _sandbox: jailed,
+                        _proxy: proxy,
                         _stderr: forward,
                     }),
                 ))
@@ -409,7 +444,7 @@ pub async fn connect_all(
     var: &dyn Fn(&str) -> Option<String>,
     builtin: BTreeSet<String>,
     recordings: Option<&Recordings>,
-    jail: Option<&ProcessSandbox>,
+    jail: Option<Jail<'_>>,
 ) -> (Arc<McpHub>, Vec<String>) {
     let hub = McpHub::new(builtin);
     let mut warnings = Vec::new();

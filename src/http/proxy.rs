@@ -16,7 +16,7 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::EgressPolicy;
+use super::EgressPolicy;
 
 /// Longest request head read.
 const MAX_HEAD: usize = 16 * 1024;
@@ -24,7 +24,7 @@ const MAX_HEAD: usize = 16 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where scripts may connect, and how much.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressRules {
     /// Host names (`api.example.com`) and suffix patterns (`*.example.com`, which also
     /// matches `example.com`), lower case.
@@ -80,6 +80,7 @@ struct Tally {
 }
 
 /// A running proxy; stops when dropped.
+#[derive(Debug)]
 pub struct Proxy {
     socket: PathBuf,
     tally: Arc<Mutex<Tally>>,
