@@ -537,6 +537,31 @@ async fn over_mcp_live_tools_need_allow_live_and_propose_improvement_leaves_the_
 
 type SlackCalls = Arc<std::sync::Mutex<Vec<(String, Value)>>>;
 
+/// `steward serve` on the tree at `root` with Slack at `slack`, the model at `model` and
+/// `extra` variables; returns its address and the guard that stops it.
+fn serve_steward(root: &Path, slack: &str, model: &str, extra: &[(&str, &str)]) -> (String, Children) {
+    let addr = free_local_addr();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+    command
+        .args(["serve", "--addr", &addr])
+        .env("STEWARD_ROOT", root)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", root.join("s.db").display()),
+        )
+        .env("RUST_LOG", "error")
+        .env("SLACK_SIGNING_SECRET", "signing-secret")
+        .env("SLACK_BOT_TOKEN", "xoxb-test")
+        .env("SLACK_BOT_USER_ID", "UBOT")
+        .env("SLACK_API_URL", slack)
+        .env("OPENAI_BASE_URL", model)
+        .env("OPENAI_API_KEY", "sk-test")
+        .envs(extra.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    (addr, Children(vec![command.spawn().unwrap()]))
+}
+
 /// A fake Slack Web API: every call recorded with its JSON body; `ok` with a ts.
 async fn fake_slack() -> (String, SlackCalls) {
     let calls: SlackCalls = Arc::default();
@@ -633,33 +658,13 @@ async fn a_digest_posts_the_week_and_its_buttons_propose_a_fix_and_open_a_pr_thr
         .unwrap();
     drop(store);
 
-    let addr = free_local_addr();
-    let log = root.join("serve.log");
-    let mut children = Children(Vec::new());
-    children.push(
-        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["serve", "--addr", &addr])
-            .env("STEWARD_ROOT", root)
-            .env(
-                "DATABASE_URL",
-                format!("sqlite://{}", root.join("s.db").display()),
-            )
-            .env("RUST_LOG", "info")
-            .env("SLACK_SIGNING_SECRET", "signing-secret")
-            .env("SLACK_BOT_TOKEN", "xoxb-test")
-            .env("SLACK_BOT_USER_ID", "UBOT")
-            .env("SLACK_API_URL", &slack)
-            .env("OPENAI_BASE_URL", &base)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env("GITHUB_API_URL", &github)
-            .env("GITHUB_TOKEN", "ghp_test")
-            .env("STEWARD_CONFIG_REPO", "acme/config")
-            .env("STEWARD_PUBLIC_URL", "https://steward.example.com")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let extra = [
+        ("GITHUB_API_URL", github.as_str()),
+        ("GITHUB_TOKEN", "ghp_test"),
+        ("STEWARD_CONFIG_REPO", "acme/config"),
+        ("STEWARD_PUBLIC_URL", "https://steward.example.com"),
+    ];
+    let (addr, _children) = serve_steward(root, &slack, &base, &extra);
     let server = format!("http://{addr}");
 
     // The digest: the week in numbers and the 👎 problem with its runs and a button.
@@ -911,28 +916,7 @@ async fn a_proposal_cut_off_by_a_stopped_process_is_taken_over_by_the_next_one()
         .unwrap();
     drop(store);
 
-    let addr = free_local_addr();
-    let mut children = Children(Vec::new());
-    children.push(
-        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args(["serve", "--addr", &addr])
-            .env("STEWARD_ROOT", root)
-            .env(
-                "DATABASE_URL",
-                format!("sqlite://{}", root.join("s.db").display()),
-            )
-            .env("RUST_LOG", "error")
-            .env("SLACK_SIGNING_SECRET", "signing-secret")
-            .env("SLACK_BOT_TOKEN", "xoxb-test")
-            .env("SLACK_BOT_USER_ID", "UBOT")
-            .env("SLACK_API_URL", &slack)
-            .env("OPENAI_BASE_URL", &base)
-            .env("OPENAI_API_KEY", "sk-test")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_addr, _children) = serve_steward(root, &slack, &base, &[]);
     let report = slack_call(&calls, "the resumed proposal's report", |m, b| {
         m == "chat.postMessage"
             && b["thread_ts"] == "1700000100.000001"

@@ -95,6 +95,25 @@ async fn run(
     (finished, records)
 }
 
+/// `steward run fetcher` on the tree at `root` against `fake`, with 127.0.0.1 opened
+/// as STEWARD_HTTP_ALLOW opens on-premises hosts.
+async fn run_fetcher(root: &std::path::Path, fake: &FakeModel) {
+    std::fs::write(root.join("ev.json"), r#"{"text": "fetch it"}"#).unwrap();
+    let event = root.join("ev.json");
+    let base = format!("{}/v1", fake.url);
+    let o = steward_in_async(
+        root,
+        &["run", "fetcher", "--event", event.to_str().unwrap()],
+        &[
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+}
+
 fn uuid_like() -> String {
     format!(
         "{}-{}",
@@ -214,20 +233,7 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
         .to_string();
     fake.push(Reply::ok(openai_tools(&[("c1", "run_skill_script", &args)])));
     fake.push(Reply::ok(openai_text("Fetched.")));
-    let base = format!("{}/v1", fake.url);
-    std::fs::write(root.join("ev.json"), r#"{"text": "fetch it"}"#).unwrap();
-    let event = root.join("ev.json");
-    let o = steward_in_async(
-        root,
-        &["run", "fetcher", "--event", event.to_str().unwrap()],
-        &[
-            ("OPENAI_BASE_URL", base.as_str()),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
-        ],
-    )
-    .await;
-    assert!(o.status.success(), "{}", output_text(&o));
+    run_fetcher(root, &fake).await;
     assert_eq!(hits.load(Ordering::SeqCst), 1);
     let results = tool_results(&fake);
     let result: serde_json::Value = serde_json::from_str(&results["c1"]).unwrap();
@@ -314,20 +320,7 @@ async fn a_sandboxed_mcp_server_reaches_its_allowed_hosts_through_the_proxy() {
     fake.push(Reply::ok(openai_tools(&[("c1", "fetcher__fetch", &allowed)])));
     fake.push(Reply::ok(openai_tools(&[("c2", "fetcher__fetch", &unlisted)])));
     fake.push(Reply::ok(openai_text("Fetched.")));
-    let base = format!("{}/v1", fake.url);
-    std::fs::write(root.join("ev.json"), r#"{"text": "fetch it"}"#).unwrap();
-    let event = root.join("ev.json");
-    let o = steward_in_async(
-        root,
-        &["run", "fetcher", "--event", event.to_str().unwrap()],
-        &[
-            ("OPENAI_BASE_URL", base.as_str()),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
-        ],
-    )
-    .await;
-    assert!(o.status.success(), "{}", output_text(&o));
+    run_fetcher(root, &fake).await;
     let results = tool_results(&fake);
     assert!(
         results["c1"].contains("hello through the proxy"),
