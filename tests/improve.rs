@@ -939,3 +939,79 @@ async fn a_proposal_cut_off_by_a_stopped_process_is_taken_over_by_the_next_one()
     }
     assert_eq!(done.as_deref(), Some("done"));
 }
+
+/// `/mcp` of `steward serve` through rmcp's Streamable HTTP client: the admin token as
+/// the bearer, and without it nothing; the service has no tree, so live tools say where
+/// they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_services_mcp_endpoint_takes_the_admin_token_through_rmcps_client() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let dir = tree();
+    let root = dir.path();
+    let fake = FakeModel::start().await;
+    model(&fake, Arc::default());
+    let base = format!("{}/v1", fake.url);
+    let (slack, _) = fake_slack().await;
+    let (addr, _children) = serve_steward(
+        root,
+        &slack,
+        &base,
+        &[("STEWARD_ADMIN_TOKEN", "admin-token-for-the-test")],
+    );
+    let url = format!("http://{addr}/mcp");
+    let connect = |token: Option<&str>| {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+        if let Some(t) = token {
+            config = config.auth_header(t.to_string());
+        }
+        let transport = StreamableHttpClientTransport::with_client(steward::http::client().unwrap(), config);
+        async move { ().serve(transport).await }
+    };
+    // Up?
+    let mut client = None;
+    for _ in 0..200 {
+        match connect(Some("admin-token-for-the-test")).await {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    let client = client.expect("steward serve answers /mcp with the admin token");
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        tools.iter().any(|t| t == "propose_improvement") && tools.iter().any(|t| t == "get_run"),
+        "{tools:?}"
+    );
+    let call = |name: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let request = rmcp::model::CallToolRequestParams::new(name)
+                .with_arguments(args.as_object().cloned().unwrap_or_default());
+            let result = client.call_tool(request).await.unwrap();
+            (
+                result.is_error == Some(true),
+                result.content[0].as_text().unwrap().text.clone(),
+            )
+        }
+    };
+    let (err, text) = call("list_agents", json!({})).await;
+    assert!(!err && text.contains("helpdesk"), "{text}");
+    let (err, text) = call("propose_improvement", json!({"agent": "helpdesk"})).await;
+    assert!(err && text.contains("config repository"), "{text}");
+    let (err, text) = call("run_evals", json!({"live": true})).await;
+    assert!(err && text.contains("config repository"), "{text}");
+    client.cancel().await.unwrap();
+    // No token, or a wrong one: no session.
+    assert!(connect(None).await.is_err());
+    assert!(connect(Some("wrong")).await.is_err());
+}
