@@ -53,6 +53,7 @@ async fn bench() {
     let socket = dir.path().join("proxy.sock");
     let rules = EgressRules {
         allow: vec!["127.0.0.1".into()],
+        within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,
     };
@@ -151,6 +152,7 @@ async fn sandbox_start() {
             &socket,
             EgressRules {
                 allow: vec!["example.com".into()],
+                within: None,
                 max_requests: 10,
                 max_bytes: 1 << 20,
             },

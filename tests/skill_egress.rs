@@ -136,6 +136,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
     let (port, hits) = origin().await;
     let rules = EgressRules {
         allow: vec!["127.0.0.1".into()],
+        within: None,
         max_requests: 2,
         max_bytes: 1 << 20,
     };
@@ -193,6 +194,7 @@ async fn an_internal_address_stays_refused_unless_the_operator_opens_it() {
     let (port, hits) = origin().await;
     let rules = EgressRules {
         allow: vec!["127.0.0.1".into()],
+        within: None,
         max_requests: 10,
         max_bytes: 1 << 20,
     };
@@ -247,6 +249,23 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     assert_eq!(result["network"][0]["method"], "GET", "{result}");
     assert_eq!(result["network"][0]["status"], 200, "{result}");
     assert_eq!(result["network"][0]["path"], "/hello", "{result}");
+
+    // The skill's own egress.yaml narrows the agent's list: 127.0.0.1 is not in it.
+    write(
+        root,
+        "prompts/skills/net/egress.yaml",
+        "allow: [api.example.com]\n",
+    );
+    fake.push(Reply::ok(openai_tools(&[("c2", "run_skill_script", &args)])));
+    fake.push(Reply::ok(openai_text("Could not fetch.")));
+    run_fetcher(root, &fake).await;
+    let results = tool_results(&fake);
+    assert!(
+        results["c2"].contains("127.0.0.1 is not in the skill's egress.yaml"),
+        "{}",
+        results["c2"]
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing more reached the origin");
 
     // Credentials for scripts are refused in config until the proxy can inject them.
     write(

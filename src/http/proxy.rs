@@ -29,6 +29,8 @@ pub struct EgressRules {
     /// Host names (`api.example.com`) and suffix patterns (`*.example.com`, which also
     /// matches `example.com`), lower case.
     pub allow: Vec<String>,
+    /// A skill's own narrower list (its `egress.yaml`): a host must match both.
+    pub within: Option<Vec<String>>,
     /// Requests per script run.
     pub max_requests: u32,
     /// Bytes both ways per script run; a request that starts past it is refused.
@@ -36,13 +38,29 @@ pub struct EgressRules {
 }
 
 impl EgressRules {
-    /// Whether `host` is listed.
-    pub fn allows(&self, host: &str) -> bool {
+    /// Why `host` may not be reached, or `None` when it may.
+    pub fn refusal(&self, host: &str) -> Option<String> {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.allow.iter().any(|pattern| match pattern.strip_prefix("*.") {
-            Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
-            None => *pattern == host,
-        })
+        let listed = |patterns: &[String]| {
+            patterns.iter().any(|pattern| match pattern.strip_prefix("*.") {
+                Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
+                None => *pattern == host,
+            })
+        };
+        if !listed(&self.allow) {
+            return Some(format!(
+                "{host} is not in this agent's skills.scripts.egress.allow"
+            ));
+        }
+        match &self.within {
+            Some(narrow) if !listed(narrow) => Some(format!("{host} is not in the skill's egress.yaml")),
+            _ => None,
+        }
+    }
+
+    /// Whether `host` may be reached.
+    pub fn allows(&self, host: &str) -> bool {
+        self.refusal(host).is_none()
     }
 }
 
@@ -303,11 +321,8 @@ async fn serve(
     };
     let admitted = {
         let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
-        if !rules.allows(&head.host) {
-            Err(format!(
-                "{} is not in this agent's skills.scripts.egress.allow",
-                head.host
-            ))
+        if let Some(why) = rules.refusal(&head.host) {
+            Err(why)
         } else if t.requests >= rules.max_requests {
             Err(format!(
                 "the run's cap of {} requests is reached",
@@ -400,6 +415,7 @@ mod tests {
     fn hosts_match_exactly_or_by_domain_suffix() {
         let rules = EgressRules {
             allow: vec!["api.example.com".into(), "*.github.com".into()],
+            within: None,
             max_requests: 10,
             max_bytes: 1,
         };
@@ -409,6 +425,22 @@ mod tests {
             !rules.allows("example.com")
                 && !rules.allows("evilgithub.com")
                 && !rules.allows("api.example.com.evil")
+        );
+        // A skill narrows, never widens.
+        let narrowed = EgressRules {
+            within: Some(vec!["raw.github.com".into(), "other.example.org".into()]),
+            ..rules
+        };
+        assert!(narrowed.allows("raw.github.com"));
+        assert_eq!(
+            narrowed.refusal("api.example.com").unwrap(),
+            "api.example.com is not in the skill's egress.yaml"
+        );
+        assert!(
+            narrowed
+                .refusal("other.example.org")
+                .unwrap()
+                .contains("this agent's")
         );
     }
 

@@ -27,6 +27,33 @@ use crate::sandbox::process::{Job, Stop, WorkFile, find_program};
 use crate::sandbox::{self, SandboxLimits};
 use crate::skills::Skill;
 
+/// A skill's own egress list (`egress.yaml` in its folder: `allow: [hosts]`), which
+/// narrows the agent's and never widens it; `None` without the file.
+fn skill_egress(dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct SkillEgress {
+        allow: Vec<String>,
+    }
+    let path = dir.join("egress.yaml");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let spec: SkillEgress = serde_yaml::from_str(&text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        format!("its skill's egress.yaml{at} is not `allow: [hosts]`: {e}")
+    })?;
+    Ok(Some(
+        spec.allow
+            .iter()
+            .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+            .collect(),
+    ))
+}
+
 /// Tail of stderr shown with a failed script.
 const STDERR_TAIL: usize = 2000;
 
@@ -383,7 +410,9 @@ async fn run_process(
     // Network only through the run's own proxy, when the agent lists hosts.
     let proxy = match skills.script_egress() {
         None => None,
-        Some((rules, internal)) => {
+        Some((mut rules, internal)) => {
+            rules.within =
+                skill_egress(&skill.dir).map_err(|e| ToolError::Model(format!("{label} cannot run: {e}")))?;
             let socket = sandbox.socket_path(&uuid::Uuid::now_v7().simple().to_string());
             Some(
                 crate::http::proxy::Proxy::start(&socket, rules, internal.clone())
