@@ -405,6 +405,8 @@ async fn run_process(
         "steward.skill.script" = rel,
         "steward.script.interpreter" = interpreter.as_str(),
         "steward.script.exit" = tracing::field::Empty,
+        "steward.egress.requests" = tracing::field::Empty,
+        "steward.egress.refused" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
     );
     // Network only through the run's own proxy, when the agent lists hosts.
@@ -456,6 +458,13 @@ async fn run_process(
     // Every request through the proxy, recorded with the call (never query strings).
     let network = proxy.as_ref().map(|p| p.records()).unwrap_or_default();
     drop(proxy);
+    if !network.is_empty() {
+        span.record("steward.egress.requests", network.len());
+        span.record(
+            "steward.egress.refused",
+            network.iter().filter(|r| r.refused.is_some()).count(),
+        );
+    }
     match &finished.stop {
         Stop::Exited(0) => {
             span.record("steward.script.exit", 0);
