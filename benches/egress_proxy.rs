@@ -52,7 +52,7 @@ async fn bench() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("proxy.sock");
     let rules = EgressRules {
-        allow: vec!["127.0.0.1".into()],
+        allow: vec![format!("127.0.0.1:{port}")],
         within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,

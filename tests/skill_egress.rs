@@ -135,7 +135,7 @@ fn line<'a>(out: &'a str, key: &str) -> &'a str {
 async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is_recorded() {
     let (port, hits) = origin().await;
     let rules = EgressRules {
-        allow: vec!["127.0.0.1".into()],
+        allow: vec![format!("127.0.0.1:{port}")],
         within: None,
         max_requests: 2,
         max_bytes: 1 << 20,
@@ -154,7 +154,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
         "{out}"
     );
     assert!(
-        line(&out, "unlisted:").contains("403 steward egress proxy refused this request: localhost is not in this agent's skills.scripts.egress.allow"),
+        line(&out, "unlisted:").contains(&format!("403 steward egress proxy refused this request: localhost:{port} is not in this agent's skills.scripts.egress.allow")),
         "{out}"
     );
     assert_eq!(line(&out, "tunnel:"), "tunnel: 200", "{out}");
@@ -193,7 +193,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
 async fn an_internal_address_stays_refused_unless_the_operator_opens_it() {
     let (port, hits) = origin().await;
     let rules = EgressRules {
-        allow: vec!["127.0.0.1".into()],
+        allow: vec![format!("127.0.0.1:{port}")],
         within: None,
         max_requests: 10,
         max_bytes: 1 << 20,
@@ -228,7 +228,9 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     write(
         root,
         "agents/fetcher.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  allowed: [net]\n  scripts:\n    egress: { allow: [127.0.0.1], max_requests: 5 }\n",
+        &format!(
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  allowed: [net]\n  scripts:\n    egress: {{ allow: [\"127.0.0.1:{port}\"], max_requests: 5 }}\n"
+        ),
     );
     let fake = FakeModel::start().await;
     let args = serde_json::json!({"skill": "net", "script": "scripts/get.py", "args": [port.to_string()]})
@@ -261,7 +263,7 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     run_fetcher(root, &fake).await;
     let results = tool_results(&fake);
     assert!(
-        results["c2"].contains("127.0.0.1 is not in the skill's egress.yaml"),
+        results["c2"].contains(&format!("127.0.0.1:{port} is not in the skill's egress.yaml")),
         "{}",
         results["c2"]
     );
@@ -326,7 +328,9 @@ async fn a_sandboxed_mcp_server_reaches_its_allowed_hosts_through_the_proxy() {
     write(
         root,
         "mcp/fetcher.yaml",
-        "command: python3\nargs: [/server/server.py]\negress: { allow: [127.0.0.1] }\n",
+        &format!(
+            "command: python3\nargs: [/server/server.py]\negress: {{ allow: [\"127.0.0.1:{port}\"] }}\n"
+        ),
     );
     write(
         root,
@@ -347,7 +351,7 @@ async fn a_sandboxed_mcp_server_reaches_its_allowed_hosts_through_the_proxy() {
         results["c1"]
     );
     assert!(
-        results["c2"].contains("403 steward egress proxy refused this request: localhost is not in"),
+        results["c2"].contains("403 steward egress proxy refused this request: localhost:"),
         "{}",
         results["c2"]
     );

@@ -1069,6 +1069,10 @@ fn check_script_egress(src: &Source, e: &super::spec::ScriptEgressSpec, diags: &
     }
     for host in &e.allow {
         let bare = host.strip_prefix("*.").unwrap_or(host);
+        let bare = match bare.rsplit_once(':') {
+            Some((h, port)) if port.parse::<u16>().is_ok_and(|p| p > 0) => h,
+            _ => bare,
+        };
         let ok = !bare.is_empty()
             && bare.contains('.')
             && bare
@@ -1078,7 +1082,7 @@ fn check_script_egress(src: &Source, e: &super::spec::ScriptEgressSpec, diags: &
             diags.push(src.error_at(
                 "allow",
                 Some(host),
-                format!("egress host '{host}' is not a host name or a *.domain pattern (no scheme, port, path or bare *)"),
+                format!("egress host '{host}' is not a host name or a *.domain pattern, with an optional :port (no scheme, path or bare *)"),
             ));
         }
     }

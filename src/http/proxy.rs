@@ -27,7 +27,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressRules {
     /// Host names (`api.example.com`) and suffix patterns (`*.example.com`, which also
-    /// matches `example.com`), lower case.
+    /// matches `example.com`), lower case; ports 80 and 443 unless the entry names its
+    /// own (`api.example.com:8443`).
     pub allow: Vec<String>,
     /// A skill's own narrower list (its `egress.yaml`): a host must match both.
     pub within: Option<Vec<String>>,
@@ -39,28 +40,38 @@ pub struct EgressRules {
 
 impl EgressRules {
     /// Why `host` may not be reached, or `None` when it may.
-    pub fn refusal(&self, host: &str) -> Option<String> {
+    pub fn refusal(&self, host: &str, port: u16) -> Option<String> {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         let listed = |patterns: &[String]| {
-            patterns.iter().any(|pattern| match pattern.strip_prefix("*.") {
-                Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
-                None => *pattern == host,
+            patterns.iter().any(|entry| {
+                // `host:port` names its port; a bare host means the web's two.
+                let (pattern, port_ok) = match entry.rsplit_once(':') {
+                    Some((p, n)) if n.chars().all(|c| c.is_ascii_digit()) => (p, n.parse() == Ok(port)),
+                    _ => (entry.as_str(), port == 80 || port == 443),
+                };
+                port_ok
+                    && match pattern.strip_prefix("*.") {
+                        Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
+                        None => pattern == host,
+                    }
             })
         };
         if !listed(&self.allow) {
             return Some(format!(
-                "{host} is not in this agent's skills.scripts.egress.allow"
+                "{host}:{port} is not in this agent's skills.scripts.egress.allow"
             ));
         }
         match &self.within {
-            Some(narrow) if !listed(narrow) => Some(format!("{host} is not in the skill's egress.yaml")),
+            Some(narrow) if !listed(narrow) => {
+                Some(format!("{host}:{port} is not in the skill's egress.yaml"))
+            }
             _ => None,
         }
     }
 
-    /// Whether `host` may be reached.
-    pub fn allows(&self, host: &str) -> bool {
-        self.refusal(host).is_none()
+    /// Whether `host` may be reached on `port`.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        self.refusal(host, port).is_none()
     }
 }
 
@@ -321,7 +332,7 @@ async fn serve(
     };
     let admitted = {
         let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(why) = rules.refusal(&head.host) {
+        if let Some(why) = rules.refusal(&head.host, head.port) {
             Err(why)
         } else if t.requests >= rules.max_requests {
             Err(format!(
@@ -414,31 +425,42 @@ mod tests {
     #[test]
     fn hosts_match_exactly_or_by_domain_suffix() {
         let rules = EgressRules {
-            allow: vec!["api.example.com".into(), "*.github.com".into()],
+            allow: vec![
+                "api.example.com".into(),
+                "*.github.com".into(),
+                "wiki.corp.example:8443".into(),
+            ],
             within: None,
             max_requests: 10,
             max_bytes: 1,
         };
-        assert!(rules.allows("API.example.com."));
-        assert!(rules.allows("github.com") && rules.allows("raw.github.com"));
+        assert!(rules.allows("API.example.com.", 443) && rules.allows("api.example.com", 80));
+        assert!(rules.allows("github.com", 443) && rules.allows("raw.github.com", 443));
         assert!(
-            !rules.allows("example.com")
-                && !rules.allows("evilgithub.com")
-                && !rules.allows("api.example.com.evil")
+            !rules.allows("example.com", 443)
+                && !rules.allows("evilgithub.com", 443)
+                && !rules.allows("api.example.com.evil", 443)
+        );
+        // Other ports only where the entry names them.
+        assert!(!rules.allows("api.example.com", 22) && !rules.allows("wiki.corp.example", 443));
+        assert!(rules.allows("wiki.corp.example", 8443));
+        assert_eq!(
+            rules.refusal("api.example.com", 6379).unwrap(),
+            "api.example.com:6379 is not in this agent's skills.scripts.egress.allow"
         );
         // A skill narrows, never widens.
         let narrowed = EgressRules {
             within: Some(vec!["raw.github.com".into(), "other.example.org".into()]),
             ..rules
         };
-        assert!(narrowed.allows("raw.github.com"));
+        assert!(narrowed.allows("raw.github.com", 443));
         assert_eq!(
-            narrowed.refusal("api.example.com").unwrap(),
-            "api.example.com is not in the skill's egress.yaml"
+            narrowed.refusal("api.example.com", 443).unwrap(),
+            "api.example.com:443 is not in the skill's egress.yaml"
         );
         assert!(
             narrowed
-                .refusal("other.example.org")
+                .refusal("other.example.org", 443)
                 .unwrap()
                 .contains("this agent's")
         );
