@@ -20,6 +20,8 @@ use super::EgressPolicy;
 
 /// Longest request head read.
 const MAX_HEAD: usize = 16 * 1024;
+/// A request head must arrive within this long.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connecting to a target takes at most this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -297,17 +299,31 @@ async fn serve(
         t.arrived
     };
     let mut buf = Vec::with_capacity(1024);
-    let end = loop {
-        let mut chunk = [0u8; 2048];
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+    let reading = async {
+        loop {
+            let mut chunk = [0u8; 2048];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Some(Ok(i + 4));
+            }
+            if buf.len() > MAX_HEAD {
+                return Some(Err("the request head is too large"));
+            }
         }
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
+    };
+    // A connection that never finishes its head holds nothing for long.
+    let end = match tokio::time::timeout(HEAD_TIMEOUT, reading).await {
+        Ok(Some(Ok(end))) => end,
+        Ok(Some(Err(why))) => {
+            refuse(&mut stream, why).await;
+            return;
         }
-        if buf.len() > MAX_HEAD {
-            refuse(&mut stream, "the request head is too large").await;
+        Ok(None) => return,
+        Err(_) => {
+            refuse(&mut stream, "the request head did not arrive in time").await;
             return;
         }
     };
