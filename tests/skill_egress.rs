@@ -252,6 +252,32 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     assert_eq!(result["network"][0]["status"], 200, "{result}");
     assert_eq!(result["network"][0]["path"], "/hello", "{result}");
 
+    // Each request is an event of the run under its call, shown by `runs show`.
+    {
+        use steward::store::RunStore;
+        let store = steward::store::SqliteStore::open(&root.join("s.db"))
+            .await
+            .unwrap();
+        let run = store.list_runs(1).await.unwrap().remove(0);
+        let events = store.run_events(&run.id).await.unwrap();
+        let net = events
+            .iter()
+            .find(|e| e.kind == "net_request")
+            .expect("a net_request event");
+        assert_eq!(net.data["parent_call_id"], "c1", "{:?}", net.data);
+        assert_eq!(
+            (net.data["host"].as_str(), net.data["status"].as_u64()),
+            (Some("127.0.0.1"), Some(200))
+        );
+        assert_eq!(net.data["path"], "/hello");
+        let shown = steward_in(root, &["runs", "show", &run.id], &[]);
+        assert!(
+            output_text(&shown).contains("net_request"),
+            "{}",
+            output_text(&shown)
+        );
+    }
+
     // The skill's own egress.yaml narrows the agent's list: 127.0.0.1 is not in it.
     write(
         root,

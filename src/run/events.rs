@@ -92,6 +92,24 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<Private>,
     },
+    /// One request a skill script made through the egress proxy, under its call.
+    NetRequest {
+        parent_call_id: String,
+        /// `CONNECT` for an HTTPS tunnel, else the HTTP method.
+        method: String,
+        host: String,
+        port: u16,
+        /// The path without its query (a private run's is not kept).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<Private>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        bytes_sent: u64,
+        bytes_received: u64,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     Compaction {
         n: u32,
         tokens_before: u64,

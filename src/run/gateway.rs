@@ -429,6 +429,20 @@ impl Gateway {
                 }
             };
             recorder.record(event);
+            for r in result.as_ref().map(|o| o.network.as_slice()).unwrap_or_default() {
+                recorder.record(RunEvent::NetRequest {
+                    parent_call_id: call_id.to_string(),
+                    method: r.method.clone(),
+                    host: r.host.clone(),
+                    port: r.port,
+                    path: r.path.as_deref().map(|p| recorder.wrap(p)),
+                    status: r.status,
+                    bytes_sent: r.bytes_sent,
+                    bytes_received: r.bytes_received,
+                    duration_ms: r.ms,
+                    refused: r.refused.clone(),
+                });
+            }
             if let Some(live) = &self.parts.live {
                 use crate::triggers::source::TaskState;
                 let (state, line) = match &result {

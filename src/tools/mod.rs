@@ -107,6 +107,9 @@ pub struct ToolOutput {
     /// Goes into the context whole, however large (a loaded skill, which its tool
     /// caps itself), instead of becoming a file with a preview.
     pub whole: bool,
+    /// Requests the call made through the egress proxy (skill scripts), recorded by
+    /// the gateway as events under the call.
+    pub network: Vec<crate::http::proxy::NetRecord>,
 }
 
 impl ToolOutput {
@@ -120,6 +123,7 @@ impl ToolOutput {
             images: Vec::new(),
             repeat_of: None,
             whole: false,
+            network: Vec::new(),
         }
     }
 

@@ -478,7 +478,10 @@ async fn run_process(
             if !network.is_empty() {
                 out["network"] = serde_json::to_value(&network).unwrap_or_default();
             }
-            Ok(ToolOutput::json(out))
+            Ok(ToolOutput {
+                network,
+                ..ToolOutput::json(out)
+            })
         }
         stop => {
             if let Stop::Exited(code) = stop {

@@ -151,6 +151,26 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
             add_text(&mut s, "result", &d["content"]);
             add_text(&mut s, "error", &d["error"]);
         }
+        "net_request" => {
+            let refused = text(&d["refused"]);
+            s.class = if refused.is_some() { "error" } else { "tool" };
+            s.title = format!(
+                "Network · {} {}:{}",
+                text(&d["method"]).unwrap_or_default(),
+                text(&d["host"]).unwrap_or_default(),
+                num(&d["port"])
+            );
+            s.facts
+                .extend(d["status"].as_u64().map(|c| format!("status {c}")));
+            s.facts.push(format!(
+                "{} bytes out, {} in",
+                num(&d["bytes_sent"]),
+                num(&d["bytes_received"])
+            ));
+            s.facts.push(millis(&d["duration_ms"]));
+            add_text(&mut s, "path", &d["path"]);
+            add_text(&mut s, "refused", &d["refused"]);
+        }
         "file_added" => {
             s.class = "file";
             s.title = format!("Virtual file {}", text(&d["file"]).unwrap_or_default());
