@@ -333,6 +333,15 @@ impl crate::provider::Provider for Sequence {
 /// Recording or running live calls the real models: every provider the selected cases'
 /// agents (and their fallbacks and subagents) use needs its key, checked before any
 /// trial runs rather than failing each one.
+/// The key calling `model` needs and the environment lacks, if any.
+pub(super) fn missing_key(env: &Settings, model: &crate::types::ModelRef) -> Option<&'static str> {
+    match model.provider.as_str() {
+        "openai" if env.openai_api_key.is_none() => Some("OPENAI_API_KEY"),
+        "anthropic" if env.anthropic_api_key.is_none() => Some("ANTHROPIC_API_KEY"),
+        _ => None,
+    }
+}
+
 pub(super) fn missing_keys(
     env: &Settings,
     config: &crate::config::Config,
@@ -346,10 +355,8 @@ pub(super) fn missing_keys(
         let subagents = agent.subagents.iter().filter_map(|s| config.subagents.get(s));
         let models = agent.models.iter().chain(subagents.flat_map(|s| s.models.iter()));
         for m in models {
-            let key = match m.provider.as_str() {
-                "openai" if env.openai_api_key.is_none() => "OPENAI_API_KEY",
-                "anthropic" if env.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
-                _ => continue,
+            let Some(key) = missing_key(env, m) else {
+                continue;
             };
             let list = missing.entry(key).or_default();
             if !list.contains(&case.id.as_str()) {

@@ -137,12 +137,12 @@ pub(super) async fn name_problems(
     let providers = outside.providers().with_prices(config.prices.clone());
     let runner = helper_runner(&providers, &config, tools, &skills, &scratch.0).await?;
     let question = review::reviewer_question(review);
-    let check = review.clone();
-    let (answer, _cost) = ask_json(&runner, &reviewer, &question, Some(("problems.md", &file)), |v| {
-        review::apply_names(&mut check.clone(), v.clone()).map(|()| v)
+    let (named, _cost) = ask_json(&runner, &reviewer, &question, Some(("problems.md", &file)), |v| {
+        review::names(review, &v)
     })
     .await?;
-    review::apply_names(review, answer).map_err(anyhow::Error::msg)
+    review::set_names(review, named);
+    Ok(())
 }
 
 /// The improver: `subagents/improver.yaml`, else the judge.
@@ -154,7 +154,7 @@ fn improver(config: &Config) -> anyhow::Result<Arc<AgentConfig>> {
         .cloned()
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "steward improve needs an improver: add subagents/improver.yaml (a model and a short prompt; see docs/improve.md), or a judge (subagents/judge.yaml), which it falls back to"
+                "steward improve needs an improver: add subagents/improver.yaml (a model and a short prompt; see docs/evals.md), or a judge (subagents/judge.yaml), which it falls back to"
             )
         })
 }
@@ -162,10 +162,8 @@ fn improver(config: &Config) -> anyhow::Result<Arc<AgentConfig>> {
 /// A helper subagent's model keys, checked before it runs.
 fn helper_keys(env: &Settings, helper: &AgentConfig) -> anyhow::Result<()> {
     for m in &helper.models {
-        let key = match m.provider.as_str() {
-            "openai" if env.openai_api_key.is_none() => "OPENAI_API_KEY",
-            "anthropic" if env.anthropic_api_key.is_none() => "ANTHROPIC_API_KEY",
-            _ => continue,
+        let Some(key) = eval::missing_key(env, m) else {
+            continue;
         };
         anyhow::bail!(
             "the {} ({}) calls {m} and needs {key}; set it, or give it another model",
@@ -403,14 +401,7 @@ async fn run_gate(current: &Variant, candidate: &Variant) -> (Vec<CaseResult>, V
 /// A free name for a new case: `evals/<agent>/improve-<short>.yaml`, numbered when
 /// taken.
 fn case_path(root: &Path, agent: &str, run_id: &str) -> PathBuf {
-    let short: String = run_id
-        .chars()
-        .rev()
-        .take(8)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
+    let short = draft::short_id(run_id);
     let dir = PathBuf::from("evals").join(agent);
     let mut rel = dir.join(format!("improve-{short}.yaml"));
     let mut n = 2;

@@ -115,14 +115,7 @@ pub async fn from_run(store: &dyn Store, id: &str) -> Result<Draft, DraftError> 
         .iter()
         .map(|(name, results)| (name.clone(), mock_of(results)))
         .collect();
-    let short: String = id
-        .chars()
-        .rev()
-        .take(8)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
+    let short = short_id(&id);
     let rel_path = PathBuf::from("evals")
         .join(&run.agent)
         .join(format!("from-run-{short}.yaml"));
@@ -147,6 +140,12 @@ pub async fn from_run(store: &dyn Store, id: &str) -> Result<Draft, DraftError> 
         yaml,
         responses,
     })
+}
+
+/// The last eight characters of a run id: what case files and links name a run by.
+pub fn short_id(id: &str) -> &str {
+    let start = id.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
+    &id[start..]
 }
 
 /// A tool's mock from its results in a run: the one value, all of them in order, or the

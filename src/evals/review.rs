@@ -204,27 +204,33 @@ pub fn evidence_file(review: &Review, examples: &[Vec<super::improve::evidence::
     out
 }
 
-/// Sets each problem's `summary` from the reviewer's answer (`{"problems": [{"n", "name"}]}`).
-pub fn apply_names(review: &mut Review, answer: serde_json::Value) -> Result<(), String> {
-    let named = answer["problems"].as_array().ok_or("no \"problems\" list")?;
-    let mut any = false;
-    for item in named {
-        let (Some(n), Some(name)) = (item["n"].as_u64(), item["name"].as_str()) else {
-            continue;
-        };
-        if let Some(p) = (n as usize)
-            .checked_sub(1)
-            .and_then(|i| review.problems.get_mut(i))
-            && !name.trim().is_empty()
-        {
-            p.summary = Some(crate::triggers::event::one_line(name.trim(), 300));
-            any = true;
-        }
-    }
-    if !any {
+/// The names in the reviewer's answer (`{"problems": [{"n", "name"}]}`) as (index into
+/// `review.problems`, sentence); an answer naming none of them is refused.
+pub fn names(review: &Review, answer: &serde_json::Value) -> Result<Vec<(usize, String)>, String> {
+    let named: Vec<(usize, String)> = answer["problems"]
+        .as_array()
+        .ok_or("no \"problems\" list")?
+        .iter()
+        .filter_map(|item| {
+            let i = usize::try_from(item["n"].as_u64()?).ok()?.checked_sub(1)?;
+            let name = item["name"].as_str()?.trim();
+            (i < review.problems.len() && !name.is_empty())
+                .then(|| (i, crate::triggers::event::one_line(name, 300)))
+        })
+        .collect();
+    if named.is_empty() {
         return Err("no problem was named (each item needs \"n\" and \"name\")".into());
     }
-    Ok(())
+    Ok(named)
+}
+
+/// Sets each named problem's `summary`.
+pub fn set_names(review: &mut Review, named: Vec<(usize, String)>) {
+    for (i, name) in named {
+        if let Some(p) = review.problems.get_mut(i) {
+            p.summary = Some(name);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -258,12 +264,13 @@ mod tests {
             problems: vec![problem("👎 from people"), problem("ended max_turns")],
         };
         let answer = serde_json::json!({"problems": [{"n": 2, "name": "Long VPN questions run out of turns."}, {"n": 9, "name": "x"}]});
-        apply_names(&mut review, answer).unwrap();
+        let named = names(&review, &answer).unwrap();
+        set_names(&mut review, named);
         assert_eq!(review.problems[0].summary, None);
         assert_eq!(
             review.problems[1].summary.as_deref(),
             Some("Long VPN questions run out of turns.")
         );
-        assert!(apply_names(&mut review, serde_json::json!({"problems": []})).is_err());
+        assert!(names(&review, &serde_json::json!({"problems": []})).is_err());
     }
 }

@@ -97,13 +97,18 @@ fn steward_event(kind: &str, summary: String, payload: Value) -> TriggerEvent {
     }
 }
 
+/// `text` cut to what one Block Kit section holds (3,000 characters; bytes bound them).
+fn section_text(text: &str) -> &str {
+    crate::tokens::floor_char(text, 2900)
+}
+
 /// A run's link in the inspector when `STEWARD_PUBLIC_URL` is set, else its id.
 fn run_link(public_url: Option<&str>, id: &str) -> String {
     match public_url {
         Some(base) => format!(
             "<{}/runs/{id}|{}>",
             base.trim_end_matches('/'),
-            &id[id.len().saturating_sub(8)..]
+            crate::evals::draft::short_id(id)
         ),
         None => format!("`{id}`"),
     }
@@ -135,7 +140,7 @@ pub fn message(digest: &Digest, channel: &str, slot: &str, public_url: Option<&s
         );
         blocks.push(json!({
             "type": "section",
-            "text": {"type": "mrkdwn", "text": crate::integrations::slack::message::split(&text, 2900).remove(0)},
+            "text": {"type": "mrkdwn", "text": section_text(&text)},
             "accessory": {"type": "button", "action_id": PROPOSE_ACTION, "text": {"type": "plain_text", "text": "Propose a fix"},
                 "value": format!("improve:{}:{}:{slot}", digest.agent, n + 1)}
         }));
@@ -391,7 +396,7 @@ pub fn report_message(agent: &str, report: &Value, channel: &str, thread: &str) 
         rows.join("\n")
     );
     let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn",
-        "text": crate::integrations::slack::message::split(&text, 2900).remove(0)}})];
+        "text": section_text(&text)}})];
     if accepted {
         let value = format!("{agent}:{id}");
         blocks.push(json!({"type": "actions", "block_id": "steward_improvement", "elements": [
