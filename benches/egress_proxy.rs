@@ -12,11 +12,12 @@
 //! `cargo bench --bench egress_proxy`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use steward::http::EgressPolicy;
-use steward::http::proxy::{EgressRules, Proxy};
-use steward::sandbox::process::{Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::http::proxy::{EgressHub, EgressRules, Proxy};
+use steward::sandbox::process::{Egress, Job, ProcessLimits, ProcessSandbox, find_program};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const N: usize = 500;
@@ -56,8 +57,10 @@ async fn bench() {
         within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,
+        secrets: Vec::new(),
     };
-    let proxy = Proxy::start(&socket, rules, EgressPolicy::parse("127.0.0.1").unwrap()).unwrap();
+    let hub = Arc::new(EgressHub::new(EgressPolicy::parse("127.0.0.1").unwrap()));
+    let proxy = Proxy::start(&socket, rules, hub).unwrap();
     let get = "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     let proxied =
         format!("GET http://127.0.0.1:{port}/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
@@ -155,15 +158,20 @@ async fn sandbox_start() {
                 within: None,
                 max_requests: 10,
                 max_bytes: 1 << 20,
+                secrets: Vec::new(),
             },
-            EgressPolicy::default(),
+            Default::default(),
         )
         .unwrap();
         let t = Instant::now();
         let done = sandbox
             .run(
                 &Job {
-                    proxy: Some(proxy.socket()),
+                    proxy: Some(Egress {
+                        socket: proxy.socket(),
+                        trust: None,
+                        env: &[],
+                    }),
                     ..job
                 },
                 &limits,

@@ -95,7 +95,7 @@ async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, 
         None,
         Some(steward::integrations::mcp::Jail {
             sandbox: &jail(),
-            internal: &Default::default(),
+            egress: &Default::default(),
         }),
     )
     .await;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use steward::http::EgressPolicy;
-use steward::http::proxy::{EgressRules, Proxy};
-use steward::sandbox::process::{Finished, Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::http::proxy::{EgressHub, EgressRules, Proxy};
+use steward::sandbox::process::{Egress, Finished, Job, ProcessLimits, ProcessSandbox, find_program};
 use support::*;
 
 /// A plain HTTP server on 127.0.0.1 counting requests.
@@ -72,7 +72,8 @@ async fn run(
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "scripts/net.py", SCRIPT);
     let socket = sandbox.socket_path("test");
-    let proxy = Proxy::start(&socket, rules, EgressPolicy::parse(internal).unwrap()).unwrap();
+    let hub = Arc::new(EgressHub::new(EgressPolicy::parse(internal).unwrap()));
+    let proxy = Proxy::start(&socket, rules, hub).unwrap();
     let python = find_program("python3").unwrap();
     let args = vec![port.to_string()];
     let finished = sandbox
@@ -85,7 +86,11 @@ async fn run(
                 stdin: None,
                 inputs: &[],
                 deps: None,
-                proxy: Some(proxy.socket()),
+                proxy: Some(Egress {
+                    socket: proxy.socket(),
+                    trust: None,
+                    env: &[],
+                }),
             },
             &ProcessLimits::default(),
         )
@@ -139,6 +144,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
         within: None,
         max_requests: 2,
         max_bytes: 1 << 20,
+        secrets: Vec::new(),
     };
     // The operator opened 127.0.0.1 (as STEWARD_HTTP_ALLOW does for on-premises hosts).
     let (finished, records) = run(rules, "127.0.0.1", port).await;
@@ -197,6 +203,7 @@ async fn an_internal_address_stays_refused_unless_the_operator_opens_it() {
         within: None,
         max_requests: 10,
         max_bytes: 1 << 20,
+        secrets: Vec::new(),
     };
     // Listed by the agent, but loopback: refused after resolution without STEWARD_HTTP_ALLOW.
     let (finished, records) = run(rules, "", port).await;

@@ -898,6 +898,9 @@ struct Outside {
     metrics: Arc<Metrics>,
     http: reqwest::Client,
     egress: crate::http::Egress,
+    /// What sandboxes' egress proxies share (the same internal-address policy; secret
+    /// values read from the environment; the CA, made on first use).
+    proxies: Arc<crate::http::proxy::EgressHub>,
     clients: crate::integrations::Clients,
 }
 
@@ -906,8 +909,12 @@ impl Outside {
         let http = crate::http::client().context("cannot build the HTTP client")?;
         // The checked client for untrusted URLs, opened by `STEWARD_HTTP_ALLOW`.
         let policy = crate::http::EgressPolicy::parse(&settings.http_allow)?;
+        let named = settings.clone();
+        let proxies = crate::http::proxy::EgressHub::new(policy.clone())
+            .with_secrets(move |name| named.named_var(name));
         Ok(Outside {
             egress: crate::http::Egress::new(policy),
+            proxies: Arc::new(proxies),
             clients: crate::integrations::Clients::from_settings(http.clone(), &settings),
             http,
             settings,
@@ -965,7 +972,7 @@ impl Outside {
             recordings,
             jail.as_ref().map(|sandbox| mcp::Jail {
                 sandbox,
-                internal: self.egress.policy(),
+                egress: &self.proxies,
             }),
         )
         .await;
@@ -995,7 +1002,7 @@ impl Outside {
         );
         let set = SkillSet::load(root, &self.settings.skill_dirs)
             .with_deps(Arc::new(deps))
-            .with_internal_egress(self.egress.policy().clone());
+            .with_egress(self.proxies.clone());
         if !set.skills.values().any(|s| s.has_process_scripts()) {
             return set;
         }

@@ -1058,33 +1058,10 @@ fn build_agent(
     })
 }
 
-/// `skills.scripts.egress`: hosts or `*.domain` patterns, and no `secrets` yet.
+/// `skills.scripts.egress`: hosts or `*.domain` patterns, and secrets for allowed hosts.
 fn check_script_egress(src: &Source, e: &super::spec::ScriptEgressSpec, diags: &mut Vec<Diagnostic>) {
-    if e.secrets.is_some() {
-        diags.push(src.error_at(
-            "secrets",
-            None,
-            "skills.scripts.egress.secrets is not available yet: steward cannot inject credentials for scripts, and a script must not hold them; remove it (scripts reach the listed hosts without credentials)",
-        ));
-    }
-    for host in &e.allow {
-        let bare = host.strip_prefix("*.").unwrap_or(host);
-        let bare = match bare.rsplit_once(':') {
-            Some((h, port)) if port.parse::<u16>().is_ok_and(|p| p > 0) => h,
-            _ => bare,
-        };
-        let ok = !bare.is_empty()
-            && bare.contains('.')
-            && bare
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
-        if !ok {
-            diags.push(src.error_at(
-                "allow",
-                Some(host),
-                format!("egress host '{host}' is not a host name or a *.domain pattern, with an optional :port (no scheme, path or bare *)"),
-            ));
-        }
+    for (key, value, message) in e.problems() {
+        diags.push(src.error_at(key, (!value.is_empty()).then_some(value.as_str()), message));
     }
 }
 

@@ -45,7 +45,8 @@ pub struct McpSpec {
     /// folder mounted read-only at `/server`. Sandboxed by default.
     pub sandbox: Option<SandboxSpec>,
     /// For a sandboxed `command` server: the hosts it may reach through steward's egress
-    /// proxy (`allow`); it has no network without it.
+    /// proxy (`allow`) and the secrets it gets as placeholders (`secrets`); it has no
+    /// network without it.
     pub egress: Option<crate::config::spec::ScriptEgressSpec>,
 }
 
@@ -247,8 +248,16 @@ pub fn build(
                 }
             };
             if let Some(egress) = &spec.egress {
+                problems.extend(egress.problems());
+                for name in egress.secrets.keys().filter(|n| spec.env.contains_key(*n)) {
+                    problems.push((
+                        "env",
+                        name.clone(),
+                        format!("{name} is both in env and in egress.secrets: a secret reaches the server only as its placeholder, so remove it from env"),
+                    ));
+                }
                 match sandbox.as_mut() {
-                    Some(within) if egress.secrets.is_none() && egress.max_requests.is_none() && egress.max_mb.is_none() => {
+                    Some(within) if egress.max_requests.is_none() && egress.max_mb.is_none() => {
                         // No per-run caps: the server lives as long as steward.
                         within.egress = Some(crate::http::proxy::EgressRules {
                             max_requests: u32::MAX,
@@ -259,7 +268,7 @@ pub fn build(
                     Some(_) => problems.push((
                         "egress",
                         String::new(),
-                        "a server's egress takes allow only: secrets are not available yet, and max_requests and max_mb cap a script run, not a server that lives as long as steward".into(),
+                        "a server's egress takes allow and secrets: max_requests and max_mb cap a script run, not a server that lives as long as steward".into(),
                     )),
                     None if matches!(spec.sandbox, Some(SandboxSpec::On(false))) => problems.push((
                         "egress",

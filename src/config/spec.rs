@@ -436,9 +436,73 @@ pub struct ScriptEgressSpec {
     pub max_requests: Option<u32>,
     /// Megabytes both ways per script run (default 50).
     pub max_mb: Option<u64>,
-    /// Credentials the proxy would inject for listed hosts: not available yet, refused
-    /// with a message rather than accepted and ignored.
-    pub secrets: Option<serde_yaml::Value>,
+    /// Secrets by the variable the program sees (holding a placeholder the proxy
+    /// replaces with the value on the secret's hosts).
+    #[serde(default)]
+    pub secrets: std::collections::BTreeMap<String, SecretSpec>,
+}
+
+/// `egress.secrets.NAME`: where steward reads the value and where it may go.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSpec {
+    /// steward's environment variable holding the value.
+    pub env: String,
+    /// Hosts (as `allow` entries, each within `allow`) the value goes to.
+    pub hosts: Vec<String>,
+    /// The one header the value may go in; any header without it.
+    pub header: Option<String>,
+    /// What a header holding just the placeholder becomes (`Bearer {}`); `{}` by default.
+    pub format: Option<String>,
+}
+
+/// Variables steward sets in a sandbox itself: a secret cannot take their names.
+const RESERVED_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "PYTHONPATH",
+    "PYTHONDONTWRITEBYTECODE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+fn is_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `host` is a host name or `*.domain`, with an optional `:port`.
+fn is_host_pattern(host: &str) -> bool {
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    let bare = match bare.rsplit_once(':') {
+        Some((h, port)) if port.parse::<u16>().is_ok_and(|p| p > 0) => h,
+        _ => bare,
+    };
+    !bare.is_empty()
+        && bare.contains('.')
+        && bare
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+}
+
+/// A host a `hosts` entry stands for, and its port, to test it against `allow`.
+fn probe(entry: &str) -> (String, u16) {
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) if p.parse::<u16>().is_ok() => (h, p.parse().unwrap_or(443)),
+        _ => (entry, 443),
+    };
+    match host.strip_prefix("*.") {
+        Some(domain) => (format!("stw-probe.{domain}"), port),
+        None => (host.to_string(), port),
+    }
 }
 
 impl ScriptEgressSpec {
@@ -453,7 +517,83 @@ impl ScriptEgressSpec {
             within: None,
             max_requests: self.max_requests.unwrap_or(100),
             max_bytes: self.max_mb.unwrap_or(50).saturating_mul(1024 * 1024),
+            secrets: self
+                .secrets
+                .iter()
+                .map(|(name, spec)| crate::http::secrets::SecretRule {
+                    name: name.clone(),
+                    env: spec.env.clone(),
+                    hosts: spec
+                        .hosts
+                        .iter()
+                        .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                        .collect(),
+                    header: spec.header.as_ref().map(|h| h.trim().to_ascii_lowercase()),
+                    format: spec.format.clone().unwrap_or_else(|| "{}".into()),
+                })
+                .collect(),
         }
+    }
+
+    /// What is wrong with it, as (key, value, message).
+    pub fn problems(&self) -> Vec<(&'static str, String, String)> {
+        let mut problems = Vec::new();
+        for host in &self.allow {
+            if !is_host_pattern(host) {
+                problems.push((
+                    "allow",
+                    host.clone(),
+                    format!("egress host '{host}' is not a host name or a *.domain pattern, with an optional :port (no scheme, path or bare *)"),
+                ));
+            }
+        }
+        let allow = self.rules().allow;
+        for (name, spec) in &self.secrets {
+            let at = |m: String| ("secrets", name.clone(), format!("secret {name}: {m}"));
+            if !is_var_name(name) || RESERVED_VARS.contains(&name.to_ascii_uppercase().as_str()) {
+                problems.push(at(format!(
+                    "'{name}' must be a variable name (letters, digits, _) other than those steward sets ({})",
+                    RESERVED_VARS.join(", ")
+                )));
+            }
+            if !is_var_name(&spec.env) {
+                problems.push(at(format!(
+                    "env '{}' is not an environment variable name: the value is read from steward's environment, never written here",
+                    spec.env
+                )));
+            }
+            if spec.hosts.is_empty() {
+                problems.push(at("hosts is empty: name the hosts the value may go to".into()));
+            }
+            for host in &spec.hosts {
+                let lower = host.trim().to_ascii_lowercase();
+                if !is_host_pattern(&lower) {
+                    problems.push(at(format!(
+                        "host '{host}' is not a host name or a *.domain pattern"
+                    )));
+                    continue;
+                }
+                let (probe, port) = probe(&lower);
+                if !crate::http::secrets::host_listed(&allow, &probe, port) {
+                    problems.push(at(format!(
+                        "host '{host}' is not in allow: a secret goes only to allowed hosts"
+                    )));
+                }
+            }
+            if let Some(header) = &spec.header
+                && http::HeaderName::from_bytes(header.trim().as_bytes()).is_err()
+            {
+                problems.push(at(format!("header '{header}' is not a header name")));
+            }
+            if let Some(format) = &spec.format
+                && format.matches("{}").count() != 1
+            {
+                problems.push(at(format!(
+                    "format '{format}' must hold {{}} once, where the value goes (such as 'Bearer {{}}')"
+                )));
+            }
+        }
+        problems
     }
 }
 

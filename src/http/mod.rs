@@ -4,6 +4,7 @@
 pub mod egress;
 pub mod proxy;
 pub mod retry_after;
+pub mod secrets;
 
 pub use egress::{Egress, EgressError, EgressPolicy};
 pub use retry_after::{retry_after, retry_after_secs};

@@ -94,11 +94,35 @@ pub struct Job<'a> {
     /// Installed Python packages (a skill's requirements), mounted read-only at
     /// `/deps` and put on `PYTHONPATH`.
     pub deps: Option<&'a Path>,
-    /// The run's egress proxy socket (`http::proxy::Proxy`): with it, the script's
+    /// The run's egress proxy (`http::proxy::Proxy`): with it, the script's
     /// `HTTP_PROXY` and `HTTPS_PROXY` reach it through the forwarder, the sandbox's only
     /// way out.
-    pub proxy: Option<&'a Path>,
+    pub proxy: Option<Egress<'a>>,
 }
+
+/// A sandbox's way out: its proxy's socket, and what the program needs to use it.
+#[derive(Debug, Clone, Copy)]
+pub struct Egress<'a> {
+    pub socket: &'a Path,
+    /// The trust bundle (PEM) for HTTPS the proxy opens to put secrets in: mounted at
+    /// [`TRUST_BUNDLE`] and named by `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`,
+    /// `CURL_CA_BUNDLE` and `NODE_EXTRA_CA_CERTS`.
+    pub trust: Option<&'a Path>,
+    /// Secret placeholders, by variable name.
+    pub env: &'a [(String, String)],
+}
+
+/// Where the trust bundle is inside the sandbox.
+pub const TRUST_BUNDLE: &str = "/run/steward/ca.pem";
+
+/// The variables that point programs at the trust bundle (OpenSSL and Python's `ssl`,
+/// requests, curl, Node).
+const TRUST_VARS: [&str; 4] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
 
 /// Where the script's proxy variables point, on the sandbox's loopback.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
@@ -300,8 +324,8 @@ impl ProcessSandbox {
     /// The mounts and variables that give a sandbox the proxy at `socket` through the
     /// forwarder (`None` without a proxy); the command then starts with
     /// [`RELAY_COMMAND`].
-    fn relay(&self, socket: Option<&Path>) -> Result<Option<Vec<OsString>>, SandboxError> {
-        let Some(socket) = socket else {
+    fn relay(&self, egress: Option<Egress<'_>>) -> Result<Option<Vec<OsString>>, SandboxError> {
+        let Some(egress) = egress else {
             return Ok(None);
         };
         let Some(forwarder) = &self.forwarder else {
@@ -314,9 +338,19 @@ impl ProcessSandbox {
             forwarder.into(),
             "/run/steward/forward".into(),
             "--bind".into(),
-            socket.into(),
+            egress.socket.into(),
             "/run/steward/proxy.sock".into(),
         ];
+        // Secrets first: the proxy's own variables come after and cannot be shadowed.
+        for (name, placeholder) in egress.env {
+            args.extend(["--setenv".into(), name.into(), placeholder.into()]);
+        }
+        if let Some(bundle) = egress.trust {
+            args.extend(["--ro-bind".into(), bundle.into(), TRUST_BUNDLE.into()]);
+            for name in TRUST_VARS {
+                args.extend(["--setenv".into(), name.into(), TRUST_BUNDLE.into()]);
+            }
+        }
         let url = format!("http://{PROXY_ADDR}");
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             args.extend(["--setenv".into(), name.into(), OsString::from(&url)]);
@@ -504,7 +538,7 @@ impl ProcessSandbox {
         args: &[String],
         env: &std::collections::BTreeMap<String, String>,
         limits: &ProcessLimits,
-        proxy: Option<&Path>,
+        proxy: Option<Egress<'_>>,
     ) -> Result<(tokio::process::Command, ServerGuard), SandboxError> {
         if let Some(why) = &self.unavailable {
             return Err(SandboxError::Unavailable(why.clone()));

@@ -428,12 +428,17 @@ impl RunSkills {
     }
 
     /// The agent's network for sandboxed scripts, when it gives them any: the proxy's
-    /// rules and the internal addresses opened to everything.
-    pub fn script_egress(&self) -> Option<(crate::http::proxy::EgressRules, &crate::http::EgressPolicy)> {
+    /// rules and what the process's proxies share.
+    pub fn script_egress(
+        &self,
+    ) -> Option<(
+        crate::http::proxy::EgressRules,
+        &std::sync::Arc<crate::http::proxy::EgressHub>,
+    )> {
         self.scripts
             .egress
             .as_ref()
-            .map(|e| (e.rules(), self.set.internal.as_ref()))
+            .map(|e| (e.rules(), &self.set.egress))
     }
 
     /// The agent's limits for sandboxed scripts.

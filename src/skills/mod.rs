@@ -123,9 +123,9 @@ pub struct SkillSet {
     pub sandbox: Arc<ProcessSandbox>,
     /// Skills' installed Python requirements.
     pub deps: Arc<deps::DepsCache>,
-    /// Internal addresses the operator opened (`STEWARD_HTTP_ALLOW`), for scripts'
-    /// egress as for `http_fetch`.
-    pub internal: Arc<crate::http::EgressPolicy>,
+    /// What scripts' egress proxies share: the internal addresses the operator opened
+    /// (`STEWARD_HTTP_ALLOW`, as for `http_fetch`), secret values, the process's CA.
+    pub egress: Arc<crate::http::proxy::EgressHub>,
 }
 
 /// A skill folder's instructions file: `SKILL.md`, or `skill.md` in lower case.
@@ -244,9 +244,9 @@ impl SkillSet {
         self
     }
 
-    /// Scripts' egress may reach the internal addresses `policy` opens.
-    pub fn with_internal_egress(mut self, policy: crate::http::EgressPolicy) -> SkillSet {
-        self.internal = Arc::new(policy);
+    /// Scripts' egress goes through proxies sharing `hub`.
+    pub fn with_egress(mut self, hub: Arc<crate::http::proxy::EgressHub>) -> SkillSet {
+        self.egress = hub;
         self
     }
 

@@ -412,16 +412,21 @@ async fn run_process(
     // Network only through the run's own proxy, when the agent lists hosts.
     let proxy = match skills.script_egress() {
         None => None,
-        Some((mut rules, internal)) => {
+        Some((mut rules, hub)) => {
             rules.within =
                 skill_egress(&skill.dir).map_err(|e| ToolError::Model(format!("{label} cannot run: {e}")))?;
             let socket = sandbox.socket_path(&uuid::Uuid::now_v7().simple().to_string());
-            Some(
-                crate::http::proxy::Proxy::start(&socket, rules, internal.clone())
-                    .map_err(|e| ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")))?,
-            )
+            use crate::http::proxy::{Proxy, ProxyError};
+            Some(Proxy::start(&socket, rules, hub.clone()).map_err(|e| match e {
+                // The operator's to fix, and the model's to hear about.
+                ProxyError::Secrets(why) => ToolError::Model(format!(
+                    "{label} cannot run: its skills.scripts.egress.secrets cannot be filled: {why}"
+                )),
+                e => ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")),
+            })?)
         }
     };
+    let secret_env = proxy.as_ref().map(|p| p.secret_env()).unwrap_or_default();
     let job = Job {
         skill_dir: &skill.dir,
         script: rel,
@@ -430,7 +435,11 @@ async fn run_process(
         stdin: stdin.as_deref(),
         inputs: &inputs,
         deps: deps.as_deref(),
-        proxy: proxy.as_ref().map(|p| p.socket()),
+        proxy: proxy.as_ref().map(|p| crate::sandbox::process::Egress {
+            socket: p.socket(),
+            trust: p.trust_bundle(),
+            env: &secret_env,
+        }),
     };
     let finished = {
         use tracing::Instrument;

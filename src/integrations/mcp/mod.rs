@@ -194,12 +194,12 @@ pub struct ChildGuard {
     _stderr: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
-/// Where command servers run: the process sandbox, and the internal addresses their
-/// egress may reach (`STEWARD_HTTP_ALLOW`).
+/// Where command servers run: the process sandbox, and what their egress proxies share
+/// (the internal addresses `STEWARD_HTTP_ALLOW` opens, secret values, the CA).
 #[derive(Clone, Copy)]
 pub struct Jail<'a> {
     pub sandbox: &'a ProcessSandbox,
-    pub internal: &'a crate::http::EgressPolicy,
+    pub egress: &'a std::sync::Arc<crate::http::proxy::EgressHub>,
 }
 
 /// Limits of a sandboxed command server: those of scripts, with room for a runtime
@@ -260,23 +260,26 @@ pub async fn connect(
                     Some(within) => {
                         let Jail {
                             sandbox: jail,
-                            internal,
+                            egress,
                         } = jail.ok_or_else(|| fail(server, "no script sandbox in this process"))?;
                         // A server with egress keeps a proxy of its own while it runs.
                         let proxy = match &within.egress {
                             Some(rules) => {
                                 let socket =
                                     jail.socket_path(&format!("server-{}", uuid::Uuid::now_v7().simple()));
-                                let p = crate::http::proxy::Proxy::start(
-                                    &socket,
-                                    rules.clone(),
-                                    internal.clone(),
-                                )
-                                .map_err(|e| fail(server, format!("cannot start its egress proxy: {e}")))?;
+                                let p =
+                                    crate::http::proxy::Proxy::start(&socket, rules.clone(), egress.clone())
+                                        .map_err(|e| {
+                                            fail(server, format!("cannot start its egress proxy: {e}"))
+                                        })?;
                                 Some(p)
                             }
                             None => None,
                         };
+                        let secret_env = proxy
+                            .as_ref()
+                            .map(crate::http::proxy::Proxy::secret_env)
+                            .unwrap_or_default();
                         let program = match within.program.contains('/') {
                             true => std::path::PathBuf::from(&within.program),
                             false => find_program(&within.program).ok_or_else(|| {
@@ -296,7 +299,11 @@ pub async fn connect(
                                 args,
                                 &values,
                                 &server_limits(),
-                                proxy.as_ref().map(crate::http::proxy::Proxy::socket),
+                                proxy.as_ref().map(|p| crate::sandbox::process::Egress {
+                                    socket: p.socket(),
+                                    trust: p.trust_bundle(),
+                                    env: &secret_env,
+                                }),
                             )
                             .map_err(|e| {
                                 fail(

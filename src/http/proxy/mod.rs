@@ -1,120 +1,59 @@
-//! The egress proxy of one sandboxed script run: HTTP (absolute-form requests) and
-//! HTTPS (CONNECT tunnels, never decrypted) to the hosts the agent's
-//! `skills.scripts.egress.allow` lists, nothing else. It listens on a Unix socket that
-//! only that sandbox can reach (bind-mounted; the sandbox has no other route out), and
-//! checks every target after DNS resolution as `http_fetch` does: private, loopback and
-//! link-local addresses are refused unless `STEWARD_HTTP_ALLOW` opens them. Each
-//! request is recorded (method, host, path without its query, status, bytes, why it
+//! The egress proxy of one sandboxed run (a skill script, an MCP stdio server): HTTP
+//! (absolute-form requests) and HTTPS (CONNECT) to the hosts its policy lists, nothing
+//! else. It listens on a Unix socket that only that sandbox can reach (bind-mounted; the
+//! sandbox has no other route out), and checks every target after DNS resolution as
+//! `http_fetch` does: private, loopback and link-local addresses are refused unless
+//! `STEWARD_HTTP_ALLOW` opens them. A CONNECT to a host without secrets is a tunnel,
+//! never decrypted; one to a host that gets a secret is opened (`opened`) so the proxy
+//! can put the secret's value in place of the program's placeholder. Each request is
+//! recorded (method, host, path without its query, status, bytes, secret names, why it
 //! was refused), and the run's requests and bytes are capped.
 
-use std::net::SocketAddr;
+mod hub;
+mod opened;
+mod run;
+
+pub use hub::EgressHub;
+pub use run::{EgressRules, NetRecord};
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::EgressPolicy;
+use super::secrets::RunSecrets;
+use run::Run;
 
 /// Longest request head read.
 const MAX_HEAD: usize = 16 * 1024;
-/// A request head must arrive within this long.
+/// A request head (and an opened connection's TLS handshake) must arrive within this
+/// long.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connecting to a target takes at most this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where scripts may connect, and how much.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EgressRules {
-    /// Host names (`api.example.com`) and suffix patterns (`*.example.com`, which also
-    /// matches `example.com`), lower case; ports 80 and 443 unless the entry names its
-    /// own (`api.example.com:8443`).
-    pub allow: Vec<String>,
-    /// A skill's own narrower list (its `egress.yaml`): a host must match both.
-    pub within: Option<Vec<String>>,
-    /// Requests per script run.
-    pub max_requests: u32,
-    /// Bytes both ways per script run; a request that starts past it is refused.
-    pub max_bytes: u64,
-}
-
-impl EgressRules {
-    /// Why `host` may not be reached, or `None` when it may.
-    pub fn refusal(&self, host: &str, port: u16) -> Option<String> {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        let listed = |patterns: &[String]| {
-            patterns.iter().any(|entry| {
-                // `host:port` names its port; a bare host means the web's two.
-                let (pattern, port_ok) = match entry.rsplit_once(':') {
-                    Some((p, n)) if n.chars().all(|c| c.is_ascii_digit()) => (p, n.parse() == Ok(port)),
-                    _ => (entry.as_str(), port == 80 || port == 443),
-                };
-                port_ok
-                    && match pattern.strip_prefix("*.") {
-                        Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
-                        None => pattern == host,
-                    }
-            })
-        };
-        if !listed(&self.allow) {
-            return Some(format!(
-                "{host}:{port} is not in this agent's skills.scripts.egress.allow"
-            ));
-        }
-        match &self.within {
-            Some(narrow) if !listed(narrow) => {
-                Some(format!("{host}:{port} is not in the skill's egress.yaml"))
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether `host` may be reached on `port`.
-    pub fn allows(&self, host: &str, port: u16) -> bool {
-        self.refusal(host, port).is_none()
-    }
-}
-
-/// One request through the proxy.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NetRecord {
-    /// `CONNECT` for an HTTPS tunnel, else the HTTP method.
-    pub method: String,
-    pub host: String,
-    pub port: u16,
-    /// The path without its query (`None` for a tunnel: its requests are encrypted).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The target's status (200 for an opened tunnel); `None` when refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub ms: u64,
-    /// Why the proxy refused it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// Order of arrival (records are kept as requests end; listed as they began).
-    #[serde(skip)]
-    pub seq: u32,
-}
-
-#[derive(Debug, Default)]
-struct Tally {
-    records: Vec<NetRecord>,
-    /// Connections seen (numbering them).
-    arrived: u32,
-    requests: u32,
-    bytes: u64,
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen for the sandbox: {0}")]
+    Io(#[from] std::io::Error),
+    /// A secret's variable is unset.
+    #[error("{0}")]
+    Secrets(String),
+    /// The CA or the forwarding client could not be made.
+    #[error("cannot open HTTPS for secrets: {0}")]
+    Tls(String),
 }
 
 /// A running proxy; stops when dropped.
 #[derive(Debug)]
 pub struct Proxy {
     socket: PathBuf,
-    tally: Arc<Mutex<Tally>>,
+    /// The trust bundle the sandbox mounts (when the run has secrets).
+    bundle: Option<PathBuf>,
+    run: Arc<Run>,
     stop: CancellationToken,
 }
 
@@ -122,12 +61,30 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.cancel();
         let _ = std::fs::remove_file(&self.socket);
+        if let Some(bundle) = &self.bundle {
+            let _ = std::fs::remove_file(bundle);
+        }
     }
 }
 
 impl Proxy {
-    /// Listens on `socket` (a fresh path in a folder only steward reads).
-    pub fn start(socket: &Path, rules: EgressRules, internal: EgressPolicy) -> std::io::Result<Proxy> {
+    /// Listens on `socket` (a fresh path in a folder only steward reads) for a run under
+    /// `rules`; secret values are read from `hub` now, and each gets a new placeholder.
+    pub fn start(socket: &Path, rules: EgressRules, hub: Arc<EgressHub>) -> Result<Proxy, ProxyError> {
+        let secrets = RunSecrets::new(&rules.secrets, &|name| hub.var(name)).map_err(ProxyError::Secrets)?;
+        let bundle = match secrets.is_empty() {
+            true => None,
+            false => {
+                let tls = hub.interceptor().map_err(ProxyError::Tls)?;
+                let path = socket.with_extension("pem");
+                std::fs::write(&path, tls.bundle.as_bytes())?;
+                std::fs::set_permissions(
+                    &path,
+                    <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644),
+                )?;
+                Some(path)
+            }
+        };
         let _ = std::fs::remove_file(socket);
         let listener = tokio::net::UnixListener::bind(socket)?;
         // The sandbox's user is mapped to another uid: it must be able to connect (the
@@ -136,10 +93,9 @@ impl Proxy {
             socket,
             <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o666),
         )?;
-        let tally: Arc<Mutex<Tally>> = Arc::default();
+        let run = Arc::new(Run::new(rules, secrets, hub));
         let stop = CancellationToken::new();
-        let shared = Arc::new((rules, internal));
-        let (t, s) = (tally.clone(), stop.clone());
+        let (r, s) = (run.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
                 let conn = tokio::select! {
@@ -147,10 +103,10 @@ impl Proxy {
                     () = s.cancelled() => return,
                 };
                 let Ok((stream, _)) = conn else { continue };
-                let (shared, tally, stop) = (shared.clone(), t.clone(), s.clone());
+                let (run, stop) = (r.clone(), s.clone());
                 tokio::spawn(async move {
                     tokio::select! {
-                        () = serve(stream, &shared.0, &shared.1, &tally) => {}
+                        () = serve(stream, run) => {}
                         () = stop.cancelled() => {}
                     }
                 });
@@ -158,7 +114,8 @@ impl Proxy {
         });
         Ok(Proxy {
             socket: socket.to_path_buf(),
-            tally,
+            bundle,
+            run,
             stop,
         })
     }
@@ -168,16 +125,20 @@ impl Proxy {
         &self.socket
     }
 
+    /// The trust bundle (PEM: the host's roots and the process's CA) programs must use
+    /// when the run has secrets.
+    pub fn trust_bundle(&self) -> Option<&Path> {
+        self.bundle.as_deref()
+    }
+
+    /// The program's secret variables: each name with its placeholder.
+    pub fn secret_env(&self) -> Vec<(String, String)> {
+        self.run.secrets.env()
+    }
+
     /// Every request that ended so far, in the order they began.
     pub fn records(&self) -> Vec<NetRecord> {
-        let mut records = self
-            .tally
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .records
-            .clone();
-        records.sort_by_key(|r| r.seq);
-        records
+        self.run.records()
     }
 }
 
@@ -270,34 +231,9 @@ async fn refuse(stream: &mut tokio::net::UnixStream, why: &str) {
     let _ = stream.write_all(answer.as_bytes()).await;
 }
 
-/// The first address of `host` the policy allows; the reason when none is.
-async fn resolve(host: &str, port: u16, internal: &EgressPolicy) -> Result<SocketAddr, String> {
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    let mut last = format!("{host} has no address");
-    for addr in addrs {
-        match internal.check_addr(host, addr.ip()) {
-            Ok(()) => return Ok(addr),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(last)
-}
-
-async fn serve(
-    mut stream: tokio::net::UnixStream,
-    rules: &EgressRules,
-    internal: &EgressPolicy,
-    tally: &Mutex<Tally>,
-) {
+async fn serve(mut stream: tokio::net::UnixStream, run: Arc<Run>) {
     let started = Instant::now();
-    let seq = {
-        let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
-        t.arrived += 1;
-        t.arrived
-    };
+    let seq = run.arrive();
     let mut buf = Vec::with_capacity(1024);
     let reading = async {
         loop {
@@ -334,36 +270,45 @@ async fn serve(
             return;
         }
     };
-    let mut record = NetRecord {
-        method: head.method.clone(),
-        host: head.host.clone(),
-        port: head.port,
-        path: head.path.clone(),
-        status: None,
-        bytes_sent: 0,
-        bytes_received: 0,
-        ms: 0,
-        refused: None,
-        seq,
-    };
-    let admitted = {
-        let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(why) = rules.refusal(&head.host, head.port) {
-            Err(why)
-        } else if t.requests >= rules.max_requests {
-            Err(format!(
-                "the run's cap of {} requests is reached",
-                rules.max_requests
-            ))
-        } else if t.bytes >= rules.max_bytes {
-            Err(format!("the run's cap of {} bytes is reached", rules.max_bytes))
-        } else {
-            t.requests += 1;
-            Ok(())
+    let mut record = NetRecord::new(seq, &head.method, &head.host, head.port, head.path.clone());
+    let rest = &buf[end..];
+    if head.upstream.is_none() && run.secrets.intercepts(&head.host, head.port) {
+        // A host that gets a secret: opened here, each request inside counted alone.
+        let checked = match run.rules.refusal(&head.host, head.port) {
+            Some(why) => Err(why),
+            None if !rest.is_empty() => Err("data was sent before the tunnel opened".into()),
+            None => match run.hub.resolve(&head.host, head.port).await {
+                Ok(_) => run.hub.interceptor(),
+                Err(why) => Err(why),
+            },
+        };
+        match checked {
+            Ok(tls) => {
+                if stream
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    opened::serve(stream, head.host, head.port, run, tls).await;
+                }
+            }
+            Err(why) => {
+                refuse(&mut stream, &why).await;
+                record.refused = Some(why);
+                run.finish(record, started);
+            }
         }
+        return;
+    }
+    let admitted = match &head.upstream {
+        Some(_) => run
+            .secrets
+            .check_plain(&buf, &head.host)
+            .and_then(|()| run.admit(&head.host, head.port)),
+        None => run.admit(&head.host, head.port),
     };
     let target = match admitted {
-        Ok(()) => resolve(&head.host, head.port, internal).await,
+        Ok(()) => run.hub.resolve(&head.host, head.port).await,
         Err(why) => Err(why),
     };
     let upstream = match target {
@@ -378,11 +323,10 @@ async fn serve(
         Err(why) => {
             refuse(&mut stream, &why).await;
             record.refused = Some(why);
-            finish(tally, record, started);
+            run.finish(record, started);
             return;
         }
     };
-    let rest = &buf[end..];
     match &head.upstream {
         None => {
             // A tunnel: opened, then bytes both ways, never read.
@@ -419,19 +363,7 @@ async fn serve(
         record.bytes_sent += sent;
         record.bytes_received += received;
     }
-    finish(tally, record, started);
-}
-
-fn finish(tally: &Mutex<Tally>, mut record: NetRecord, started: Instant) {
-    record.ms = started.elapsed().as_millis() as u64;
-    tracing::info!(
-        method = %record.method, host = %record.host, path = ?record.path, status = ?record.status,
-        bytes_sent = record.bytes_sent, bytes_received = record.bytes_received, refused = ?record.refused,
-        "skill script request"
-    );
-    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
-    t.bytes += record.bytes_sent + record.bytes_received;
-    t.records.push(record);
+    run.finish(record, started);
 }
 
 #[cfg(test)]
@@ -449,6 +381,7 @@ mod tests {
             within: None,
             max_requests: 10,
             max_bytes: 1,
+            secrets: Vec::new(),
         };
         assert!(rules.allows("API.example.com.", 443) && rules.allows("api.example.com", 80));
         assert!(rules.allows("github.com", 443) && rules.allows("raw.github.com", 443));

@@ -1,0 +1,288 @@
+//! HTTPS to a host that gets a secret: the proxy ends the program's TLS with a
+//! certificate from the process's CA, reads each request (HTTP/1.1), puts secret values
+//! in place of their placeholders, and forwards it to the real host through a client
+//! that checks the host's certificate and address as usual. Responses go back with
+//! placeholders written over any echoed value. Each request is a record of its own.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Either, Full};
+
+use super::hub::Interceptor;
+use super::run::{NetRecord, Run};
+use crate::http::secrets::Scrub;
+
+/// What goes back to the program.
+type Answer = http::Response<Either<Full<Bytes>, Relayed>>;
+
+/// Headers about one connection, not the request (RFC 9110 §7.6.1), and `Host`, which
+/// the forwarding client sets from the target.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Serves the opened connection `stream` of a CONNECT to `host:port`.
+pub(super) async fn serve(
+    stream: tokio::net::UnixStream,
+    host: String,
+    port: u16,
+    run: Arc<Run>,
+    tls: Arc<Interceptor>,
+) {
+    let started = Instant::now();
+    let accepted = match tls.server_config(&host) {
+        Ok(config) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            match tokio::time::timeout(super::HEAD_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => Ok(s),
+                Ok(Err(e)) => Err(format!(
+                    "the TLS handshake with the program failed ({e}); it must trust steward's CA (the sandbox sets SSL_CERT_FILE and REQUESTS_CA_BUNDLE)"
+                )),
+                Err(_) => Err("the program did not start TLS in time".into()),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    let tls_stream = match accepted {
+        Ok(s) => s,
+        Err(why) => {
+            let mut record = NetRecord::new(run.arrive(), "CONNECT", &host, port, None);
+            record.refused = Some(why);
+            run.finish(record, started);
+            return;
+        }
+    };
+    let service = hyper::service::service_fn(move |request| {
+        let (run, tls, host) = (run.clone(), tls.clone(), host.clone());
+        async move { Ok::<_, Infallible>(forward(request, &host, port, run, &tls).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(tls_stream), service)
+        .await;
+}
+
+/// A refusal the program reads: 403 (or `status`) and why.
+fn refusal(status: u16, why: &str) -> Answer {
+    let mut answer = http::Response::new(Either::Left(Full::new(Bytes::from(format!(
+        "steward egress proxy refused this request: {why}\n"
+    )))));
+    *answer.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
+    answer.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    answer
+}
+
+fn strip(headers: &mut http::HeaderMap) {
+    // Headers the `Connection` header names are hop-by-hop too.
+    let named: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|n| n.trim().to_ascii_lowercase())
+        .collect();
+    for name in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
+        headers.remove(name);
+    }
+}
+
+/// Approximate size of a header block on the wire.
+fn header_bytes(headers: &http::HeaderMap) -> u64 {
+    headers
+        .iter()
+        .map(|(n, v)| (n.as_str().len() + v.len() + 4) as u64)
+        .sum()
+}
+
+async fn forward(
+    request: http::Request<hyper::body::Incoming>,
+    host: &str,
+    port: u16,
+    run: Arc<Run>,
+    tls: &Interceptor,
+) -> Answer {
+    let started = Instant::now();
+    let mut record = NetRecord::new(
+        run.arrive(),
+        request.method().as_str(),
+        host,
+        port,
+        Some(request.uri().path().to_string()),
+    );
+    let refuse = |mut record: NetRecord, status: u16, why: String| {
+        let answer = refusal(status, &why);
+        record.refused = Some(why);
+        run.finish(record, started);
+        answer
+    };
+    if let Err(why) = run.admit(host, port) {
+        return refuse(record, 403, why);
+    }
+    let (parts, body) = request.into_parts();
+    let mut headers = parts.headers;
+    strip(&mut headers);
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    match run.secrets.inject(host, port, &target, &mut headers) {
+        Ok(used) => record.secrets = used,
+        Err(why) => return refuse(record, 403, why),
+    }
+    if !record.secrets.is_empty() {
+        // An echoed value is written over only in a body the proxy can read.
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+    }
+    let left = usize::try_from(run.bytes_left()).unwrap_or(usize::MAX);
+    let body = match http_body_util::Limited::new(body, left).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let why = match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                Some(_) => format!(
+                    "the request body passes the run's cap of {} bytes",
+                    run.rules.max_bytes
+                ),
+                None => format!("the request body did not arrive: {e}"),
+            };
+            return refuse(record, 413, why);
+        }
+    };
+    record.bytes_sent = header_bytes(&headers) + body.len() as u64;
+    let authority = match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    };
+    let sent = tls
+        .client
+        .request(parts.method, format!("https://{authority}{target}"))
+        .headers(headers)
+        .body(body)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            let why = match crate::http::egress::refusal(&e) {
+                Some(refused) => refused.to_string(),
+                None => format!("cannot reach {host}: {}", chain(&e)),
+            };
+            return refuse(record, 502, why);
+        }
+    };
+    record.status = Some(response.status().as_u16());
+    let scrub = run.secrets.scrubber();
+    let response: http::Response<reqwest::Body> = response.into();
+    let (mut parts, body) = response.into_parts();
+    strip(&mut parts.headers);
+    if !scrub.is_noop() {
+        for value in parts.headers.values_mut() {
+            if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
+                *value = v;
+            }
+        }
+        // The length changes where a value is written over.
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+    }
+    record.bytes_received = header_bytes(&parts.headers);
+    http::Response::from_parts(
+        parts,
+        Either::Right(Relayed {
+            inner: body,
+            scrub,
+            done: false,
+            record: Some((record, started, run)),
+        }),
+    )
+}
+
+/// An error and its causes, one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// A response body on its way back: counted, scrubbed, and recorded when it ends (or
+/// is dropped).
+pub(super) struct Relayed {
+    inner: reqwest::Body,
+    scrub: Scrub,
+    done: bool,
+    record: Option<(NetRecord, Instant, Arc<Run>)>,
+}
+
+impl Drop for Relayed {
+    fn drop(&mut self) {
+        if let Some((record, started, run)) = self.record.take() {
+            run.finish(record, started);
+        }
+    }
+}
+
+impl Body for Relayed {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        // Trailers are not passed on (HTTP/1.1 programs rarely ask).
+                        continue;
+                    };
+                    if let Some((record, _, _)) = &mut this.record {
+                        record.bytes_received += data.len() as u64;
+                    }
+                    if this.scrub.is_noop() {
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                    let out = this.scrub.push(&data);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let rest = this.scrub.finish();
+                    if let Some((record, started, run)) = this.record.take() {
+                        run.finish(record, started);
+                    }
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                }
+            }
+        }
+    }
+}

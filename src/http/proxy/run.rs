@@ -1,0 +1,183 @@
+//! One proxy's run: the rules it enforces, the run's secrets, and the record and caps
+//! of every request.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::hub::EgressHub;
+use crate::http::secrets::{RunSecrets, SecretRule, host_listed};
+
+/// Where a sandboxed program may connect, how much, and with which secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressRules {
+    /// Host names (`api.example.com`) and suffix patterns (`*.example.com`, which also
+    /// matches `example.com`), lower case; ports 80 and 443 unless the entry names its
+    /// own (`api.example.com:8443`).
+    pub allow: Vec<String>,
+    /// A skill's own narrower list (its `egress.yaml`): a host must match both.
+    pub within: Option<Vec<String>>,
+    /// Requests per script run.
+    pub max_requests: u32,
+    /// Bytes both ways per script run; a request that starts past it is refused.
+    pub max_bytes: u64,
+    /// Secrets the program gets as placeholders, put in its requests by the proxy.
+    pub secrets: Vec<SecretRule>,
+}
+
+impl EgressRules {
+    /// Why `host` may not be reached, or `None` when it may.
+    pub fn refusal(&self, host: &str, port: u16) -> Option<String> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if !host_listed(&self.allow, &host, port) {
+            return Some(format!(
+                "{host}:{port} is not in this agent's skills.scripts.egress.allow"
+            ));
+        }
+        match &self.within {
+            Some(narrow) if !host_listed(narrow, &host, port) => {
+                Some(format!("{host}:{port} is not in the skill's egress.yaml"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `host` may be reached on `port`.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        self.refusal(host, port).is_none()
+    }
+}
+
+/// One request through the proxy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetRecord {
+    /// `CONNECT` for an HTTPS tunnel, else the HTTP method.
+    pub method: String,
+    pub host: String,
+    pub port: u16,
+    /// The path without its query (`None` for a tunnel: its requests are encrypted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The target's status (200 for an opened tunnel); `None` when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub ms: u64,
+    /// Why the proxy refused it, or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The secrets the proxy put in it, by name (never values).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub secrets: Vec<String>,
+    /// Order of arrival (records are kept as requests end; listed as they began).
+    #[serde(skip)]
+    pub seq: u32,
+}
+
+impl NetRecord {
+    /// A record of a request just arrived.
+    pub(super) fn new(seq: u32, method: &str, host: &str, port: u16, path: Option<String>) -> NetRecord {
+        NetRecord {
+            method: method.to_string(),
+            host: host.to_string(),
+            port,
+            path,
+            status: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            ms: 0,
+            refused: None,
+            secrets: Vec::new(),
+            seq,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    records: Vec<NetRecord>,
+    /// Requests seen (numbering them).
+    arrived: u32,
+    requests: u32,
+    bytes: u64,
+}
+
+/// A proxy's state, shared by its connections.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub rules: EgressRules,
+    pub secrets: RunSecrets,
+    pub hub: Arc<EgressHub>,
+    tally: Mutex<Tally>,
+}
+
+impl Run {
+    pub fn new(rules: EgressRules, secrets: RunSecrets, hub: Arc<EgressHub>) -> Run {
+        Run {
+            rules,
+            secrets,
+            hub,
+            tally: Mutex::default(),
+        }
+    }
+
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next request's number.
+    pub fn arrive(&self) -> u32 {
+        let mut t = self.tally();
+        t.arrived += 1;
+        t.arrived
+    }
+
+    /// Counts a request to `host:port`, or says why it may not go.
+    pub fn admit(&self, host: &str, port: u16) -> Result<(), String> {
+        let mut t = self.tally();
+        if let Some(why) = self.rules.refusal(host, port) {
+            Err(why)
+        } else if t.requests >= self.rules.max_requests {
+            Err(format!(
+                "the run's cap of {} requests is reached",
+                self.rules.max_requests
+            ))
+        } else if t.bytes >= self.rules.max_bytes {
+            Err(format!(
+                "the run's cap of {} bytes is reached",
+                self.rules.max_bytes
+            ))
+        } else {
+            t.requests += 1;
+            Ok(())
+        }
+    }
+
+    /// Bytes the run may still move.
+    pub fn bytes_left(&self) -> u64 {
+        self.rules.max_bytes.saturating_sub(self.tally().bytes)
+    }
+
+    /// Keeps `record`, which took since `started`.
+    pub fn finish(&self, mut record: NetRecord, started: Instant) {
+        record.ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            method = %record.method, host = %record.host, path = ?record.path, status = ?record.status,
+            bytes_sent = record.bytes_sent, bytes_received = record.bytes_received,
+            secrets = ?record.secrets, refused = ?record.refused,
+            "sandbox egress request"
+        );
+        let mut t = self.tally();
+        t.bytes += record.bytes_sent + record.bytes_received;
+        t.records.push(record);
+    }
+
+    /// Every request that ended so far, in the order they began.
+    pub fn records(&self) -> Vec<NetRecord> {
+        let mut records = self.tally().records.clone();
+        records.sort_by_key(|r| r.seq);
+        records
+    }
+}

@@ -1,0 +1,462 @@
+//! Secrets a sandboxed program uses without holding them: its environment has a
+//! placeholder (`stw_secret_<random>`, new for every run), and the egress proxy puts the
+//! real value in place of the placeholder in the request headers it names, on the hosts
+//! listed for that secret only. A placeholder anywhere else (another host, another
+//! header, a URL, a plain-http request) refuses the request. Values live in steward's
+//! memory only, and the proxy writes the placeholder back over any value a server echoes.
+
+use base64::Engine;
+
+/// One secret of an egress policy (`egress.secrets.NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRule {
+    /// The variable the program sees (holding the placeholder).
+    pub name: String,
+    /// steward's own variable holding the value.
+    pub env: String,
+    /// Hosts it is for, as `allow` entries (`api.example.com`, `*.example.com`).
+    pub hosts: Vec<String>,
+    /// The only header it may go in (lower case); `None`: any header.
+    pub header: Option<String>,
+    /// What a header that is exactly the placeholder becomes, `{}` standing for the
+    /// value (`Bearer {}`); a placeholder inside a longer value is replaced by the bare
+    /// value (the program wrote its own `Bearer `).
+    pub format: String,
+}
+
+/// The placeholder prefix (documented: a program can tell a placeholder from a value).
+pub const PREFIX: &str = "stw_secret_";
+
+/// A fresh placeholder: the prefix and 32 random hex digits.
+pub fn placeholder() -> String {
+    let mut bytes = [0u8; 16];
+    // The system's generator cannot fail on Linux; a placeholder is not itself a
+    // secret, so a fallback to the process's generator is safe.
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
+        bytes = fastrand::u128(..).to_le_bytes();
+    }
+    format!("{PREFIX}{}", hex::encode(bytes))
+}
+
+/// One secret of a run: its rule, placeholder and value.
+#[derive(Clone)]
+pub struct RunSecret {
+    pub rule: SecretRule,
+    pub placeholder: String,
+    value: String,
+}
+
+impl std::fmt::Debug for RunSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSecret")
+            .field("name", &self.rule.name)
+            .field("placeholder", &self.placeholder)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A run's secrets.
+#[derive(Debug, Clone, Default)]
+pub struct RunSecrets {
+    entries: Vec<RunSecret>,
+}
+
+/// `host:port` matches one of `patterns` (`allow` entries: `host`, `*.domain`, with an
+/// optional `:port`; a bare entry means ports 80 and 443).
+pub fn host_listed(patterns: &[String], host: &str, port: u16) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    patterns.iter().any(|entry| {
+        let (pattern, port_ok) = match entry.rsplit_once(':') {
+            Some((p, n)) if n.chars().all(|c| c.is_ascii_digit()) => (p, n.parse() == Ok(port)),
+            _ => (entry.as_str(), port == 80 || port == 443),
+        };
+        port_ok
+            && match pattern.strip_prefix("*.") {
+                Some(domain) => host == domain || host.ends_with(&format!(".{domain}")),
+                None => pattern == host,
+            }
+    })
+}
+
+impl RunSecrets {
+    /// Placeholders for `rules`, their values read with `var`; the names of unset
+    /// variables when any is missing.
+    pub fn new(rules: &[SecretRule], var: &dyn Fn(&str) -> Option<String>) -> Result<RunSecrets, String> {
+        let mut entries = Vec::new();
+        let mut missing = Vec::new();
+        for rule in rules {
+            match var(&rule.env) {
+                Some(value) if !value.is_empty() => entries.push(RunSecret {
+                    rule: rule.clone(),
+                    placeholder: placeholder(),
+                    value,
+                }),
+                _ => missing.push(format!("{} (for {})", rule.env, rule.name)),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(format!(
+                "steward's environment does not set {}",
+                missing.join(", ")
+            ));
+        }
+        Ok(RunSecrets { entries })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The program's variables: each name with its placeholder.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.entries
+            .iter()
+            .map(|e| (e.rule.name.clone(), e.placeholder.clone()))
+            .collect()
+    }
+
+    /// Whether requests to `host:port` must be opened: some secret is for it.
+    pub fn intercepts(&self, host: &str, port: u16) -> bool {
+        self.entries
+            .iter()
+            .any(|e| host_listed(&e.rule.hosts, host, port))
+    }
+
+    /// The first secret whose placeholder is in `text`.
+    fn found_in(&self, text: &[u8]) -> Option<&RunSecret> {
+        self.entries
+            .iter()
+            .find(|e| contains(text, e.placeholder.as_bytes()))
+    }
+
+    /// Refuses a request the proxy passes on unread (plain http) when it carries a
+    /// placeholder: a secret never goes in clear text.
+    pub fn check_plain(&self, head: &[u8], host: &str) -> Result<(), String> {
+        match self.found_in(head) {
+            Some(e) => Err(format!(
+                "the placeholder of secret {} was sent over plain http to {host}; secrets go only over https to their hosts",
+                e.rule.name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts values in place of placeholders in `headers` of a request to `host:port`
+    /// for `path_and_query`; the names of the secrets used, or why the request is
+    /// refused.
+    pub fn inject(
+        &self,
+        host: &str,
+        port: u16,
+        path_and_query: &str,
+        headers: &mut http::HeaderMap,
+    ) -> Result<Vec<String>, String> {
+        if let Some(e) = self.found_in(path_and_query.as_bytes()) {
+            return Err(format!(
+                "the placeholder of secret {} is in the URL; steward puts secrets only in headers",
+                e.rule.name
+            ));
+        }
+        let mut used: Vec<String> = Vec::new();
+        for (name, value) in headers.iter_mut() {
+            let bytes = value.as_bytes();
+            let basic = basic_credentials(name, bytes);
+            let searched = basic.as_deref().unwrap_or(bytes);
+            let Some(found) = self.found_in(searched) else {
+                continue;
+            };
+            let rule = &found.rule;
+            if !host_listed(&rule.hosts, host, port) {
+                return Err(format!(
+                    "the placeholder of secret {} was sent to {host}, which is not one of its hosts ({})",
+                    rule.name,
+                    rule.hosts.join(", ")
+                ));
+            }
+            if let Some(only) = &rule.header
+                && only != name.as_str()
+            {
+                return Err(format!(
+                    "secret {} goes only in the {only} header; its placeholder was in {name}",
+                    rule.name
+                ));
+            }
+            let mut text = searched.to_vec();
+            for e in &self.entries {
+                if contains(&text, e.placeholder.as_bytes()) {
+                    text = if basic.is_none() && text == e.placeholder.as_bytes() {
+                        e.rule.format.replace("{}", &e.value).into_bytes()
+                    } else {
+                        replace(&text, e.placeholder.as_bytes(), e.value.as_bytes())
+                    };
+                    if !used.contains(&e.rule.name) {
+                        used.push(e.rule.name.clone());
+                    }
+                }
+            }
+            let text = match basic {
+                Some(_) => format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(&text)
+                )
+                .into_bytes(),
+                None => text,
+            };
+            *value = http::HeaderValue::from_bytes(&text)
+                .map_err(|_| format!("secret {}'s value cannot go in a header", rule.name))?;
+            value.set_sensitive(true);
+        }
+        Ok(used)
+    }
+
+    /// A scrubber writing placeholders back over values in a response.
+    pub fn scrubber(&self) -> Scrub {
+        Scrub::new(
+            self.entries
+                .iter()
+                .map(|e| (e.value.as_bytes().to_vec(), e.placeholder.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+}
+
+/// The decoded `user:password` of an `Authorization: Basic` header.
+fn basic_credentials(name: &http::HeaderName, value: &[u8]) -> Option<Vec<u8>> {
+    if name != http::header::AUTHORIZATION {
+        return None;
+    }
+    let rest = value.strip_prefix(b"Basic ")?;
+    base64::engine::general_purpose::STANDARD
+        .decode(rest.trim_ascii())
+        .ok()
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn replace(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Replaces secret values with their placeholders in a stream of chunks, including
+/// values split across chunks (it holds back the last `longest - 1` bytes).
+#[derive(Debug, Default)]
+pub struct Scrub {
+    /// (value, placeholder)
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    held: Vec<u8>,
+    keep: usize,
+}
+
+impl Scrub {
+    fn new(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Scrub {
+        let pairs: Vec<_> = pairs.into_iter().filter(|(v, _)| !v.is_empty()).collect();
+        let keep = pairs.iter().map(|(v, _)| v.len() - 1).max().unwrap_or(0);
+        Scrub {
+            pairs,
+            held: Vec::new(),
+            keep,
+        }
+    }
+
+    /// The part of `chunk` (after what was held back) that can go on.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.pairs.is_empty() {
+            return chunk.to_vec();
+        }
+        self.held.extend_from_slice(chunk);
+        let safe = self.held.len().saturating_sub(self.keep);
+        let mut out = Vec::with_capacity(self.held.len());
+        let mut i = 0;
+        // Before `safe`, a value starting at `i` is whole in `held` or is not there.
+        while i < safe {
+            match self.pairs.iter().find(|(v, _)| self.held[i..].starts_with(v)) {
+                Some((v, p)) => {
+                    out.extend_from_slice(p);
+                    i += v.len();
+                }
+                None => {
+                    out.push(self.held[i]);
+                    i += 1;
+                }
+            }
+        }
+        self.held.drain(..i.min(self.held.len()));
+        out
+    }
+
+    /// What was held back, at the end of the stream.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let held = std::mem::take(&mut self.held);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < held.len() {
+            match self.pairs.iter().find(|(v, _)| held[i..].starts_with(v)) {
+                Some((v, p)) => {
+                    out.extend_from_slice(p);
+                    i += v.len();
+                }
+                None => {
+                    out.push(held[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether anything is scrubbed at all.
+    pub fn is_noop(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// `value` with placeholders over secret values (a response header).
+    pub fn header(&self, value: &[u8]) -> Vec<u8> {
+        self.pairs
+            .iter()
+            .fold(value.to_vec(), |text, (v, p)| replace(&text, v, p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets() -> RunSecrets {
+        let rules = vec![
+            SecretRule {
+                name: "GITHUB_TOKEN".into(),
+                env: "STEWARD_SECRET_GH".into(),
+                hosts: vec!["api.github.com".into()],
+                header: Some("authorization".into()),
+                format: "Bearer {}".into(),
+            },
+            SecretRule {
+                name: "STATUS_KEY".into(),
+                env: "STEWARD_SECRET_STATUS".into(),
+                hosts: vec!["*.status.example".into()],
+                header: None,
+                format: "{}".into(),
+            },
+        ];
+        RunSecrets::new(&rules, &|v| match v {
+            "STEWARD_SECRET_GH" => Some("ghp_real".into()),
+            "STEWARD_SECRET_STATUS" => Some("sk_live".into()),
+            _ => None,
+        })
+        .unwrap()
+    }
+
+    fn ph(s: &RunSecrets, name: &str) -> String {
+        s.env().into_iter().find(|(n, _)| n == name).unwrap().1
+    }
+
+    #[test]
+    fn placeholders_are_fresh_and_values_stay_out_of_debug() {
+        let (a, b) = (secrets(), secrets());
+        let p = ph(&a, "GITHUB_TOKEN");
+        assert!(p.starts_with(PREFIX) && p.len() == PREFIX.len() + 32, "{p}");
+        assert_ne!(p, ph(&b, "GITHUB_TOKEN"));
+        assert!(!format!("{a:?}").contains("ghp_real"));
+        let missing = RunSecrets::new(
+            &[SecretRule {
+                name: "X".into(),
+                env: "UNSET_VAR".into(),
+                hosts: vec![],
+                header: None,
+                format: "{}".into(),
+            }],
+            &|_| None,
+        )
+        .unwrap_err();
+        assert_eq!(missing, "steward's environment does not set UNSET_VAR (for X)");
+    }
+
+    #[test]
+    fn values_go_in_named_headers_on_listed_hosts_only() {
+        let s = secrets();
+        let (gh, status) = (ph(&s, "GITHUB_TOKEN"), ph(&s, "STATUS_KEY"));
+        // A bare placeholder takes the format; inside a value it is the bare value.
+        let mut h = http::HeaderMap::new();
+        h.insert("authorization", gh.parse().unwrap());
+        assert_eq!(
+            s.inject("api.github.com", 443, "/user", &mut h).unwrap(),
+            ["GITHUB_TOKEN"]
+        );
+        assert_eq!(h["authorization"], "Bearer ghp_real");
+        assert!(h["authorization"].is_sensitive());
+        let mut h = http::HeaderMap::new();
+        h.insert("authorization", format!("token {gh}").parse().unwrap());
+        s.inject("api.github.com", 443, "/", &mut h).unwrap();
+        assert_eq!(h["authorization"], "token ghp_real");
+        // Any header, for a secret without one; the domain pattern.
+        let mut h = http::HeaderMap::new();
+        h.insert("x-api-key", status.parse().unwrap());
+        assert_eq!(
+            s.inject("eu.status.example", 443, "/", &mut h).unwrap(),
+            ["STATUS_KEY"]
+        );
+        assert_eq!(h["x-api-key"], "sk_live");
+        // Basic credentials are decoded, filled and encoded again.
+        let mut h = http::HeaderMap::new();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("bot:{status}"));
+        h.insert("authorization", format!("Basic {basic}").parse().unwrap());
+        s.inject("status.example", 443, "/", &mut h).unwrap();
+        let sent = base64::engine::general_purpose::STANDARD.encode("bot:sk_live");
+        assert_eq!(h["authorization"], format!("Basic {sent}").as_str());
+        // Refusals.
+        let mut h = http::HeaderMap::new();
+        h.insert("authorization", gh.parse().unwrap());
+        assert_eq!(
+            s.inject("eu.status.example", 443, "/", &mut h).unwrap_err(),
+            "the placeholder of secret GITHUB_TOKEN was sent to eu.status.example, which is not one of its hosts (api.github.com)"
+        );
+        let mut h = http::HeaderMap::new();
+        h.insert("x-token", gh.parse().unwrap());
+        assert_eq!(
+            s.inject("api.github.com", 443, "/", &mut h).unwrap_err(),
+            "secret GITHUB_TOKEN goes only in the authorization header; its placeholder was in x-token"
+        );
+        let mut h = http::HeaderMap::new();
+        assert!(
+            s.inject("api.github.com", 443, &format!("/x?t={gh}"), &mut h)
+                .unwrap_err()
+                .contains("is in the URL")
+        );
+        assert!(
+            s.check_plain(format!("GET / HTTP/1.1\r\nA: {gh}").as_bytes(), "h")
+                .is_err()
+        );
+        assert!(s.check_plain(b"GET / HTTP/1.1\r\n", "h").is_ok());
+        assert!(s.intercepts("api.github.com", 443) && !s.intercepts("pypi.org", 443));
+    }
+
+    #[test]
+    fn echoed_values_are_scrubbed_even_across_chunks() {
+        let s = secrets();
+        let gh = ph(&s, "GITHUB_TOKEN");
+        let mut scrub = s.scrubber();
+        let mut out = scrub.push(b"{\"token\": \"ghp_r");
+        out.extend(scrub.push(b"eal\", \"other\": \"sk_"));
+        out.extend(scrub.push(b"live and more text\"}"));
+        out.extend(scrub.finish());
+        let status = ph(&s, "STATUS_KEY");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{{\"token\": \"{gh}\", \"other\": \"{status} and more text\"}}")
+        );
+        assert_eq!(scrub.header(b"x ghp_real"), format!("x {gh}").into_bytes());
+    }
+}

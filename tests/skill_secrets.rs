@@ -1,0 +1,352 @@
+//! Secrets for sandboxed programs as placeholders, with real bubblewrap and HTTPS fake
+//! servers on 127.0.0.1 (certificates from a test CA, names mapped by the hub's
+//! resolver): a Python script calls an allowed host through `requests` and the server
+//! receives the real token while the script's environment, `/proc` and output hold only
+//! the placeholder; the same placeholder sent to another allowed host is refused; a
+//! tunnelled host's TLS is never opened (the script sees the server's own certificate);
+//! a redirect to a private address is refused at the next hop; an MCP stdio server
+//! gets its token as a placeholder and its call succeeds through the proxy. Needs bubblewrap and the system
+//! Python's requests (`.ci/deps` installs both).
+
+mod support;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use steward::http::EgressPolicy;
+use steward::http::proxy::{EgressHub, EgressRules, NetRecord, Proxy};
+use steward::http::secrets::SecretRule;
+use steward::sandbox::process::{Egress, Finished, Job, ProcessLimits, ProcessSandbox, find_program};
+use support::*;
+
+const TOKEN: &str = "real-token-5f0c";
+const OTHER: &str = "other-key-81ad";
+
+/// A CA for the fake servers, and its certificate (PEM).
+struct TestCa {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pem: String,
+}
+
+fn test_ca() -> TestCa {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "steward test origin CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params.self_signed(&key).unwrap();
+    TestCa {
+        pem: cert.pem(),
+        issuer: rcgen::Issuer::new(params, key),
+    }
+}
+
+/// What the origin saw: (Host header, Authorization, X-Api-Key).
+type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
+
+/// An HTTPS server on 127.0.0.1 for `names` (certificate from `ca`): `/echo` answers
+/// with the credentials it received; `/redirect` sends to `internal.example.test` on
+/// the same port.
+async fn https_origin(ca: &TestCa, names: &[&str]) -> (u16, Seen) {
+    steward::http::install_crypto_provider();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    params.use_authority_key_identifier_extension = true;
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca.issuer).unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let seen: Seen = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new()
+        .route(
+            "/echo",
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
+                let get = |n: &str| {
+                    headers
+                        .get(n)
+                        .map(|v| v.to_str().unwrap().to_string())
+                        .unwrap_or_default()
+                };
+                let (host, auth, key) = (get("host"), get("authorization"), get("x-api-key"));
+                kept.lock()
+                    .unwrap()
+                    .push((host.clone(), auth.clone(), key.clone()));
+                async move { format!("host={host} auth={auth} key={key}") }
+            }),
+        )
+        .route(
+            "/redirect",
+            axum::routing::get(|headers: axum::http::HeaderMap| async move {
+                let host = headers
+                    .get("host")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                let port = host.rsplit(':').next().unwrap_or("443");
+                (
+                    axum::http::StatusCode::FOUND,
+                    [(
+                        axum::http::header::LOCATION,
+                        format!("https://internal.example.test:{port}/echo"),
+                    )],
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+const SCRIPT: &str = r#"import http.client, os, ssl, sys, requests
+port = int(sys.argv[1])
+token = os.environ["API_TOKEN"]
+print("placeholder:", token)
+leaked = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        if b"real-token" in open(f"/proc/{pid}/environ", "rb").read():
+            leaked.append(pid)
+    except OSError:
+        pass
+print("proc leaks:", leaked)
+def get(url, **kw):
+    try:
+        r = requests.get(url, timeout=10, **kw)
+        return f"{r.status_code} {r.text.strip()}"
+    except Exception as e:
+        return f"error {type(e).__name__} {e}"
+print("api:", get(f"https://api.example.test:{port}/echo", headers={"Authorization": token}))
+print("token style:", get(f"https://api.example.test:{port}/echo", headers={"Authorization": f"token {token}"}))
+print("other key:", get(f"https://other.example.test:{port}/echo", headers={"X-Api-Key": os.environ["OTHER_KEY"]}))
+print("wrong host:", get(f"https://other.example.test:{port}/echo", headers={"Authorization": token}))
+print("wrong header:", get(f"https://api.example.test:{port}/echo", headers={"X-Api-Key": token}))
+print("in url:", get(f"https://api.example.test:{port}/echo?t={token}"))
+print("redirect:", get(f"https://api.example.test:{port}/redirect"))
+def issuer(host):
+    proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").split(":")
+    conn = http.client.HTTPSConnection(proxy[0], int(proxy[1]), timeout=10, context=ssl.create_default_context())
+    conn.set_tunnel(host, port)
+    conn.request("GET", "/echo")
+    conn.getresponse().read()
+    return dict(x[0] for x in conn.sock.getpeercert()["issuer"])["commonName"]
+print("tunnel issuer:", issuer("plain.example.test"))
+print("opened issuer:", issuer("api.example.test"))
+"#;
+
+fn rules(port: u16) -> EgressRules {
+    let at = |h: &str| format!("{h}:{port}");
+    EgressRules {
+        allow: [
+            "api.example.test",
+            "other.example.test",
+            "plain.example.test",
+            "internal.example.test",
+        ]
+        .map(at)
+        .to_vec(),
+        within: None,
+        max_requests: 20,
+        max_bytes: 1 << 20,
+        secrets: vec![
+            SecretRule {
+                name: "API_TOKEN".into(),
+                env: "STEWARD_SECRET_API".into(),
+                hosts: vec![at("api.example.test")],
+                header: Some("authorization".into()),
+                format: "Bearer {}".into(),
+            },
+            SecretRule {
+                name: "OTHER_KEY".into(),
+                env: "STEWARD_SECRET_OTHER".into(),
+                hosts: vec![at("other.example.test")],
+                header: None,
+                format: "{}".into(),
+            },
+        ],
+    }
+}
+
+async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let hub = EgressHub::new(EgressPolicy::parse("127.0.0.1").unwrap())
+        .with_secrets(|name| match name {
+            "STEWARD_SECRET_API" => Some(TOKEN.into()),
+            "STEWARD_SECRET_OTHER" => Some(OTHER.into()),
+            _ => None,
+        })
+        .with_host("api.example.test", loopback)
+        .with_host("other.example.test", loopback)
+        .with_host("plain.example.test", loopback)
+        // An allowed name at a private address the operator did not open.
+        .with_host("internal.example.test", IpAddr::V4(Ipv4Addr::new(10, 255, 0, 7)))
+        .with_extra_roots(&ca.pem)
+        .unwrap();
+    let base = std::env::temp_dir().join(format!("steward-secrets-test-{}", std::process::id()));
+    let sandbox = ProcessSandbox::detect(base).with_forwarder(PathBuf::from(env!("CARGO_BIN_EXE_steward")));
+    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "scripts/call.py", SCRIPT);
+    let proxy = Proxy::start(&sandbox.socket_path("secrets"), rules(port), Arc::new(hub)).unwrap();
+    let env = proxy.secret_env();
+    let python = find_program("python3").unwrap();
+    let args = vec![port.to_string()];
+    let finished = sandbox
+        .run(
+            &Job {
+                skill_dir: dir.path(),
+                script: "scripts/call.py",
+                interpreter: &python,
+                args: &args,
+                stdin: None,
+                inputs: &[],
+                deps: None,
+                proxy: Some(Egress {
+                    socket: proxy.socket(),
+                    trust: proxy.trust_bundle(),
+                    env: &env,
+                }),
+            },
+            &ProcessLimits::default(),
+        )
+        .await
+        .unwrap();
+    (finished, proxy.records())
+}
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
+    let ca = test_ca();
+    let (port, seen) = https_origin(
+        &ca,
+        &["api.example.test", "other.example.test", "plain.example.test"],
+    )
+    .await;
+    let (finished, records) = run_script(&ca, port).await;
+    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
+    let err = String::from_utf8_lossy(&finished.stderr).into_owned();
+    assert_eq!(
+        finished.stop,
+        steward::sandbox::process::Stop::Exited(0),
+        "{out}{err}"
+    );
+    let placeholder = line(&out, "placeholder:").trim_start_matches("placeholder: ");
+    assert!(placeholder.starts_with("stw_secret_"), "{out}");
+    assert_eq!(line(&out, "proc leaks:"), "proc leaks: []", "{out}");
+    // The server got the value; the script read back only the placeholder.
+    assert_eq!(
+        line(&out, "api:"),
+        format!("api: 200 host=api.example.test:{port} auth=Bearer {placeholder} key=")
+    );
+    assert_eq!(
+        line(&out, "token style:"),
+        format!("token style: 200 host=api.example.test:{port} auth=token {placeholder} key=")
+    );
+    assert!(line(&out, "other key:").starts_with("other key: 200 "), "{out}");
+    assert!(
+        !out.contains(TOKEN) && !out.contains(OTHER) && !err.contains(TOKEN),
+        "{out}{err}"
+    );
+    assert!(
+        line(&out, "wrong host:").contains(&format!(
+            "403 steward egress proxy refused this request: the placeholder of secret API_TOKEN was sent to other.example.test, which is not one of its hosts (api.example.test:{port})"
+        )),
+        "{out}"
+    );
+    assert!(
+        line(&out, "wrong header:").contains("secret API_TOKEN goes only in the authorization header"),
+        "{out}"
+    );
+    assert!(line(&out, "in url:").contains("is in the URL"), "{out}");
+    // The tunnelled host's own certificate; the opened one's from steward's CA.
+    assert_eq!(
+        line(&out, "tunnel issuer:"),
+        "tunnel issuer: steward test origin CA"
+    );
+    assert_eq!(
+        line(&out, "opened issuer:"),
+        "opened issuer: steward egress proxy (this process only)"
+    );
+    // A redirect to an allowed name at a private address fails at the next hop.
+    assert!(line(&out, "redirect:").contains("error ProxyError"), "{out}");
+    let next_hop = records
+        .iter()
+        .find(|r| r.host == "internal.example.test")
+        .expect("the next hop is recorded");
+    assert!(
+        next_hop
+            .refused
+            .as_deref()
+            .is_some_and(|w| w.contains("10.255.0.7, a private address")),
+        "{next_hop:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    let auths: Vec<&str> = seen.iter().map(|(_, a, _)| a.as_str()).collect();
+    assert!(auths.contains(&format!("Bearer {TOKEN}").as_str()), "{seen:?}");
+    assert!(auths.contains(&format!("token {TOKEN}").as_str()), "{seen:?}");
+    assert!(seen.iter().any(|(_, _, k)| k == OTHER), "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|(_, a, k)| a.contains("stw_secret_") || k.contains("stw_secret_")),
+        "no refused request reached the server: {seen:?}"
+    );
+    // Records name the secrets used, never their values.
+    let used: Vec<(&str, Vec<String>)> = records
+        .iter()
+        .filter(|r| !r.secrets.is_empty())
+        .map(|r| (r.host.as_str(), r.secrets.clone()))
+        .collect();
+    assert_eq!(
+        used,
+        [
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
+            ("other.example.test", vec!["OTHER_KEY".to_string()]),
+        ]
+    );
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(!text.contains(TOKEN) && !text.contains(placeholder), "{text}");
+    assert!(
+        records.iter().any(|r| r
+            .refused
+            .as_deref()
+            .is_some_and(|w| w.contains("not one of its hosts"))),
+        "{records:?}"
+    );
+}
