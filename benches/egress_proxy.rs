@@ -60,7 +60,7 @@ async fn bench() {
         secrets: Vec::new(),
     };
     let hub = Arc::new(EgressHub::new(EgressPolicy::parse("127.0.0.1").unwrap()));
-    let proxy = Proxy::start(&socket, rules, hub).unwrap();
+    let proxy = Proxy::start(&socket, rules, hub, None).unwrap();
     let get = "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     let proxied =
         format!("GET http://127.0.0.1:{port}/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
@@ -161,6 +161,7 @@ async fn sandbox_start() {
                 secrets: Vec::new(),
             },
             Default::default(),
+            None,
         )
         .unwrap();
         let t = Instant::now();

@@ -87,6 +87,7 @@ async fn regex_throughput(tokens: Arc<TokenCounter>) {
         nested: None,
         mock: false,
         search: Default::default(),
+        network: Default::default(),
     };
     let allowed = vec!["file_regex".to_string()];
     for (label, pattern) in [

@@ -113,6 +113,7 @@ async fn main() {
         nested: None,
         mock: false,
         search: Default::default(),
+        network: Default::default(),
     };
     let allowed = vec!["add".to_string(), "bench__add".to_string()];
     let mut figures = Vec::new();

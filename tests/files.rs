@@ -340,6 +340,7 @@ async fn files_with(store: Arc<dyn Store>) -> (Arc<RunFiles>, ToolCtx) {
         nested: None,
         mock: false,
         search: Default::default(),
+        network: Default::default(),
     };
     (files, ctx)
 }

@@ -565,6 +565,7 @@ async fn a_new_tool_is_picked_up_when_the_server_says_its_list_changed() {
         nested: None,
         mock: false,
         search: Default::default(),
+        network: Default::default(),
     };
     let allowed = vec!["demo__grow".to_string(), "demo__grown".to_string()];
     let out = tools

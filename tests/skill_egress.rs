@@ -73,7 +73,7 @@ async fn run(
     write(dir.path(), "scripts/net.py", SCRIPT);
     let socket = sandbox.socket_path("test");
     let hub = Arc::new(EgressHub::new(EgressPolicy::parse(internal).unwrap()));
-    let proxy = Proxy::start(&socket, rules, hub).unwrap();
+    let proxy = Proxy::start(&socket, rules, hub, None).unwrap();
     let python = find_program("python3").unwrap();
     let args = vec![port.to_string()];
     let finished = sandbox
@@ -302,19 +302,23 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing more reached the origin");
 
-    // Credentials for scripts are refused in config until the proxy can inject them.
+    // Secrets go only to allowed hosts, under names steward does not set itself.
     write(
         root,
         "agents/fetcher.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com, \"https://x.example.com\"]\n      secrets: { TOKEN: { env: STEWARD_SECRET_X } }\n",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com, \"https://x.example.com\"]\n      secrets:\n        TOKEN: { env: STEWARD_SECRET_X, hosts: [api.github.com], format: Bearer }\n        HTTPS_PROXY: { env: \"x-y\", hosts: [api.example.com] }\n",
     );
     let o = steward_in(root, &["validate"], &[]);
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("skills.scripts.egress.secrets is not available yet"),
-        "{text}"
-    );
+    for expected in [
+        "secret TOKEN: host 'api.github.com' is not in allow: a secret goes only to allowed hosts",
+        "secret TOKEN: format 'Bearer' must hold {} once",
+        "secret HTTPS_PROXY: 'HTTPS_PROXY' must be a variable name (letters, digits, _) other than those steward sets",
+        "secret HTTPS_PROXY: env 'x-y' is not an environment variable name",
+    ] {
+        assert!(text.contains(expected), "{expected} in {text}");
+    }
     assert!(
         text.contains("egress host 'https://x.example.com' is not a host name"),
         "{text}"

@@ -216,7 +216,7 @@ async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
     assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "scripts/call.py", SCRIPT);
-    let proxy = Proxy::start(&sandbox.socket_path("secrets"), rules(port), Arc::new(hub)).unwrap();
+    let proxy = Proxy::start(&sandbox.socket_path("secrets"), rules(port), Arc::new(hub), None).unwrap();
     let env = proxy.secret_env();
     let python = find_program("python3").unwrap();
     let args = vec![port.to_string()];
@@ -348,5 +348,138 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
             .as_deref()
             .is_some_and(|w| w.contains("not one of its hosts"))),
         "{records:?}"
+    );
+}
+
+/// An MCP stdio server whose `fetch` tool GETs a URL with urllib (through HTTPS_PROXY),
+/// sending the token it was given as its Authorization header.
+const MCP_SERVER: &str = r#"import json, os, sys, urllib.request
+def reply(i, result):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, i = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        reply(i, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "api", "version": "1"}})
+    elif method == "tools/list":
+        reply(i, {"tools": [{"name": "fetch", "description": "GET a URL with the API token",
+                  "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]})
+    elif method == "tools/call":
+        token = os.environ.get("API_TOKEN", "")
+        req = urllib.request.Request(msg["params"]["arguments"]["url"], headers={"Authorization": token})
+        try:
+            text = urllib.request.urlopen(req, timeout=10).read().decode()
+        except Exception as e:
+            text = f"error: {e}"
+        reply(i, {"content": [{"type": "text", "text": f"holds {token[:11]}; {text}"}]})
+    elif i is not None:
+        reply(i, {})
+"#;
+
+/// Through `steward run`: the agent's script and its sandboxed MCP server both get the
+/// token as a placeholder from config, the server receives the value, and each request
+/// is a `net_request` event under its call naming the secret (`runs show --json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_script_and_mcp_server_get_placeholders_from_config() {
+    let ca = test_ca();
+    let (port, seen) = https_origin(&ca, &["127.0.0.1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "ca.pem", &ca.pem);
+    write(root, "prompts/p.md", "You call the API.");
+    write(
+        root,
+        "prompts/skills/net/SKILL.md",
+        "---\nname: net\ndescription: Calls the API.\n---\nRun scripts/call.py PORT.\n",
+    );
+    write(
+        root,
+        "prompts/skills/net/scripts/call.py",
+        "import os, sys, requests\nr = requests.get(f'https://127.0.0.1:{sys.argv[1]}/echo', headers={'Authorization': os.environ['API_TOKEN']}, timeout=10)\nprint(r.status_code, r.text)\n",
+    );
+    let egress = format!(
+        "egress:\n  allow: [\"127.0.0.1:{port}\"]\n  secrets:\n    API_TOKEN: {{env: STEWARD_SECRET_API, hosts: [\"127.0.0.1:{port}\"], header: Authorization, format: \"Bearer {{}}\"}}\n"
+    );
+    write(root, "mcp/api/server.py", MCP_SERVER);
+    write(
+        root,
+        "mcp/api.yaml",
+        &format!("command: python3\nargs: [/server/server.py]\n{egress}"),
+    );
+    let indented: String = egress.lines().map(|l| format!("    {l}\n")).collect();
+    write(
+        root,
+        "agents/caller.yaml",
+        &format!(
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:api]\nskills:\n  allowed: [net]\n  scripts:\n{indented}"
+        ),
+    );
+    let o = steward_in(root, &["validate"], &[]);
+    assert!(o.status.success(), "{}", output_text(&o));
+
+    let fake = FakeModel::start().await;
+    let script = serde_json::json!({"skill": "net", "script": "scripts/call.py", "args": [port.to_string()]})
+        .to_string();
+    let fetch = serde_json::json!({"url": format!("https://127.0.0.1:{port}/echo")}).to_string();
+    fake.push(Reply::ok(openai_tools(&[("c1", "run_skill_script", &script)])));
+    fake.push(Reply::ok(openai_tools(&[("c2", "api__fetch", &fetch)])));
+    fake.push(Reply::ok(openai_text("Called.")));
+    std::fs::write(root.join("ev.json"), r#"{"text": "call it"}"#).unwrap();
+    let event = root.join("ev.json");
+    let base = format!("{}/v1", fake.url);
+    let ca_file = root.join("ca.pem");
+    let o = steward_in_async(
+        root,
+        &["run", "caller", "--event", event.to_str().unwrap()],
+        &[
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+            // steward trusts the origin's CA (upstream and in the sandboxes' bundle).
+            ("SSL_CERT_FILE", ca_file.to_str().unwrap()),
+            ("STEWARD_SECRET_API", TOKEN),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", output_text(&o));
+    let results = tool_results(&fake);
+    let echoed = format!("200 host=127.0.0.1:{port} auth=Bearer stw_secret_");
+    assert!(results["c1"].contains(&echoed), "{}", results["c1"]);
+    assert!(
+        results["c2"].contains("holds stw_secret_") && results["c2"].contains("auth=Bearer stw_secret_"),
+        "{}",
+        results["c2"]
+    );
+    assert!(!results["c1"].contains(TOKEN) && !results["c2"].contains(TOKEN));
+    let auths: Vec<String> = seen.lock().unwrap().iter().map(|(_, a, _)| a.clone()).collect();
+    assert_eq!(auths, [format!("Bearer {TOKEN}"), format!("Bearer {TOKEN}")]);
+
+    let listed = steward_in(root, &["runs", "list", "--json"], &[]);
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    let shown = steward_in(root, &["runs", "show", &id, "--json"], &[]);
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(!text.contains(TOKEN), "{text}");
+    let shown: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = shown["events"].as_array().expect("events in runs show --json");
+    let net: Vec<(&str, &serde_json::Value)> = events
+        .iter()
+        .filter(|e| e["kind"] == "net_request")
+        .map(|e| {
+            (
+                e["data"]["parent_call_id"].as_str().unwrap(),
+                &e["data"]["secrets"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        net,
+        [
+            ("c1", &serde_json::json!(["API_TOKEN"])),
+            ("c2", &serde_json::json!(["API_TOKEN"]))
+        ],
+        "{shown}"
     );
 }

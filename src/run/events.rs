@@ -109,6 +109,9 @@ pub enum RunEvent {
         duration_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         refused: Option<String>,
+        /// The secrets the proxy put in the request, by name (never values).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secrets: Vec<String>,
     },
     Compaction {
         n: u32,

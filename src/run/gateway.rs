@@ -273,6 +273,7 @@ impl Gateway {
             nested: self.this.upgrade().map(|g| g as Arc<dyn NestedTools>),
             mock: self.parts.mock,
             search: self.parts.search.clone(),
+            network: Default::default(),
         }
     }
 
@@ -429,7 +430,8 @@ impl Gateway {
                 }
             };
             recorder.record(event);
-            for r in result.as_ref().map(|o| o.network.as_slice()).unwrap_or_default() {
+            let network = std::mem::take(&mut *ctx.network.lock().unwrap_or_else(|e| e.into_inner()));
+            for r in &network {
                 recorder.record(RunEvent::NetRequest {
                     parent_call_id: call_id.to_string(),
                     method: r.method.clone(),
@@ -441,6 +443,7 @@ impl Gateway {
                     bytes_received: r.bytes_received,
                     duration_ms: r.ms,
                     refused: r.refused.clone(),
+                    secrets: r.secrets.clone(),
                 });
             }
             if let Some(live) = &self.parts.live {

@@ -77,7 +77,13 @@ pub struct ToolCtx {
     pub mock: bool,
     /// What the run's search tools may search, and as whom.
     pub search: Arc<search_grant::SearchGrant>,
+    /// Requests the call made through an egress proxy (skill scripts), recorded by the
+    /// gateway as events under the call whether it succeeded or not.
+    pub network: NetSink,
 }
+
+/// Where a call's proxied requests are kept until the gateway records them.
+pub type NetSink = Arc<std::sync::Mutex<Vec<crate::http::proxy::NetRecord>>>;
 
 impl ToolCtx {
     /// Stable across retries of the same run and call, so a side effect happens once.
@@ -107,9 +113,6 @@ pub struct ToolOutput {
     /// Goes into the context whole, however large (a loaded skill, which its tool
     /// caps itself), instead of becoming a file with a preview.
     pub whole: bool,
-    /// Requests the call made through the egress proxy (skill scripts), recorded by
-    /// the gateway as events under the call.
-    pub network: Vec<crate::http::proxy::NetRecord>,
 }
 
 impl ToolOutput {
@@ -123,7 +126,6 @@ impl ToolOutput {
             images: Vec::new(),
             repeat_of: None,
             whole: false,
-            network: Vec::new(),
         }
     }
 

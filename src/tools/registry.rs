@@ -168,6 +168,7 @@ mod tests {
             nested: None,
             mock: true,
             search: Default::default(),
+            network: Default::default(),
         }
     }
 

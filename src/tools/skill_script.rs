@@ -417,13 +417,15 @@ async fn run_process(
                 skill_egress(&skill.dir).map_err(|e| ToolError::Model(format!("{label} cannot run: {e}")))?;
             let socket = sandbox.socket_path(&uuid::Uuid::now_v7().simple().to_string());
             use crate::http::proxy::{Proxy, ProxyError};
-            Some(Proxy::start(&socket, rules, hub.clone()).map_err(|e| match e {
-                // The operator's to fix, and the model's to hear about.
-                ProxyError::Secrets(why) => ToolError::Model(format!(
-                    "{label} cannot run: its skills.scripts.egress.secrets cannot be filled: {why}"
-                )),
-                e => ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")),
-            })?)
+            Some(
+                Proxy::start(&socket, rules, hub.clone(), span.id()).map_err(|e| match e {
+                    // The operator's to fix, and the model's to hear about.
+                    ProxyError::Secrets(why) => ToolError::Model(format!(
+                        "{label} cannot run: its skills.scripts.egress.secrets cannot be filled: {why}"
+                    )),
+                    e => ToolError::Fatal(format!("{label}: cannot start the egress proxy: {e}")),
+                })?,
+            )
         }
     };
     let secret_env = proxy.as_ref().map(|p| p.secret_env()).unwrap_or_default();
@@ -487,10 +489,11 @@ async fn run_process(
             if !network.is_empty() {
                 out["network"] = serde_json::to_value(&network).unwrap_or_default();
             }
-            Ok(ToolOutput {
-                network,
-                ..ToolOutput::json(out)
-            })
+            ctx.network
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(network);
+            Ok(ToolOutput::json(out))
         }
         stop => {
             if let Stop::Exited(code) = stop {
@@ -516,6 +519,10 @@ async fn run_process(
                 let requests = serde_json::to_string(&network).unwrap_or_default();
                 message.push_str(&format!("\nits network requests: {requests}"));
             }
+            ctx.network
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(network);
             Err(ToolError::Model(message))
         }
     }

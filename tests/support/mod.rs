@@ -340,6 +340,7 @@ pub fn tool_ctx(
         nested: None,
         mock: false,
         search,
+        network: Default::default(),
     }
 }
 

@@ -70,7 +70,13 @@ impl Drop for Proxy {
 impl Proxy {
     /// Listens on `socket` (a fresh path in a folder only steward reads) for a run under
     /// `rules`; secret values are read from `hub` now, and each gets a new placeholder.
-    pub fn start(socket: &Path, rules: EgressRules, hub: Arc<EgressHub>) -> Result<Proxy, ProxyError> {
+    /// Its requests are traced as spans under `parent` (the tool call's), roots without.
+    pub fn start(
+        socket: &Path,
+        rules: EgressRules,
+        hub: Arc<EgressHub>,
+        parent: Option<tracing::Id>,
+    ) -> Result<Proxy, ProxyError> {
         let secrets = RunSecrets::new(&rules.secrets, &|name| hub.var(name)).map_err(ProxyError::Secrets)?;
         let bundle = match secrets.is_empty() {
             true => None,
@@ -93,7 +99,7 @@ impl Proxy {
             socket,
             <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o666),
         )?;
-        let run = Arc::new(Run::new(rules, secrets, hub));
+        let run = Arc::new(Run::new(rules, secrets, hub, parent));
         let stop = CancellationToken::new();
         let (r, s) = (run.clone(), stop.clone());
         tokio::spawn(async move {
@@ -139,6 +145,12 @@ impl Proxy {
     /// Every request that ended so far, in the order they began.
     pub fn records(&self) -> Vec<NetRecord> {
         self.run.records()
+    }
+
+    /// The requests that ended since the last take, in the order they began (a
+    /// long-lived server's proxy: each tool call takes its own).
+    pub fn take_records(&self) -> Vec<NetRecord> {
+        self.run.take_records()
     }
 }
 
@@ -233,7 +245,6 @@ async fn refuse(stream: &mut tokio::net::UnixStream, why: &str) {
 
 async fn serve(mut stream: tokio::net::UnixStream, run: Arc<Run>) {
     let started = Instant::now();
-    let seq = run.arrive();
     let mut buf = Vec::with_capacity(1024);
     let reading = async {
         loop {
@@ -270,7 +281,7 @@ async fn serve(mut stream: tokio::net::UnixStream, run: Arc<Run>) {
             return;
         }
     };
-    let mut record = NetRecord::new(seq, &head.method, &head.host, head.port, head.path.clone());
+    let mut record = run.record(&head.method, &head.host, head.port, head.path.clone());
     let rest = &buf[end..];
     if head.upstream.is_none() && run.secrets.intercepts(&head.host, head.port) {
         // A host that gets a secret: opened here, each request inside counted alone.

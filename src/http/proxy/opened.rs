@@ -60,7 +60,7 @@ pub(super) async fn serve(
     let tls_stream = match accepted {
         Ok(s) => s,
         Err(why) => {
-            let mut record = NetRecord::new(run.arrive(), "CONNECT", &host, port, None);
+            let mut record = run.record("CONNECT", &host, port, None);
             record.refused = Some(why);
             run.finish(record, started);
             return;
@@ -118,8 +118,7 @@ async fn forward(
     tls: &Interceptor,
 ) -> Answer {
     let started = Instant::now();
-    let mut record = NetRecord::new(
-        run.arrive(),
+    let mut record = run.record(
         request.method().as_str(),
         host,
         port,

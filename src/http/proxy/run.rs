@@ -74,12 +74,16 @@ pub struct NetRecord {
     /// Order of arrival (records are kept as requests end; listed as they began).
     #[serde(skip)]
     pub seq: u32,
+    /// The request's span while it is open (closed when the record is kept).
+    #[serde(skip)]
+    span: tracing::Span,
 }
 
 impl NetRecord {
     /// A record of a request just arrived.
     pub(super) fn new(seq: u32, method: &str, host: &str, port: u16, path: Option<String>) -> NetRecord {
         NetRecord {
+            span: tracing::Span::none(),
             method: method.to_string(),
             host: host.to_string(),
             port,
@@ -94,6 +98,9 @@ impl NetRecord {
         }
     }
 }
+
+/// Records kept waiting to be taken.
+const MAX_KEPT: usize = 1000;
 
 #[derive(Debug, Default)]
 struct Tally {
@@ -110,17 +117,44 @@ pub(super) struct Run {
     pub rules: EgressRules,
     pub secrets: RunSecrets,
     pub hub: Arc<EgressHub>,
+    /// The span requests are traced under (the tool call's); roots without one.
+    parent: Option<tracing::Id>,
     tally: Mutex<Tally>,
 }
 
 impl Run {
-    pub fn new(rules: EgressRules, secrets: RunSecrets, hub: Arc<EgressHub>) -> Run {
+    pub fn new(
+        rules: EgressRules,
+        secrets: RunSecrets,
+        hub: Arc<EgressHub>,
+        parent: Option<tracing::Id>,
+    ) -> Run {
         Run {
             rules,
             secrets,
             hub,
+            parent,
             tally: Mutex::default(),
         }
+    }
+
+    /// A record of a request just arrived, with its span open.
+    pub fn record(&self, method: &str, host: &str, port: u16, path: Option<String>) -> NetRecord {
+        let mut record = NetRecord::new(self.arrive(), method, host, port, path);
+        // No path on the span: a private run's paths are not kept.
+        record.span = tracing::info_span!(
+            parent: self.parent.clone(),
+            "egress_request",
+            otel.name = %format!("{method} {host}"),
+            "http.request.method" = method,
+            "server.address" = host,
+            "server.port" = port,
+            "http.response.status_code" = tracing::field::Empty,
+            "steward.egress.secrets" = tracing::field::Empty,
+            "steward.egress.refused" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+        );
+        record
     }
 
     fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
@@ -163,6 +197,18 @@ impl Run {
     /// Keeps `record`, which took since `started`.
     pub fn finish(&self, mut record: NetRecord, started: Instant) {
         record.ms = started.elapsed().as_millis() as u64;
+        let span = std::mem::replace(&mut record.span, tracing::Span::none());
+        if let Some(status) = record.status {
+            span.record("http.response.status_code", status);
+        }
+        if !record.secrets.is_empty() {
+            span.record("steward.egress.secrets", record.secrets.join(",").as_str());
+        }
+        if let Some(why) = &record.refused {
+            span.record("steward.egress.refused", why.as_str());
+            span.record("error.type", "refused");
+        }
+        drop(span);
         tracing::info!(
             method = %record.method, host = %record.host, path = ?record.path, status = ?record.status,
             bytes_sent = record.bytes_sent, bytes_received = record.bytes_received,
@@ -171,12 +217,24 @@ impl Run {
         );
         let mut t = self.tally();
         t.bytes += record.bytes_sent + record.bytes_received;
+        // A server's proxy lives long and its records wait for a call to take them:
+        // the oldest go first past the bound.
+        if t.records.len() >= MAX_KEPT {
+            t.records.remove(0);
+        }
         t.records.push(record);
     }
 
     /// Every request that ended so far, in the order they began.
     pub fn records(&self) -> Vec<NetRecord> {
         let mut records = self.tally().records.clone();
+        records.sort_by_key(|r| r.seq);
+        records
+    }
+
+    /// The requests that ended since the last take, in the order they began.
+    pub fn take_records(&self) -> Vec<NetRecord> {
+        let mut records = std::mem::take(&mut self.tally().records);
         records.sort_by_key(|r| r.seq);
         records
     }

@@ -36,7 +36,13 @@ use crate::tools::{Effect, Tool, ToolSpec};
 struct Binding {
     cassette: Option<Arc<McpCassette>>,
     recording: Recording,
+    /// The sandboxed server's egress proxy, once it runs: each call takes the requests
+    /// that ended meanwhile as its own.
+    network: ServerNet,
 }
+
+/// A command server's egress proxy, set when the server starts.
+type ServerNet = Arc<std::sync::OnceLock<Arc<crate::http::proxy::Proxy>>>;
 
 /// Where MCP cassettes live (`evals/mcp`) and what tools do with them.
 #[derive(Debug, Clone)]
@@ -109,6 +115,7 @@ impl McpHub {
             return Ok(Binding {
                 cassette: None,
                 recording: Recording::Replay,
+                network: ServerNet::default(),
             });
         };
         let c = Arc::new(McpCassette::load(&r.dir, server).map_err(|e| e.to_string())?);
@@ -119,6 +126,7 @@ impl McpHub {
         Ok(Binding {
             cassette: Some(c),
             recording: r.mode,
+            network: ServerNet::default(),
         })
     }
 
@@ -190,7 +198,7 @@ fn fail(server: &McpServer, message: impl std::fmt::Display) -> McpError {
 /// cgroup), its egress proxy, and the task copying its stderr into the log.
 pub struct ChildGuard {
     _sandbox: Option<ServerGuard>,
-    _proxy: Option<crate::http::proxy::Proxy>,
+    proxy: Option<Arc<crate::http::proxy::Proxy>>,
     _stderr: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
@@ -267,11 +275,13 @@ pub async fn connect(
                             Some(rules) => {
                                 let socket =
                                     jail.socket_path(&format!("server-{}", uuid::Uuid::now_v7().simple()));
-                                let p =
-                                    crate::http::proxy::Proxy::start(&socket, rules.clone(), egress.clone())
-                                        .map_err(|e| {
-                                            fail(server, format!("cannot start its egress proxy: {e}"))
-                                        })?;
+                                let p = crate::http::proxy::Proxy::start(
+                                    &socket,
+                                    rules.clone(),
+                                    egress.clone(),
+                                    None,
+                                )
+                                .map_err(|e| fail(server, format!("cannot start its egress proxy: {e}")))?;
                                 Some(p)
                             }
                             None => None,
@@ -349,7 +359,7 @@ pub async fn connect(
                     running,
                     Some(ChildGuard {
                         _sandbox: jailed,
-                        _proxy: proxy,
+                        proxy: proxy.map(Arc::new),
                         _stderr: forward,
                     }),
                 ))
@@ -435,6 +445,7 @@ fn tools_from(
                 peer: peer.cloned(),
                 cassette: binding.cassette.clone(),
                 recording: binding.recording,
+                network: binding.network.clone(),
             }) as Arc<dyn Tool>
         })
         .collect();
@@ -476,6 +487,9 @@ pub async fn connect_all(
             }
         };
         let (running, child) = running;
+        if let Some(proxy) = child.as_ref().and_then(|c| c.proxy.clone()) {
+            let _ = binding.network.set(proxy);
+        }
         match list(server, running.peer(), &binding).await {
             Ok((tools, skipped)) => {
                 if let Some(child) = child {

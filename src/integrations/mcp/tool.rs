@@ -35,6 +35,8 @@ pub(super) struct McpTool {
     pub peer: Option<Peer<RoleClient>>,
     pub cassette: Option<Arc<McpCassette>>,
     pub recording: Recording,
+    /// The sandboxed server's egress proxy, once it runs.
+    pub network: Arc<std::sync::OnceLock<Arc<crate::http::proxy::Proxy>>>,
 }
 
 impl McpTool {
@@ -97,7 +99,15 @@ impl Tool for McpTool {
             .as_ref()
             .filter(|_| self.recording == Recording::Record);
         let kept = recorder.map(|_| arguments.clone());
-        let answer = self.ask(peer, arguments).await?;
+        let answer = self.ask(peer, arguments).await;
+        // The server's requests that ended during the call are the call's.
+        if let Some(proxy) = self.network.get() {
+            ctx.network
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(proxy.take_records());
+        }
+        let answer = answer?;
         if let (Some(cassette), Some(arguments)) = (recorder, kept) {
             cassette.add(&self.remote, Value::Object(arguments), answer.clone());
         }

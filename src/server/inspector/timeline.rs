@@ -169,6 +169,10 @@ fn step(e: &StoredEvent, private: bool) -> Option<Step> {
             ));
             s.facts.push(millis(&d["duration_ms"]));
             add_text(&mut s, "path", &d["path"]);
+            if let Some(names) = d["secrets"].as_array().filter(|n| !n.is_empty()) {
+                let names: Vec<&str> = names.iter().filter_map(|n| n.as_str()).collect();
+                s.facts.push(format!("secrets: {}", names.join(", ")));
+            }
             add_text(&mut s, "refused", &d["refused"]);
         }
         "file_added" => {
