@@ -52,17 +52,21 @@ fn wheel() -> Vec<u8> {
 
 /// A PEP 503 "simple" index with one project, counting wheel downloads.
 async fn index() -> (String, Arc<AtomicUsize>) {
+    index_of("stwdemo", WHEEL, wheel()).await
+}
+
+/// A "simple" index serving `file` (`bytes`) as the one release of `project`.
+async fn index_of(project: &str, file: &str, bytes: Vec<u8>) -> (String, Arc<AtomicUsize>) {
     let downloads = Arc::new(AtomicUsize::new(0));
     let counted = downloads.clone();
-    let page = format!("<html><body><a href=\"/files/{WHEEL}\">{WHEEL}</a></body></html>");
-    let bytes = wheel();
+    let page = format!("<html><body><a href=\"/files/{file}\">{file}</a></body></html>");
     let app = axum::Router::new()
         .route(
-            "/simple/stwdemo/",
+            &format!("/simple/{project}/"),
             axum::routing::get(move || async move { axum::response::Html(page) }),
         )
         .route(
-            &format!("/files/{WHEEL}"),
+            &format!("/files/{file}"),
             axum::routing::get(move || {
                 counted.fetch_add(1, Ordering::SeqCst);
                 async move { bytes }
@@ -99,9 +103,12 @@ async fn declared_requirements_install_once_and_scripts_import_them_in_the_sandb
     let root = dir.path();
     let (index, downloads) = index().await;
     let cache = root.join("cache");
+    // The index is on 127.0.0.1, an internal address the installs' proxy refuses unless
+    // the operator opens it.
     let env = [
         ("PIP_INDEX_URL", index.as_str()),
         ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+        ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
     ];
     let o = steward_in_async(root, &["skills", "list", "--json"], &env).await;
     let list: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -194,6 +201,7 @@ async fn a_requirement_the_index_lacks_fails_with_the_installers_error_and_leave
         ("PIP_INDEX_URL", index.as_str()),
         ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
         ("OPENAI_API_KEY", "sk-must-not-reach-the-installer"),
+        ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
     ];
     let o = steward_in_async(root, &["skills", "install", "demo"], &env).await;
     assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
@@ -207,4 +215,131 @@ async fn a_requirement_the_index_lacks_fails_with_the_installers_error_and_leave
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// Installs go through an egress proxy that allows the package index's hosts only: a
+/// requirement naming a file elsewhere, or an index at an internal address the operator
+/// did not open, fails with the proxy's reason.
+#[tokio::test]
+async fn installs_reach_the_package_index_only() {
+    let dir = tree();
+    let root = dir.path();
+    let (index, downloads) = index().await;
+    let port = index
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // The same server under another name: not the index.
+    write(
+        root,
+        "prompts/skills/demo/requirements.txt",
+        &format!("stwdemo @ http://localhost:{port}/files/{WHEEL}\n"),
+    );
+    let cache = root.join("cache");
+    let env = [
+        ("PIP_INDEX_URL", index.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+        ("STEWARD_HTTP_ALLOW", "127.0.0.1,localhost"),
+    ];
+    let o = steward_in_async(root, &["skills", "install", "demo"], &env).await;
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("localhost:{port} is not the package index")),
+        "{text}"
+    );
+    assert_eq!(downloads.load(Ordering::SeqCst), 0);
+
+    // The index itself, at an internal address nobody opened.
+    write(root, "prompts/skills/demo/requirements.txt", "stwdemo==1.0\n");
+    let env = [
+        ("PIP_INDEX_URL", index.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+    ];
+    let o = steward_in_async(root, &["skills", "install", "demo"], &env).await;
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("127.0.0.1, a loopback address"), "{text}");
+    assert_eq!(downloads.load(Ordering::SeqCst), 0);
+}
+
+/// The public `pdf` skill's real requirement: the `pypdf` wheel from PyPI (`.ci/deps`
+/// downloads it into `target/test-wheels`), served by a local index, installed once,
+/// and used by a script in the sandbox to write and read back a PDF.
+#[tokio::test]
+async fn the_pdf_skills_pypdf_installs_once_and_works_in_the_sandbox() {
+    let wheels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-wheels");
+    let found = std::fs::read_dir(&wheels).ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("pypdf-") && n.ends_with(".whl"))
+    });
+    let Some(file) = found else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no pypdf wheel in {}: .ci/deps downloads it",
+            wheels.display()
+        );
+        eprintln!("skipped: no pypdf wheel in {} (run .ci/deps)", wheels.display());
+        return;
+    };
+    let (index, downloads) = index_of("pypdf", &file, std::fs::read(wheels.join(&file)).unwrap()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "prompts/skills/pdf/SKILL.md",
+        "---\nname: pdf\ndescription: Reads and writes PDF files.\n---\nRun scripts/roundtrip.py.\n",
+    );
+    write(root, "prompts/skills/pdf/requirements.txt", "pypdf\n");
+    write(
+        root,
+        "prompts/skills/pdf/scripts/roundtrip.py",
+        "from pypdf import PdfReader, PdfWriter\nw = PdfWriter()\nfor _ in range(3):\n    w.add_blank_page(width=72, height=72)\nw.add_metadata({'/Title': 'made in the sandbox'})\nw.write('/work/out.pdf')\nr = PdfReader('/work/out.pdf')\nprint(len(r.pages), r.metadata.title)\n",
+    );
+    let cache = root.join("cache");
+    let env = [
+        ("PIP_INDEX_URL", index.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+        ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+    ];
+    for _ in 0..2 {
+        let o = steward_in_async(root, &["skills", "install", "pdf"], &env).await;
+        assert!(o.status.success(), "{}", output_text(&o));
+    }
+    assert_eq!(downloads.load(Ordering::SeqCst), 1, "installed once, not again");
+    let skills = SkillSet::load(root, &[]).with_deps(Arc::new(DepsCache::new(cache, Vec::new())));
+    let skill = &skills.skills["pdf"];
+    let python = find_program("python3").unwrap();
+    let site = skills.deps.ensure(skill, &python).await.unwrap().unwrap();
+    let sandbox = ProcessSandbox::detect(
+        std::env::temp_dir().join(format!("steward-pypdf-test-{}", std::process::id())),
+    );
+    let done = sandbox
+        .run(
+            &Job {
+                skill_dir: &skill.dir,
+                script: "scripts/roundtrip.py",
+                interpreter: &python,
+                args: &[],
+                stdin: None,
+                inputs: &[],
+                deps: Some(&site),
+                proxy: None,
+            },
+            &ProcessLimits::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&done.stdout).trim(),
+        "3 made in the sandbox",
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(done.files.iter().any(|f| f.name == "out.pdf"));
 }
