@@ -59,6 +59,7 @@ async fn bench() {
     let socket = dir.path().join("proxy.sock");
     let rules = EgressRules {
         allow: vec![format!("127.0.0.1:{port}")],
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,
@@ -222,6 +223,7 @@ async fn injection(dir: &std::path::Path) {
         .unwrap();
     let rules = EgressRules {
         allow: vec![at.clone()],
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,
@@ -245,6 +247,7 @@ async fn injection(dir: &std::path::Path) {
     let plain_socket = dir.join("tunnel.sock");
     let plain_rules = EgressRules {
         allow: vec![at.clone()],
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: u32::MAX,
         max_bytes: u64::MAX,
@@ -339,6 +342,7 @@ async fn sandbox_start() {
             &socket,
             EgressRules {
                 allow: vec!["example.com".into()],
+                listed_in: "this agent's skills.scripts.egress.allow",
                 within: None,
                 max_requests: 10,
                 max_bytes: 1 << 20,

@@ -249,7 +249,7 @@ async fn installs_reach_the_package_index_only() {
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(
-        text.contains(&format!("localhost:{port} is not the package index")),
+        text.contains(&format!("localhost:{port} is not in the package index's hosts")),
         "{text}"
     );
     assert_eq!(downloads.load(Ordering::SeqCst), 0);

@@ -141,6 +141,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
     let (port, hits) = origin().await;
     let rules = EgressRules {
         allow: vec![format!("127.0.0.1:{port}")],
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: 2,
         max_bytes: 1 << 20,
@@ -200,6 +201,7 @@ async fn an_internal_address_stays_refused_unless_the_operator_opens_it() {
     let (port, hits) = origin().await;
     let rules = EgressRules {
         allow: vec![format!("127.0.0.1:{port}")],
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: 10,
         max_bytes: 1 << 20,

@@ -174,6 +174,7 @@ fn rules(port: u16) -> EgressRules {
         ]
         .map(at)
         .to_vec(),
+        listed_in: "this agent's skills.scripts.egress.allow",
         within: None,
         max_requests: 20,
         max_bytes: 1 << 20,

@@ -999,7 +999,8 @@ impl Outside {
         let deps = crate::skills::deps::DepsCache::new(
             self.settings.skill_deps_dir.clone(),
             self.settings.package_index.clone(),
-        );
+        )
+        .with_egress(self.proxies.clone());
         let set = SkillSet::load(root, &self.settings.skill_dirs)
             .with_deps(Arc::new(deps))
             .with_egress(self.proxies.clone());

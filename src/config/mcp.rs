@@ -262,6 +262,7 @@ pub fn build(
                         within.egress = Some(crate::http::proxy::EgressRules {
                             max_requests: u32::MAX,
                             max_bytes: u64::MAX,
+                            listed_in: "this server's egress.allow",
                             ..egress.rules()
                         });
                     }

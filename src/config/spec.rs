@@ -514,6 +514,7 @@ impl ScriptEgressSpec {
                 .iter()
                 .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
                 .collect(),
+            listed_in: "this agent's skills.scripts.egress.allow",
             within: None,
             max_requests: self.max_requests.unwrap_or(100),
             max_bytes: self.max_mb.unwrap_or(50).saturating_mul(1024 * 1024),

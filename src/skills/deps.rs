@@ -11,7 +11,10 @@
 //! would run on the host, outside the sandbox, so it is refused. It runs with an empty
 //! environment but for `PATH`, a scratch `HOME` and the package index settings
 //! (`PIP_INDEX_URL`, `UV_INDEX_URL`, ...), so nothing of steward's (keys, tokens)
-//! reaches it.
+//! reaches it; and its network goes through an egress proxy of its own (on a loopback
+//! port, `HTTP_PROXY`/`HTTPS_PROXY`) that allows the package index's hosts only, with
+//! the address checks of every other egress: a requirement naming a file elsewhere is
+//! refused, and an index at an internal address needs `STEWARD_HTTP_ALLOW`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -119,7 +122,20 @@ pub struct DepsCache {
     /// Installs under way or failed in this process, by install folder; one install
     /// per folder at a time (later callers wait for it).
     installs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<Option<String>>>>>,
+    /// What the installer's proxy checks addresses with.
+    egress: Arc<crate::http::proxy::EgressHub>,
 }
+
+/// The variables naming package indexes, whose hosts installs may reach.
+const INDEX_VARS: [&str; 4] = [
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+];
+
+/// Where PyPI's files are, beside the index itself.
+const PYPI: [&str; 2] = ["pypi.org", "files.pythonhosted.org"];
 
 impl Default for DepsCache {
     fn default() -> Self {
@@ -133,7 +149,40 @@ impl DepsCache {
             dir,
             index,
             installs: Mutex::default(),
+            egress: Arc::default(),
         }
+    }
+
+    /// Installs reach the index through proxies checking addresses as `hub` does
+    /// (`STEWARD_HTTP_ALLOW`).
+    pub fn with_egress(mut self, hub: Arc<crate::http::proxy::EgressHub>) -> DepsCache {
+        self.egress = hub;
+        self
+    }
+
+    /// The hosts installs may reach: those of the configured indexes (with their ports
+    /// when not the scheme's), else PyPI's; PyPI's files host goes with PyPI.
+    pub fn index_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self
+            .index
+            .iter()
+            .filter(|(k, _)| INDEX_VARS.contains(&k.as_str()))
+            .flat_map(|(_, v)| v.split_whitespace())
+            .filter_map(|u| url::Url::parse(u).ok())
+            .filter_map(|u| {
+                let host = u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase();
+                Some(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                })
+            })
+            .collect();
+        if hosts.is_empty() || hosts.iter().any(|h| h == PYPI[0]) {
+            hosts.extend(PYPI.map(String::from));
+        }
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 
     /// The folder `skill`'s declarations install into with `interpreter`.
@@ -278,11 +327,32 @@ impl DepsCache {
                 c
             }
         };
+        let rules = crate::http::proxy::EgressRules {
+            allow: self.index_hosts(),
+            listed_in: "the package index's hosts (PIP_INDEX_URL, UV_INDEX_URL and their EXTRA_ forms; PyPI's without them)",
+            within: None,
+            max_requests: u32::MAX,
+            max_bytes: u64::MAX,
+            secrets: Vec::new(),
+        };
+        let proxy = crate::http::proxy::Proxy::start_tcp(rules, self.egress.clone())
+            .map_err(|e| format!("cannot start the installer's egress proxy: {e}"))?;
+        let proxy_url = proxy.addr().map(|a| format!("http://{a}")).unwrap_or_default();
         command
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &home)
             .envs(self.index.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(
+                [
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "http_proxy",
+                    "https_proxy",
+                    "ALL_PROXY",
+                ]
+                .map(|k| (k, proxy_url.as_str())),
+            )
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         let output = tokio::time::timeout(INSTALL_TIMEOUT, command.output())
@@ -292,6 +362,9 @@ impl DepsCache {
         if output.status.success() {
             return Ok(());
         }
+        // What the proxy refused is the clearest reason; the installer's words follow.
+        let mut refused: Vec<String> = proxy.records().into_iter().filter_map(|r| r.refused).collect();
+        refused.dedup();
         let text = String::from_utf8_lossy(&output.stderr);
         let text = if text.trim().is_empty() {
             String::from_utf8_lossy(&output.stdout)
@@ -302,8 +375,12 @@ impl DepsCache {
         let start = (start..text.len())
             .find(|i| text.is_char_boundary(*i))
             .unwrap_or(text.len());
+        let refusals = match refused.is_empty() {
+            true => String::new(),
+            false => format!("the egress proxy refused: {}; ", refused.join("; ")),
+        };
         Err(format!(
-            "the installer failed ({}): {}",
+            "the installer failed ({}): {refusals}{}",
             output.status,
             text[start..].trim()
         ))

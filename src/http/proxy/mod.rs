@@ -50,7 +50,10 @@ pub enum ProxyError {
 /// A running proxy; stops when dropped.
 #[derive(Debug)]
 pub struct Proxy {
+    /// The Unix socket it listens on (empty for a TCP proxy).
     socket: PathBuf,
+    /// The loopback address it listens on, for a host program ([`Proxy::start_tcp`]).
+    addr: Option<std::net::SocketAddr>,
     /// The trust bundle the sandbox mounts (when the run has secrets).
     bundle: Option<PathBuf>,
     run: Arc<Run>,
@@ -60,7 +63,9 @@ pub struct Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.cancel();
-        let _ = std::fs::remove_file(&self.socket);
+        if self.addr.is_none() {
+            let _ = std::fs::remove_file(&self.socket);
+        }
         if let Some(bundle) = &self.bundle {
             let _ = std::fs::remove_file(bundle);
         }
@@ -108,22 +113,58 @@ impl Proxy {
                     c = listener.accept() => c,
                     () = s.cancelled() => return,
                 };
-                let Ok((stream, _)) = conn else { continue };
-                let (run, stop) = (r.clone(), s.clone());
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = serve(stream, run) => {}
-                        () = stop.cancelled() => {}
-                    }
-                });
+                if let Ok((stream, _)) = conn {
+                    spawn_serve(stream, r.clone(), s.clone());
+                }
             }
         });
         Ok(Proxy {
             socket: socket.to_path_buf(),
+            addr: None,
             bundle,
             run,
             stop,
         })
+    }
+
+    /// A proxy on a loopback TCP port, for a program steward runs on the host (the
+    /// skill requirements' installer): the same rules and checks, no secrets.
+    pub fn start_tcp(rules: EgressRules, hub: Arc<EgressHub>) -> Result<Proxy, ProxyError> {
+        if !rules.secrets.is_empty() {
+            return Err(ProxyError::Secrets(
+                "a host program's proxy takes no secrets".into(),
+            ));
+        }
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        let run = Arc::new(Run::new(rules, RunSecrets::default(), hub, None));
+        let stop = CancellationToken::new();
+        let (r, s) = (run.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let conn = tokio::select! {
+                    c = listener.accept() => c,
+                    () = s.cancelled() => return,
+                };
+                if let Ok((stream, _)) = conn {
+                    spawn_serve(stream, r.clone(), s.clone());
+                }
+            }
+        });
+        Ok(Proxy {
+            socket: PathBuf::new(),
+            addr: Some(addr),
+            bundle: None,
+            run,
+            stop,
+        })
+    }
+
+    /// The loopback address of a TCP proxy.
+    pub fn addr(&self) -> Option<std::net::SocketAddr> {
+        self.addr
     }
 
     /// The socket the sandbox connects to.
@@ -228,8 +269,22 @@ fn parse_head(head: &str) -> Result<Head, String> {
     })
 }
 
+/// What a proxy serves: a sandbox's Unix socket or a host program's TCP connection.
+trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Conn for T {}
+
+/// Serves `stream` until it ends or the proxy stops.
+fn spawn_serve(stream: impl Conn, run: Arc<Run>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = serve(stream, run) => {}
+            () = stop.cancelled() => {}
+        }
+    });
+}
+
 /// A refusal the script reads: the status line and body say why.
-async fn refuse(stream: &mut tokio::net::UnixStream, why: &str) {
+async fn refuse(stream: &mut impl Conn, why: &str) {
     let phrase: String = why
         .chars()
         .filter(|c| *c != '\r' && *c != '\n')
@@ -243,7 +298,7 @@ async fn refuse(stream: &mut tokio::net::UnixStream, why: &str) {
     let _ = stream.write_all(answer.as_bytes()).await;
 }
 
-async fn serve(mut stream: tokio::net::UnixStream, run: Arc<Run>) {
+async fn serve(mut stream: impl Conn, run: Arc<Run>) {
     let started = Instant::now();
     let mut buf = Vec::with_capacity(1024);
     let reading = async {
@@ -389,6 +444,7 @@ mod tests {
                 "*.github.com".into(),
                 "wiki.corp.example:8443".into(),
             ],
+            listed_in: "this agent's skills.scripts.egress.allow",
             within: None,
             max_requests: 10,
             max_bytes: 1,
@@ -410,6 +466,7 @@ mod tests {
         );
         // A skill narrows, never widens.
         let narrowed = EgressRules {
+            listed_in: "this agent's skills.scripts.egress.allow",
             within: Some(vec!["raw.github.com".into(), "other.example.org".into()]),
             ..rules
         };

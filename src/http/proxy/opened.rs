@@ -37,7 +37,7 @@ const HOP_BY_HOP: [&str; 9] = [
 
 /// Serves the opened connection `stream` of a CONNECT to `host:port`.
 pub(super) async fn serve(
-    stream: tokio::net::UnixStream,
+    stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     host: String,
     port: u16,
     run: Arc<Run>,

@@ -16,6 +16,9 @@ pub struct EgressRules {
     /// matches `example.com`), lower case; ports 80 and 443 unless the entry names its
     /// own (`api.example.com:8443`).
     pub allow: Vec<String>,
+    /// Where `allow` comes from, for refusals (`this agent's
+    /// skills.scripts.egress.allow`).
+    pub listed_in: &'static str,
     /// A skill's own narrower list (its `egress.yaml`): a host must match both.
     pub within: Option<Vec<String>>,
     /// Requests per script run.
@@ -31,9 +34,7 @@ impl EgressRules {
     pub fn refusal(&self, host: &str, port: u16) -> Option<String> {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         if !host_listed(&self.allow, &host, port) {
-            return Some(format!(
-                "{host}:{port} is not in this agent's skills.scripts.egress.allow"
-            ));
+            return Some(format!("{host}:{port} is not in {}", self.listed_in));
         }
         match &self.within {
             Some(narrow) if !host_listed(narrow, &host, port) => {
