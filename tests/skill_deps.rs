@@ -343,3 +343,161 @@ async fn the_pdf_skills_pypdf_installs_once_and_works_in_the_sandbox() {
     );
     assert!(done.files.iter().any(|f| f.name == "out.pdf"));
 }
+
+/// Node: a skill's `package.json` dependencies install with npm (`--ignore-scripts`)
+/// from a local registry on 127.0.0.1, once, and a Node script requires them from
+/// `/deps` in the sandbox.
+#[tokio::test]
+async fn a_skills_package_json_installs_once_and_node_scripts_require_it() {
+    let (Some(_), Some(node)) = (find_program("npm"), find_program("node")) else {
+        assert!(std::env::var_os("CI").is_none(), "CI machines have node and npm");
+        eprintln!("skipped: no node and npm on this host");
+        return;
+    };
+    // The package, packed by npm itself (offline).
+    let pkg = tempfile::tempdir().unwrap();
+    write(
+        pkg.path(),
+        "package.json",
+        r#"{"name": "stwnode", "version": "1.0.0", "main": "index.js", "scripts": {"install": "echo must-not-run > /tmp/stwnode-install-ran"}}"#,
+    );
+    write(
+        pkg.path(),
+        "index.js",
+        "exports.hello = () => 'hello from stwnode';\n",
+    );
+    let packed = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(pkg.path())
+        .current_dir(pkg.path())
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let tarball = std::fs::read(pkg.path().join("stwnode-1.0.0.tgz")).unwrap();
+    let integrity = {
+        use base64::Engine;
+        use sha2::Digest;
+        format!(
+            "sha512-{}",
+            base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(&tarball))
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let registry = format!("http://{}/", listener.local_addr().unwrap());
+    let packument = serde_json::json!({
+        "name": "stwnode",
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": {
+            "name": "stwnode",
+            "version": "1.0.0",
+            "main": "index.js",
+            "scripts": {"install": "echo must-not-run > /tmp/stwnode-install-ran"},
+            "dist": {"tarball": format!("{registry}stwnode/-/stwnode-1.0.0.tgz"), "integrity": integrity},
+        }},
+    });
+    let downloads = Arc::new(AtomicUsize::new(0));
+    let counted = downloads.clone();
+    let app = axum::Router::new()
+        .route(
+            "/stwnode",
+            axum::routing::get(move || async move { axum::Json(packument) }),
+        )
+        .route(
+            "/stwnode/-/stwnode-1.0.0.tgz",
+            axum::routing::get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async move { tarball }
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "prompts/skills/nodedemo/SKILL.md",
+        "---\nname: nodedemo\ndescription: Says hello through an npm package.\n---\nRun scripts/hello.js.\n",
+    );
+    write(
+        root,
+        "prompts/skills/nodedemo/package.json",
+        r#"{"name": "nodedemo", "private": true, "dependencies": {"stwnode": "1.0.0"}}"#,
+    );
+    write(
+        root,
+        "prompts/skills/nodedemo/scripts/hello.js",
+        "console.log(require('stwnode').hello());\n",
+    );
+    let cache = root.join("cache");
+    let env = [
+        ("NPM_CONFIG_REGISTRY", registry.as_str()),
+        ("STEWARD_SKILL_DEPS_DIR", cache.to_str().unwrap()),
+        ("STEWARD_HTTP_ALLOW", "127.0.0.1"),
+    ];
+    let o = steward_in_async(root, &["skills", "list", "--json"], &env).await;
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        list["skills"][0]["node_requirements"],
+        serde_json::json!({"declared": ["stwnode@1.0.0"], "state": "not installed"})
+    );
+    for _ in 0..2 {
+        let o = steward_in_async(root, &["skills", "install", "nodedemo"], &env).await;
+        assert!(o.status.success(), "{}", output_text(&o));
+    }
+    assert_eq!(downloads.load(Ordering::SeqCst), 1, "installed once");
+    assert!(
+        !std::path::Path::new("/tmp/stwnode-install-ran").exists(),
+        "a package's install script never runs"
+    );
+    let skills = SkillSet::load(root, &[]).with_deps(Arc::new(DepsCache::new(cache, Vec::new())));
+    let skill = &skills.skills["nodedemo"];
+    let modules = skills.deps.ensure(skill, &node).await.unwrap().unwrap();
+    assert!(modules.ends_with("node/node_modules"), "{}", modules.display());
+    let sandbox = ProcessSandbox::detect(
+        std::env::temp_dir().join(format!("steward-node-deps-test-{}", std::process::id())),
+    );
+    let limits = ProcessLimits {
+        // Node reserves much address space.
+        memory_bytes: 8 << 30,
+        ..ProcessLimits::default()
+    };
+    let run = |deps: Option<std::path::PathBuf>| {
+        let (sandbox, dir, node, limits) = (&sandbox, skill.dir.clone(), node.clone(), limits.clone());
+        async move {
+            sandbox
+                .run(
+                    &Job {
+                        skill_dir: &dir,
+                        script: "scripts/hello.js",
+                        interpreter: &node,
+                        args: &[],
+                        stdin: None,
+                        inputs: &[],
+                        deps: deps.as_deref(),
+                        proxy: None,
+                    },
+                    &limits,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let with = run(Some(modules)).await;
+    assert_eq!(
+        String::from_utf8_lossy(&with.stdout).trim(),
+        "hello from stwnode",
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    let without = run(None).await;
+    let hint = steward::skills::deps::missing_module_hint(&String::from_utf8_lossy(&without.stderr), skill)
+        .expect("a hint for the missing module");
+    assert!(
+        hint.contains("'stwnode'") && hint.contains("package.json"),
+        "{hint}"
+    );
+}

@@ -998,6 +998,13 @@ async fn without_a_thread_the_approvers_are_asked_by_dm_and_a_private_run_needs_
         .unwrap();
     assert_eq!(s.send(hook).await, StatusCode::OK);
     let waiting = s.wait_status(RunStatus::Waiting).await;
+    // The run parks before its request is posted: wait for the DM (bounded).
+    for _ in 0..100 {
+        if !posted(&calls, "chat.postMessage").is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let opened = posted(&calls, "conversations.open");
     assert_eq!(opened, [json!({"users": APPROVER})]);
     let request = posted(&calls, "chat.postMessage").pop().unwrap();

@@ -8,19 +8,27 @@ use std::sync::Arc;
 use super::{Outside, scripts_unavailable_line};
 use crate::config::Settings;
 use crate::sandbox::process::find_program;
-use crate::skills::deps::{self, DepsState};
+use crate::skills::deps::{self, DepsState, Ecosystem};
 use crate::skills::{Skill, SkillSet};
 
-/// A skill's requirements as `skills list` shows them: the declared ones and their
-/// state (`none`, `installed`, `not installed`, `no python3`).
-fn requirements(skills: &SkillSet, skill: &Skill) -> (Vec<String>, &'static str) {
-    let declared = deps::declared(skill);
+/// A skill's requirements for `ecosystem` as `skills list` shows them: the declared ones
+/// and their state (`none`, `installed`, `not installed`, `no python3`, `no node`).
+fn requirements(skills: &SkillSet, skill: &Skill, ecosystem: Ecosystem) -> (Vec<String>, &'static str) {
+    let declared = match ecosystem {
+        Ecosystem::Python => deps::declared(skill),
+        Ecosystem::Node => deps::declared_node(skill),
+    };
     if declared.is_empty() {
         return (Vec::new(), "none");
     }
-    let state = match find_program("python3") {
-        None => "no python3",
-        Some(python) => match skills.deps.state(skill, &python) {
+    let program = match ecosystem {
+        Ecosystem::Python => "python3",
+        Ecosystem::Node => "node",
+    };
+    let state = match find_program(program) {
+        None if ecosystem == Ecosystem::Python => "no python3",
+        None => "no node",
+        Some(interpreter) => match skills.deps.state(skill, &interpreter) {
             DepsState::Ready(_) => "installed",
             DepsState::Installing => "installing",
             DepsState::Failed(_) => "failed",
@@ -38,7 +46,8 @@ pub(super) fn list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<Ex
             .skills
             .values()
             .map(|s| {
-                let (declared, state) = requirements(&skills, s);
+                let (declared, state) = requirements(&skills, s, Ecosystem::Python);
+                let (node, node_state) = requirements(&skills, s, Ecosystem::Node);
                 serde_json::json!({
                     "name": s.name,
                     "description": s.description,
@@ -49,6 +58,7 @@ pub(super) fn list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<Ex
                     "scripts": s.scripts().map(|f| f.path.as_str()).collect::<Vec<_>>(),
                     "scripts_available": !s.has_process_scripts() || skills.sandbox.unavailable().is_none(),
                     "requirements": {"declared": declared, "state": state},
+                    "node_requirements": {"declared": node, "state": node_state},
                 })
             })
             .collect();
@@ -66,9 +76,13 @@ pub(super) fn list(root: &Path, env: &Settings, json: bool) -> anyhow::Result<Ex
     for s in skills.skills.values() {
         println!("{:<24} {}", s.name, s.description.replace('\n', " "));
         println!("{:<24} {}", "", s.file.display());
-        let (declared, state) = requirements(&skills, s);
+        let (declared, state) = requirements(&skills, s, Ecosystem::Python);
         if !declared.is_empty() {
             println!("{:<24} requirements ({state}): {}", "", declared.join(", "));
+        }
+        let (node, state) = requirements(&skills, s, Ecosystem::Node);
+        if !node.is_empty() {
+            println!("{:<24} node requirements ({state}): {}", "", node.join(", "));
         }
     }
     for d in &skills.diagnostics {
@@ -91,9 +105,6 @@ pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> 
         let known: Vec<&str> = skills.skills.keys().map(String::as_str).collect();
         anyhow::bail!("no skill '{n}', expected one of: {}", known.join(", "));
     }
-    let python = find_program("python3").ok_or_else(|| {
-        anyhow::anyhow!("python3 is not installed on this host: skill requirements cannot be installed")
-    })?;
     let mut failed = false;
     let mut any = false;
     for skill in skills
@@ -101,20 +112,37 @@ pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> 
         .values()
         .filter(|s| name.is_none_or(|n| n == s.name))
     {
-        if deps::declared(skill).is_empty() {
-            if name.is_some() {
-                println!("{}: declares no requirements", skill.name);
+        let mut declares = false;
+        for (ecosystem, program) in Ecosystem::ALL {
+            let declared = match ecosystem {
+                Ecosystem::Python => deps::declared(skill),
+                Ecosystem::Node => deps::declared_node(skill),
+            };
+            if declared.is_empty() {
+                continue;
             }
-            continue;
-        }
-        any = true;
-        match skills.deps.ensure(skill, &python).await {
-            Ok(Some(site)) => println!("{}: installed in {}", skill.name, site.display()),
-            Ok(None) => {}
-            Err(e) => {
+            declares = true;
+            any = true;
+            let Some(interpreter) = find_program(program) else {
                 failed = true;
-                eprintln!("{}: {e}", skill.name);
+                eprintln!(
+                    "{}: {program} is not installed on this host: its requirements ({}) cannot be installed",
+                    skill.name,
+                    declared.files.join(", ")
+                );
+                continue;
+            };
+            match skills.deps.ensure(skill, &interpreter).await {
+                Ok(Some(site)) => println!("{}: installed in {}", skill.name, site.display()),
+                Ok(None) => {}
+                Err(e) => {
+                    failed = true;
+                    eprintln!("{}: {e}", skill.name);
+                }
             }
+        }
+        if !declares && name.is_some() {
+            println!("{}: declares no requirements", skill.name);
         }
     }
     if !any && name.is_none() {
@@ -130,12 +158,14 @@ pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> 
 /// Installs every skill's requirements, one skill after another (for `serve` at start);
 /// failures are logged and kept for the scripts that need them.
 pub(super) async fn install_in_background(skills: &SkillSet) {
-    let Some(python) = find_program("python3") else {
-        return;
-    };
-    for skill in skills.skills.values().filter(|s| !deps::declared(s).is_empty()) {
-        if let Ok(Some(site)) = skills.deps.ensure(skill, &python).await {
-            tracing::info!(skill = %skill.name, site = %site.display(), "skill requirements ready");
+    for (_, program) in Ecosystem::ALL {
+        let Some(interpreter) = find_program(program) else {
+            continue;
+        };
+        for skill in skills.skills.values() {
+            if let Ok(Some(site)) = skills.deps.ensure(skill, &interpreter).await {
+                tracing::info!(skill = %skill.name, site = %site.display(), "skill requirements ready");
+            }
         }
     }
 }

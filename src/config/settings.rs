@@ -60,7 +60,8 @@ pub struct Settings {
     /// `$XDG_CACHE_HOME/steward/skill-deps`, else `~/.cache/steward/skill-deps`).
     pub skill_deps_dir: PathBuf,
     /// The package index settings passed to the installer (`PIP_INDEX_URL`,
-    /// `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`, `UV_INDEX_URL`, `UV_EXTRA_INDEX_URL`), and
+    /// `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`, `UV_INDEX_URL`, `UV_EXTRA_INDEX_URL`,
+    /// `NPM_CONFIG_REGISTRY`), and
     /// nothing else of steward's environment.
     pub package_index: Vec<(String, String)>,
     /// `STEWARD_HOOK_<NAME>_TOKEN` values by variable name.
@@ -203,6 +204,10 @@ impl Settings {
             ("PIP_TRUSTED_HOST", get("PIP_TRUSTED_HOST")),
             ("UV_INDEX_URL", get("UV_INDEX_URL")),
             ("UV_EXTRA_INDEX_URL", get("UV_EXTRA_INDEX_URL")),
+            (
+                "NPM_CONFIG_REGISTRY",
+                get("NPM_CONFIG_REGISTRY").or_else(|| get("npm_config_registry")),
+            ),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))

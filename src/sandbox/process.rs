@@ -91,8 +91,9 @@ pub struct Job<'a> {
     pub stdin: Option<&'a str>,
     /// Files put into the work folder before the script starts.
     pub inputs: &'a [WorkFile],
-    /// Installed Python packages (a skill's requirements), mounted read-only at
-    /// `/deps` and put on `PYTHONPATH`.
+    /// Installed packages (a skill's requirements: Python's site folder, or Node's
+    /// `node_modules`), mounted read-only at `/deps` and named by `PYTHONPATH` and
+    /// `NODE_PATH`.
     pub deps: Option<&'a Path>,
     /// The run's egress proxy (`http::proxy::Proxy`): with it, the script's
     /// `HTTP_PROXY` and `HTTPS_PROXY` reach it through the forwarder, the sandbox's only
@@ -407,6 +408,9 @@ impl ProcessSandbox {
                 "/deps".into(),
                 "--setenv".into(),
                 "PYTHONPATH".into(),
+                "/deps".into(),
+                "--setenv".into(),
+                "NODE_PATH".into(),
                 "/deps".into(),
             ]);
         }

@@ -1,9 +1,13 @@
-//! Skills' Python requirements, installed: what a skill declares (`requirements.txt`
-//! files, PEP 723 `# /// script` blocks in its Python scripts) is installed once per
+//! Skills' requirements, installed: what a skill declares for Python
+//! (`requirements.txt` files, PEP 723 `# /// script` blocks in its Python scripts) or
+//! for Node (the `dependencies` of its top-level `package.json`) is installed once per
 //! declaration into a folder of the cache (`<name>-<hash>/`), mounted read-only at
-//! `/deps` in the sandbox with `PYTHONPATH=/deps`. The hash covers the declarations and
-//! the interpreter, so the same declarations are never installed twice and a changed
-//! one gets a folder of its own.
+//! `/deps` in the sandbox with `PYTHONPATH` and `NODE_PATH` naming it. The hash covers
+//! the declarations and the interpreter, so the same declarations are never installed
+//! twice and a changed one gets a folder of its own.
+//!
+//! Node packages install with `npm install --ignore-scripts` (no package's install
+//! script runs on the host) from the registry `NPM_CONFIG_REGISTRY` names, else npm's.
 //!
 //! The installer is `uv pip install` when `uv` is on the host, else the interpreter's
 //! own `pip`, with `--target` (no virtual environment to create) and **wheels only**
@@ -31,6 +35,33 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 const ERROR_TAIL: usize = 2_000;
 /// The file marking a finished install.
 const COMPLETE: &str = ".steward-complete";
+
+/// Which packages a script's interpreter imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecosystem {
+    /// `python3`: `requirements.txt`, PEP 723.
+    Python,
+    /// `node`: `package.json`.
+    Node,
+}
+
+impl Ecosystem {
+    /// Both, with the program each installs for.
+    pub const ALL: [(Ecosystem, &'static str); 2] =
+        [(Ecosystem::Python, "python3"), (Ecosystem::Node, "node")];
+
+    /// The ecosystem of `interpreter` (`python3.11`, `node`), if it has one.
+    pub fn of(interpreter: &Path) -> Option<Ecosystem> {
+        let name = interpreter.file_name()?.to_str()?;
+        if name.starts_with("python") {
+            Some(Ecosystem::Python)
+        } else if name == "node" || name == "nodejs" {
+            Some(Ecosystem::Node)
+        } else {
+            None
+        }
+    }
+}
 
 /// What a skill declares.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -74,6 +105,41 @@ fn pep723(text: &str) -> Option<Vec<String>> {
             .filter(|s| !s.is_empty())
             .collect(),
     )
+}
+
+/// What `skill` declares for `interpreter`'s ecosystem (nothing for another program).
+pub fn declared_for(skill: &Skill, interpreter: &Path) -> Declared {
+    match Ecosystem::of(interpreter) {
+        Some(Ecosystem::Python) => declared(skill),
+        Some(Ecosystem::Node) => declared_node(skill),
+        None => Declared::default(),
+    }
+}
+
+/// The `dependencies` of `skill`'s top-level `package.json`, as `name@spec`, sorted;
+/// a file that is not JSON declares nothing (and `validate` is not told: npm would say
+/// the same at install).
+pub fn declared_node(skill: &Skill) -> Declared {
+    let Ok(text) = std::fs::read_to_string(skill.dir.join("package.json")) else {
+        return Declared::default();
+    };
+    let deps = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("dependencies").and_then(|d| d.as_object()).cloned())
+        .unwrap_or_default();
+    let mut requirements: Vec<String> = deps
+        .iter()
+        .map(|(name, spec)| format!("{name}@{}", spec.as_str().unwrap_or("*")))
+        .collect();
+    requirements.sort();
+    Declared {
+        files: if requirements.is_empty() {
+            Vec::new()
+        } else {
+            vec!["package.json".into()]
+        },
+        requirements,
+    }
 }
 
 /// What `skill` declares: its `requirements.txt` lines and its Python scripts' PEP 723
@@ -137,6 +203,12 @@ const INDEX_VARS: [&str; 4] = [
 /// Where PyPI's files are, beside the index itself.
 const PYPI: [&str; 2] = ["pypi.org", "files.pythonhosted.org"];
 
+/// The variable naming Node's registry.
+const NPM_REGISTRY_VAR: &str = "NPM_CONFIG_REGISTRY";
+
+/// npm's registry when none is set.
+const NPM: &str = "registry.npmjs.org";
+
 impl Default for DepsCache {
     fn default() -> Self {
         DepsCache::new(std::env::temp_dir().join("steward-skill-deps"), Vec::new())
@@ -160,13 +232,18 @@ impl DepsCache {
         self
     }
 
-    /// The hosts installs may reach: those of the configured indexes (with their ports
-    /// when not the scheme's), else PyPI's; PyPI's files host goes with PyPI.
-    pub fn index_hosts(&self) -> Vec<String> {
+    /// The hosts installs for `ecosystem` may reach: those of the configured indexes
+    /// (with their ports when not the scheme's), else PyPI's (PyPI's files host goes
+    /// with PyPI) or npm's.
+    pub fn index_hosts(&self, ecosystem: Ecosystem) -> Vec<String> {
+        let vars: &[&str] = match ecosystem {
+            Ecosystem::Python => &INDEX_VARS,
+            Ecosystem::Node => &[NPM_REGISTRY_VAR],
+        };
         let mut hosts: Vec<String> = self
             .index
             .iter()
-            .filter(|(k, _)| INDEX_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| vars.contains(&k.as_str()))
             .flat_map(|(_, v)| v.split_whitespace())
             .filter_map(|u| url::Url::parse(u).ok())
             .filter_map(|u| {
@@ -177,8 +254,12 @@ impl DepsCache {
                 })
             })
             .collect();
-        if hosts.is_empty() || hosts.iter().any(|h| h == PYPI[0]) {
-            hosts.extend(PYPI.map(String::from));
+        match ecosystem {
+            Ecosystem::Python if hosts.is_empty() || hosts.iter().any(|h| h == PYPI[0]) => {
+                hosts.extend(PYPI.map(String::from))
+            }
+            Ecosystem::Node if hosts.is_empty() => hosts.push(NPM.into()),
+            _ => {}
         }
         hosts.sort();
         hosts.dedup();
@@ -199,7 +280,7 @@ impl DepsCache {
 
     /// `skill`'s state for `interpreter`.
     pub fn state(&self, skill: &Skill, interpreter: &Path) -> DepsState {
-        let declared = declared(skill);
+        let declared = declared_for(skill, interpreter);
         if declared.is_empty() {
             return DepsState::None;
         }
@@ -229,13 +310,17 @@ impl DepsCache {
     /// `None` when it declares none. A failure is kept: later calls in this process
     /// answer with it rather than install again (a changed declaration is a new try).
     pub async fn ensure(&self, skill: &Skill, interpreter: &Path) -> Result<Option<PathBuf>, String> {
-        let declared = declared(skill);
+        let declared = declared_for(skill, interpreter);
+        let mounted = |folder: &Path| match Ecosystem::of(interpreter) {
+            Some(Ecosystem::Node) => folder.join("node/node_modules"),
+            _ => folder.join("site"),
+        };
         if declared.is_empty() {
             return Ok(None);
         }
         let folder = self.folder(skill, &declared, interpreter);
         if folder.join(COMPLETE).exists() {
-            return Ok(Some(folder.join("site")));
+            return Ok(Some(mounted(&folder)));
         }
         let lock = self
             .installs
@@ -249,11 +334,11 @@ impl DepsCache {
             return Err(error.clone());
         }
         if folder.join(COMPLETE).exists() {
-            return Ok(Some(folder.join("site")));
+            return Ok(Some(mounted(&folder)));
         }
         tracing::info!(skill = %skill.name, requirements = ?declared.requirements, "installing a skill's requirements");
         match self.install(&declared, &folder, interpreter).await {
-            Ok(()) => Ok(Some(folder.join("site"))),
+            Ok(()) => Ok(Some(mounted(&folder))),
             Err(e) => {
                 tracing::warn!(skill = %skill.name, error = %e, "a skill's requirements did not install");
                 *failed = Some(e.clone());
@@ -290,46 +375,21 @@ impl DepsCache {
         target: &Path,
         interpreter: &Path,
     ) -> Result<(), String> {
-        let site = target.join("site");
-        std::fs::create_dir_all(&site).map_err(|e| format!("cannot make {}: {e}", site.display()))?;
-        let requirements = target.join("requirements.txt");
-        std::fs::write(&requirements, declared.requirements.join("\n") + "\n").map_err(|e| e.to_string())?;
         let home = target.join("home");
         std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
-        let mut command = match crate::sandbox::process::find_program("uv") {
-            Some(uv) => {
-                let mut c = tokio::process::Command::new(uv);
-                c.args(["pip", "install", "--no-build", "--python"])
-                    .arg(interpreter)
-                    .arg("--target")
-                    .arg(&site)
-                    .arg("-r")
-                    .arg(&requirements);
-                c
-            }
-            None => {
-                let mut c = tokio::process::Command::new(interpreter);
-                c.args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--only-binary",
-                    ":all:",
-                    "--no-input",
-                    "--disable-pip-version-check",
-                    "--no-warn-script-location",
-                    "--no-cache-dir",
-                    "--target",
-                ])
-                .arg(&site)
-                .arg("-r")
-                .arg(&requirements);
-                c
-            }
+        let ecosystem = Ecosystem::of(interpreter).unwrap_or(Ecosystem::Python);
+        let mut command = match ecosystem {
+            Ecosystem::Python => python_installer(declared, target, interpreter)?,
+            Ecosystem::Node => node_installer(declared, target)?,
         };
         let rules = crate::http::proxy::EgressRules {
-            allow: self.index_hosts(),
-            listed_in: "the package index's hosts (PIP_INDEX_URL, UV_INDEX_URL and their EXTRA_ forms; PyPI's without them)",
+            allow: self.index_hosts(ecosystem),
+            listed_in: match ecosystem {
+                Ecosystem::Python => {
+                    "the package index's hosts (PIP_INDEX_URL, UV_INDEX_URL and their EXTRA_ forms; PyPI's without them)"
+                }
+                Ecosystem::Node => "the package registry's host (NPM_CONFIG_REGISTRY; npm's without it)",
+            },
             within: None,
             max_requests: u32::MAX,
             max_bytes: u64::MAX,
@@ -342,6 +402,7 @@ impl DepsCache {
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &home)
+            .env("npm_config_cache", home.join(".npm"))
             .envs(self.index.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(
                 [
@@ -387,8 +448,107 @@ impl DepsCache {
     }
 }
 
-/// A hint for a script that failed on `ModuleNotFoundError: No module named 'x'`.
+/// `uv pip install` (or the interpreter's pip) of `declared` into `target/site`, wheels
+/// only.
+fn python_installer(
+    declared: &Declared,
+    target: &Path,
+    interpreter: &Path,
+) -> Result<tokio::process::Command, String> {
+    let site = target.join("site");
+    std::fs::create_dir_all(&site).map_err(|e| format!("cannot make {}: {e}", site.display()))?;
+    let requirements = target.join("requirements.txt");
+    std::fs::write(&requirements, declared.requirements.join("\n") + "\n").map_err(|e| e.to_string())?;
+    Ok(match crate::sandbox::process::find_program("uv") {
+        Some(uv) => {
+            let mut c = tokio::process::Command::new(uv);
+            c.args(["pip", "install", "--no-build", "--python"])
+                .arg(interpreter)
+                .arg("--target")
+                .arg(&site)
+                .arg("-r")
+                .arg(&requirements);
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(interpreter);
+            c.args([
+                "-m",
+                "pip",
+                "install",
+                "--only-binary",
+                ":all:",
+                "--no-input",
+                "--disable-pip-version-check",
+                "--no-warn-script-location",
+                "--no-cache-dir",
+                "--target",
+            ])
+            .arg(&site)
+            .arg("-r")
+            .arg(&requirements);
+            c
+        }
+    })
+}
+
+/// `npm install --ignore-scripts` of `declared` (`name@spec`) into
+/// `target/node/node_modules`: no package's install script runs on the host.
+fn node_installer(declared: &Declared, target: &Path) -> Result<tokio::process::Command, String> {
+    let npm = crate::sandbox::process::find_program("npm")
+        .ok_or("npm is not installed on this host: a skill's package.json cannot be installed")?;
+    let dir = target.join("node");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let dependencies: serde_json::Map<String, serde_json::Value> = declared
+        .requirements
+        .iter()
+        .filter_map(|r| r.rsplit_once('@').filter(|(name, _)| !name.is_empty()))
+        .map(|(name, spec)| (name.to_string(), spec.into()))
+        .collect();
+    let manifest = serde_json::json!({
+        "name": "steward-skill-deps",
+        "version": "0.0.0",
+        "private": true,
+        "dependencies": dependencies,
+    });
+    std::fs::write(dir.join("package.json"), manifest.to_string()).map_err(|e| e.to_string())?;
+    let mut c = tokio::process::Command::new(npm);
+    c.args([
+        "install",
+        "--ignore-scripts",
+        "--omit=dev",
+        "--no-audit",
+        "--no-fund",
+        "--no-package-lock",
+        "--no-update-notifier",
+        "--prefix",
+    ])
+    .arg(&dir);
+    Ok(c)
+}
+
+/// A hint for a script that failed on `ModuleNotFoundError: No module named 'x'` (or
+/// Node's `Cannot find module 'x'`).
 pub fn missing_module_hint(stderr: &str, skill: &Skill) -> Option<String> {
+    if let Some(line) = stderr.lines().find(|l| l.contains("Cannot find module '")) {
+        let module = line.split('\'').nth(1)?;
+        // A relative path is the script's own file, not a package.
+        if module.starts_with('.') || module.starts_with('/') {
+            return None;
+        }
+        let declared = declared_node(skill);
+        return Some(if declared.is_empty() {
+            format!(
+                "The script requires '{module}', which this skill does not declare: add it to the dependencies of {}/package.json and steward installs it.",
+                skill.dir.display()
+            )
+        } else {
+            format!(
+                "The script requires '{module}', which none of the skill's package.json dependencies ({}) provides: declare it there.",
+                declared.requirements.join(", ")
+            )
+        });
+    }
     let line = stderr
         .lines()
         .rev()

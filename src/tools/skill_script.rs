@@ -386,16 +386,12 @@ async fn run_process(
         let name = input_name(&meta.name, id, &inputs);
         inputs.push(WorkFile { name, content });
     }
-    // A Python script gets its skill's declared requirements, installed once.
-    let deps = if interpreter.starts_with("python") {
-        skills.deps().ensure(skill, &program).await.map_err(|e| {
-            ToolError::Model(format!(
-                "{label} cannot run: its skill's requirements did not install: {e}"
-            ))
-        })?
-    } else {
-        None
-    };
+    // A Python or Node script gets its skill's declared requirements, installed once.
+    let deps = skills.deps().ensure(skill, &program).await.map_err(|e| {
+        ToolError::Model(format!(
+            "{label} cannot run: its skill's requirements did not install: {e}"
+        ))
+    })?;
     let limits = skills.script_limits();
     let span = tracing::info_span!(
         parent: crate::telemetry::parent(),
