@@ -89,6 +89,29 @@ async fn https_origin(ca: &TestCa, names: &[&str]) -> (u16, Seen) {
             }),
         )
         .route(
+            // Compressed whatever the client asked, as some servers do.
+            "/gzip",
+            axum::routing::get(|headers: axum::http::HeaderMap| async move {
+                use std::io::Write;
+                let auth = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default();
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                gz.write_all(format!("gzip auth={auth}").as_bytes()).unwrap();
+                (
+                    [(axum::http::header::CONTENT_ENCODING, "gzip")],
+                    gz.finish().unwrap(),
+                )
+            }),
+        )
+        .route(
+            "/br",
+            axum::routing::get(|| async {
+                ([(axum::http::header::CONTENT_ENCODING, "br")], vec![1u8, 2, 3])
+            }),
+        )
+        .route(
             "/redirect",
             axum::routing::get(|headers: axum::http::HeaderMap| async move {
                 let host = headers
@@ -152,6 +175,8 @@ print("wrong host:", get(f"https://other.example.test:{port}/echo", headers={"Au
 print("wrong header:", get(f"https://api.example.test:{port}/echo", headers={"X-Api-Key": token}))
 print("in url:", get(f"https://api.example.test:{port}/echo?t={token}"))
 print("redirect:", get(f"https://api.example.test:{port}/redirect"))
+print("gzip:", get(f"https://api.example.test:{port}/gzip", headers={"Authorization": token}))
+print("br:", get(f"https://api.example.test:{port}/br", headers={"Authorization": token}))
 def issuer(host):
     proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").split(":")
     conn = http.client.HTTPSConnection(proxy[0], int(proxy[1]), timeout=10, context=ssl.create_default_context())
@@ -303,6 +328,16 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
         line(&out, "opened issuer:"),
         "opened issuer: steward egress proxy (this process only)"
     );
+    // A compressed echo is decoded and scrubbed; an encoding steward cannot read is
+    // refused rather than passed on unread.
+    assert_eq!(
+        line(&out, "gzip:"),
+        format!("gzip: 200 gzip auth=Bearer {placeholder}")
+    );
+    assert!(
+        line(&out, "br:").contains("502 steward egress proxy refused this request: the answer is br-encoded"),
+        "{out}"
+    );
     // A redirect to an allowed name at a private address fails at the next hop.
     assert!(line(&out, "redirect:").contains("error ProxyError"), "{out}");
     let next_hop = records
@@ -339,6 +374,8 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
             ("api.example.test", vec!["API_TOKEN".to_string()]),
             ("api.example.test", vec!["API_TOKEN".to_string()]),
             ("other.example.test", vec!["OTHER_KEY".to_string()]),
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
         ]
     );
     let text = serde_json::to_string(&records).unwrap();

@@ -185,10 +185,41 @@ async fn forward(
         }
     };
     record.status = Some(response.status().as_u16());
-    let scrub = run.secrets.scrubber();
+    let mut scrub = run.secrets.scrubber();
     let response: http::Response<reqwest::Body> = response.into();
     let (mut parts, body) = response.into_parts();
     strip(&mut parts.headers);
+    let encoding = parts
+        .headers
+        .get(http::header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty() && v != "identity");
+    if let (Some(encoding), false) = (encoding, record.secrets.is_empty()) {
+        // Asked for identity and sent compressed anyway: an echoed value would pass
+        // unread, so the body is decoded, scrubbed and sent plain (or refused).
+        let left = usize::try_from(run.bytes_left()).unwrap_or(usize::MAX);
+        let bytes = match http_body_util::Limited::new(body, left).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => return refuse(record, 502, format!("the answer did not arrive whole: {e}")),
+        };
+        record.bytes_received = header_bytes(&parts.headers) + bytes.len() as u64;
+        let plain = match decode(&encoding, &bytes) {
+            Ok(plain) => plain,
+            Err(why) => return refuse(record, 502, why),
+        };
+        let mut out = scrub.push(&plain);
+        out.extend(scrub.finish());
+        for value in parts.headers.values_mut() {
+            if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
+                *value = v;
+            }
+        }
+        parts.headers.remove(http::header::CONTENT_ENCODING);
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        run.finish(record, started);
+        return http::Response::from_parts(parts, Either::Left(Full::new(Bytes::from(out))));
+    }
     if !scrub.is_noop() {
         for value in parts.headers.values_mut() {
             if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
@@ -208,6 +239,23 @@ async fn forward(
             record: Some((record, started, run)),
         }),
     )
+}
+
+/// `bytes` decoded from `encoding` (gzip, deflate); other encodings are refused.
+fn decode(encoding: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let read = match encoding {
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out),
+        "deflate" => flate2::read::ZlibDecoder::new(bytes).read_to_end(&mut out),
+        other => {
+            return Err(format!(
+                "the answer is {other}-encoded though identity was asked, and steward cannot check it for the secret's value"
+            ));
+        }
+    };
+    read.map_err(|e| format!("the answer's {encoding} encoding is broken: {e}"))?;
+    Ok(out)
 }
 
 /// An error and its causes, one line.
