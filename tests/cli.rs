@@ -968,7 +968,12 @@ fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
     };
     write(
         "agents/helpdesk.yaml",
-        &agent("  - slack_mention: {}\n", "current_time"),
+        &(agent("  - slack_mention: {}\n", "current_time")
+            + "skills:\n  scripts:\n    egress:\n      allow: [status.example.com]\n      secrets:\n        STATUS_KEY: {env: STEWARD_SECRET_STATUS, hosts: [status.example.com]}\n"),
+    );
+    write(
+        "mcp/github.yaml",
+        "url: https://api.githubcopilot.com/mcp/\nbearer_env: GITHUB_MCP_TOKEN\n",
     );
     write(
         "agents/jira-watch.yaml",
@@ -983,7 +988,10 @@ fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
     );
     write(
         "agents/intake.yaml",
-        &agent("  - webhook: { name: zapier-intake }\n", "github_pr_state"),
+        &agent(
+            "  - webhook: { name: zapier-intake }\n",
+            "github_pr_state, \"mcp:github\"",
+        ),
     );
     let db = root.join("steward.db");
     let none = [
@@ -1013,6 +1021,8 @@ fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
         "MISSING NOTION_TOKEN (the Notion API; for docs)",
         "MISSING GITHUB_TOKEN (the GitHub API; for intake)",
         "MISSING STEWARD_HOOK_ZAPIER_INTAKE_TOKEN (its webhook's bearer token; for intake)",
+        "MISSING STEWARD_SECRET_STATUS (a secret of its skill scripts; for helpdesk)",
+        "MISSING GITHUB_MCP_TOKEN (an MCP server's token; for intake)",
     ] {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");
     }

@@ -308,7 +308,7 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     write(
         root,
         "agents/fetcher.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com, \"https://x.example.com\"]\n      secrets:\n        TOKEN: { env: STEWARD_SECRET_X, hosts: [api.github.com], format: Bearer }\n        HTTPS_PROXY: { env: \"x-y\", hosts: [api.example.com] }\n",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com, \"https://x.example.com\"]\n      secrets:\n        TOKEN: { env: STEWARD_SECRET_X, hosts: [api.github.com], format: Bearer }\n        HTTPS_PROXY: { env: \"x-y\", hosts: [api.example.com] }\n        KEY: { env: OPENAI_API_KEY, hosts: [api.example.com] }\n",
     );
     let o = steward_in(root, &["validate"], &[]);
     let text = output_text(&o);
@@ -318,6 +318,7 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
         "secret TOKEN: format 'Bearer' must hold {} once",
         "secret HTTPS_PROXY: 'HTTPS_PROXY' must be a variable name (letters, digits, _) other than those steward sets",
         "secret HTTPS_PROXY: env 'x-y' is not an environment variable name",
+        "secret KEY: env 'OPENAI_API_KEY' must be named STEWARD_SECRET_<NAME>",
     ] {
         assert!(text.contains(expected), "{expected} in {text}");
     }

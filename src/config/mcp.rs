@@ -104,6 +104,30 @@ pub struct McpServer {
     pub connect_timeout: Duration,
 }
 
+impl McpServer {
+    /// The environment variables its file names: tokens, headers, its environment and
+    /// its egress secrets.
+    pub fn named_vars(&self) -> Vec<String> {
+        match &self.transport {
+            McpTransport::Http {
+                bearer_env,
+                headers_env,
+                ..
+            } => bearer_env.iter().chain(headers_env.values()).cloned().collect(),
+            McpTransport::Stdio { env, sandbox, .. } => env
+                .values()
+                .cloned()
+                .chain(
+                    sandbox
+                        .iter()
+                        .filter_map(|s| s.egress.as_ref())
+                        .flat_map(|e| e.secrets.iter().map(|r| r.env.clone())),
+                )
+                .collect(),
+        }
+    }
+}
+
 /// An environment variable name (`GITHUB_MCP_TOKEN`).
 fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();

@@ -76,6 +76,9 @@ pub fn summarize(config: &Config, settings: &Settings, on_postgres: bool) -> Sum
         for (setting, purpose, set) in agent_needs(agent, settings, on_postgres) {
             need(setting, purpose, set, &agent.name);
         }
+        for (setting, purpose, set) in variable_needs(config, agent, settings) {
+            need(setting, purpose, set, &agent.name);
+        }
         // Subagents run with the agent's keys.
         for sub in agent.subagents.iter().filter_map(|s| config.subagents.get(s)) {
             for (setting, purpose, set) in model_needs(sub, settings) {
@@ -85,6 +88,32 @@ pub fn summarize(config: &Config, settings: &Settings, on_postgres: bool) -> Sum
     }
     summary.needs = needs.into_values().collect();
     summary
+}
+
+/// Variables the agent's config files name: its scripts' secrets, and the tokens and
+/// secrets of the MCP servers it uses.
+fn variable_needs(config: &Config, agent: &AgentConfig, s: &Settings) -> Vec<(String, &'static str, bool)> {
+    let set = |name: &str| s.named_var(name).is_some();
+    let mut out: Vec<(String, &'static str, bool)> = Vec::new();
+    if let Some(egress) = &agent.skills.scripts.egress {
+        for spec in egress.secrets.values() {
+            out.push((spec.env.clone(), "a secret of its skill scripts", set(&spec.env)));
+        }
+    }
+    let tools = agent.tool_names();
+    for server in config.mcp.values() {
+        let prefix = format!("mcp:{}", server.name);
+        let used = tools
+            .iter()
+            .any(|t| *t == prefix || t.starts_with(&format!("{prefix}/")));
+        if !used {
+            continue;
+        }
+        for name in server.named_vars() {
+            out.push((name.clone(), "an MCP server's token", set(&name)));
+        }
+    }
+    out
 }
 
 fn model_needs(agent: &AgentConfig, s: &Settings) -> Vec<(String, &'static str, bool)> {

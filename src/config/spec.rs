@@ -456,6 +456,9 @@ pub struct SecretSpec {
     pub format: Option<String>,
 }
 
+/// What the variable holding a secret's value is named: never one of steward's own.
+pub const SECRET_VAR_PREFIX: &str = "STEWARD_SECRET_";
+
 /// Variables steward sets in a sandbox itself: a secret cannot take their names.
 const RESERVED_VARS: &[&str] = &[
     "PATH",
@@ -560,6 +563,11 @@ impl ScriptEgressSpec {
             if !is_var_name(&spec.env) {
                 problems.push(at(format!(
                     "env '{}' is not an environment variable name: the value is read from steward's environment, never written here",
+                    spec.env
+                )));
+            } else if !spec.env.starts_with(SECRET_VAR_PREFIX) || spec.env.len() == SECRET_VAR_PREFIX.len() {
+                problems.push(at(format!(
+                    "env '{}' must be named {SECRET_VAR_PREFIX}<NAME>: a secret for sandboxed programs has a variable of its own, so steward's own keys and tokens can never be handed to them",
                     spec.env
                 )));
             }
