@@ -356,6 +356,10 @@ impl ProcessSandbox {
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             args.extend(["--setenv".into(), name.into(), OsString::from(&url)]);
         }
+        // Empty: no host bypasses the proxy (there is no other way out anyway).
+        for name in ["NO_PROXY", "no_proxy"] {
+            args.extend(["--setenv".into(), name.into(), "".into()]);
+        }
         Ok(Some(args))
     }
 
