@@ -6,13 +6,12 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use steward::http::EgressPolicy;
 use steward::http::proxy::{EgressHub, EgressRules, Proxy};
-use steward::sandbox::process::{Egress, Finished, Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::sandbox::process::Finished;
 use support::*;
 
 /// A plain HTTP server on 127.0.0.1 counting requests.
@@ -66,36 +65,11 @@ async fn run(
     internal: &str,
     port: u16,
 ) -> (Finished, Vec<steward::http::proxy::NetRecord>) {
-    let base = std::env::temp_dir().join(format!("steward-egress-test-{}", uuid_like()));
-    let sandbox = ProcessSandbox::detect(base).with_forwarder(PathBuf::from(env!("CARGO_BIN_EXE_steward")));
-    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "scripts/net.py", SCRIPT);
+    let sandbox = egress_sandbox("egress-test");
     let socket = sandbox.socket_path("test");
     let hub = Arc::new(EgressHub::new(EgressPolicy::parse(internal).unwrap()));
     let proxy = Proxy::start(&socket, rules, hub, None).unwrap();
-    let python = find_program("python3").unwrap();
-    let args = vec![port.to_string()];
-    let finished = sandbox
-        .run(
-            &Job {
-                skill_dir: dir.path(),
-                script: "scripts/net.py",
-                interpreter: &python,
-                args: &args,
-                stdin: None,
-                inputs: &[],
-                deps: None,
-                proxy: Some(Egress {
-                    socket: proxy.socket(),
-                    trust: None,
-                    env: &[],
-                }),
-            },
-            &ProcessLimits::default(),
-        )
-        .await
-        .unwrap();
+    let finished = run_python_behind(&proxy, &sandbox, SCRIPT, &[port.to_string()]).await;
     let records = proxy.records();
     (finished, records)
 }
@@ -117,17 +91,6 @@ async fn run_fetcher(root: &std::path::Path, fake: &FakeModel) {
     )
     .await;
     assert!(o.status.success(), "{}", output_text(&o));
-}
-
-fn uuid_like() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
 }
 
 fn line<'a>(out: &'a str, key: &str) -> &'a str {
@@ -328,34 +291,6 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     );
 }
 
-/// A minimal MCP stdio server in Python (newline-delimited JSON-RPC) with one tool,
-/// `fetch`, that GETs a URL with urllib (which follows HTTP_PROXY).
-const MCP_SERVER: &str = r#"import json, sys, urllib.request
-def reply(i, result):
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    msg = json.loads(line)
-    method, i = msg.get("method"), msg.get("id")
-    if method == "initialize":
-        reply(i, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "fetcher", "version": "1"}})
-    elif method == "tools/list":
-        reply(i, {"tools": [{"name": "fetch", "description": "GET a URL",
-                  "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]})
-    elif method == "tools/call":
-        url = msg["params"]["arguments"]["url"]
-        try:
-            text = urllib.request.urlopen(url, timeout=10).read().decode()
-        except urllib.error.HTTPError as e:
-            text = f"{e.code} {e.read().decode().strip()}"
-        except Exception as e:
-            text = f"error: {e}"
-        reply(i, {"content": [{"type": "text", "text": text}]})
-    elif i is not None:
-        reply(i, {})
-"#;
-
 /// An MCP stdio server in the sandbox with `egress:` reaches its allowed host through
 /// the same proxy, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,7 +299,7 @@ async fn a_sandboxed_mcp_server_reaches_its_allowed_hosts_through_the_proxy() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "prompts/p.md", "You fetch.");
-    write(root, "mcp/fetcher/server.py", MCP_SERVER);
+    write(root, "mcp/fetcher/server.py", PY_MCP_FETCHER);
     write(
         root,
         "mcp/fetcher.yaml",

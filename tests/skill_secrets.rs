@@ -11,13 +11,12 @@
 mod support;
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use steward::http::EgressPolicy;
 use steward::http::proxy::{EgressHub, EgressRules, NetRecord, Proxy};
 use steward::http::secrets::SecretRule;
-use steward::sandbox::process::{Egress, Finished, Job, ProcessLimits, ProcessSandbox, find_program};
+use steward::sandbox::process::Finished;
 use support::*;
 
 const TOKEN: &str = "real-token-5f0c";
@@ -237,35 +236,9 @@ async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
         .with_host("internal.example.test", IpAddr::V4(Ipv4Addr::new(10, 255, 0, 7)))
         .with_extra_roots(&ca.pem)
         .unwrap();
-    let base = std::env::temp_dir().join(format!("steward-secrets-test-{}", std::process::id()));
-    let sandbox = ProcessSandbox::detect(base).with_forwarder(PathBuf::from(env!("CARGO_BIN_EXE_steward")));
-    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "scripts/call.py", SCRIPT);
+    let sandbox = egress_sandbox("secrets-test");
     let proxy = Proxy::start(&sandbox.socket_path("secrets"), rules(port), Arc::new(hub), None).unwrap();
-    let env = proxy.secret_env();
-    let python = find_program("python3").unwrap();
-    let args = vec![port.to_string()];
-    let finished = sandbox
-        .run(
-            &Job {
-                skill_dir: dir.path(),
-                script: "scripts/call.py",
-                interpreter: &python,
-                args: &args,
-                stdin: None,
-                inputs: &[],
-                deps: None,
-                proxy: Some(Egress {
-                    socket: proxy.socket(),
-                    trust: proxy.trust_bundle(),
-                    env: &env,
-                }),
-            },
-            &ProcessLimits::default(),
-        )
-        .await
-        .unwrap();
+    let finished = run_python_behind(&proxy, &sandbox, SCRIPT, &[port.to_string()]).await;
     (finished, proxy.records())
 }
 
@@ -389,33 +362,6 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
     );
 }
 
-/// An MCP stdio server whose `fetch` tool GETs a URL with urllib (through HTTPS_PROXY),
-/// sending the token it was given as its Authorization header.
-const MCP_SERVER: &str = r#"import json, os, sys, urllib.request
-def reply(i, result):
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    msg = json.loads(line)
-    method, i = msg.get("method"), msg.get("id")
-    if method == "initialize":
-        reply(i, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "api", "version": "1"}})
-    elif method == "tools/list":
-        reply(i, {"tools": [{"name": "fetch", "description": "GET a URL with the API token",
-                  "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]})
-    elif method == "tools/call":
-        token = os.environ.get("API_TOKEN", "")
-        req = urllib.request.Request(msg["params"]["arguments"]["url"], headers={"Authorization": token})
-        try:
-            text = urllib.request.urlopen(req, timeout=10).read().decode()
-        except Exception as e:
-            text = f"error: {e}"
-        reply(i, {"content": [{"type": "text", "text": f"holds {token[:11]}; {text}"}]})
-    elif i is not None:
-        reply(i, {})
-"#;
-
 /// Through `steward run`: the agent's script and its sandboxed MCP server both get the
 /// token as a placeholder from config, the server receives the value, and each request
 /// is a `net_request` event under its call naming the secret (`runs show --json`).
@@ -440,7 +386,7 @@ async fn an_agents_script_and_mcp_server_get_placeholders_from_config() {
     let egress = format!(
         "egress:\n  allow: [\"127.0.0.1:{port}\"]\n  secrets:\n    API_TOKEN: {{env: STEWARD_SECRET_API, hosts: [\"127.0.0.1:{port}\"], header: Authorization, format: \"Bearer {{}}\"}}\n"
     );
-    write(root, "mcp/api/server.py", MCP_SERVER);
+    write(root, "mcp/api/server.py", PY_MCP_FETCHER);
     write(
         root,
         "mcp/api.yaml",

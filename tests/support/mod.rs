@@ -932,3 +932,90 @@ pub fn responses_providers(openai: &FakeModel) -> ProviderSet {
         .with_style(steward::provider::openai::ApiStyle::Responses);
     ProviderSet::new(fast_retry()).with("openai", Arc::new(provider))
 }
+
+/// Runs the Python script `text` (as `scripts/run.py` of a fresh skill folder) with
+/// `args` in a real bubblewrap sandbox whose egress is `proxy`, with `limits`; the
+/// steward executable is the forwarder inside.
+pub async fn run_python_behind(
+    proxy: &steward::http::proxy::Proxy,
+    sandbox: &steward::sandbox::process::ProcessSandbox,
+    text: &str,
+    args: &[String],
+) -> steward::sandbox::process::Finished {
+    use steward::sandbox::process::{Egress, Job, ProcessLimits, find_program};
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "scripts/run.py", text);
+    let python = find_program("python3").unwrap();
+    let env = proxy.secret_env();
+    sandbox
+        .run(
+            &Job {
+                skill_dir: dir.path(),
+                script: "scripts/run.py",
+                interpreter: &python,
+                args,
+                stdin: None,
+                inputs: &[],
+                deps: None,
+                proxy: Some(Egress {
+                    socket: proxy.socket(),
+                    trust: proxy.trust_bundle(),
+                    env: &env,
+                }),
+            },
+            &ProcessLimits::default(),
+        )
+        .await
+        .unwrap()
+}
+
+/// A sandbox for scripts under a fresh folder named for `tag`, with the steward
+/// executable as its forwarder; asserts bubblewrap works here.
+pub fn egress_sandbox(tag: &str) -> steward::sandbox::process::ProcessSandbox {
+    let base = std::env::temp_dir().join(format!(
+        "steward-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let sandbox = steward::sandbox::process::ProcessSandbox::detect(base)
+        .with_forwarder(std::path::PathBuf::from(env!("CARGO_BIN_EXE_steward")));
+    assert!(sandbox.unavailable().is_none(), "{:?}", sandbox.unavailable());
+    sandbox
+}
+
+/// A minimal MCP stdio server in Python (newline-delimited JSON-RPC) with one tool,
+/// `fetch`, that GETs a URL with urllib (which follows `HTTP_PROXY`), sending
+/// `API_TOKEN` as its Authorization header when the server has one (and saying how it
+/// begins: a placeholder's prefix, never a value).
+pub const PY_MCP_FETCHER: &str = r#"import json, os, sys, urllib.request
+def reply(i, result):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, i = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        reply(i, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "fetcher", "version": "1"}})
+    elif method == "tools/list":
+        reply(i, {"tools": [{"name": "fetch", "description": "GET a URL",
+                  "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]})
+    elif method == "tools/call":
+        token = os.environ.get("API_TOKEN", "")
+        headers = {"Authorization": token} if token else {}
+        req = urllib.request.Request(msg["params"]["arguments"]["url"], headers=headers)
+        try:
+            text = urllib.request.urlopen(req, timeout=10).read().decode()
+        except urllib.error.HTTPError as e:
+            text = f"{e.code} {e.read().decode().strip()}"
+        except Exception as e:
+            text = f"error: {e}"
+        if token:
+            text = f"holds {token[:11]}; {text}"
+        reply(i, {"content": [{"type": "text", "text": text}]})
+    elif i is not None:
+        reply(i, {})
+"#;

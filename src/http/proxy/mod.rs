@@ -106,18 +106,7 @@ impl Proxy {
         )?;
         let run = Arc::new(Run::new(rules, secrets, hub, parent));
         let stop = CancellationToken::new();
-        let (r, s) = (run.clone(), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                let conn = tokio::select! {
-                    c = listener.accept() => c,
-                    () = s.cancelled() => return,
-                };
-                if let Ok((stream, _)) = conn {
-                    spawn_serve(stream, r.clone(), s.clone());
-                }
-            }
-        });
+        listen(Listener::Unix(listener), run.clone(), stop.clone());
         Ok(Proxy {
             socket: socket.to_path_buf(),
             addr: None,
@@ -141,18 +130,7 @@ impl Proxy {
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
         let run = Arc::new(Run::new(rules, RunSecrets::default(), hub, None));
         let stop = CancellationToken::new();
-        let (r, s) = (run.clone(), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                let conn = tokio::select! {
-                    c = listener.accept() => c,
-                    () = s.cancelled() => return,
-                };
-                if let Ok((stream, _)) = conn {
-                    spawn_serve(stream, r.clone(), s.clone());
-                }
-            }
-        });
+        listen(Listener::Tcp(listener), run.clone(), stop.clone());
         Ok(Proxy {
             socket: PathBuf::new(),
             addr: Some(addr),
@@ -273,12 +251,41 @@ fn parse_head(head: &str) -> Result<Head, String> {
 trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Conn for T {}
 
-/// Serves `stream` until it ends or the proxy stops.
-fn spawn_serve(stream: impl Conn, run: Arc<Run>, stop: CancellationToken) {
+/// Where a proxy listens.
+enum Listener {
+    Unix(tokio::net::UnixListener),
+    Tcp(tokio::net::TcpListener),
+}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Conn>> {
+        Ok(match self {
+            Listener::Unix(l) => Box::new(l.accept().await?.0),
+            Listener::Tcp(l) => Box::new(l.accept().await?.0),
+        })
+    }
+}
+
+/// Accepts connections and serves each, until `stop`.
+fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
     tokio::spawn(async move {
-        tokio::select! {
-            () = serve(stream, run) => {}
-            () = stop.cancelled() => {}
+        loop {
+            let conn = tokio::select! {
+                c = listener.accept() => c,
+                () = stop.cancelled() => return,
+            };
+            let Ok(stream) = conn else {
+                // Out of descriptors, say: not a busy loop.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let (run, stop) = (run.clone(), stop.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = serve(stream, run) => {}
+                    () = stop.cancelled() => {}
+                }
+            });
         }
     });
 }
