@@ -1,4 +1,4 @@
-//! The skill scripts' egress proxy (`sandbox/proxy.rs`), measured from the host side of
+//! The skill scripts' egress proxy (`http/proxy/`), measured from the host side of
 //! its Unix socket against an origin on 127.0.0.1, so only the proxy's own work counts:
 //!
 //! - added latency of a proxied HTTP request (absolute-form GET, a fresh connection
