@@ -911,7 +911,8 @@ impl Outside {
         let policy = crate::http::EgressPolicy::parse(&settings.http_allow)?;
         let named = settings.clone();
         let proxies = crate::http::proxy::EgressHub::new(policy.clone())
-            .with_secrets(move |name| named.named_var(name));
+            .with_secrets(move |name| named.named_var(name))
+            .with_host_bundle(settings.ssl_cert_file.clone());
         Ok(Outside {
             egress: crate::http::Egress::new(policy),
             proxies: Arc::new(proxies),

@@ -59,6 +59,9 @@ pub struct Settings {
     /// Where skills' installed requirements are kept (`STEWARD_SKILL_DEPS_DIR`; default
     /// `$XDG_CACHE_HOME/steward/skill-deps`, else `~/.cache/steward/skill-deps`).
     pub skill_deps_dir: PathBuf,
+    /// The host's CA bundle (`SSL_CERT_FILE`), the base of the trust bundle sandboxes
+    /// with secrets get; the system's when unset.
+    pub ssl_cert_file: Option<PathBuf>,
     /// The package index settings passed to the installer (`PIP_INDEX_URL`,
     /// `PIP_EXTRA_INDEX_URL`, `PIP_TRUSTED_HOST`, `UV_INDEX_URL`, `UV_EXTRA_INDEX_URL`,
     /// `NPM_CONFIG_REGISTRY`), and
@@ -289,6 +292,7 @@ impl Settings {
             prompt_base_url: get("STEWARD_PROMPT_BASE_URL"),
             skill_dirs,
             skill_deps_dir,
+            ssl_cert_file: get("SSL_CERT_FILE").map(PathBuf::from),
             package_index,
             hook_tokens,
             otel_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),

@@ -289,23 +289,36 @@ impl RunSkills {
                     "\n(Its Python, shell and Node scripts cannot run on this host: {why}.)"
                 )),
                 None => {
-                    let declared = super::deps::declared(skill);
-                    let python = crate::sandbox::process::find_program("python3");
-                    if !declared.is_empty() {
-                        let state = python.map(|p| self.set.deps.state(skill, &p));
-                        let note = match state {
-                            Some(super::deps::DepsState::Ready(_)) => "installed".to_string(),
-                            Some(super::deps::DepsState::Installing) => {
+                    use super::deps::{DepsState, Ecosystem};
+                    for (ecosystem, program) in Ecosystem::ALL {
+                        let (declared, language) = match ecosystem {
+                            Ecosystem::Python => (super::deps::declared(skill), "Python"),
+                            Ecosystem::Node => (super::deps::declared_node(skill), "Node"),
+                        };
+                        if declared.is_empty() {
+                            continue;
+                        }
+                        let found = crate::sandbox::process::find_program(program);
+                        let note = match found.map(|p| self.set.deps.state(skill, &p)) {
+                            Some(DepsState::Ready(_)) => "installed".to_string(),
+                            Some(DepsState::Installing) => {
                                 "installing; a script run waits for it".to_string()
                             }
-                            Some(super::deps::DepsState::Failed(e)) => {
-                                format!("failed to install, so its Python scripts cannot import them: {e}")
+                            Some(DepsState::Failed(e)) => {
+                                format!(
+                                    "failed to install, so its {language} scripts cannot import them: {e}"
+                                )
                             }
-                            None => "not installable: python3 is not on this host".to_string(),
+                            None => format!("not installable: {program} is not on this host"),
                             _ => "installed at its first script run".to_string(),
                         };
+                        let whose = if ecosystem == Ecosystem::Python {
+                            "scripts'"
+                        } else {
+                            "Node scripts'"
+                        };
                         out.push_str(&format!(
-                            "\n(Its scripts' requirements, {}: {note}.)",
+                            "\n(Its {whose} requirements, {}: {note}.)",
                             declared.requirements.join(", ")
                         ));
                     }

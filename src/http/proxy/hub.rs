@@ -73,6 +73,8 @@ pub struct EgressHub {
     secrets: SecretSource,
     /// More roots (PEM) trusted upstream and by sandboxed programs.
     extra_roots: String,
+    /// The host's CA bundle, when not the system's (`SSL_CERT_FILE`).
+    host_bundle: Option<std::path::PathBuf>,
     tls: OnceLock<Result<Arc<Interceptor>, String>>,
 }
 
@@ -102,6 +104,7 @@ impl EgressHub {
             }),
             secrets: Arc::new(|_| None),
             extra_roots: String::new(),
+            host_bundle: None,
             tls: OnceLock::new(),
         }
     }
@@ -136,6 +139,13 @@ impl EgressHub {
         Ok(self)
     }
 
+    /// Sandboxes trust the CA bundle at `path` (the operator's `SSL_CERT_FILE`) rather
+    /// than the system's, plus the process's CA.
+    pub fn with_host_bundle(mut self, path: Option<std::path::PathBuf>) -> EgressHub {
+        self.host_bundle = path;
+        self
+    }
+
     /// The internal addresses opened.
     pub fn policy(&self) -> &EgressPolicy {
         &self.resolver.internal
@@ -153,7 +163,14 @@ impl EgressHub {
     /// The CA and forwarding client, made on first use.
     pub(super) fn interceptor(&self) -> Result<Arc<Interceptor>, String> {
         self.tls
-            .get_or_init(|| Interceptor::new(self.resolver.clone(), &self.extra_roots).map(Arc::new))
+            .get_or_init(|| {
+                Interceptor::new(
+                    self.resolver.clone(),
+                    &self.extra_roots,
+                    self.host_bundle.as_deref(),
+                )
+                .map(Arc::new)
+            })
             .clone()
     }
 }
@@ -161,7 +178,7 @@ impl EgressHub {
 /// Most time a forwarded request may take, headers to the end of its body.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Where a host's trust bundle usually is: `SSL_CERT_FILE`, else Debian's, else Red Hat's.
+/// Where a host's trust bundle usually is: Debian's, else Red Hat's.
 const SYSTEM_BUNDLES: [&str; 2] = [
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
@@ -178,7 +195,11 @@ pub(super) struct Interceptor {
 }
 
 impl Interceptor {
-    fn new(resolver: Arc<Resolver>, extra_roots: &str) -> Result<Interceptor, String> {
+    fn new(
+        resolver: Arc<Resolver>,
+        extra_roots: &str,
+        host_bundle: Option<&std::path::Path>,
+    ) -> Result<Interceptor, String> {
         crate::http::install_crypto_provider();
         let failed = |e: rcgen::Error| format!("cannot make the egress CA: {e}");
         let key = rcgen::KeyPair::generate().map_err(failed)?;
@@ -194,10 +215,9 @@ impl Interceptor {
             rcgen::KeyUsagePurpose::DigitalSignature,
         ];
         let cert = params.self_signed(&key).map_err(failed)?;
-        let host_bundle = std::env::var_os("SSL_CERT_FILE")
-            .map(std::path::PathBuf::from)
+        let host_bundle = host_bundle
             .into_iter()
-            .chain(SYSTEM_BUNDLES.iter().map(std::path::PathBuf::from))
+            .chain(SYSTEM_BUNDLES.iter().map(std::path::Path::new))
             .find_map(|p| std::fs::read_to_string(p).ok())
             .unwrap_or_default();
         let bundle = format!("{}\n{extra_roots}{}", host_bundle.trim_end(), cert.pem());
