@@ -175,6 +175,10 @@ impl EgressHub {
     }
 }
 
+/// Most certificates kept: a `*.domain` secret host allows any number of names, and a
+/// program must not grow the cache without bound (past it, the cache starts over).
+const MAX_LEAVES: usize = 256;
+
 /// Most time a forwarded request may take, headers to the end of its body.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -272,10 +276,11 @@ impl Interceptor {
         // Requests are read one at a time over HTTP/1.1.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
-        self.leaves
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(host, config.clone());
+        let mut leaves = self.leaves.lock().unwrap_or_else(|e| e.into_inner());
+        if leaves.len() >= MAX_LEAVES {
+            leaves.clear();
+        }
+        leaves.insert(host, config.clone());
         Ok(config)
     }
 }
