@@ -162,25 +162,34 @@ impl RunSecrets {
             let bytes = value.as_bytes();
             let basic = basic_credentials(name, bytes);
             let searched = basic.as_deref().unwrap_or(bytes);
-            let Some(found) = self.found_in(searched) else {
+            // Every secret whose placeholder is here must allow this host and header:
+            // one header may carry several.
+            let present: Vec<&RunSecret> = self
+                .entries
+                .iter()
+                .filter(|e| contains(searched, e.placeholder.as_bytes()))
+                .collect();
+            let Some(first) = present.first() else {
                 continue;
             };
-            let rule = &found.rule;
-            if !host_listed(&rule.hosts, host, port) {
-                return Err(format!(
-                    "the placeholder of secret {} was sent to {host}, which is not one of its hosts ({})",
-                    rule.name,
-                    rule.hosts.join(", ")
-                ));
+            for rule in present.iter().map(|e| &e.rule) {
+                if !host_listed(&rule.hosts, host, port) {
+                    return Err(format!(
+                        "the placeholder of secret {} was sent to {host}, which is not one of its hosts ({})",
+                        rule.name,
+                        rule.hosts.join(", ")
+                    ));
+                }
+                if let Some(only) = &rule.header
+                    && only != name.as_str()
+                {
+                    return Err(format!(
+                        "secret {} goes only in the {only} header; its placeholder was in {name}",
+                        rule.name
+                    ));
+                }
             }
-            if let Some(only) = &rule.header
-                && only != name.as_str()
-            {
-                return Err(format!(
-                    "secret {} goes only in the {only} header; its placeholder was in {name}",
-                    rule.name
-                ));
-            }
+            let rule = &first.rule;
             let mut text = searched.to_vec();
             for e in &self.entries {
                 if contains(&text, e.placeholder.as_bytes()) {
@@ -220,14 +229,16 @@ impl RunSecrets {
     }
 }
 
-/// The decoded `user:password` of an `Authorization: Basic` header.
+/// The decoded `user:password` of an `Authorization: Basic` header (the scheme in any
+/// case, the base64 padded or not).
 fn basic_credentials(name: &http::HeaderName, value: &[u8]) -> Option<Vec<u8>> {
-    if name != http::header::AUTHORIZATION {
+    if name != http::header::AUTHORIZATION || value.len() < 6 || !value[..6].eq_ignore_ascii_case(b"basic ") {
         return None;
     }
-    let rest = value.strip_prefix(b"Basic ")?;
+    let encoded = value[6..].trim_ascii();
     base64::engine::general_purpose::STANDARD
-        .decode(rest.trim_ascii())
+        .decode(encoded)
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(encoded))
         .ok()
 }
 
@@ -262,7 +273,9 @@ pub struct Scrub {
 
 impl Scrub {
     fn new(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Scrub {
-        let pairs: Vec<_> = pairs.into_iter().filter(|(v, _)| !v.is_empty()).collect();
+        let mut pairs: Vec<_> = pairs.into_iter().filter(|(v, _)| !v.is_empty()).collect();
+        // Longest first: a value that begins another is not matched inside it.
+        pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
         let keep = pairs.iter().map(|(v, _)| v.len() - 1).max().unwrap_or(0);
         Scrub {
             pairs,
@@ -416,6 +429,18 @@ mod tests {
         s.inject("status.example", 443, "/", &mut h).unwrap();
         let sent = base64::engine::general_purpose::STANDARD.encode("bot:sk_live");
         assert_eq!(h["authorization"], format!("Basic {sent}").as_str());
+        // Two placeholders in one header: each secret's hosts are checked.
+        let mut h = http::HeaderMap::new();
+        h.insert("x-api-key", format!("{status} {gh}").parse().unwrap());
+        assert!(
+            s.inject("eu.status.example", 443, "/", &mut h)
+                .unwrap_err()
+                .contains("secret GITHUB_TOKEN was sent to eu.status.example")
+        );
+        let mut h = http::HeaderMap::new();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{status}:{gh}"));
+        h.insert("authorization", format!("basic {basic}").parse().unwrap());
+        assert!(s.inject("status.example", 443, "/", &mut h).is_err());
         // Refusals.
         let mut h = http::HeaderMap::new();
         h.insert("authorization", gh.parse().unwrap());

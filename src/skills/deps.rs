@@ -350,6 +350,14 @@ impl DepsCache {
     /// One install into a fresh folder, renamed into place once complete (a crash
     /// leaves no half-installed folder that looks finished).
     async fn install(&self, declared: &Declared, folder: &Path, interpreter: &Path) -> Result<(), String> {
+        let ecosystem = Ecosystem::of(interpreter).unwrap_or(Ecosystem::Python);
+        if let Some(why) = declared
+            .requirements
+            .iter()
+            .find_map(|r| not_from_the_index(ecosystem, r))
+        {
+            return Err(format!("{why} (declared in {})", declared.files.join(", ")));
+        }
         let scratch = self
             .dir
             .join(format!(".install-{}", uuid::Uuid::now_v7().simple()));
@@ -403,6 +411,8 @@ impl DepsCache {
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &home)
             .env("npm_config_cache", home.join(".npm"))
+            // No git for npm: version-control dependencies are refused above anyway.
+            .env("npm_config_git", "/bin/false")
             .envs(self.index.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(
                 [
@@ -446,6 +456,40 @@ impl DepsCache {
             text[start..].trim()
         ))
     }
+}
+
+/// Why `spec` is refused: a source other than the package index or registry (a
+/// version-control URL, which git or ssh would fetch around the installer's proxy and
+/// which npm builds with its `prepare` script even under `--ignore-scripts`; a local
+/// path; an installer option such as another index).
+fn not_from_the_index(ecosystem: Ecosystem, spec: &str) -> Option<String> {
+    let spec = spec.trim();
+    let lower = spec.to_ascii_lowercase();
+    let refused = match ecosystem {
+        Ecosystem::Python => {
+            spec.starts_with('-')
+                || ["git+", "hg+", "svn+", "bzr+", "file:"]
+                    .iter()
+                    .any(|s| lower.contains(s))
+                || spec.starts_with(['.', '/', '~'])
+        }
+        // `name@spec`: only versions and ranges (no `github:`, `git+ssh:`, `file:`,
+        // `npm:` alias, `user/repo`, URL).
+        Ecosystem::Node => {
+            split_node_spec(spec).is_none_or(|(_, version)| version.contains([':', '/', '\\']))
+        }
+    };
+    refused.then(|| {
+        format!(
+            "requirement '{spec}' is not a package from the index: steward installs released packages from the package index or registry only (no version-control URLs, local paths or installer options)"
+        )
+    })
+}
+
+/// `name@version` split at the `@` after the name (a scoped name begins with `@`).
+fn split_node_spec(spec: &str) -> Option<(&str, &str)> {
+    let at = spec.get(1..)?.find('@')? + 1;
+    Some((&spec[..at], &spec[at + 1..]))
 }
 
 /// `uv pip install` (or the interpreter's pip) of `declared` into `target/site`, wheels
@@ -502,7 +546,7 @@ fn node_installer(declared: &Declared, target: &Path) -> Result<tokio::process::
     let dependencies: serde_json::Map<String, serde_json::Value> = declared
         .requirements
         .iter()
-        .filter_map(|r| r.rsplit_once('@').filter(|(name, _)| !name.is_empty()))
+        .filter_map(|r| split_node_spec(r))
         .map(|(name, spec)| (name.to_string(), spec.into()))
         .collect();
     let manifest = serde_json::json!({
@@ -581,6 +625,47 @@ pub fn missing_module_hint(stderr: &str, skill: &Skill) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_released_packages_from_the_index_are_installed() {
+        for ok in [
+            "pypdf>=4",
+            "requests==2.31.0",
+            "pkg @ https://files.example.com/pkg-1.whl",
+            "numpy; python_version>'3.8'",
+        ] {
+            assert!(not_from_the_index(Ecosystem::Python, ok).is_none(), "{ok}");
+        }
+        for refused in [
+            "git+ssh://git@github.com/a/b",
+            "pkg @ git+https://x/y",
+            "-e .",
+            "--index-url http://evil/simple",
+            "./local",
+            "pkg @ file:///etc/x.whl",
+        ] {
+            assert!(
+                not_from_the_index(Ecosystem::Python, refused).is_some(),
+                "{refused}"
+            );
+        }
+        for ok in ["left-pad@1.3.0", "@scope/pkg@^2", "lodash@*"] {
+            assert!(not_from_the_index(Ecosystem::Node, ok).is_none(), "{ok}");
+        }
+        for refused in [
+            "x@github:u/r",
+            "x@git+ssh://git@h/r.git",
+            "x@file:../y",
+            "x@npm:other@1",
+            "x@u/r",
+            "x@https://h/x.tgz",
+        ] {
+            assert!(
+                not_from_the_index(Ecosystem::Node, refused).is_some(),
+                "{refused}"
+            );
+        }
+    }
 
     #[test]
     fn pep_723_blocks_declare_dependencies() {

@@ -194,9 +194,19 @@ fn parse_head(head: &str) -> Result<Head, String> {
     if method == "CONNECT" {
         let (host, port) = target.rsplit_once(':').ok_or("CONNECT needs host:port")?;
         let port = port.parse().map_err(|_| "CONNECT needs host:port")?;
+        let host = host.trim_matches(['[', ']']);
+        // A name of letters, digits, `-` and `.`, or an IP address: nothing that could
+        // end a host inside a URL (`evil.com?.example.com`).
+        let plain_name = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        if !plain_name && host.parse::<std::net::IpAddr>().is_err() {
+            return Err("CONNECT needs a host name or an IP address".into());
+        }
         return Ok(Head {
             method: method.into(),
-            host: host.trim_matches(['[', ']']).to_string(),
+            host: host.to_ascii_lowercase(),
             port,
             upstream: None,
             path: None,
@@ -220,7 +230,11 @@ fn parse_head(head: &str) -> Result<Head, String> {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
-    let mut upstream = format!("{method} {origin} {version}\r\n");
+    let authority = match url.port() {
+        Some(p) => format!("{}:{p}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_string(),
+    };
+    let mut upstream = format!("{method} {origin} {version}\r\nHost: {authority}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
         let name = line
             .split(':')
@@ -228,9 +242,10 @@ fn parse_head(head: &str) -> Result<Head, String> {
             .unwrap_or_default()
             .trim()
             .to_ascii_lowercase();
+        // `Host` comes from the URL that was checked, never from the program.
         if matches!(
             name.as_str(),
-            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive" | "host"
         ) {
             continue;
         }
@@ -512,6 +527,21 @@ mod tests {
             ("CONNECT", "pypi.org", 443)
         );
         assert!(parse_head("GET /relative HTTP/1.1\r\n\r\n").is_err());
+        // The program's own Host never goes upstream (no fronting to another site).
+        let fronted =
+            parse_head("GET http://api.example.com/ HTTP/1.1\r\nHost: evil.example\r\n\r\n").unwrap();
+        let up = String::from_utf8(fronted.upstream.unwrap()).unwrap();
+        assert!(
+            up.starts_with("GET / HTTP/1.1\r\nHost: api.example.com\r\n") && !up.contains("evil"),
+            "{up}"
+        );
+        // A CONNECT host is a plain name or an address, nothing that ends a URL's host.
+        assert!(parse_head("CONNECT evil.com?.example.com:443 HTTP/1.1\r\n\r\n").is_err());
+        assert!(parse_head("CONNECT a/b.example.com:443 HTTP/1.1\r\n\r\n").is_err());
+        assert_eq!(
+            parse_head("CONNECT [::1]:443 HTTP/1.1\r\n\r\n").unwrap().host,
+            "::1"
+        );
         assert!(parse_head("GET https://x.example/ HTTP/1.1\r\n\r\n").is_err());
     }
 }

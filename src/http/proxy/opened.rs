@@ -18,6 +18,9 @@ use super::hub::Interceptor;
 use super::run::{NetRecord, Run};
 use crate::http::secrets::Scrub;
 
+/// Longest an opened connection waits for a request head.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What goes back to the program.
 type Answer = http::Response<Either<Full<Bytes>, Relayed>>;
 
@@ -71,6 +74,10 @@ pub(super) async fn serve(
         async move { Ok::<_, Infallible>(forward(request, &host, port, run, &tls).await) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
+        // A connection that sends no request head in time is closed (a server's proxy
+        // lives long: idle connections must not pile up).
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(IDLE_TIMEOUT)
         .serve_connection(hyper_util::rt::TokioIo::new(tls_stream), service)
         .await;
 }
@@ -141,21 +148,23 @@ async fn forward(
         Ok(used) => record.secrets = used,
         Err(why) => return refuse(record, 403, why),
     }
+    // An echoed value (of this request's secret, or one the host kept) is written over
+    // only in a body the proxy reads whole: plain, and not in pieces of a range.
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
     if !record.secrets.is_empty() {
-        // An echoed value is written over only in a body the proxy can read.
-        headers.insert(
-            http::header::ACCEPT_ENCODING,
-            http::HeaderValue::from_static("identity"),
-        );
+        headers.remove(http::header::RANGE);
+        headers.remove(http::header::IF_RANGE);
     }
-    let left = usize::try_from(run.bytes_left()).unwrap_or(usize::MAX);
+    let left = buffer_limit(&run);
     let body = match http_body_util::Limited::new(body, left).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             let why = match e.downcast_ref::<http_body_util::LengthLimitError>() {
                 Some(_) => format!(
-                    "the request body passes the run's cap of {} bytes",
-                    run.rules.max_bytes
+                    "the request body passes {left} bytes (what the run may still send, and at most {MAX_BUFFER} held at once)"
                 ),
                 None => format!("the request body did not arrive: {e}"),
             };
@@ -179,7 +188,8 @@ async fn forward(
         Err(e) => {
             let why = match crate::http::egress::refusal(&e) {
                 Some(refused) => refused.to_string(),
-                None => format!("cannot reach {host}: {}", chain(&e)),
+                // Without its URL: the query is never recorded.
+                None => format!("cannot reach {host}: {}", chain(&e.without_url())),
             };
             return refuse(record, 502, why);
         }
@@ -195,16 +205,16 @@ async fn forward(
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_ascii_lowercase())
         .filter(|v| !v.is_empty() && v != "identity");
-    if let (Some(encoding), false) = (encoding, record.secrets.is_empty()) {
+    if let Some(encoding) = encoding {
         // Asked for identity and sent compressed anyway: an echoed value would pass
         // unread, so the body is decoded, scrubbed and sent plain (or refused).
-        let left = usize::try_from(run.bytes_left()).unwrap_or(usize::MAX);
+        let left = buffer_limit(&run);
         let bytes = match http_body_util::Limited::new(body, left).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => return refuse(record, 502, format!("the answer did not arrive whole: {e}")),
         };
         record.bytes_received = header_bytes(&parts.headers) + bytes.len() as u64;
-        let plain = match decode(&encoding, &bytes) {
+        let plain = match decode(&encoding, &bytes, left) {
             Ok(plain) => plain,
             Err(why) => return refuse(record, 502, why),
         };
@@ -241,13 +251,30 @@ async fn forward(
     )
 }
 
-/// `bytes` decoded from `encoding` (gzip, deflate); other encodings are refused.
-fn decode(encoding: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+/// Most of a body the proxy holds at once: the run's bytes left, and never more than
+/// [`MAX_BUFFER`] (a server's proxy has no byte cap).
+fn buffer_limit(run: &Run) -> usize {
+    usize::try_from(run.bytes_left())
+        .unwrap_or(usize::MAX)
+        .min(MAX_BUFFER)
+}
+
+/// Most bytes of one request body, or one decoded answer, held in memory.
+const MAX_BUFFER: usize = 32 * 1024 * 1024;
+
+/// `bytes` decoded from `encoding` (gzip, deflate), at most `limit` bytes of it (a
+/// small bomb does not become a large answer); other encodings are refused.
+fn decode(encoding: &str, bytes: &[u8], limit: usize) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let mut out = Vec::new();
+    let cap = limit as u64 + 1;
     let read = match encoding {
-        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out),
-        "deflate" => flate2::read::ZlibDecoder::new(bytes).read_to_end(&mut out),
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(bytes)
+            .take(cap)
+            .read_to_end(&mut out),
+        "deflate" => flate2::read::ZlibDecoder::new(bytes)
+            .take(cap)
+            .read_to_end(&mut out),
         other => {
             return Err(format!(
                 "the answer is {other}-encoded though identity was asked, and steward cannot check it for the secret's value"
@@ -255,6 +282,9 @@ fn decode(encoding: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
         }
     };
     read.map_err(|e| format!("the answer's {encoding} encoding is broken: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("the answer decodes to more than {limit} bytes"));
+    }
     Ok(out)
 }
 
