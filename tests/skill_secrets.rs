@@ -105,6 +105,10 @@ async fn https_origin(ca: &TestCa, names: &[&str]) -> (u16, Seen) {
             }),
         )
         .route(
+            "/upload",
+            axum::routing::post(|body: axum::body::Bytes| async move { format!("got {}", body.len()) }),
+        )
+        .route(
             "/br",
             axum::routing::get(|| async {
                 ([(axum::http::header::CONTENT_ENCODING, "br")], vec![1u8, 2, 3])
@@ -175,6 +179,12 @@ print("wrong header:", get(f"https://api.example.test:{port}/echo", headers={"X-
 print("in url:", get(f"https://api.example.test:{port}/echo?t={token}"))
 print("redirect:", get(f"https://api.example.test:{port}/redirect"))
 print("gzip:", get(f"https://api.example.test:{port}/gzip", headers={"Authorization": token}))
+def post(url, data):
+    try:
+        r = requests.post(url, data=data, headers={"Authorization": token}, timeout=10)
+        return f"{r.status_code} {r.text.strip()}"
+    except Exception as e:
+        return f"error {type(e).__name__}"
 print("br:", get(f"https://api.example.test:{port}/br", headers={"Authorization": token}))
 def issuer(host):
     proxy = os.environ["HTTPS_PROXY"].removeprefix("http://").split(":")
@@ -185,6 +195,9 @@ def issuer(host):
     return dict(x[0] for x in conn.sock.getpeercert()["issuer"])["commonName"]
 print("tunnel issuer:", issuer("plain.example.test"))
 print("opened issuer:", issuer("api.example.test"))
+# Last: the second upload uses up the run's byte cap.
+print("upload:", post(f"https://api.example.test:{port}/upload", b"x" * 100000))
+print("too big:", post(f"https://api.example.test:{port}/upload", b"x" * (2 << 20)))
 "#;
 
 fn rules(port: u16) -> EgressRules {
@@ -311,6 +324,9 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
         line(&out, "br:").contains("502 steward egress proxy refused this request: the answer is br-encoded"),
         "{out}"
     );
+    // Request bodies stream through, counted against the run's byte cap (1 MiB here).
+    assert_eq!(line(&out, "upload:"), "upload: 200 got 100000");
+    assert!(!line(&out, "too big:").starts_with("too big: 200"), "{out}");
     // A redirect to an allowed name at a private address fails at the next hop.
     assert!(line(&out, "redirect:").contains("error ProxyError"), "{out}");
     let next_hop = records
@@ -347,6 +363,9 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
             ("api.example.test", vec!["API_TOKEN".to_string()]),
             ("api.example.test", vec!["API_TOKEN".to_string()]),
             ("other.example.test", vec!["OTHER_KEY".to_string()]),
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
+            ("api.example.test", vec!["API_TOKEN".to_string()]),
+            // The two uploads.
             ("api.example.test", vec!["API_TOKEN".to_string()]),
             ("api.example.test", vec!["API_TOKEN".to_string()]),
         ]

@@ -158,20 +158,14 @@ async fn forward(
         headers.remove(http::header::RANGE);
         headers.remove(http::header::IF_RANGE);
     }
-    let left = buffer_limit(&run);
-    let body = match http_body_util::Limited::new(body, left).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            let why = match e.downcast_ref::<http_body_util::LengthLimitError>() {
-                Some(_) => format!(
-                    "the request body passes {left} bytes (what the run may still send, and at most {MAX_BUFFER} held at once)"
-                ),
-                None => format!("the request body did not arrive: {e}"),
-            };
-            return refuse(record, 413, why);
-        }
-    };
-    record.bytes_sent = header_bytes(&headers) + body.len() as u64;
+    // The body streams on, counted; past what the run may still send, it fails.
+    let sent_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let body = reqwest::Body::wrap(Outgoing {
+        inner: body,
+        sent: sent_bytes.clone(),
+        left: run.bytes_left(),
+    });
+    let head_bytes = header_bytes(&headers);
     let authority = match host.contains(':') {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),
@@ -183,6 +177,7 @@ async fn forward(
         .body(body)
         .send()
         .await;
+    record.bytes_sent = head_bytes + sent_bytes.load(std::sync::atomic::Ordering::Relaxed);
     let response = match sent {
         Ok(r) => r,
         Err(e) => {
@@ -259,8 +254,54 @@ fn buffer_limit(run: &Run) -> usize {
         .min(MAX_BUFFER)
 }
 
-/// Most bytes of one request body, or one decoded answer, held in memory.
+/// Most bytes of one compressed answer, or of it decoded, held in memory.
 const MAX_BUFFER: usize = 32 * 1024 * 1024;
+
+/// A request body on its way to the host, counted as it goes; it fails once it passes
+/// `left` bytes (what the run may still send).
+struct Outgoing {
+    inner: hyper::body::Incoming,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+    left: u64,
+}
+
+impl Body for Outgoing {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let n = data.len() as u64;
+                    let total = this.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+                    if total > this.left {
+                        return Poll::Ready(Some(Err(format!(
+                            "the request body passes the {} bytes the run may still send",
+                            this.left
+                        )
+                        .into())));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            other => other.map(|_| None),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+}
 
 /// `bytes` decoded from `encoding` (gzip, deflate), at most `limit` bytes of it (a
 /// small bomb does not become a large answer); other encodings are refused.
