@@ -93,12 +93,6 @@ async fn run_fetcher(root: &std::path::Path, fake: &FakeModel) {
     assert!(o.status.success(), "{}", output_text(&o));
 }
 
-fn line<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find(|l| l.starts_with(key))
-        .unwrap_or_else(|| panic!("no {key} in {out}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is_recorded() {
     let (port, hits) = origin().await;

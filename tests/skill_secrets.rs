@@ -255,12 +255,6 @@ async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
     (finished, proxy.records())
 }
 
-fn line<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find(|l| l.starts_with(key))
-        .unwrap_or_else(|| panic!("no {key} in {out}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
     let ca = test_ca();

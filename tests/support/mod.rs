@@ -1019,3 +1019,10 @@ for line in sys.stdin:
     elif i is not None:
         reply(i, {})
 "#;
+
+/// The line of `out` that starts with `key` (a script's `key: value` report).
+pub fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+}
