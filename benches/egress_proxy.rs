@@ -399,14 +399,13 @@ async fn sandbox_start() {
         let t = Instant::now();
         let socket = sandbox.socket_path(&format!("bench-secrets-{n}"));
         let proxy = Proxy::start(&socket, secret_rules.clone(), hub.clone(), None).unwrap();
-        let env = proxy.secret_env();
         let done = sandbox
             .run(
                 &Job {
                     proxy: Some(Egress {
                         socket: proxy.socket(),
                         trust: proxy.trust_bundle(),
-                        env: &env,
+                        env: proxy.secret_env(),
                     }),
                     ..job
                 },

@@ -106,13 +106,7 @@ async fn scripts_reach_allowed_hosts_only_through_the_proxy_and_every_request_is
     };
     // The operator opened 127.0.0.1 (as STEWARD_HTTP_ALLOW does for on-premises hosts).
     let (finished, records) = run(rules, "127.0.0.1", port).await;
-    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
-    let err = String::from_utf8_lossy(&finished.stderr).into_owned();
-    assert_eq!(
-        finished.stop,
-        steward::sandbox::process::Stop::Exited(0),
-        "{out}{err}"
-    );
+    let (out, _) = exited_ok(&finished);
     assert!(
         line(&out, "plain:").starts_with("plain: 200 hello through the proxy"),
         "{out}"

@@ -264,13 +264,7 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
     )
     .await;
     let (finished, records) = run_script(&ca, port).await;
-    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
-    let err = String::from_utf8_lossy(&finished.stderr).into_owned();
-    assert_eq!(
-        finished.stop,
-        steward::sandbox::process::Stop::Exited(0),
-        "{out}{err}"
-    );
+    let (out, err) = exited_ok(&finished);
     let placeholder = line(&out, "placeholder:").trim_start_matches("placeholder: ");
     assert!(placeholder.starts_with("stw_secret_"), "{out}");
     assert_eq!(line(&out, "proc leaks:"), "proc leaks: []", "{out}");

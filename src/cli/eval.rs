@@ -329,10 +329,6 @@ impl crate::provider::Provider for Sequence {
     }
 }
 
-/// A tool's recorded results as a case mock: one value, a sequence, or an error.
-/// Recording or running live calls the real models: every provider the selected cases'
-/// agents (and their fallbacks and subagents) use needs its key, checked before any
-/// trial runs rather than failing each one.
 /// The key calling `model` needs and the environment lacks, if any.
 pub(super) fn missing_key(env: &Settings, model: &crate::types::ModelRef) -> Option<&'static str> {
     match model.provider.as_str() {
@@ -342,6 +338,9 @@ pub(super) fn missing_key(env: &Settings, model: &crate::types::ModelRef) -> Opt
     }
 }
 
+/// Recording or running live calls the real models: every provider the selected cases'
+/// agents (and their fallbacks and subagents) use needs its key, checked before any
+/// trial runs rather than failing each one.
 pub(super) fn missing_keys(
     env: &Settings,
     config: &crate::config::Config,

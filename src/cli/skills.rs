@@ -14,18 +14,11 @@ use crate::skills::{Skill, SkillSet};
 /// A skill's requirements for `ecosystem` as `skills list` shows them: the declared ones
 /// and their state (`none`, `installed`, `not installed`, `no python3`, `no node`).
 fn requirements(skills: &SkillSet, skill: &Skill, ecosystem: Ecosystem) -> (Vec<String>, &'static str) {
-    let declared = match ecosystem {
-        Ecosystem::Python => deps::declared(skill),
-        Ecosystem::Node => deps::declared_node(skill),
-    };
+    let declared = deps::declared_in(skill, ecosystem);
     if declared.is_empty() {
         return (Vec::new(), "none");
     }
-    let program = match ecosystem {
-        Ecosystem::Python => "python3",
-        Ecosystem::Node => "node",
-    };
-    let state = match find_program(program) {
+    let state = match find_program(ecosystem.program()) {
         None if ecosystem == Ecosystem::Python => "no python3",
         None => "no node",
         Some(interpreter) => match skills.deps.state(skill, &interpreter) {
@@ -113,11 +106,9 @@ pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> 
         .filter(|s| name.is_none_or(|n| n == s.name))
     {
         let mut declares = false;
-        for (ecosystem, program) in Ecosystem::ALL {
-            let declared = match ecosystem {
-                Ecosystem::Python => deps::declared(skill),
-                Ecosystem::Node => deps::declared_node(skill),
-            };
+        for ecosystem in Ecosystem::ALL {
+            let declared = deps::declared_in(skill, ecosystem);
+            let program = ecosystem.program();
             if declared.is_empty() {
                 continue;
             }
@@ -158,8 +149,8 @@ pub(super) async fn install(root: &Path, env: &Settings, name: Option<&str>) -> 
 /// Installs every skill's requirements, one skill after another (for `serve` at start);
 /// failures are logged and kept for the scripts that need them.
 pub(super) async fn install_in_background(skills: &SkillSet) {
-    for (_, program) in Ecosystem::ALL {
-        let Some(interpreter) = find_program(program) else {
+    for ecosystem in Ecosystem::ALL {
+        let Some(interpreter) = find_program(ecosystem.program()) else {
             continue;
         };
         for skill in skills.skills.values() {

@@ -108,6 +108,27 @@ impl EgressPolicy {
         }
     }
 
+    /// The addresses of `found` (what `host` resolved to) the policy allows; the last
+    /// refusal when every one was refused (none found is not a refusal).
+    pub fn allowed_addrs(
+        &self,
+        host: &str,
+        found: impl IntoIterator<Item = SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, EgressError> {
+        let mut refused = None;
+        let mut allowed = Vec::new();
+        for addr in found {
+            match self.check_addr(host, addr.ip()) {
+                Ok(()) => allowed.push(addr),
+                Err(e) => refused = Some(e),
+            }
+        }
+        match (allowed.is_empty(), refused) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(allowed),
+        }
+    }
+
     /// Checks what can be checked on the URL itself: scheme, userinfo, and IP-literal
     /// hosts. Host names are checked when they are resolved.
     pub fn check_url(&self, url: &reqwest::Url) -> Result<(), EgressError> {
@@ -237,18 +258,10 @@ impl reqwest::dns::Resolve for CheckedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut refused = None;
-            let mut allowed = Vec::new();
-            for addr in found {
-                match policy.check_addr(&host, addr.ip()) {
-                    Ok(()) => allowed.push(addr),
-                    Err(e) => refused = Some(e),
-                }
-            }
-            match (allowed.is_empty(), refused) {
-                (true, Some(e)) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
-                _ => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            match policy.allowed_addrs(&host, found) {
+                Ok(allowed) => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+                Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
             }
         })
     }

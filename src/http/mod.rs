@@ -7,6 +7,18 @@ pub mod retry_after;
 pub mod secrets;
 
 pub use egress::{Egress, EgressError, EgressPolicy};
+
+/// An error and its causes, on one line (`a: b: c`).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
 pub use retry_after::{retry_after, retry_after_secs};
 
 use std::time::Duration;

@@ -290,32 +290,23 @@ impl Scrub {
             return chunk.to_vec();
         }
         self.held.extend_from_slice(chunk);
+        // Before `safe`, a value starting there is whole in `held` or is not there.
         let safe = self.held.len().saturating_sub(self.keep);
-        let mut out = Vec::with_capacity(self.held.len());
-        let mut i = 0;
-        // Before `safe`, a value starting at `i` is whole in `held` or is not there.
-        while i < safe {
-            match self.pairs.iter().find(|(v, _)| self.held[i..].starts_with(v)) {
-                Some((v, p)) => {
-                    out.extend_from_slice(p);
-                    i += v.len();
-                }
-                None => {
-                    out.push(self.held[i]);
-                    i += 1;
-                }
-            }
-        }
-        self.held.drain(..i.min(self.held.len()));
-        out
+        self.scrub_held(safe)
     }
 
     /// What was held back, at the end of the stream.
     pub fn finish(&mut self) -> Vec<u8> {
-        let held = std::mem::take(&mut self.held);
-        let mut out = Vec::new();
+        self.scrub_held(self.held.len())
+    }
+
+    /// `held` scrubbed from its start to `end` (or just past it, to the end of a value
+    /// that starts before it), taken out of `held`.
+    fn scrub_held(&mut self, end: usize) -> Vec<u8> {
+        let held = &self.held;
+        let mut out = Vec::with_capacity(held.len());
         let mut i = 0;
-        while i < held.len() {
+        while i < end {
             match self.pairs.iter().find(|(v, _)| held[i..].starts_with(v)) {
                 Some((v, p)) => {
                     out.extend_from_slice(p);
@@ -327,6 +318,7 @@ impl Scrub {
                 }
             }
         }
+        self.held.drain(..i.min(self.held.len()));
         out
     }
 

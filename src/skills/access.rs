@@ -290,14 +290,16 @@ impl RunSkills {
                 )),
                 None => {
                     use super::deps::{DepsState, Ecosystem};
-                    for (ecosystem, program) in Ecosystem::ALL {
-                        let (declared, language) = match ecosystem {
-                            Ecosystem::Python => (super::deps::declared(skill), "Python"),
-                            Ecosystem::Node => (super::deps::declared_node(skill), "Node"),
-                        };
+                    for ecosystem in Ecosystem::ALL {
+                        let declared = super::deps::declared_in(skill, ecosystem);
                         if declared.is_empty() {
                             continue;
                         }
+                        let program = ecosystem.program();
+                        let (language, whose) = match ecosystem {
+                            Ecosystem::Python => ("Python", "scripts'"),
+                            Ecosystem::Node => ("Node", "Node scripts'"),
+                        };
                         let found = crate::sandbox::process::find_program(program);
                         let note = match found.map(|p| self.set.deps.state(skill, &p)) {
                             Some(DepsState::Ready(_)) => "installed".to_string(),
@@ -311,11 +313,6 @@ impl RunSkills {
                             }
                             None => format!("not installable: {program} is not on this host"),
                             _ => "installed at its first script run".to_string(),
-                        };
-                        let whose = if ecosystem == Ecosystem::Python {
-                            "scripts'"
-                        } else {
-                            "Node scripts'"
                         };
                         out.push_str(&format!(
                             "\n(Its {whose} requirements, {}: {note}.)",

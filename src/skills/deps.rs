@@ -46,9 +46,15 @@ pub enum Ecosystem {
 }
 
 impl Ecosystem {
-    /// Both, with the program each installs for.
-    pub const ALL: [(Ecosystem, &'static str); 2] =
-        [(Ecosystem::Python, "python3"), (Ecosystem::Node, "node")];
+    pub const ALL: [Ecosystem; 2] = [Ecosystem::Python, Ecosystem::Node];
+
+    /// The program its requirements install for.
+    pub fn program(self) -> &'static str {
+        match self {
+            Ecosystem::Python => "python3",
+            Ecosystem::Node => "node",
+        }
+    }
 
     /// The ecosystem of `interpreter` (`python3.11`, `node`), if it has one.
     pub fn of(interpreter: &Path) -> Option<Ecosystem> {
@@ -109,10 +115,14 @@ fn pep723(text: &str) -> Option<Vec<String>> {
 
 /// What `skill` declares for `interpreter`'s ecosystem (nothing for another program).
 pub fn declared_for(skill: &Skill, interpreter: &Path) -> Declared {
-    match Ecosystem::of(interpreter) {
-        Some(Ecosystem::Python) => declared(skill),
-        Some(Ecosystem::Node) => declared_node(skill),
-        None => Declared::default(),
+    Ecosystem::of(interpreter).map_or_else(Declared::default, |e| declared_in(skill, e))
+}
+
+/// What `skill` declares for `ecosystem`.
+pub fn declared_in(skill: &Skill, ecosystem: Ecosystem) -> Declared {
+    match ecosystem {
+        Ecosystem::Python => declared(skill),
+        Ecosystem::Node => declared_node(skill),
     }
 }
 
@@ -361,7 +371,9 @@ impl DepsCache {
         let scratch = self
             .dir
             .join(format!(".install-{}", uuid::Uuid::now_v7().simple()));
-        let result = self.install_into(declared, &scratch, interpreter).await;
+        let result = self
+            .install_into(declared, &scratch, interpreter, ecosystem)
+            .await;
         let result = result.and_then(|()| {
             std::fs::write(scratch.join(COMPLETE), declared.requirements.join("\n"))
                 .and_then(|()| std::fs::rename(&scratch, folder))
@@ -382,10 +394,10 @@ impl DepsCache {
         declared: &Declared,
         target: &Path,
         interpreter: &Path,
+        ecosystem: Ecosystem,
     ) -> Result<(), String> {
         let home = target.join("home");
         std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
-        let ecosystem = Ecosystem::of(interpreter).unwrap_or(Ecosystem::Python);
         let mut command = match ecosystem {
             Ecosystem::Python => python_installer(declared, target, interpreter)?,
             Ecosystem::Node => node_installer(declared, target)?,

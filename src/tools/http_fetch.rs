@@ -99,18 +99,10 @@ fn fetch_error(url: &str, err: &reqwest::Error) -> ToolError {
         return ToolError::Model(refused.to_string());
     }
     let what = if err.is_timeout() { "timed out" } else { "failed" };
-    ToolError::Model(format!("request to {url} {what}: {}", error_chain(err)))
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    ToolError::Model(format!(
+        "request to {url} {what}: {}",
+        crate::http::error_chain(err)
+    ))
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -424,7 +424,6 @@ async fn run_process(
             )
         }
     };
-    let secret_env = proxy.as_ref().map(|p| p.secret_env()).unwrap_or_default();
     let job = Job {
         skill_dir: &skill.dir,
         script: rel,
@@ -436,7 +435,7 @@ async fn run_process(
         proxy: proxy.as_ref().map(|p| crate::sandbox::process::Egress {
             socket: p.socket(),
             trust: p.trust_bundle(),
-            env: &secret_env,
+            env: p.secret_env(),
         }),
     };
     let finished = {
@@ -472,6 +471,11 @@ async fn run_process(
             network.iter().filter(|r| r.refused.is_some()).count(),
         );
     }
+    // The gateway records them as events under the call, whatever its result.
+    ctx.network
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(network.iter().cloned());
     match &finished.stop {
         Stop::Exited(0) => {
             span.record("steward.script.exit", 0);
@@ -485,10 +489,6 @@ async fn run_process(
             if !network.is_empty() {
                 out["network"] = serde_json::to_value(&network).unwrap_or_default();
             }
-            ctx.network
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(network);
             Ok(ToolOutput::json(out))
         }
         stop => {
@@ -515,10 +515,6 @@ async fn run_process(
                 let requests = serde_json::to_string(&network).unwrap_or_default();
                 message.push_str(&format!("\nits network requests: {requests}"));
             }
-            ctx.network
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(network);
             Err(ToolError::Model(message))
         }
     }

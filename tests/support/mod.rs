@@ -946,7 +946,6 @@ pub async fn run_python_behind(
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "scripts/run.py", text);
     let python = find_program("python3").unwrap();
-    let env = proxy.secret_env();
     sandbox
         .run(
             &Job {
@@ -960,7 +959,7 @@ pub async fn run_python_behind(
                 proxy: Some(Egress {
                     socket: proxy.socket(),
                     trust: proxy.trust_bundle(),
-                    env: &env,
+                    env: proxy.secret_env(),
                 }),
             },
             &ProcessLimits::default(),
@@ -1025,4 +1024,16 @@ pub fn line<'a>(out: &'a str, key: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(key))
         .unwrap_or_else(|| panic!("no {key} in {out}"))
+}
+
+/// A sandboxed script's stdout and stderr, asserting it exited with 0.
+pub fn exited_ok(finished: &steward::sandbox::process::Finished) -> (String, String) {
+    let out = String::from_utf8_lossy(&finished.stdout).into_owned();
+    let err = String::from_utf8_lossy(&finished.stderr).into_owned();
+    assert_eq!(
+        finished.stop,
+        steward::sandbox::process::Stop::Exited(0),
+        "{out}{err}"
+    );
+    (out, err)
 }

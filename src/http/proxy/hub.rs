@@ -35,18 +35,11 @@ impl Resolver {
 
     /// The addresses of `host` the policy allows; the reason when none is.
     async fn checked(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
-        let mut last = format!("{host} has no address");
-        let mut allowed = Vec::new();
-        for addr in self.addrs(host, port).await? {
-            match self.internal.check_addr(host, addr.ip()) {
-                Ok(()) => allowed.push(addr),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        if allowed.is_empty() {
-            Err(last)
-        } else {
-            Ok(allowed)
+        let found = self.addrs(host, port).await?;
+        match self.internal.allowed_addrs(host, found) {
+            Ok(allowed) if allowed.is_empty() => Err(format!("{host} has no address")),
+            Ok(allowed) => Ok(allowed),
+            Err(e) => Err(e.to_string()),
         }
     }
 }

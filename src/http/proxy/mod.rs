@@ -56,6 +56,8 @@ pub struct Proxy {
     addr: Option<std::net::SocketAddr>,
     /// The trust bundle the sandbox mounts (when the run has secrets).
     bundle: Option<PathBuf>,
+    /// The program's secret variables, each with its placeholder.
+    env: Vec<(String, String)>,
     run: Arc<Run>,
     stop: CancellationToken,
 }
@@ -104,6 +106,7 @@ impl Proxy {
             socket,
             <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o666),
         )?;
+        let env = secrets.env();
         let run = Arc::new(Run::new(rules, secrets, hub, parent));
         let stop = CancellationToken::new();
         listen(Listener::Unix(listener), run.clone(), stop.clone());
@@ -111,6 +114,7 @@ impl Proxy {
             socket: socket.to_path_buf(),
             addr: None,
             bundle,
+            env,
             run,
             stop,
         })
@@ -135,6 +139,7 @@ impl Proxy {
             socket: PathBuf::new(),
             addr: Some(addr),
             bundle: None,
+            env: Vec::new(),
             run,
             stop,
         })
@@ -157,8 +162,8 @@ impl Proxy {
     }
 
     /// The program's secret variables: each name with its placeholder.
-    pub fn secret_env(&self) -> Vec<(String, String)> {
-        self.run.secrets.env()
+    pub fn secret_env(&self) -> &[(String, String)] {
+        &self.env
     }
 
     /// Every request that ended so far, in the order they began.

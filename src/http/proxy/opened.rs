@@ -184,7 +184,10 @@ async fn forward(
             let why = match crate::http::egress::refusal(&e) {
                 Some(refused) => refused.to_string(),
                 // Without its URL: the query is never recorded.
-                None => format!("cannot reach {host}: {}", chain(&e.without_url())),
+                None => format!(
+                    "cannot reach {host}: {}",
+                    crate::http::error_chain(&e.without_url())
+                ),
             };
             return refuse(record, 502, why);
         }
@@ -194,6 +197,15 @@ async fn forward(
     let response: http::Response<reqwest::Body> = response.into();
     let (mut parts, body) = response.into_parts();
     strip(&mut parts.headers);
+    if !scrub.is_noop() {
+        for value in parts.headers.values_mut() {
+            if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
+                *value = v;
+            }
+        }
+        // The length changes where a value is written over.
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+    }
     let encoding = parts
         .headers
         .get(http::header::CONTENT_ENCODING)
@@ -215,24 +227,10 @@ async fn forward(
         };
         let mut out = scrub.push(&plain);
         out.extend(scrub.finish());
-        for value in parts.headers.values_mut() {
-            if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
-                *value = v;
-            }
-        }
         parts.headers.remove(http::header::CONTENT_ENCODING);
         parts.headers.remove(http::header::CONTENT_LENGTH);
         run.finish(record, started);
         return http::Response::from_parts(parts, Either::Left(Full::new(Bytes::from(out))));
-    }
-    if !scrub.is_noop() {
-        for value in parts.headers.values_mut() {
-            if let Ok(v) = http::HeaderValue::from_bytes(&scrub.header(value.as_bytes())) {
-                *value = v;
-            }
-        }
-        // The length changes where a value is written over.
-        parts.headers.remove(http::header::CONTENT_LENGTH);
     }
     record.bytes_received = header_bytes(&parts.headers);
     http::Response::from_parts(
@@ -327,18 +325,6 @@ fn decode(encoding: &str, bytes: &[u8], limit: usize) -> Result<Vec<u8>, String>
         return Err(format!("the answer decodes to more than {limit} bytes"));
     }
     Ok(out)
-}
-
-/// An error and its causes, one line.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// A response body on its way back: counted, scrubbed, and recorded when it ends (or

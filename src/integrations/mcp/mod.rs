@@ -42,7 +42,7 @@ struct Binding {
 }
 
 /// A command server's egress proxy, set when the server starts.
-type ServerNet = Arc<std::sync::OnceLock<Arc<crate::http::proxy::Proxy>>>;
+pub(super) type ServerNet = Arc<std::sync::OnceLock<Arc<crate::http::proxy::Proxy>>>;
 
 /// Where MCP cassettes live (`evals/mcp`) and what tools do with them.
 #[derive(Debug, Clone)]
@@ -286,10 +286,6 @@ pub async fn connect(
                             }
                             None => None,
                         };
-                        let secret_env = proxy
-                            .as_ref()
-                            .map(crate::http::proxy::Proxy::secret_env)
-                            .unwrap_or_default();
                         let program = match within.program.contains('/') {
                             true => std::path::PathBuf::from(&within.program),
                             false => find_program(&within.program).ok_or_else(|| {
@@ -312,7 +308,7 @@ pub async fn connect(
                                 proxy.as_ref().map(|p| crate::sandbox::process::Egress {
                                     socket: p.socket(),
                                     trust: p.trust_bundle(),
-                                    env: &secret_env,
+                                    env: p.secret_env(),
                                 }),
                             )
                             .map_err(|e| {

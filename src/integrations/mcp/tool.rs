@@ -36,7 +36,7 @@ pub(super) struct McpTool {
     pub cassette: Option<Arc<McpCassette>>,
     pub recording: Recording,
     /// The sandboxed server's egress proxy, once it runs.
-    pub network: Arc<std::sync::OnceLock<Arc<crate::http::proxy::Proxy>>>,
+    pub network: super::ServerNet,
 }
 
 impl McpTool {
