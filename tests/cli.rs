@@ -413,10 +413,10 @@ fn readiness_turns_false_on_sigterm_before_the_server_stops() {
     assert_eq!(get(&addr, "/readyz"), "", "stopped after the drain");
 }
 
-/// `steward serve --grace GRACE` with one agent whose model takes 60 s to answer, and
+/// `steward serve` (with `args`) with one agent whose model takes 60 s to answer, and
 /// one run of it started: the model, the config root, the store and the process.
 async fn serving_a_slow_run(
-    grace: &str,
+    args: &[&str],
 ) -> (
     FakeModel,
     tempfile::TempDir,
@@ -425,6 +425,19 @@ async fn serving_a_slow_run(
 ) {
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
+    let (root, db, addr, child) = serving_the_slow_agent(&fake, args);
+    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
+    assert_eq!(status, 200);
+    (fake, root, db, child)
+}
+
+/// `steward serve` (with `args`) over a tree whose agent `slow` runs on the webhook
+/// `slow` (token `slow-token`) against `fake`; returns the tree, its database, the
+/// address and the process.
+fn serving_the_slow_agent(
+    fake: &FakeModel,
+    args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, String, std::process::Child) {
     let root = tempfile::tempdir().unwrap();
     let write = |rel: &str, text: &str| put(root.path(), rel, text);
     write("prompts/slow.md", "You answer slowly.");
@@ -436,7 +449,8 @@ async fn serving_a_slow_run(
     let addr = free_local_addr();
     let base = format!("{}/v1", fake.url);
     let child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args(["serve", "--addr", &addr, "--grace", grace])
+        .args(["serve", "--addr", &addr])
+        .args(args)
         .env("STEWARD_ROOT", root.path())
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
         .env("OPENAI_BASE_URL", &base)
@@ -445,15 +459,106 @@ async fn serving_a_slow_run(
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
-    assert_eq!(status, 200);
-    (fake, root, db, child)
+    (root, db, addr, child)
+}
+
+/// Sends `signal` (`-INT`, `-TERM`) to `child`.
+fn signal(child: &std::process::Child, signal: &str) {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_during_the_drain_starts_no_queued_run() {
+    let fake = FakeModel::start().await;
+    // The first run's answer comes during the drain, freeing the only slot.
+    fake.push(Reply::ok(openai_text("first")).delay(std::time::Duration::from_secs(3)));
+    fake.always(Reply::ok(openai_text("second")));
+    let (root, db, addr, mut child) =
+        serving_the_slow_agent(&fake, &["--drain", "6s", "--grace", "30s", "--concurrency", "1"]);
+    let body = |n: u32| format!("{{\"text\": \"request {n}\"}}");
+    assert_eq!(
+        post_hook_when_up(&addr, "slow", "slow-token", &body(1)).await,
+        200
+    );
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        post_hook_when_up(&addr, "slow", "slow-token", &body(2)).await,
+        200
+    );
+    // Both runs exist: the first calling the model, the second queued for the slot.
+    let runs = || {
+        let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    for _ in 0..200 {
+        if runs().as_array().is_some_and(|r| r.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    signal(&child, "-INT");
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The first finished within the drain; the slot it freed started nothing.
+    assert_eq!(fake.requests().len(), 1, "only the first run called the model");
+    let runs = runs();
+    let statuses: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses.len(), 2, "{runs}");
+    assert!(
+        statuses.contains(&"succeeded") && statuses.contains(&"queued"),
+        "{runs}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_during_the_drain_interrupts_at_once() {
+    // A 30 s drain and a 60 s grace: only the second signal can end this early.
+    let (fake, root, db, mut child) = serving_a_slow_run(&["--drain", "30s", "--grace", "60s"]).await;
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    signal(&child, "-TERM");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(child.try_wait().unwrap().is_none(), "draining");
+    let signalled = std::time::Instant::now();
+    signal(&child, "-INT");
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let took = signalled.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
+    let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
     // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.
-    let (fake, root, db, mut child) = serving_a_slow_run("1s").await;
+    let (fake, root, db, mut child) = serving_a_slow_run(&["--grace", "1s"]).await;
     // The run is waiting on the model.
     for _ in 0..200 {
         if !fake.requests().is_empty() {
@@ -801,7 +906,7 @@ fn read_only_commands_never_create_a_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_signal_interrupts_at_once() {
     // The model takes 60 s; the grace is 60 s too: only the second SIGINT ends it early.
-    let (fake, root, db, mut child) = serving_a_slow_run("60s").await;
+    let (fake, root, db, mut child) = serving_a_slow_run(&["--grace", "60s"]).await;
     for _ in 0..200 {
         if !fake.requests().is_empty() {
             break;
@@ -945,6 +1050,13 @@ fn an_eval_case_without_a_recording_says_so_once_and_live_needs_its_key_up_front
         "told once: {out}"
     );
     assert!(!out.contains("cassette is empty"), "{out}");
+    // Said in the cassette's words (not under the provider's "bad request"), and the
+    // expectations a run that never started cannot meet are not listed after it.
+    assert!(
+        out.contains("error: case helpdesk/hello: no recorded model answer"),
+        "{out}"
+    );
+    assert!(!out.contains("bad request") && !out.contains('✗'), "{out}");
     let o = steward(
         root,
         &db,

@@ -243,11 +243,11 @@ pub fn compare(now: &Report, earlier: &Earlier, threshold: f64) -> Vec<String> {
     out
 }
 
-/// What one failed trial printed: its error (once: a check that only repeats it is
-/// left out), then each failed check and judge verdict.
+/// What one failed trial printed: its error, or else each failed check, then each failed
+/// judge verdict. A trial with an error (a model answer missing from the recording, a
+/// case that could not run) stopped there, so its checks only repeat it and are left out.
 fn failure_lines(t: &super::suite::Trial) -> Vec<String> {
     let mut lines = Vec::new();
-    let first_error = t.error.as_deref().and_then(|e| e.lines().next());
     if let Some(e) = &t.error {
         for (i, line) in e.lines().enumerate() {
             lines.push(if i == 0 {
@@ -257,10 +257,7 @@ fn failure_lines(t: &super::suite::Trial) -> Vec<String> {
             });
         }
     }
-    for check in t.checks.iter().filter(|c| !c.passed) {
-        if first_error.is_some_and(|e| check.detail.contains(e.trim_end_matches('.'))) {
-            continue;
-        }
+    for check in t.checks.iter().filter(|c| !c.passed && t.error.is_none()) {
         lines.push(format!("✗ {}: {}", check.name, check.detail));
     }
     for v in t.verdicts.iter().filter(|v| !v.passed) {

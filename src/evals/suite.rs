@@ -330,18 +330,18 @@ impl Suite {
                 }
             }
         }
-        // A model call the cassette lacks is the case's error, not a failed expectation.
+        // A model call the cassette lacks is the case's error, not a failed expectation;
+        // told from the cassette's own words on, without the provider's error prefix
+        // ("openai bad request: ") it travelled under.
+        const MISS: &str = "no recorded model answer";
         let miss = outcome
             .error
-            .as_ref()
-            .filter(|e| e.contains("no recorded model answer"))
-            .cloned()
-            .or_else(|| {
-                verdicts
-                    .iter()
-                    .filter_map(|v| v.error.as_ref())
-                    .find(|e| e.contains("no recorded model answer"))
-                    .cloned()
+            .iter()
+            .chain(verdicts.iter().filter_map(|v| v.error.as_ref()))
+            .find(|e| e.contains(MISS))
+            .map(|e| {
+                let head = format!("case {}: {MISS}", case.id);
+                e.find(&head).map_or_else(|| e.clone(), |at| e[at..].to_string())
             });
         let judge_cost: f64 = verdicts.iter().map(|v| v.cost_usd).sum();
         let passed = miss.is_none() && checks.iter().all(|c| c.passed) && verdicts.iter().all(|v| v.passed);

@@ -161,7 +161,9 @@ pub struct AppState {
     /// rather than at its next reconcile.
     pub resume: Arc<Notify>,
     /// Fired on SIGTERM before anything stops: `/readyz` turns 503 so load balancers
-    /// send new requests elsewhere while this replica drains.
+    /// send new requests elsewhere while this replica drains, and the dispatcher stops
+    /// (no queued run starts; what arrives stays queued for the next start). A child of
+    /// [`Service::shutdown`], so a stop without a signal drains too.
     pub draining: CancellationToken,
     /// Bounds how many refused requests are recorded (see `scrape::count_refusals`).
     pub refusals: Arc<scrape::RefusalBudget>,
@@ -275,6 +277,9 @@ impl Service {
         let improver = settings.improver.clone();
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
+        // Cancelled at the first signal (and with `shutdown`): from then on no queued run
+        // starts and no event is routed, while requests are still served for the drain.
+        let draining = shutdown.child_token();
         let notify = Arc::new(Notify::new());
         let resume = Arc::new(Notify::new());
         let private = Arc::new(Mutex::new(Default::default()));
@@ -296,7 +301,7 @@ impl Service {
             slack.clone(),
             settings,
             tracker.clone(),
-            shutdown.clone(),
+            draining.clone(),
         ));
         tracker.spawn(dispatcher.clone().run());
         tracker.spawn(maintain(runner.store.clone(), retention, shutdown.clone()));
@@ -312,7 +317,7 @@ impl Service {
             secrets: Arc::new(secrets),
             ingest,
             people: Arc::new(inspector::people::People::new(slack.clone())),
-            draining: CancellationToken::new(),
+            draining,
             resume,
             slack,
             tasks: tracker.clone(),
@@ -385,6 +390,8 @@ pub async fn serve(
     let draining = service.state.draining.clone();
     let interrupt = service.state.runner.interrupt.clone();
     let signals = tokio::spawn(async move {
+        // A second signal during the drain is the "now" below, not the end of the drain.
+        let mut now = false;
         tokio::select! {
             _ = shutdown_signal() => {
                 draining.cancel();
@@ -392,7 +399,7 @@ pub async fn serve(
                     tracing::info!(drain_secs = drain.as_secs_f64(), "not ready; draining before stopping");
                     tokio::select! {
                         _ = tokio::time::sleep(drain) => {}
-                        _ = shutdown_signal() => {}
+                        _ = shutdown_signal() => now = true,
                     }
                 }
                 on_signal.cancel();
@@ -402,7 +409,9 @@ pub async fn serve(
         // A second signal means "now": running work is interrupted at once (each run
         // records `interrupted`), and the process exits once that is written, without
         // waiting out the grace period for connections.
-        shutdown_signal().await;
+        if !now {
+            shutdown_signal().await;
+        }
         tracing::warn!("second signal: interrupting running work and exiting");
         interrupt.cancel();
         tokio::time::sleep(INTERRUPT_WAIT).await;
