@@ -1337,3 +1337,43 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
     assert!(err && text.contains("before steward kept triggers"), "{text}");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn serve_on_a_non_loopback_address_warns_when_metrics_are_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    // Serves briefly on every address, with `extra` set; returns what it logged.
+    let serve = |extra: &[(&str, &str)]| {
+        let port = free_local_addr().rsplit_once(':').unwrap().1.to_string();
+        let mut cmd = bare_steward();
+        cmd.args(["serve", "--addr", &format!("0.0.0.0:{port}")])
+            .env("STEWARD_ROOT", repo())
+            .env("DATABASE_URL", format!("sqlite://{}", db.display()))
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let local = format!("127.0.0.1:{port}");
+        for _ in 0..400 {
+            if get(&local, "/healthz").starts_with("HTTP/1.1 200") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        signal(&child, "-TERM");
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let open = serve(&[]);
+    assert!(
+        open.contains("/metrics is open to anyone who can reach this address")
+            && open.contains("STEWARD_METRICS_TOKEN"),
+        "{open}"
+    );
+    let guarded = serve(&[("STEWARD_METRICS_TOKEN", "scrape-me")]);
+    assert!(!guarded.contains("/metrics is open"), "{guarded}");
+}

@@ -1537,6 +1537,7 @@ async fn serve(
     let runner = outside.runner(store, tools, skills, &config).build();
     let mut secrets = Secrets::new(&config, &outside.settings);
     secrets.admin.open = inspector_open(&secrets.admin, addr);
+    warn_if_metrics_open(&secrets.admin, addr);
     secrets.admin.hosts.bind = Some(addr.ip());
     let mut service = Service::start(
         runner,
@@ -1598,6 +1599,17 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
             "the run inspector is closed: set STEWARD_ADMIN_TOKEN or STEWARD_TRUSTED_USER_HEADER to use it on a non-loopback address"
         );
         false
+    }
+}
+
+/// `/metrics` answers without a token unless `STEWARD_METRICS_TOKEN` is set (Prometheus
+/// convention); said at start when that means anyone who can reach the address.
+fn warn_if_metrics_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) {
+    if admin.metrics_token.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "/metrics is open to anyone who can reach this address (counts, costs, agent and model names): set STEWARD_METRICS_TOKEN, or keep /metrics off public routes"
+        );
     }
 }
 
