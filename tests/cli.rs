@@ -1339,17 +1339,19 @@ async fn steward_mcp_serves_agents_runs_events_and_reviews_over_stdio() {
 }
 
 #[test]
-fn serve_on_a_non_loopback_address_warns_when_metrics_are_open() {
+fn metrics_are_closed_beyond_loopback_without_their_token() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("steward.db");
-    // Serves briefly on every address, with `extra` set; returns what it logged.
-    let serve = |extra: &[(&str, &str)]| {
+    // Serves on `host` with `extra` set, asks for /metrics (with `bearer`, when given);
+    // returns the answer's first line and what steward logged.
+    let serve = |host: &str, extra: &[(&str, &str)], bearer: Option<&str>| {
         let port = free_local_addr().rsplit_once(':').unwrap().1.to_string();
         let mut cmd = bare_steward();
-        cmd.args(["serve", "--addr", &format!("0.0.0.0:{port}")])
+        cmd.args(["serve", "--addr", &format!("{host}:{port}")])
             .env("STEWARD_ROOT", repo())
             .env("DATABASE_URL", format!("sqlite://{}", db.display()))
             .env("RUST_LOG", "warn")
+            .env_remove("STEWARD_METRICS_TOKEN")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         for (k, v) in extra {
@@ -1363,17 +1365,43 @@ fn serve_on_a_non_loopback_address_warns_when_metrics_are_open() {
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
+        let answer = {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(&local).unwrap();
+            let auth = bearer
+                .map(|b| format!("Authorization: Bearer {b}\r\n"))
+                .unwrap_or_default();
+            write!(
+                s,
+                "GET /metrics HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut text = String::new();
+            s.read_to_string(&mut text).unwrap();
+            text
+        };
         signal(&child, "-TERM");
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0));
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        (answer, String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    let open = serve(&[]);
+    // Every address, no token: closed, and said at start and in the answer.
+    let (answer, log) = serve("0.0.0.0", &[], None);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("STEWARD_METRICS_TOKEN is not set"), "{answer}");
     assert!(
-        open.contains("/metrics is open to anyone who can reach this address")
-            && open.contains("STEWARD_METRICS_TOKEN"),
-        "{open}"
+        log.contains("/metrics is closed: set STEWARD_METRICS_TOKEN"),
+        "{log}"
     );
-    let guarded = serve(&[("STEWARD_METRICS_TOKEN", "scrape-me")]);
-    assert!(!guarded.contains("/metrics is open"), "{guarded}");
+    // With the token: served to a scraper that sends it, and nothing to warn about.
+    let token = [("STEWARD_METRICS_TOKEN", "scrape-me")];
+    let (answer, log) = serve("0.0.0.0", &token, Some("scrape-me"));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(!log.contains("/metrics is closed"), "{log}");
+    let (answer, _) = serve("0.0.0.0", &token, None);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // Loopback, no token: only this machine can ask, as for the inspector.
+    let (answer, log) = serve("127.0.0.1", &[], None);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(!log.contains("/metrics is closed"), "{log}");
 }

@@ -196,9 +196,12 @@ async fn start_with(admin: AdminAccess, extra: &[(&str, &str)]) -> Harness {
     }
 }
 
+/// What `serve` on loopback with no access configured admits: the inspector and
+/// `/metrics` without a token.
 fn open() -> AdminAccess {
     AdminAccess {
         open: true,
+        metrics_open: true,
         ..AdminAccess::default()
     }
 }
@@ -614,8 +617,10 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
         closed.get("/prompts/helpdesk.md").await.0,
         StatusCode::UNAUTHORIZED
     );
-    // Metrics stay open unless they have their own token.
-    assert_eq!(closed.get("/metrics").await.0, StatusCode::OK);
+    // Metrics too (a non-loopback bind without STEWARD_METRICS_TOKEN), saying why.
+    let (status, why) = closed.get("/metrics").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(why.contains("STEWARD_METRICS_TOKEN is not set"), "{why}");
 
     let h = start(AdminAccess {
         token: Some(ADMIN_TOKEN.into()),

@@ -15,6 +15,16 @@ use steward::config::{Config, Known};
 use steward::integrations::notion::NotionClient;
 use steward::run::{Lineage, Runner};
 use steward::server::{DispatchSettings, Secrets, Service};
+
+/// Access as `serve` on loopback with nothing configured sets it: `/metrics` (and the
+/// inspector) answer without a token.
+fn loopback_admin() -> steward::server::access::AdminAccess {
+    steward::server::access::AdminAccess {
+        open: true,
+        metrics_open: true,
+        ..Default::default()
+    }
+}
 use steward::store::{EventQueue, NewRun, RunRow, RunStatus, RunStore, SqliteStore, Store};
 use steward::tools::{Effect, Tool, ToolCtx, ToolOutput, ToolRegistry, ToolResult, ToolSpec};
 use steward::triggers::TriggerEvent;
@@ -154,6 +164,7 @@ async fn start_full(
         jira: JIRA_SECRET.into(),
         notion: Some(NOTION_TOKEN.into()),
         hooks: [("zapier-intake".to_string(), HOOK_TOKEN.to_string())].into(),
+        admin: loopback_admin(),
         ..Secrets::default()
     };
     let service = Service::start(runner, config.clone(), secrets, slack, notion, settings);
@@ -1319,6 +1330,7 @@ async fn events_from_a_workspace_not_listed_are_refused() {
         slack_signing: SLACK_SECRET.into(),
         slack_bot_user: Some("UBOT".into()),
         slack_teams: vec!["T123ABC456".into()],
+        admin: loopback_admin(),
         ..Secrets::default()
     };
     let service = Service::start(runner, config, secrets, None, None, DispatchSettings::default());

@@ -1537,7 +1537,7 @@ async fn serve(
     let runner = outside.runner(store, tools, skills, &config).build();
     let mut secrets = Secrets::new(&config, &outside.settings);
     secrets.admin.open = inspector_open(&secrets.admin, addr);
-    warn_if_metrics_open(&secrets.admin, addr);
+    secrets.admin.metrics_open = metrics_open(&secrets.admin, addr);
     secrets.admin.hosts.bind = Some(addr.ip());
     let mut service = Service::start(
         runner,
@@ -1602,15 +1602,21 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
     }
 }
 
-/// `/metrics` answers without a token unless `STEWARD_METRICS_TOKEN` is set (Prometheus
-/// convention); said at start when that means anyone who can reach the address.
-fn warn_if_metrics_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) {
-    if admin.metrics_token.is_none() && !addr.ip().is_loopback() {
-        tracing::warn!(
-            %addr,
-            "/metrics is open to anyone who can reach this address (counts, costs, agent and model names): set STEWARD_METRICS_TOKEN, or keep /metrics off public routes"
-        );
+/// Whether `/metrics` may answer without a token: only when `STEWARD_METRICS_TOKEN` is
+/// unset and steward listens on loopback. Beyond loopback without a token it is closed,
+/// which is said at start (a scraper would otherwise only see 401s).
+fn metrics_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) -> bool {
+    if admin.metrics_token.is_some() {
+        return false;
     }
+    if addr.ip().is_loopback() {
+        return true;
+    }
+    tracing::warn!(
+        %addr,
+        "/metrics is closed: set STEWARD_METRICS_TOKEN and scrape with it as a bearer token to use it on a non-loopback address"
+    );
+    false
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! - neither configured and steward bound to a loopback address: only people on the
 //!   machine can connect, so the inspector is open.
 //!
-//! `/metrics` is open unless `STEWARD_METRICS_TOKEN` is set (Prometheus scrapes with a
-//! bearer token).
+//! `/metrics` takes `STEWARD_METRICS_TOKEN` as a bearer token (Prometheus's
+//! `authorization` setting); with none set it is open only when steward listens on
+//! loopback, as the inspector is, and closed everywhere else.
 
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
@@ -31,6 +32,9 @@ pub struct AdminAccess {
     /// Admit unauthenticated inspector requests: set by `serve` only when neither the
     /// token nor the header is configured and the bind address is loopback.
     pub open: bool,
+    /// Admit `/metrics` requests without a token: set by `serve` only when
+    /// `STEWARD_METRICS_TOKEN` is unset and the bind address is loopback.
+    pub metrics_open: bool,
     /// Mark the login cookie `Secure` (set when `STEWARD_PUBLIC_URL` is https).
     pub secure_cookie: bool,
     /// The `Host` names the inspector answers to (see [`AdminAccess::host_allowed`]).
@@ -94,6 +98,7 @@ impl std::fmt::Debug for AdminAccess {
             .field("trusted_user_header", &self.trusted_user_header)
             .field("metrics_token", &self.metrics_token.is_some())
             .field("open", &self.open)
+            .field("metrics_open", &self.metrics_open)
             .finish()
     }
 }
@@ -169,7 +174,7 @@ impl AdminAccess {
     /// Whether a `/metrics` request may read the metrics.
     pub fn metrics_allowed(&self, headers: &HeaderMap) -> bool {
         match &self.metrics_token {
-            None => true,
+            None => self.metrics_open,
             Some(token) => bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())),
         }
     }
@@ -320,13 +325,22 @@ mod tests {
     }
 
     #[test]
-    fn metrics_token_is_a_bearer_token() {
+    fn metrics_take_their_bearer_token_and_are_closed_without_one_unless_open() {
         let access = AdminAccess {
             metrics_token: Some("m".into()),
+            // A token wins over openness: it is then always asked for.
+            metrics_open: true,
             ..AdminAccess::default()
         };
         assert!(!access.metrics_allowed(&HeaderMap::new()));
+        assert!(!access.metrics_allowed(&headers(&[("authorization", "Bearer n")])));
         assert!(access.metrics_allowed(&headers(&[("authorization", "Bearer m")])));
-        assert!(AdminAccess::default().metrics_allowed(&HeaderMap::new()));
+        // Deny by default: no token and not marked open (a non-loopback bind) is closed.
+        assert!(!AdminAccess::default().metrics_allowed(&HeaderMap::new()));
+        let loopback = AdminAccess {
+            metrics_open: true,
+            ..AdminAccess::default()
+        };
+        assert!(loopback.metrics_allowed(&HeaderMap::new()));
     }
 }

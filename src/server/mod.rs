@@ -111,6 +111,7 @@ impl Secrets {
                     .map(|h| h.to_ascii_lowercase()),
                 metrics_token: settings.metrics_token.clone(),
                 open: false,
+                metrics_open: false,
                 // Served over TLS (the public URL is https): the login cookie is never
                 // sent over plain HTTP.
                 secure_cookie: settings

@@ -12,7 +12,8 @@ use super::AppState;
 use crate::metrics::TriggerOutcome;
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
-/// Serves the metrics, or 401 without `STEWARD_METRICS_TOKEN` when one is set.
+/// Serves the metrics, or 401: without `STEWARD_METRICS_TOKEN` when one is set, and to
+/// everyone when none is set and steward listens beyond loopback.
 pub async fn metrics(
     State(state): State<AppState>,
     extensions: axum::http::Extensions,
@@ -29,11 +30,12 @@ pub async fn metrics(
         admin.metrics_throttle.succeeded(client);
     }
     if !admin.metrics_allowed(&headers) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "send STEWARD_METRICS_TOKEN as a bearer token\n",
-        )
-            .into_response();
+        let why = if guarded {
+            "send STEWARD_METRICS_TOKEN as a bearer token\n"
+        } else {
+            "/metrics is closed: steward listens beyond loopback and STEWARD_METRICS_TOKEN is not set; set it and scrape with it as a bearer token\n"
+        };
+        return (StatusCode::UNAUTHORIZED, why).into_response();
     }
     let metrics = &state.runner.metrics;
     match state.runner.store.queue_depth().await {
