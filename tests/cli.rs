@@ -532,16 +532,26 @@ async fn a_signal_during_the_drain_starts_no_queued_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_signal_during_the_drain_interrupts_at_once() {
     // A 30 s drain and a 60 s grace: only the second signal can end this early.
-    let (fake, root, db, mut child) = serving_a_slow_run(&["--drain", "30s", "--grace", "60s"]).await;
+    a_second_signal_interrupts(&["--drain", "30s", "--grace", "60s"], "-TERM").await;
+}
+
+/// `steward serve` with `args` and a run waiting on a model that takes 60 s: after the
+/// `first` signal it keeps going; a second (SIGINT) ends it within seconds, the run
+/// recorded `interrupted`.
+async fn a_second_signal_interrupts(args: &[&str], first: &str) {
+    let (fake, root, db, mut child) = serving_a_slow_run(args).await;
     for _ in 0..200 {
         if !fake.requests().is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    signal(&child, "-TERM");
+    signal(&child, first);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(child.try_wait().unwrap().is_none(), "draining");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still draining or in its grace period"
+    );
     let signalled = std::time::Instant::now();
     signal(&child, "-INT");
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
@@ -549,6 +559,8 @@ async fn a_second_signal_during_the_drain_interrupts_at_once() {
         .unwrap();
     let took = signalled.elapsed();
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    // Interrupted runs record it and the process ends (0 once all is written, 130 if
+    // that takes longer than INTERRUPT_WAIT).
     assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
     let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
     let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -906,39 +918,7 @@ fn read_only_commands_never_create_a_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_signal_interrupts_at_once() {
     // The model takes 60 s; the grace is 60 s too: only the second SIGINT ends it early.
-    let (fake, root, db, mut child) = serving_a_slow_run(&["--grace", "60s"]).await;
-    for _ in 0..200 {
-        if !fake.requests().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    let pid = child.id().to_string();
-    let int = || {
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    };
-    assert!(int());
-    // The first signal waits for the run (up to the 60 s grace)...
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(child.try_wait().unwrap().is_none(), "still in its grace period");
-    // ...the second does not.
-    let signalled = std::time::Instant::now();
-    assert!(int());
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
-    let took = signalled.elapsed();
-    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
-    // Interrupted runs record it and the process ends (0 once all is written, 130 if
-    // that takes longer than INTERRUPT_WAIT).
-    assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
-    let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
-    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    a_second_signal_interrupts(&["--grace", "60s"], "-INT").await;
 }
 
 #[test]
