@@ -4,6 +4,7 @@ mod eval;
 mod events;
 mod improve;
 mod otlp;
+mod replayer;
 mod runs;
 mod skills;
 mod triggers;
@@ -658,7 +659,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                     agent_concurrency: agent_concurrency as usize,
                     // Digests' "Propose a fix" runs `steward improve` on this tree (the
                     // owner's click is the consent to live model calls).
-                    improver: Some(crate::server::digest::Improver(Arc::new(eval::Replayer {
+                    improver: Some(crate::server::digest::Improver(Arc::new(replayer::Replayer {
                         root: root.clone(),
                         env: env.clone(),
                         allow_live: true,
@@ -711,7 +712,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             let skills = outside.skills(&root);
             let config = Arc::new(load_config(&root, &outside.tools(), &skills)?);
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
-            let evals = Arc::new(eval::Replayer {
+            let evals = Arc::new(replayer::Replayer {
                 root: root.clone(),
                 env: env.clone(),
                 allow_live,
