@@ -213,7 +213,7 @@ async fn bench(mentions: usize) {
     )
     .unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
-    let endpoint = steward::provider::settings::Endpoint {
+    let endpoint = steward::provider::Endpoint {
         base_url: format!("{model_url}/v1"),
         api_key: Some("sk-bench".into()),
     };

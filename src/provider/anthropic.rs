@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoint::Endpoint;
 use super::error::{ErrorKind, ProviderError};
-use super::settings::Endpoint;
 use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage, cached};
 use super::{Provider, wire};
 use serde_json::value::RawValue;

@@ -4,6 +4,7 @@
 pub mod anthropic;
 pub mod chain;
 pub mod content;
+pub mod endpoint;
 pub mod error;
 pub mod limiter;
 pub mod openai;
@@ -19,9 +20,10 @@ mod wire;
 use async_trait::async_trait;
 
 pub use chain::ModelChain;
+pub use endpoint::Endpoint;
 pub use error::{ErrorKind, ProviderError};
 pub use limiter::{Limiters, Priority};
-pub use settings::{Endpoint, ProviderSet};
+pub use settings::ProviderSet;
 pub use types::{
     Caching, ChatRequest, ChatResponse, Deltas, Message, Reasoning, ReasoningSpec, ToolCall, ToolDef, Usage,
     WireCache,

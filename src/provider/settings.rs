@@ -7,30 +7,13 @@ use std::time::Duration;
 use super::Provider;
 use super::anthropic::{self, Anthropic};
 use super::chain::ModelChain;
+use super::endpoint::Endpoint;
 use super::error::{ErrorKind, ProviderError};
 use super::openai::{self, OpenAi};
 use super::pricing::Prices;
 use super::retry::RetryPolicy;
 use crate::config::Settings;
 use crate::types::ModelRef;
-
-/// Where a provider lives and how to authenticate.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub base_url: String,
-    /// Optional so keyless local servers (Ollama, vLLM) work.
-    pub api_key: Option<String>,
-}
-
-impl std::fmt::Debug for Endpoint {
-    // Never print the key.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
 
 const OPENAI_DEFAULT_URL: &str = "https://api.openai.com/v1";
 const ANTHROPIC_DEFAULT_URL: &str = "https://api.anthropic.com";
