@@ -177,6 +177,17 @@ async fn the_thinking_status_is_up_before_the_model_is_asked() {
     s.deliver("EvS1", mention(ts)).await;
     let runs = ended_runs(s.store.as_ref(), 1).await;
     assert_eq!(runs[0].status, RunStatus::Succeeded);
+    // The run is stored as ended before its presence shows the end: wait for that last
+    // update (the assertions below check what it was).
+    for _ in 0..200 {
+        let last = |method: &str| methods(&calls, method).last().map(|b| b["status"].clone());
+        if last("assistant.threads.setStatus") == Some(json!(""))
+            && last("agents.sessions.setStatus") == Some(json!("closed"))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
 
     let recorded = calls.lock().unwrap().clone();
     let (_, first_status, status_at) = recorded

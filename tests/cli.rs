@@ -338,14 +338,7 @@ fn serve_answers_healthz_and_stops_on_sigterm() {
         dir.path().join("fresh/steward.db").exists(),
         "the database is created on first start"
     );
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(&child, "-TERM");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
@@ -390,14 +383,7 @@ fn readiness_turns_false_on_sigterm_before_the_server_stops() {
         ready.starts_with("HTTP/1.1 200") && ready.contains("\"status\":\"ready\""),
         "{ready}"
     );
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(&child, "-TERM");
     // Still serving, but no longer ready; liveness is unchanged.
     let mut draining = String::new();
     for _ in 0..40 {
@@ -579,15 +565,8 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
     assert_eq!(fake.requests().len(), 1);
-    let pid = child.id().to_string();
     let signalled = std::time::Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(&child, "-TERM");
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
         .unwrap();

@@ -16,11 +16,10 @@ use steward::integrations::notion::NotionClient;
 use steward::run::{Lineage, Runner};
 use steward::server::{DispatchSettings, Secrets, Service};
 
-/// Access as `serve` on loopback with nothing configured sets it: `/metrics` (and the
-/// inspector) answer without a token.
+/// Access with `/metrics` answering without a token, as `serve` on loopback with no
+/// `STEWARD_METRICS_TOKEN` sets it.
 fn loopback_admin() -> steward::server::access::AdminAccess {
     steward::server::access::AdminAccess {
-        open: true,
         metrics_open: true,
         ..Default::default()
     }

@@ -248,17 +248,21 @@ pub fn compare(now: &Report, earlier: &Earlier, threshold: f64) -> Vec<String> {
 /// case that could not run) stopped there, so its checks only repeat it and are left out.
 fn failure_lines(t: &super::suite::Trial) -> Vec<String> {
     let mut lines = Vec::new();
-    if let Some(e) = &t.error {
-        for (i, line) in e.lines().enumerate() {
-            lines.push(if i == 0 {
-                format!("error: {line}")
-            } else {
-                line.to_string()
-            });
+    match &t.error {
+        Some(e) => {
+            for (i, line) in e.lines().enumerate() {
+                lines.push(if i == 0 {
+                    format!("error: {line}")
+                } else {
+                    line.to_string()
+                });
+            }
         }
-    }
-    for check in t.checks.iter().filter(|c| !c.passed && t.error.is_none()) {
-        lines.push(format!("✗ {}: {}", check.name, check.detail));
+        None => {
+            for check in t.checks.iter().filter(|c| !c.passed) {
+                lines.push(format!("✗ {}: {}", check.name, check.detail));
+            }
+        }
     }
     for v in t.verdicts.iter().filter(|v| !v.passed) {
         let why = v.error.as_deref().unwrap_or(&v.explanation);

@@ -8,17 +8,6 @@ pub mod secrets;
 
 pub use egress::{Egress, EgressError, EgressPolicy};
 
-/// An error and its causes, on one line (`a: b: c`).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
 pub use retry_after::{retry_after, retry_after_secs};
 
 use std::time::Duration;
@@ -42,4 +31,16 @@ pub fn client_builder() -> reqwest::ClientBuilder {
         .user_agent(concat!("steward/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::limited(10))
+}
+
+/// An error and its causes, on one line (`a: b: c`).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
