@@ -272,6 +272,23 @@ fn approvals_are_checked_where_they_are_written() {
     );
 }
 
+/// A judge model with nothing to judge would be read by nothing: an error, not silence.
+#[test]
+fn an_evals_model_without_post_run_criteria_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    write(
+        dir.path(),
+        "agents/a.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\nevals:\n  model: anthropic/claude-haiku-4-5\n",
+    );
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert!(
+        err.contains("agents/a.yaml:4:10: evals 'model' judges the 'post_run' criteria, and there are none: add criteria or remove it"),
+        "{err}"
+    );
+}
+
 #[test]
 fn limits_and_owner_are_read_and_checked() {
     let dir = tempfile::tempdir().unwrap();
@@ -300,7 +317,7 @@ fn limits_and_owner_are_read_and_checked() {
     write(
         dir.path(),
         "subagents/helper.yaml",
-        "description: Helps.\nprompt: prompts/p.md\nlimits:\n  concurrency: 2\n",
+        "description: Helps.\nprompt: prompts/p.md\nlimits:\n  concurrency: 2\n  subagent_depth: 2\n",
     );
     let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
     for want in [
@@ -308,6 +325,7 @@ fn limits_and_owner_are_read_and_checked() {
         "agents/bad.yaml:3:26: per_user_per_minute must be at least 1",
         "agents/bad.yaml:3:50: daily_cost_usd must be a positive number",
         "subagents/helper.yaml:4:3: 'concurrency' applies to agents (what triggers start), not to subagents",
+        "subagents/helper.yaml:5:3: 'subagent_depth' applies to agents (what triggers start), not to subagents",
     ] {
         assert!(err.contains(want), "missing `{want}` in:\n{err}");
     }

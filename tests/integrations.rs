@@ -335,7 +335,21 @@ async fn notion_tools_read_pages_blocks_and_databases_and_write_comments() {
     )
     .await
     .unwrap();
+    // A page id that names another endpoint (`../databases/{id}` would turn a page
+    // update into a change of the database's columns) is refused, nothing sent.
+    for (tool, args) in [
+        (
+            "notion_update_property",
+            json!({"page_id": "../databases/db1", "properties": {"Status": null}}),
+        ),
+        ("notion_read_page", json!({"page_id": "p1?filter=x"})),
+        ("notion_query_database", json!({"database_id": "db1/../../users"})),
+    ] {
+        let err = call(&reg, tool, args).await.unwrap_err().to_string();
+        assert!(err.contains("is not a Notion id"), "{tool}: {err}");
+    }
     let w = writes.lock().unwrap().clone();
+    assert_eq!(w.len(), 2, "only the two real writes reached Notion: {w:?}");
     assert_eq!(
         w[0].1,
         json!({"parent": {"page_id": "p1"}, "rich_text": [{"type": "text", "text": {"content": "Looks good"}}]})
@@ -644,6 +658,15 @@ async fn jira_issue_and_attachments_become_files() {
             "09:00 ERROR certificate expired\n09:01 ERROR retry\n"
         }))
         .route("/rest/api/3/issue/NOPE-1", get(|| async { (StatusCode::NOT_FOUND, Json(json!({"errorMessages": ["Issue does not exist or you do not have permission to see it."], "errors": {}}))) }));
+    let strays = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = strays.clone();
+    let app = app.fallback(move |uri: axum::http::Uri| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(uri.to_string());
+            Json(json!({"issues": [{"key": "HR-1"}]}))
+        }
+    });
     let url = serve(app).await;
     let reg = registry(
         None,
@@ -694,6 +717,27 @@ async fn jira_issue_and_attachments_become_files() {
         content.as_slice(),
         b"09:00 ERROR certificate expired\n09:01 ERROR retry\n"
     );
+    // An id that would climb out of its endpoint (a prompt injection's) is refused
+    // before anything is sent: no other Jira endpoint is reached with steward's token.
+    for (tool, args) in [
+        (
+            "jira_get_attachment",
+            json!({"id": "../../search/jql?jql=project=HR"}),
+        ),
+        ("jira_get_issue", json!({"key": "OPS-7/../../myself"})),
+        ("jira_add_comment", json!({"key": "..", "body": "hi"})),
+    ] {
+        let err = reg
+            .invoke(&allowed, tool, &args.to_string(), &c, false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is not an attachment id") || err.contains("is not an issue key"),
+            "{tool}: {err}"
+        );
+    }
+    assert!(strays.lock().unwrap().is_empty(), "{:?}", strays.lock().unwrap());
 }
 
 #[tokio::test]

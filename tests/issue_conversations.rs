@@ -323,7 +323,7 @@ async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() 
     let s = start(dir.path(), &fake, "http://127.0.0.1:9", &notion_url).await;
     let page = "59833787-2cf9-4fdf-8782-e53db20768a5";
 
-    let created = json!({"id": "evt-1", "timestamp": "2026-11-24T10:00:00.000Z", "workspace_id": "ws", "type": "page.created",
+    let created = json!({"id": "evt-1", "timestamp": stamp(), "workspace_id": "ws", "type": "page.created",
                          "authors": [{"id": PERSON, "type": "person"}], "entity": {"id": page, "type": "page"},
                          "data": {"parent": {"id": "13950b26-c203-4f3b-b97d-93ec06319565", "type": "space"}}});
     assert_eq!(s.send(notion_request(&created)).await, StatusCode::OK);
@@ -337,7 +337,7 @@ async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() 
         {"type": "mention", "mention": {"type": "user", "user": {"object": "user", "id": BOT_USER}}, "plain_text": "@Steward", "annotations": {}},
         {"type": "text", "text": {"content": " who should that be?"}, "plain_text": " who should that be?", "annotations": {}}]);
     notion.push(notion_comment("c-2", &discussion, PERSON, mention));
-    let event = json!({"id": "evt-2", "timestamp": "2026-11-24T10:01:00.000Z", "workspace_id": "ws", "type": "comment.created",
+    let event = json!({"id": "evt-2", "timestamp": stamp(), "workspace_id": "ws", "type": "comment.created",
                        "authors": [{"id": PERSON, "type": "person"}], "entity": {"id": "c-2", "type": "comment"},
                        "data": {"page_id": page, "parent": {"id": page, "type": "page"}}});
     assert_eq!(s.send(notion_request(&event)).await, StatusCode::OK);
@@ -364,11 +364,17 @@ async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() 
 
     // A comment without a mention starts nothing.
     notion.push(notion_comment("c-4", &discussion, PERSON, plain("thanks")));
-    let event = json!({"id": "evt-3", "timestamp": "2026-11-24T10:02:00.000Z", "workspace_id": "ws", "type": "comment.created",
+    let event = json!({"id": "evt-3", "timestamp": stamp(), "workspace_id": "ws", "type": "comment.created",
                        "authors": [{"id": PERSON, "type": "person"}], "entity": {"id": "c-4", "type": "comment"},
                        "data": {"page_id": page, "parent": {"id": page, "type": "page"}}});
     assert_eq!(s.send(notion_request(&event)).await, StatusCode::OK);
     s.routed().await;
     assert_eq!(s.store.list_runs(10).await.unwrap().len(), 2);
     s.service.stop(Duration::from_secs(5)).await;
+}
+
+/// Now, as Notion stamps its events: a signed event older than the replay window is
+/// refused.
+fn stamp() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

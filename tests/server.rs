@@ -465,7 +465,9 @@ async fn fake_notion(status: &'static str) -> String {
 }
 
 fn notion_event(id: &str) -> Value {
-    json!({"id": id, "timestamp": "2024-12-05T23:55:34.285Z", "workspace_id": "13950b26-c203-4f3b-b97d-93ec06319565",
+    // Stamped now: a signed event older than the replay window is refused.
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    json!({"id": id, "timestamp": now, "workspace_id": "13950b26-c203-4f3b-b97d-93ec06319565",
            "subscription_id": "29d75c0d-5546-4414-8459-7b7a92f1fc4b", "integration_id": "0ef2e755-4912-8096-91c1-00376a88a5ca",
            "type": "page.properties_updated", "authors": [{"id": "c7c11cca-1d73-471d-9b6e-bdef51470190", "type": "person"}],
            "entity": {"id": "153104cd-477e-809d-8dc4-ff2d96ae3090", "type": "page"},
@@ -496,6 +498,19 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
     assert_eq!(
         h.send(notion_request(&notion_event("e1"), Some(token))).await.0,
         StatusCode::OK
+    );
+    // A captured delivery replayed after the replay window (its dedupe key may be
+    // pruned by then) is refused, though its signature is good.
+    let mut stale = notion_event("e0");
+    stale["timestamp"] = json!("2024-12-05T23:55:34.285Z");
+    let (status, body) = h.send(notion_request(&stale, Some(token))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside the 86400s replay window"),
+        "{body}"
     );
     let runs = h.finished_runs(1).await;
     assert_eq!(runs[0].agent, "notion-review");
@@ -551,6 +566,49 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
             .unwrap()
             .as_deref(),
         Some("")
+    );
+    // The handshake is unsigned: when a second token arrives in the same window (someone
+    // besides Notion posting), none is shown and the window closes.
+    let listener = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["notion-token", "--listen", "--for", "60s"])
+        .env("DATABASE_URL", &db)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut accepted = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, _) = h
+            .send(notion_request(
+                &json!({"verification_token": "secret_attacker"}),
+                None,
+            ))
+            .await;
+        if status == StatusCode::OK {
+            accepted = true;
+            break;
+        }
+    }
+    assert!(accepted, "the handshake was never accepted during the window");
+    let (status, _) = h
+        .send(notion_request(
+            &json!({"verification_token": "secret_notion_real"}),
+            None,
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let out = listener.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "no token is shown"
+    );
+    assert!(
+        err.contains("2 different verification tokens arrived at /notion/webhook during the setup window: someone besides Notion is posting to it, so none is shown"),
+        "{err}"
     );
     h.stop().await;
 
@@ -1421,6 +1479,118 @@ async fn events_from_a_workspace_not_listed_are_refused() {
         e.detail["reason"] == "workspace T0OTHERORG is not in SLACK_TEAM_IDS" && e.summary.is_none()
     }));
     service.stop(Duration::from_secs(5)).await;
+}
+
+/// Slack Connect: in a channel shared with another organisation, an event whose author
+/// is of another workspace (`user_team`, Slack's shape for shared channels) is
+/// acknowledged, counted and refused, even with `SLACK_TEAM_IDS` unset; the receiving
+/// workspace's own people are taken, a partner workspace once `SLACK_TEAM_IDS` lists
+/// it, and an author the payload does not place is looked up with `users.info`.
+#[tokio::test]
+async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
+    let api = axum::Router::new()
+        .route(
+            "/users.info",
+            axum::routing::get(|q: axum::extract::Query<std::collections::HashMap<String, String>>| async move {
+                let team = if q["user"] == "U0INSIDER" { "T123ABC456" } else { "T0PARTNER" };
+                axum::Json(json!({"ok": true, "user": {"id": q["user"], "team_id": team, "name": "x"}}))
+            }),
+        )
+        .route(
+            "/conversations.info",
+            axum::routing::get(|| async {
+                axum::Json(json!({"ok": true, "channel": {"id": "C0SHARED01", "is_private": false, "is_ext_shared": true}}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, api).await.unwrap() });
+    let slack =
+        steward::integrations::slack::SlackClient::new(steward::http::client().unwrap(), &base, "xoxb-test");
+    let shared = |event_id: &str, user: &str, user_team: Option<&str>| {
+        let mut e = json!({"type": "app_mention", "user": user, "text": "<@UBOT> summarise #finance",
+            "ts": "1515449522.000016", "channel": "C0SHARED01", "event_ts": "1515449522.000016"});
+        if let Some(t) = user_team {
+            e["user_team"] = json!(t);
+            e["source_team"] = json!(t);
+            e["user_profile"] = json!({"name": "pat", "team": t});
+        }
+        let mut body = slack_event(event_id, e);
+        body["is_ext_shared_channel"] = json!(true);
+        body
+    };
+    for (listed, event, taken) in [
+        (vec![], shared("EvCONN1", "U0PARTNER", Some("T0PARTNER")), false),
+        (vec![], shared("EvCONN2", "U0INSIDER", Some("T123ABC456")), true),
+        (vec![], shared("EvCONN3", "U0INSIDER", None), true),
+        (vec![], shared("EvCONN4", "U0PARTNER", None), false),
+        (
+            vec!["T123ABC456".to_string(), "T0PARTNER".to_string()],
+            shared("EvCONN5", "U0PARTNER", Some("T0PARTNER")),
+            true,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = FakeModel::start().await;
+        fake.always(Reply::ok(openai_text("handled")));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+        let runner = Runner::builder(store.clone())
+            .providers(providers(Some(&fake), None))
+            .tools(registry())
+            .tokens(tokens())
+            .build();
+        let secrets = Secrets {
+            slack_signing: SLACK_SECRET.into(),
+            slack_bot_user: Some("UBOT".into()),
+            slack_teams: listed.clone(),
+            admin: loopback_admin(),
+            ..Secrets::default()
+        };
+        let id = event["event_id"].as_str().unwrap().to_string();
+        let service = Service::start(
+            runner,
+            Arc::new(tree(dir.path())),
+            secrets,
+            Some(slack.clone()),
+            None,
+            DispatchSettings::default(),
+        );
+        let resp = service
+            .router()
+            .oneshot(slack_request(&event, now(), SLACK_SECRET, None))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        if taken {
+            assert_eq!(body["duplicate"], json!(false), "{id}: {body}");
+        } else {
+            assert_eq!(body["refused"], "author of another organisation", "{id}: {body}");
+            let filter = steward::store::EventFilter {
+                outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
+                limit: 10,
+                ..Default::default()
+            };
+            let mut refused = Vec::new();
+            for _ in 0..100 {
+                refused = store.list_events(&filter).await.unwrap();
+                if !refused.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(refused.len(), 1, "{id}: {refused:?}");
+            assert_eq!(
+                refused[0].detail["reason"],
+                "the author is of workspace T0PARTNER (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS"
+            );
+            assert!(refused[0].summary.is_none(), "no text of a refused event is kept");
+            assert!(store.list_runs(10).await.unwrap().is_empty(), "{id}: no run");
+        }
+        service.stop(Duration::from_secs(5)).await;
+    }
 }
 
 /// `serve`'s daily look at OpenAI's model list: a configured model with a

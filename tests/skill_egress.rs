@@ -277,6 +277,27 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
         text.contains("egress host 'https://x.example.com' is not a host name"),
         "{text}"
     );
+
+    // A subagent's skill scripts are held to the same rules: its policy cannot name
+    // steward's own key either.
+    write(
+        root,
+        "agents/fetcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: []\nsubagents: [helper]\n",
+    );
+    write(
+        root,
+        "subagents/helper.yaml",
+        "description: Fetches.\nprompt: prompts/p.md\ntools: []\nskills:\n  scripts:\n    egress:\n      allow: [api.example.com]\n      secrets:\n        KEY: { env: OPENAI_API_KEY, hosts: [api.example.com] }\n",
+    );
+    let o = steward_in(root, &["validate"], &[]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("subagents/helper.yaml")
+            && text.contains("secret KEY: env 'OPENAI_API_KEY' must be named STEWARD_SECRET_<NAME>"),
+        "{text}"
+    );
 }
 
 /// An MCP stdio server in the sandbox with `egress:` reaches its allowed host through

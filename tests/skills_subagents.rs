@@ -610,8 +610,12 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
             "tool(\"slack_post_message\", #{ channel: \"C1\", text: \"hi\" })\n",
         ),
         (
+            "prompts/skills/calc/scripts/count.rhai",
+            "let t = 0;\nfor i in 0..100000 { t += i; }\nt\n",
+        ),
+        (
             "agents/calc.yaml",
-            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch, current_time]\n",
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [http_fetch, current_time]\nsandbox: { max_operations: 5000 }\n",
         ),
     ]);
     let fake = FakeModel::start().await;
@@ -637,6 +641,11 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
             r#"{"skill": "calc", "script": "../../etc/passwd"}"#,
         ),
         ("c5", "run_skill_script", r#"{"skill": "calc", "script": "post"}"#),
+        (
+            "c6",
+            "run_skill_script",
+            r#"{"skill": "calc", "script": "count"}"#,
+        ),
     ])));
     fake.push(Reply::ok(openai_text("42")));
     let (_d, runner) = runner_for(&t, &fake).await;
@@ -673,6 +682,13 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
         results[4].contains("tool 'slack_post_message' is not granted to agent 'calc'"),
         "{}",
         results[4]
+    );
+    // The agent's `sandbox:` limits hold for its skills' Rhai scripts too.
+    assert!(
+        results[5].starts_with("error: calc/scripts/count.rhai:2:")
+            && results[5].ends_with("sandbox limit hit: too many operations (sandbox.max_operations)"),
+        "{}",
+        results[5]
     );
 }
 

@@ -299,7 +299,7 @@ enum SkillsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Install skills' declared Python requirements now (wheels only, into the cache
+    /// Install skills' declared Python and Node requirements now (wheels only, into the cache
     /// STEWARD_SKILL_DEPS_DIR), rather than at their first script run.
     Install {
         /// Only this skill (default: every skill that declares requirements).
@@ -828,29 +828,44 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
     }
 }
 
+/// How long `notion-token --listen` waits after a token arrives, for any other.
+const NOTION_SETTLE: Duration = Duration::from_secs(2);
+
 /// `steward notion-token`: the one way a verification token leaves the setup window.
 async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyhow::Result<ExitCode> {
     use crate::server::handlers::{NOTION_PENDING_KEY, NOTION_SETUP_UNTIL_KEY};
-    let take = || async {
-        let token = store
-            .get_setting(NOTION_PENDING_KEY)
-            .await?
-            .filter(|t| !t.is_empty());
-        if token.is_some() {
-            store.set_setting(NOTION_PENDING_KEY, "").await?;
-            store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
-        }
-        anyhow::Ok(token)
+    let pending = || async {
+        let tokens = store.get_setting(NOTION_PENDING_KEY).await?.unwrap_or_default();
+        anyhow::Ok(
+            tokens
+                .lines()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<String>>(),
+        )
     };
-    let print = |token: String| {
+    // Closes the window and shows the token, unless several arrived: the handshake is
+    // unsigned, so a second token means someone besides Notion posted one, and picking
+    // either could make steward trust a stranger's signing key.
+    let take = |tokens: Vec<String>| async move {
+        store.set_setting(NOTION_PENDING_KEY, "").await?;
+        store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
+        if tokens.len() > 1 {
+            bail!(
+                "{} different verification tokens arrived at /notion/webhook during the setup window: someone besides Notion is posting to it, so none is shown. Find out who can reach the endpoint, delete the subscription in Notion, and run `steward notion-token --listen` again",
+                tokens.len()
+            );
+        }
+        let token = tokens.into_iter().next().unwrap_or_default();
         println!("{token}");
         eprintln!(
-            "Paste this token into Notion's Verify dialog, set NOTION_WEBHOOK_TOKEN to it, and restart steward."
+            "Paste this token into Notion's Verify dialog. Only once Notion accepts it, set NOTION_WEBHOOK_TOKEN to it and restart steward (a token Notion rejects was not Notion's: someone else posted it)."
         );
         Ok(ExitCode::SUCCESS)
     };
-    if let Some(token) = take().await? {
-        return print(token);
+    let tokens = pending().await?;
+    if !tokens.is_empty() {
+        return take(tokens).await;
     }
     if !listen {
         bail!(
@@ -866,8 +881,11 @@ async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyh
         until.to_rfc3339()
     );
     while chrono::Utc::now() < until {
-        if let Some(token) = take().await? {
-            return print(token);
+        if !pending().await?.is_empty() {
+            // Notion sends one handshake; anything else arriving just after it is
+            // someone else's, and is seen before a token is shown.
+            tokio::time::sleep(NOTION_SETTLE).await;
+            return take(pending().await?).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

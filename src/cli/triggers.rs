@@ -35,6 +35,10 @@ pub fn read_event(text: &str, file: &str) -> anyhow::Result<TriggerEvent> {
             crate::triggers::slack::SlackPayload::Ignored(why) => {
                 anyhow::bail!("{file}: a Slack delivery steward ignores on arrival: {why}")
             }
+            crate::triggers::slack::SlackPayload::Outsider { team, .. } => anyhow::bail!(
+                "{file}: a Slack Connect delivery whose author is of workspace {}, not the receiving one: steward refuses it unless SLACK_TEAM_IDS lists that workspace",
+                team.as_deref().unwrap_or("(not named)")
+            ),
             _ => anyhow::bail!("{file}: a Slack delivery that starts no agent"),
         };
     }

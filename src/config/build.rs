@@ -317,6 +317,13 @@ fn build_post_run(
     if spec.sample.is_some() && spec.post_run.is_empty() {
         diags.push(src.error_at("sample", None, "'sample' needs criteria in 'post_run'"));
     }
+    if let Some(m) = spec.model.as_deref().filter(|_| spec.post_run.is_empty()) {
+        diags.push(src.error_at(
+            "model",
+            Some(m),
+            "evals 'model' judges the 'post_run' criteria, and there are none: add criteria or remove it",
+        ));
+    }
     let model = spec.model.as_deref().and_then(|m| match ModelRef::parse(m) {
         Ok(r) => Some(r),
         Err(e) => {
@@ -1202,6 +1209,9 @@ fn build_subagent(
         ("concurrency", spec.limits.concurrency.is_some()),
         ("per_user_per_minute", spec.limits.per_user_per_minute.is_some()),
         ("daily_cost_usd", spec.limits.daily_cost_usd.is_some()),
+        // Nesting depth is the top-level agent's (`Lineage::root`); a subagent's own
+        // would be read by nothing.
+        ("subagent_depth", spec.limits.subagent_depth.is_some()),
     ] {
         if set {
             diags.push(src.error_at(
@@ -1219,6 +1229,10 @@ fn build_subagent(
         ToolSelection::Inherit => Vec::new(),
     };
     let search = build_search(src, &spec.search, &listed, diags);
+    // A subagent's skill scripts run with its own egress policy: the same checks apply.
+    if let Some(e) = &spec.skills.scripts.egress {
+        check_script_egress(src, e, diags);
+    }
     (diags.len() == before).then(|| AgentConfig {
         name,
         description: spec.description,

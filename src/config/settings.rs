@@ -6,6 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// The shortest `STEWARD_EVENT_RETENTION`: the replay window of signed Jira and Notion
+/// events (`triggers::auth::REPLAY_WINDOW_SECS` is defined as this), inside which a
+/// replayed delivery must still find its dedupe key.
+pub const MIN_EVENT_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// Largest attachment steward downloads by default (Slack files, Notion files, Jira
 /// attachments): 20 MiB.
 pub const DEFAULT_ATTACHMENT_CAP: u64 = 20 * 1024 * 1024;
@@ -236,11 +241,13 @@ impl Settings {
             Some(v) => Some(
                 crate::types::duration::parse_duration(v)
                     .ok()
-                    .filter(|d| !d.is_zero())
+                    // Dedupe keys must outlive the 24-hour replay window of signed Jira
+                    // and Notion events, or a captured delivery could be replayed.
+                    .filter(|d| *d >= MIN_EVENT_RETENTION)
                     .ok_or_else(|| SettingError {
                         name: "STEWARD_EVENT_RETENTION",
                         value: v.clone(),
-                        expected: "a duration such as 14d or 72h",
+                        expected: "a duration of at least 24h (the replay window of signed events), such as 14d or 72h",
                     })?,
             ),
         };
@@ -378,5 +385,20 @@ mod tests {
             e.to_string(),
             "STEWARD_MAX_ATTACHMENT_BYTES='20MB' is not valid: a whole number of bytes"
         );
+    }
+
+    #[test]
+    fn event_retention_is_at_least_the_replay_window() {
+        for short in ["0s", "23h", "5m"] {
+            let e = Settings::from_vars(vars(&[("STEWARD_EVENT_RETENTION", short)])).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "STEWARD_EVENT_RETENTION='{short}' is not valid: a duration of at least 24h (the replay window of signed events), such as 14d or 72h"
+                )
+            );
+        }
+        let s = Settings::from_vars(vars(&[("STEWARD_EVENT_RETENTION", "24h")])).unwrap();
+        assert_eq!(s.event_retention, Some(MIN_EVENT_RETENTION));
     }
 }

@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use crate::http::secrets::{SECRET_VAR_PREFIX, is_secret_var};
 use crate::types::duration::HumanDuration;
 
 /// `digest:` of an agent.
@@ -95,7 +96,8 @@ pub struct AgentSpec {
     pub output: OutputSpec,
     #[serde(default)]
     pub evals: EvalsSpec,
-    /// Limits of the Rhai sandbox (script coordinators and skill scripts).
+    /// Limits of the Rhai sandbox: the script coordinator's and the agent's skills' Rhai
+    /// scripts (a subagent's skill scripts run under the defaults).
     #[serde(default)]
     pub sandbox: SandboxSpec,
     /// Values a coordinator script reads as `vars` (channel ids, thresholds, ...).
@@ -456,9 +458,6 @@ pub struct SecretSpec {
     pub format: Option<String>,
 }
 
-/// What the variable holding a secret's value is named: never one of steward's own.
-pub const SECRET_VAR_PREFIX: &str = "STEWARD_SECRET_";
-
 /// Variables steward sets in a sandbox itself: a secret cannot take their names.
 const RESERVED_VARS: &[&str] = &[
     "PATH",
@@ -568,7 +567,7 @@ impl ScriptEgressSpec {
                     "env '{}' is not an environment variable name: the value is read from steward's environment, never written here",
                     spec.env
                 )));
-            } else if !spec.env.starts_with(SECRET_VAR_PREFIX) || spec.env.len() == SECRET_VAR_PREFIX.len() {
+            } else if !is_secret_var(&spec.env) {
                 problems.push(at(format!(
                     "env '{}' must be named {SECRET_VAR_PREFIX}<NAME>: a secret for sandboxed programs has a variable of its own, so steward's own keys and tokens can never be handed to them",
                     spec.env

@@ -24,6 +24,15 @@ pub struct SecretRule {
     pub format: String,
 }
 
+/// What the variable holding a secret's value is named: never one of steward's own
+/// (`OPENAI_API_KEY`, `SLACK_BOT_TOKEN`), so those can never be handed to a program.
+pub const SECRET_VAR_PREFIX: &str = "STEWARD_SECRET_";
+
+/// Whether `env` may hold a secret for sandboxed programs: `STEWARD_SECRET_<NAME>`.
+pub fn is_secret_var(env: &str) -> bool {
+    env.len() > SECRET_VAR_PREFIX.len() && env.starts_with(SECRET_VAR_PREFIX)
+}
+
 /// The placeholder prefix (documented: a program can tell a placeholder from a value).
 pub const PREFIX: &str = "stw_secret_";
 
@@ -80,8 +89,16 @@ pub fn host_listed(patterns: &[String], host: &str, port: u16) -> bool {
 
 impl RunSecrets {
     /// Placeholders for `rules`, their values read with `var`; the names of unset
-    /// variables when any is missing.
+    /// variables when any is missing. A rule naming a variable other than
+    /// `STEWARD_SECRET_<NAME>` is refused whatever validation let through: steward's own
+    /// keys never reach a program.
     pub fn new(rules: &[SecretRule], var: &dyn Fn(&str) -> Option<String>) -> Result<RunSecrets, String> {
+        if let Some(rule) = rules.iter().find(|r| !is_secret_var(&r.env)) {
+            return Err(format!(
+                "secret {} reads {}, which is not a {SECRET_VAR_PREFIX}<NAME> variable: refused",
+                rule.name, rule.env
+            ));
+        }
         let mut entries = Vec::new();
         let mut missing = Vec::new();
         for rule in rules {
@@ -375,18 +392,26 @@ mod tests {
         assert!(p.starts_with(PREFIX) && p.len() == PREFIX.len() + 32, "{p}");
         assert_ne!(p, ph(&b, "GITHUB_TOKEN"));
         assert!(!format!("{a:?}").contains("ghp_real"));
-        let missing = RunSecrets::new(
-            &[SecretRule {
-                name: "X".into(),
-                env: "UNSET_VAR".into(),
-                hosts: vec![],
-                header: None,
-                format: "{}".into(),
-            }],
-            &|_| None,
-        )
-        .unwrap_err();
-        assert_eq!(missing, "steward's environment does not set UNSET_VAR (for X)");
+        let rule = |env: &str| SecretRule {
+            name: "X".into(),
+            env: env.into(),
+            hosts: vec![],
+            header: None,
+            format: "{}".into(),
+        };
+        let missing = RunSecrets::new(&[rule("STEWARD_SECRET_UNSET")], &|_| None).unwrap_err();
+        assert_eq!(
+            missing,
+            "steward's environment does not set STEWARD_SECRET_UNSET (for X)"
+        );
+        // steward's own key is refused even when set, whatever let the rule through.
+        for env in ["OPENAI_API_KEY", "STEWARD_SECRET_"] {
+            let refused = RunSecrets::new(&[rule(env)], &|_| Some("sk-real".into())).unwrap_err();
+            assert_eq!(
+                refused,
+                format!("secret X reads {env}, which is not a STEWARD_SECRET_<NAME> variable: refused")
+            );
+        }
     }
 
     #[test]

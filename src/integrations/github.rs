@@ -58,7 +58,9 @@ impl GithubClient {
 
     /// `GET /repos/{owner}/{repo}/pulls/{number}`.
     pub async fn pull_request(&self, pr: &PrRef) -> Result<Value, ApiError> {
-        let path = format!("/repos/{}/{}/pulls/{}", pr.owner, pr.repo, pr.number);
+        let owner = super::path_id(SERVICE, "a GitHub owner", &pr.owner)?;
+        let repo = super::path_id(SERVICE, "a GitHub repository name", &pr.repo)?;
+        let path = format!("/repos/{owner}/{repo}/pulls/{}", pr.number);
         self.get(&path, &[]).await
     }
 

@@ -9,6 +9,11 @@ use crate::config::Settings;
 
 const SERVICE: &str = "jira";
 
+/// An issue key (`OPS-7`) or numeric id, checked before it goes into a path.
+fn issue_key(key: &str) -> Result<&str, ApiError> {
+    super::path_id(SERVICE, "an issue key (such as OPS-7) or id", key)
+}
+
 #[derive(Clone)]
 pub struct JiraClient {
     http: reqwest::Client,
@@ -128,6 +133,7 @@ impl JiraClient {
     /// The newest `max` comments of an issue, oldest first, and how many older ones
     /// there are (`GET /rest/api/3/issue/{key}/comment`).
     pub async fn comments(&self, key: &str, max: usize) -> Result<(Vec<Value>, usize), ApiError> {
+        let key = issue_key(key)?;
         let page = self
             .send(
                 reqwest::Method::GET,
@@ -142,6 +148,7 @@ impl JiraClient {
     }
 
     pub async fn get_issue(&self, key: &str) -> Result<Value, ApiError> {
+        let key = issue_key(key)?;
         self.send(reqwest::Method::GET, &format!("/rest/api/3/issue/{key}"), None)
             .await
     }
@@ -149,6 +156,7 @@ impl JiraClient {
     /// Downloads an attachment's content (`GET /rest/api/3/attachment/content/{id}`),
     /// refusing more than `cap` bytes.
     pub async fn attachment(&self, id: &str, cap: u64) -> Result<Vec<u8>, ApiError> {
+        let id = super::path_id(SERVICE, "an attachment id", id)?;
         let request = self
             .http
             .get(format!("{}/rest/api/3/attachment/content/{id}", self.base_url))
@@ -180,6 +188,7 @@ impl JiraClient {
 
     /// Adds a comment; `body` is Markdown, converted to ADF.
     pub async fn add_comment(&self, key: &str, body: &str) -> Result<Value, ApiError> {
+        let key = issue_key(key)?;
         let body = json!({"body": super::adf::markdown_to_adf(body)});
         self.send(
             reqwest::Method::POST,

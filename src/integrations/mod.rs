@@ -96,6 +96,41 @@ pub enum ApiError {
     },
     #[error("{0} is not configured")]
     NotConfigured(&'static str),
+    /// An id that cannot be one segment of the service's API path (nothing was sent).
+    #[error("{service}: {value:?} is not {what}")]
+    BadId {
+        service: &'static str,
+        what: &'static str,
+        value: String,
+    },
+}
+
+/// `value` when it can be one segment of an API path: ASCII letters, digits, `-`, `_`
+/// and `.`, at most 128 bytes, never `.` or `..`. Ids come from models and payloads;
+/// one holding `/`, `?` or `..` would reach another endpoint of the same API with
+/// steward's credentials (`../databases/{id}` turning a page update into a database
+/// update), so it is refused before anything is sent.
+pub(crate) fn path_id<'a>(
+    service: &'static str,
+    what: &'static str,
+    value: &'a str,
+) -> Result<&'a str, ApiError> {
+    let fits = !value.is_empty()
+        && value.len() <= 128
+        && value != "."
+        && value != ".."
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if fits {
+        Ok(value)
+    } else {
+        Err(ApiError::BadId {
+            service,
+            what,
+            value: value.chars().take(80).collect(),
+        })
+    }
 }
 
 /// Sends a request and decodes the JSON answer (any status); transport failures and
@@ -190,6 +225,37 @@ pub(crate) async fn download_capped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_ids_are_single_segments() {
+        for ok in [
+            "OPS-7",
+            "10001",
+            "367cba44-b6f3-4c92-81e7-6a2e9659efd4",
+            "153104cd477e809d8dc4ff2d96ae3090",
+            "my.repo_2",
+        ] {
+            assert_eq!(path_id("x", "an id", ok).unwrap(), ok);
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../databases/x",
+            "p1?filter=1",
+            "a%2Fb",
+            "a b",
+            "é",
+            &"a".repeat(129),
+        ] {
+            let err = path_id("notion", "a Notion id", bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with("notion: ") && err.ends_with(" is not a Notion id"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn every_builtin_tool_takes_a_closed_object_generated_from_its_args() {

@@ -12,6 +12,12 @@ const SERVICE: &str = "notion";
 /// The API version steward is written against.
 pub const NOTION_VERSION: &str = "2022-06-28";
 
+/// A page, database or block id (a UUID, with or without dashes), checked before it
+/// goes into a path or query.
+fn notion_id(id: &str) -> Result<&str, ApiError> {
+    super::path_id(SERVICE, "a Notion id (32 hex digits, dashes optional)", id)
+}
+
 #[derive(Clone)]
 pub struct NotionClient {
     http: reqwest::Client,
@@ -72,6 +78,7 @@ impl NotionClient {
 
     /// `GET /v1/pages/{id}`.
     pub async fn get_page(&self, id: &str) -> Result<Value, ApiError> {
+        let id = notion_id(id)?;
         self.send(reqwest::Method::GET, &format!("/v1/pages/{id}"), None)
             .await
     }
@@ -99,6 +106,7 @@ impl NotionClient {
         filter: Option<&Value>,
         cursor: Option<&str>,
     ) -> Result<Value, ApiError> {
+        let id = notion_id(id)?;
         let mut body = serde_json::json!({"page_size": 100});
         if let Some(f) = filter {
             body["filter"] = f.clone();
@@ -116,6 +124,7 @@ impl NotionClient {
 
     /// `PATCH /v1/pages/{id}` with new property values (Notion's property JSON).
     pub async fn update_properties(&self, id: &str, properties: &Value) -> Result<Value, ApiError> {
+        let id = notion_id(id)?;
         let body = serde_json::json!({"properties": properties});
         self.send(reqwest::Method::PATCH, &format!("/v1/pages/{id}"), Some(&body))
             .await
@@ -140,6 +149,7 @@ impl NotionClient {
         max_blocks: usize,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
         Box::pin(async move {
+            let id = notion_id(id)?;
             let mut cursor: Option<String> = None;
             loop {
                 let path = match &cursor {
@@ -204,6 +214,7 @@ impl NotionClient {
     /// The open comments on a page or block, oldest first, at most `max`
     /// (`GET /v1/comments?block_id=`, paged).
     pub async fn comments(&self, block_id: &str, max: usize) -> Result<Vec<Value>, ApiError> {
+        let block_id = notion_id(block_id)?;
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         while out.len() < max {

@@ -27,6 +27,9 @@ struct WireRequest<'a> {
     tools: Vec<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
+    /// `context.max_output_tokens`: reasoning and visible output together, as
+    /// Anthropic's `max_tokens` counts adaptive thinking.
+    max_output_tokens: u32,
     store: bool,
     include: [&'static str; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,6 +195,7 @@ pub fn encode_request(request: &ChatRequest<'_>, cache_fields: bool) -> Result<V
         input,
         parallel_tool_calls: (!tools.is_empty()).then_some(true),
         tools,
+        max_output_tokens: request.max_output_tokens,
         store: false,
         include: INCLUDE,
         reasoning,
@@ -426,6 +430,7 @@ mod tests {
         assert!(other["input"].to_string().contains("rs_other"), "{other}");
         let v: Value = serde_json::from_slice(&plain).unwrap();
         assert_eq!(v["store"], false);
+        assert_eq!(v["max_output_tokens"], 100);
         assert_eq!(v["include"], json!(["reasoning.encrypted_content"]));
         assert_eq!(v["instructions"], "sys");
         assert_eq!(v["reasoning"], json!({"effort": "high"}));

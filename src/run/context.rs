@@ -131,7 +131,9 @@ pub async fn prepare<'a>(
         attachments.push(meta);
     }
 
-    let skills = Arc::new(RunSkills::new(runner.skills.clone(), &agent.skills));
+    let skills = Arc::new(
+        RunSkills::new(runner.skills.clone(), &agent.skills).with_rhai_limits(agent.sandbox.clone()),
+    );
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
     // `mcp:<server>` entries stand for the server's tools as connected.
     let registered = runner.tools.names();

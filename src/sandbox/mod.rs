@@ -98,6 +98,29 @@ pub(crate) fn bare(limits: &SandboxLimits) -> Engine {
     e
 }
 
+/// `scripts/x.rhai:12:5: <what went wrong>`, naming the limit when one was hit.
+pub fn describe(path: &str, e: &rhai::EvalAltResult) -> String {
+    let pos = e.position();
+    let what = match e {
+        rhai::EvalAltResult::ErrorTooManyOperations(_) => {
+            "sandbox limit hit: too many operations (sandbox.max_operations)".to_string()
+        }
+        rhai::EvalAltResult::ErrorStackOverflow(_) => {
+            "sandbox limit hit: call depth (sandbox.max_call_depth)".to_string()
+        }
+        rhai::EvalAltResult::ErrorDataTooLarge(what, _) => format!(
+            "sandbox limit hit: {what} too large (sandbox.max_string_bytes / max_array_len / max_map_len)"
+        ),
+        rhai::EvalAltResult::ErrorRuntime(v, _) => format!("runtime error: {v}"),
+        other => other.to_string(),
+    };
+    match (pos.line(), pos.position()) {
+        (Some(l), Some(c)) => format!("{path}:{l}:{c}: {what}"),
+        (Some(l), None) => format!("{path}:{l}: {what}"),
+        _ => format!("{path}: {what}"),
+    }
+}
+
 /// Compiles a script, returning `(line, column, message)` for a syntax error.
 pub fn check(source: &str, limits: &SandboxLimits) -> Result<(), (usize, usize, String)> {
     let engine = engine(limits, None);

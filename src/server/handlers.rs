@@ -75,15 +75,23 @@ use crate::telemetry::propagation::from_headers;
 /// Records (without its body, within the refusal budget) a Slack delivery or click from
 /// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
 pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
-    state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
-    if state.refusals.admit("slack") {
-        let reason = format!(
+    refuse_slack(state, kind, || {
+        format!(
             "workspace {} is not in SLACK_TEAM_IDS",
             team.unwrap_or("(none given)")
+        )
+    });
+}
+
+/// Counts a refused Slack event and records `reason` within the refusal budget.
+fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
+    state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
+    if state.refusals.admit("slack") {
+        state.ingest.record(
+            "slack",
+            kind,
+            EventOutcome::because(OutcomeKind::Refused, reason()),
         );
-        state
-            .ingest
-            .record("slack", kind, EventOutcome::because(OutcomeKind::Refused, reason));
     }
 }
 
@@ -110,6 +118,52 @@ async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Re
     Ok((StatusCode::OK, Json(json!({"ok": true, "duplicate": !new}))).into_response())
 }
 
+/// Stores an authenticated event for routing (a Slack event only from an allowed
+/// workspace, its privacy settled first), under an `ingest` span continuing `remote`.
+async fn accept(
+    state: &AppState,
+    mut event: Box<TriggerEvent>,
+    dedupe_key: &str,
+    remote: Option<opentelemetry::trace::SpanContext>,
+) -> Result<Response, HookError> {
+    if let crate::triggers::Origin::Slack { team, .. } = &event.origin
+        && !state.secrets.slack_team_allowed(team.as_deref())
+    {
+        // Acknowledged (Slack would retry a refusal), counted, never stored.
+        state
+            .runner
+            .metrics
+            .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
+        tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
+        refuse_foreign_team(state, &event.kind, team.as_deref());
+        return Ok((
+            StatusCode::OK,
+            Json(json!({"ok": true, "refused": "workspace not allowed"})),
+        )
+            .into_response());
+    }
+    settle_privacy(state, &mut event).await;
+    let span = tracing::info_span!(
+        "ingest",
+        otel.name = %format!("ingest {}", event.source),
+        otel.kind = "server",
+        "steward.trigger.source" = %event.source,
+        "steward.trigger.kind" = %event.kind,
+        "steward.dedupe_hit" = tracing::field::Empty,
+        "steward.ack_ms" = tracing::field::Empty,
+    );
+    if let Some(remote) = &remote {
+        crate::telemetry::continue_remote(&span, remote);
+    }
+    // Stored with the event: the run continues this trace after the queue.
+    event.traceparent = crate::telemetry::traceparent(&span);
+    let started = std::time::Instant::now();
+    let response = persist(state, &event, dedupe_key).instrument(span.clone()).await;
+    // How long the sender waited for its acknowledgement (the group commit).
+    span.record("steward.ack_ms", started.elapsed().as_secs_f64() * 1000.0);
+    response
+}
+
 /// Does what an authenticated request asks. `remote` is the sender's trace context
 /// (`traceparent`), which the ingest span, and so the run, continues.
 async fn act(
@@ -127,46 +181,33 @@ async fn act(
                 .record(source, &kind, EventOutcome::because(OutcomeKind::Ignored, reason));
             Ok((StatusCode::OK, Json(body)).into_response())
         }
-        Inbound::Event {
-            mut event,
+        Inbound::Event { event, dedupe_key } => accept(state, event, &dedupe_key, remote).await,
+        Inbound::SlackOutsider {
+            event,
             dedupe_key,
+            team,
         } => {
-            if let crate::triggers::Origin::Slack { team, .. } = &event.origin
-                && !state.secrets.slack_team_allowed(team.as_deref())
-            {
-                // Acknowledged (Slack would retry a refusal), counted, never stored.
-                state
-                    .runner
-                    .metrics
-                    .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
-                tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
-                refuse_foreign_team(state, &event.kind, team.as_deref());
-                return Ok((
-                    StatusCode::OK,
-                    Json(json!({"ok": true, "refused": "workspace not allowed"})),
+            let team = super::slack_connect::author_team(state, &event, team).await;
+            if super::slack_connect::admitted(state, &event, team.as_deref()) {
+                return accept(state, event, &dedupe_key, remote).await;
+            }
+            // Acknowledged (Slack would retry a refusal), counted, never stored.
+            state
+                .runner
+                .metrics
+                .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
+            tracing::warn!(author_team = ?team, kind = %event.kind, "refused a Slack Connect event from a person of another organisation");
+            refuse_slack(state, &event.kind, || {
+                format!(
+                    "the author is of workspace {} (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS",
+                    team.as_deref().unwrap_or("(not named)")
                 )
-                    .into_response());
-            }
-            settle_privacy(state, &mut event).await;
-            let span = tracing::info_span!(
-                "ingest",
-                otel.name = %format!("ingest {}", event.source),
-                otel.kind = "server",
-                "steward.trigger.source" = %event.source,
-                "steward.trigger.kind" = %event.kind,
-                "steward.dedupe_hit" = tracing::field::Empty,
-                "steward.ack_ms" = tracing::field::Empty,
-            );
-            if let Some(remote) = &remote {
-                crate::telemetry::continue_remote(&span, remote);
-            }
-            // Stored with the event: the run continues this trace after the queue.
-            event.traceparent = crate::telemetry::traceparent(&span);
-            let started = std::time::Instant::now();
-            let response = persist(state, &event, &dedupe_key).instrument(span.clone()).await;
-            // How long the sender waited for its acknowledgement (the group commit).
-            span.record("steward.ack_ms", started.elapsed().as_secs_f64() * 1000.0);
-            response
+            });
+            Ok((
+                StatusCode::OK,
+                Json(json!({"ok": true, "refused": "author of another organisation"})),
+            )
+                .into_response())
         }
         Inbound::JoinChannel(channel) => {
             match state.slack.clone() {
@@ -267,17 +308,37 @@ pub async fn notion_webhook(
         .map_err(|e| HookError::Unavailable(e.to_string()))?
         .and_then(|v| chrono::DateTime::parse_from_rfc3339(&v).ok())
         .is_some_and(|until| until > chrono::Utc::now());
-    let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body)?;
+    let now = chrono::Utc::now().timestamp();
+    let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body, now)?;
     act(&state, inbound, from_headers(&headers)).await
 }
 
+/// Most distinct tokens one setup window keeps (more means someone is flooding it).
+const MAX_PENDING_TOKENS: usize = 8;
+
+/// Keeps a verification token for `steward notion-token`, beside any others that
+/// arrived in the same window (one per line): the handshake is unsigned, so anyone who
+/// can reach the endpoint can post one, and the command refuses to pick among several.
 async fn park_notion_token(state: &AppState, token: &str) -> Result<Response, HookError> {
-    state
-        .runner
-        .store
-        .set_setting(NOTION_PENDING_KEY, token)
+    let unavailable = |e: crate::store::StoreError| HookError::Unavailable(e.to_string());
+    let store = &state.runner.store;
+    let mut tokens: Vec<String> = store
+        .get_setting(NOTION_PENDING_KEY)
         .await
-        .map_err(|e| HookError::Unavailable(e.to_string()))?;
+        .map_err(unavailable)?
+        .unwrap_or_default()
+        .lines()
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    let token = token.trim();
+    if !token.is_empty() && !tokens.iter().any(|t| t == token) && tokens.len() < MAX_PENDING_TOKENS {
+        tokens.push(token.to_string());
+        store
+            .set_setting(NOTION_PENDING_KEY, &tokens.join("\n"))
+            .await
+            .map_err(unavailable)?;
+    }
     tracing::info!("a Notion verification token arrived; `steward notion-token --listen` shows it");
     Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
 }

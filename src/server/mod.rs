@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod model_watch;
 pub mod outcomes;
 pub mod scrape;
+mod slack_connect;
 pub mod socket_mode;
 pub mod stops;
 pub mod throttle;
@@ -141,6 +142,11 @@ impl Secrets {
     /// list, an event or click naming no workspace is refused too.
     pub fn slack_team_allowed(&self, team: Option<&str>) -> bool {
         self.slack_teams.is_empty() || team.is_some_and(|t| self.slack_teams.iter().any(|a| a == t))
+    }
+
+    /// Whether `SLACK_TEAM_IDS` names workspace `team` (never when it is unset).
+    pub fn slack_team_listed(&self, team: &str) -> bool {
+        self.slack_teams.iter().any(|a| a == team)
     }
 }
 

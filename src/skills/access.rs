@@ -33,6 +33,8 @@ pub struct RunSkills {
     /// Skills loaded whole in this run, in order (for "already loaded" and compaction).
     loaded: Mutex<Vec<String>>,
     scripts: ScriptsSpec,
+    /// The agent's `sandbox:` limits, for its skills' Rhai scripts.
+    rhai: crate::sandbox::SandboxLimits,
     /// Set when the catalog is over its token budget: the prompt lists names only.
     index: Option<SkillIndex>,
 }
@@ -65,6 +67,7 @@ impl RunSkills {
             loads: Mutex::new(BTreeMap::new()),
             loaded: Mutex::new(Vec::new()),
             scripts: spec.scripts.clone(),
+            rhai: crate::sandbox::SandboxLimits::default(),
             index: None,
         };
         if quick_estimate(&skills.full_catalog()) > spec.catalog_tokens {
@@ -449,6 +452,18 @@ impl RunSkills {
             .egress
             .as_ref()
             .map(|e| (e.rules(), &self.set.egress))
+    }
+
+    /// Rhai skill scripts run under `limits` (the agent's `sandbox:`) rather than the
+    /// defaults.
+    pub fn with_rhai_limits(mut self, limits: crate::sandbox::SandboxLimits) -> RunSkills {
+        self.rhai = limits;
+        self
+    }
+
+    /// The limits a Rhai skill script runs under.
+    pub fn rhai_limits(&self) -> &crate::sandbox::SandboxLimits {
+        &self.rhai
     }
 
     /// The agent's limits for sandboxed scripts.

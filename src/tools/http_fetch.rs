@@ -11,7 +11,7 @@ use crate::http::egress::{self, Egress};
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 
-/// Default response cap: 20 MB.
+/// Default response cap: 20 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 20 * 1024 * 1024;
 
 pub struct HttpFetch {

@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
 use crate::files::{FileSource, NewFile, mime};
+use crate::sandbox;
 use crate::sandbox::process::{Job, Stop, WorkFile, find_program};
-use crate::sandbox::{self, SandboxLimits};
 use crate::skills::Skill;
 
 /// A skill's own egress list (`egress.yaml` in its folder: `allow: [hosts]`), which
@@ -192,12 +192,17 @@ async fn run_rhai(
     let rt = tokio::runtime::Handle::current();
     let label = format!("{}/{rel}", skill.name);
     let grant = skill.allowed_tools.clone();
+    let limits = ctx
+        .skills
+        .as_ref()
+        .map(|s| s.rhai_limits().clone())
+        .unwrap_or_default();
     // A fatal nested failure (the run's tool budget is spent, the store is down)
     // must end the run, not just this script.
     let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let fatal_seen = fatal.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let mut engine = sandbox::engine(&SandboxLimits::default(), Some(Instant::now() + TIMEOUT));
+        let mut engine = sandbox::engine(&limits, Some(Instant::now() + TIMEOUT));
         engine.register_fn(
             "tool",
             move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {
@@ -235,11 +240,7 @@ async fn run_rhai(
                 rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string()));
             Ok(ToolOutput::json(value))
         }
-        Err(e) => {
-            let pos = e.position();
-            let at = pos.line().map(|l| format!(":{l}")).unwrap_or_default();
-            Err(ToolError::Model(format!("{label}{at}: {e}")))
-        }
+        Err(e) => Err(ToolError::Model(sandbox::describe(&label, &e))),
     }
 }
 

@@ -8,6 +8,21 @@ type HmacSha256 = hmac::Hmac<Sha256>;
 /// Slack refuses requests older than five minutes; so do we.
 pub const SLACK_MAX_AGE_SECS: i64 = 300;
 
+/// How old a signed Jira or Notion event may be, by its own timestamp. Within the
+/// window a replayed body is a duplicate of the stored event (same dedupe key, kept at
+/// least this long: `STEWARD_EVENT_RETENTION` cannot be shorter); past it, it is
+/// refused, so events older than this may be pruned without reopening replays.
+pub const REPLAY_WINDOW_SECS: i64 = crate::config::settings::MIN_EVENT_RETENTION.as_secs() as i64;
+/// How far in the future an event's timestamp may be (clock skew).
+pub const MAX_SKEW_SECS: i64 = 300;
+
+/// Whether an event stamped `ts_secs` is inside the replay window around `now`: its age
+/// in seconds when it is not.
+pub fn outside_replay_window(ts_secs: i64, now: i64) -> Option<i64> {
+    let age_secs = now.saturating_sub(ts_secs);
+    (!(-MAX_SKEW_SECS..=REPLAY_WINDOW_SECS).contains(&age_secs)).then_some(age_secs)
+}
+
 /// Why a request was refused (always answered 401, with nothing stored).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {

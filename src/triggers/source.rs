@@ -30,6 +30,16 @@ pub enum Inbound {
         event: Box<TriggerEvent>,
         dedupe_key: String,
     },
+    /// A Slack event from a channel shared with another organisation (Slack Connect)
+    /// whose author is not of the receiving workspace, or not known to be: `team` is the
+    /// author's workspace when the payload names it. Refused unless it turns out to be
+    /// the receiving workspace or `SLACK_TEAM_IDS` lists it: steward acts for the people
+    /// of its own organisation, whose public channels it reads freely.
+    SlackOutsider {
+        event: Box<TriggerEvent>,
+        dedupe_key: String,
+        team: Option<String>,
+    },
     /// Authenticated but not for any agent (the bot's own message, another bot's, an
     /// edit or delete, an unsupported type): acknowledged, and recorded as `ignored`
     /// with `reason` (no content kept).

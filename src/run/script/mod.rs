@@ -77,7 +77,7 @@ pub async fn run(
                         crate::types::duration::format_duration(host.timeout)
                     ),
                 ),
-                (e, _) => (Termination::ScriptError, describe(path, e)),
+                (e, _) => (Termination::ScriptError, crate::sandbox::describe(path, e)),
             };
             out.termination = termination;
             out.error = Some(message);
@@ -88,29 +88,6 @@ pub async fn run(
         span.record("error.type", out.termination.as_str());
     }
     out
-}
-
-/// `scripts/x.rhai:12:5: <what went wrong>`, naming the limit when one was hit.
-fn describe(path: &str, e: &EvalAltResult) -> String {
-    let pos = e.position();
-    let what = match e {
-        EvalAltResult::ErrorTooManyOperations(_) => {
-            "sandbox limit hit: too many operations (sandbox.max_operations)".to_string()
-        }
-        EvalAltResult::ErrorStackOverflow(_) => {
-            "sandbox limit hit: call depth (sandbox.max_call_depth)".to_string()
-        }
-        EvalAltResult::ErrorDataTooLarge(what, _) => format!(
-            "sandbox limit hit: {what} too large (sandbox.max_string_bytes / max_array_len / max_map_len)"
-        ),
-        EvalAltResult::ErrorRuntime(v, _) => format!("runtime error: {v}"),
-        other => other.to_string(),
-    };
-    match (pos.line(), pos.position()) {
-        (Some(l), Some(c)) => format!("{path}:{l}:{c}: {what}"),
-        (Some(l), None) => format!("{path}:{l}: {what}"),
-        _ => format!("{path}: {what}"),
-    }
 }
 
 fn failed(termination: Termination, error: String, host: &Host) -> RunOutcome {

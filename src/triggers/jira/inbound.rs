@@ -11,12 +11,7 @@ use crate::triggers::event::one_line;
 use crate::triggers::source::{Inbound, InboundError, header, json_body};
 use crate::triggers::{Origin, TriggerEvent};
 
-/// How old a signed Jira body may be. Within the window a replayed body is a duplicate
-/// of the stored event (same dedupe key); past it, it is refused, so events older than
-/// this may be pruned without reopening replays.
-pub const REPLAY_WINDOW_SECS: i64 = 24 * 3600;
-/// How far in the future an event's timestamp may be (clock skew).
-const MAX_SKEW_SECS: i64 = 300;
+pub use crate::triggers::auth::REPLAY_WINDOW_SECS;
 
 /// Why a Jira body was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,8 +31,7 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
     let ts_ms = body["timestamp"]
         .as_i64()
         .ok_or_else(|| JiraError::Malformed("missing timestamp".into()))?;
-    let age_secs = now_secs.saturating_sub(ts_ms / 1000);
-    if !(-MAX_SKEW_SECS..=REPLAY_WINDOW_SECS).contains(&age_secs) {
+    if let Some(age_secs) = crate::triggers::auth::outside_replay_window(ts_ms / 1000, now_secs) {
         return Err(JiraError::Stale { age_secs });
     }
     let malformed = |m: &str| JiraError::Malformed(m.to_string());

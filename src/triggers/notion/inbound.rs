@@ -74,12 +74,13 @@ pub fn parse(body: &Value) -> Result<NotionPayload, PayloadError> {
 /// the operator set `secret` (`NOTION_WEBHOOK_TOKEN`) or holds a setup window open:
 /// nothing a request carries becomes a signing key. The subscription handshake (which
 /// Notion does not sign) is accepted only inside a setup window; events only with a
-/// valid `X-Notion-Signature`.
+/// valid `X-Notion-Signature` and a `timestamp` inside the replay window around `now`.
 pub fn receive(
     secret: Option<&str>,
     setup_window_open: bool,
     headers: &HeaderMap,
     body: &[u8],
+    now: i64,
 ) -> Result<Inbound, InboundError> {
     let Some(secret) = secret else {
         if !setup_window_open {
@@ -108,6 +109,19 @@ pub fn receive(
                 "X-Notion-Signature",
                 body,
             )?;
+            // The dedupe key outlives the replay window, so a captured delivery is a
+            // duplicate inside it and refused after it.
+            let stamped = event.payload["timestamp"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .ok_or_else(|| InboundError::BadRequest("a Notion event without a timestamp".into()))?;
+            if let Some(age) = auth::outside_replay_window(stamped.timestamp(), now) {
+                return Err(AuthError::StaleEvent(format!(
+                    "event timestamp is {age}s old, outside the {}s replay window",
+                    auth::REPLAY_WINDOW_SECS
+                ))
+                .into());
+            }
             Ok(Inbound::Event { event, dedupe_key })
         }
     }

@@ -25,6 +25,13 @@ pub enum SlackPayload {
         event: Box<TriggerEvent>,
         dedupe_key: String,
     },
+    /// An event whose author may be of another organisation (see
+    /// [`Inbound::SlackOutsider`]); `team` is the author's workspace when named.
+    Outsider {
+        event: Box<TriggerEvent>,
+        dedupe_key: String,
+        team: Option<String>,
+    },
     /// A new public channel: join it (answering there only when mentioned).
     ChannelCreated { channel: String, dedupe_key: String },
     /// Authenticated but nothing to do (our own message, an unhandled subtype, ...).
@@ -371,10 +378,36 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
     if let Some(viewing) = said.viewing {
         event.payload["viewing_channel"] = json!(viewing);
     }
-    Ok(SlackPayload::Event {
-        event: Box::new(event),
-        dedupe_key,
+    let event = Box::new(event);
+    Ok(match outside_author(body) {
+        Some(team) => SlackPayload::Outsider {
+            event,
+            dedupe_key,
+            team,
+        },
+        None => SlackPayload::Event { event, dedupe_key },
     })
+}
+
+/// For an event in a channel shared with another organisation (Slack Connect: the
+/// envelope's `is_ext_shared_channel`), the author's workspace when it is not the one
+/// receiving the event: `event.user_team`, else `source_team`, else the profile's
+/// `team`, `Some(None)` when the payload names none. `None` for an event of the
+/// receiving workspace's own people, and for every event outside such channels.
+fn outside_author(body: &Value) -> Option<Option<String>> {
+    if body["is_ext_shared_channel"] != true {
+        return None;
+    }
+    let home = body["team_id"].as_str();
+    let e = &body["event"];
+    let author = e["user_team"]
+        .as_str()
+        .or(e["source_team"].as_str())
+        .or(e["user_profile"]["team"].as_str());
+    match author {
+        Some(t) if Some(t) == home => None,
+        other => Some(other.map(str::to_string)),
+    }
 }
 
 /// Authenticates a request to `/slack/events` (signing secret, five-minute replay
@@ -401,6 +434,15 @@ pub fn receive_payload(value: &Value, bot_user: Option<&str>) -> Result<Inbound,
     Ok(match parse(value, bot_user)? {
         SlackPayload::Challenge(c) => Inbound::Answer(serde_json::json!({"challenge": c})),
         SlackPayload::Event { event, dedupe_key } => Inbound::Event { event, dedupe_key },
+        SlackPayload::Outsider {
+            event,
+            dedupe_key,
+            team,
+        } => Inbound::SlackOutsider {
+            event,
+            dedupe_key,
+            team,
+        },
         SlackPayload::ChannelCreated { channel, .. } => Inbound::JoinChannel(channel),
         SlackPayload::Ignored(why) => {
             tracing::debug!(%why, "slack event ignored");
