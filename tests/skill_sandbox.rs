@@ -483,6 +483,33 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
     );
 }
 
+/// Processes that each stay under the address-space limit but together pass the memory
+/// limit are killed by the run's memory cgroup, and the script is told so.
+#[tokio::test]
+async fn processes_together_are_held_to_the_memory_limit() {
+    let sandbox = sandbox();
+    let dir = skill_dir(&[(
+        "scripts/herd.py",
+        "import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(120 * 1024 * 1024)\n        time.sleep(2)\n        os._exit(0)\n    kids.append(pid)\nfailed = [p for p in kids if os.waitpid(p, 0)[1] != 0]\nraise SystemExit(1 if failed else 0)\n",
+    )]);
+    let limits = ProcessLimits {
+        wall: Duration::from_secs(20),
+        memory_bytes: 300 * 1024 * 1024,
+        ..ProcessLimits::default()
+    };
+    let done = run_script(&sandbox, dir.path(), "scripts/herd.py", "python3", &[], &limits).await;
+    if sandbox.limits_memory_together() {
+        assert_eq!(done.stop, Stop::MemoryLimit, "{}", text(&done.stderr));
+        assert_eq!(
+            done.stop.describe(&limits, done.took),
+            "was killed at its memory limit (300 MB for all its processes together)"
+        );
+    } else {
+        // Without a writable memory cgroup only each process is limited (SECURITY.md).
+        assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
+    }
+}
+
 #[tokio::test]
 async fn input_files_are_in_the_work_folder_and_changed_ones_come_back() {
     let sandbox = sandbox();

@@ -2,6 +2,7 @@
 //! standard library and limits on operations, call depth, expression depth, string,
 //! array and map sizes, plus a wall-clock deadline checked from the progress callback.
 
+mod cgroup;
 pub mod filter;
 pub mod forward;
 pub mod process;

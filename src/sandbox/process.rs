@@ -6,7 +6,9 @@
 //! only the sandbox's own processes, and an environment with nothing of steward's.
 //!
 //! Limits: wall time (the sandbox is killed), CPU time and address space (rlimits),
-//! processes (a pids cgroup, or `RLIMIT_NPROC` for a non-root user), output (the
+//! memory of all the run's processes together (a memory cgroup, where the host offers
+//! one: [`super::cgroup`]), processes (a pids cgroup, or `RLIMIT_NPROC` for a non-root
+//! user), output (the
 //! sandbox is killed once stdout or stderr passes the cap), and files written (size
 //! per file by `RLIMIT_FSIZE`, count and total bytes of the work folder watched while
 //! the script runs). Where any of this cannot be had, the sandbox says so once, at
@@ -20,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
+
+use super::cgroup::{CgroupBase, RunCgroup};
 
 /// Where programs are looked up, on the host and inside the sandbox alike.
 const PROGRAM_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
@@ -150,6 +154,8 @@ pub enum Stop {
     OutputCap,
     /// The work folder passed its file count or byte limit (the reason).
     WriteCap(String),
+    /// The kernel killed a process for passing the run's memory cgroup limit.
+    MemoryLimit,
 }
 
 impl Stop {
@@ -187,6 +193,10 @@ impl Stop {
                 limits.max_output_bytes
             ),
             Stop::WriteCap(why) => format!("was stopped: {why}"),
+            Stop::MemoryLimit => format!(
+                "was killed at its memory limit ({} MB for all its processes together)",
+                limits.memory_bytes / (1024 * 1024)
+            ),
         }
     }
 }
@@ -214,8 +224,8 @@ pub enum SandboxError {
 /// How the process limit is enforced.
 #[derive(Debug, Clone)]
 enum PidLimit {
-    /// A pids cgroup folder; each run gets a child of it.
-    Cgroup(PathBuf),
+    /// Cgroup folders; each run gets children of them.
+    Cgroup(CgroupBase),
     /// `RLIMIT_NPROC` on top of the tasks the (non-root) user already has.
     Rlimit,
 }
@@ -241,6 +251,12 @@ impl Default for ProcessSandbox {
 }
 
 impl ProcessSandbox {
+    /// Whether a run's processes are held to its memory limit together (a memory
+    /// cgroup), not only each to its address space.
+    pub fn limits_memory_together(&self) -> bool {
+        matches!(&self.pids, PidLimit::Cgroup(base) if base.limits_memory())
+    }
+
     /// Finds bubblewrap and a way to limit processes, and runs `/bin/true` in a sandbox
     /// to prove it works (some container runtimes forbid namespaces). Blocking; called
     /// once at start.
@@ -260,8 +276,8 @@ impl ProcessSandbox {
                 return sandbox;
             }
         }
-        match pids_cgroup() {
-            Some(dir) => sandbox.pids = PidLimit::Cgroup(dir),
+        match CgroupBase::detect() {
+            Some(base) => sandbox.pids = PidLimit::Cgroup(base),
             // SAFETY: getuid has no preconditions.
             None if unsafe { libc::getuid() } == 0 => {
                 sandbox.unavailable = Some(
@@ -486,6 +502,10 @@ impl ProcessSandbox {
         // the supervisor saw the cap: the cap is the reason.
         let stop = match stop {
             Stop::Exited(_) | Stop::Signal(_) if over.is_cancelled() => Stop::OutputCap,
+            // The kernel's kill at the run's memory cgroup limit.
+            Stop::Exited(_) | Stop::Signal(_) if cgroup.as_ref().is_some_and(RunCgroup::memory_killed) => {
+                Stop::MemoryLimit
+            }
             other => other,
         };
         drop(cgroup);
@@ -515,7 +535,12 @@ impl ProcessSandbox {
         cpu: Option<u64>,
     ) -> Result<Option<RunCgroup>, SandboxError> {
         let cgroup = match &self.pids {
-            PidLimit::Cgroup(base) => Some(RunCgroup::create(base, id, limits.max_processes)?),
+            PidLimit::Cgroup(base) => Some(RunCgroup::create(
+                base,
+                id,
+                limits.max_processes,
+                limits.memory_bytes,
+            )?),
             PidLimit::Rlimit => None,
         };
         let rlimits = Rlimits {
@@ -526,7 +551,10 @@ impl ProcessSandbox {
                 Some(_) => None,
                 None => Some(user_tasks() + limits.max_processes),
             },
-            cgroup_procs: cgroup.as_ref().map(RunCgroup::procs_path).transpose()?,
+            cgroup_procs: match &cgroup {
+                Some(c) => c.procs_paths()?,
+                None => Vec::new(),
+            },
         };
         rlimits.apply(command);
         Ok(cgroup)
@@ -979,71 +1007,6 @@ fn user_tasks() -> u64 {
         .sum()
 }
 
-/// A writable pids cgroup folder for sandbox runs, if this host offers one (cgroup v1's
-/// `pids` hierarchy, or v2 with the `pids` controller delegated to us).
-fn pids_cgroup() -> Option<PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let mut candidates = Vec::new();
-    for line in own.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let path = path.trim_start_matches('/');
-        if controllers.split(',').any(|c| c == "pids") {
-            candidates.push(Path::new("/sys/fs/cgroup/pids").join(path));
-        } else if controllers.is_empty() {
-            candidates.push(Path::new("/sys/fs/cgroup").join(path));
-        }
-    }
-    candidates.into_iter().find_map(|parent| {
-        let base = parent.join("steward-sandbox");
-        std::fs::create_dir_all(&base).ok()?;
-        // Unique per probe: several sandboxes may be probed at once in one process.
-        let name = format!("probe-{}", uuid::Uuid::now_v7().simple());
-        let probe = RunCgroup::create(&base, &name, 1).ok()?;
-        let works = probe.0.join("cgroup.procs").exists();
-        drop(probe);
-        works.then_some(base)
-    })
-}
-
-/// One run's pids cgroup, removed when dropped (also when the run is cancelled).
-#[derive(Debug)]
-struct RunCgroup(PathBuf);
-
-impl RunCgroup {
-    fn create(base: &Path, id: &str, max_processes: u64) -> std::io::Result<RunCgroup> {
-        let dir = base.join(id);
-        std::fs::create_dir(&dir)?;
-        let cg = RunCgroup(dir);
-        // bubblewrap and the namespace's init come on top of the script's processes.
-        std::fs::write(cg.0.join("pids.max"), (max_processes + 2).to_string())?;
-        Ok(cg)
-    }
-
-    fn procs_path(&self) -> std::io::Result<CString> {
-        CString::new(self.0.join("cgroup.procs").as_os_str().as_encoded_bytes())
-            .map_err(std::io::Error::other)
-    }
-}
-
-impl Drop for RunCgroup {
-    /// Kills anything left and removes the folder.
-    fn drop(&mut self) {
-        for _ in 0..20 {
-            if let Ok(pids) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
-                for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-                    // SAFETY: kill has no memory preconditions; the pid is in our cgroup.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
 /// Limits set in the child between fork and exec.
 struct Rlimits {
     /// CPU seconds: `SIGXCPU` at the limit, `SIGKILL` a second later (equal soft and
@@ -1052,8 +1015,8 @@ struct Rlimits {
     address_space: u64,
     file_size: u64,
     nproc: Option<u64>,
-    /// `cgroup.procs` of the run's pids cgroup, joined before exec.
-    cgroup_procs: Option<CString>,
+    /// `cgroup.procs` of the run's cgroups, joined before exec.
+    cgroup_procs: Vec<CString>,
 }
 
 impl Rlimits {
@@ -1083,7 +1046,7 @@ impl Rlimits {
                 if let Some(n) = self.nproc {
                     set(libc::RLIMIT_NPROC, n)?;
                 }
-                if let Some(path) = &self.cgroup_procs {
+                for path in &self.cgroup_procs {
                     let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                     if fd < 0 {
                         return Err(std::io::Error::last_os_error());
