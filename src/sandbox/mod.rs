@@ -5,6 +5,7 @@
 mod cgroup;
 pub mod filter;
 pub mod forward;
+pub mod private_dir;
 pub mod process;
 
 use std::time::Instant;

@@ -288,8 +288,10 @@ impl ProcessSandbox {
             }
             None => {}
         }
-        if let Err(e) = std::fs::create_dir_all(&sandbox.work_base) {
-            sandbox.unavailable = Some(format!("cannot create {}: {e}", sandbox.work_base.display()));
+        // Under /tmp by default: a folder someone else made first would let them at
+        // every run's input files.
+        if let Err(e) = super::private_dir::ensure(&sandbox.work_base) {
+            sandbox.unavailable = Some(format!("the scripts' work folder cannot be used: {e}"));
             return sandbox;
         }
         let mut args = base_args();

@@ -328,6 +328,10 @@ impl DepsCache {
         if declared.is_empty() {
             return Ok(None);
         }
+        // Installed requirements are trusted by their marker alone: only a cache no one
+        // else can write to may be read.
+        crate::sandbox::private_dir::ensure(&self.dir)
+            .map_err(|e| format!("the skill requirements cache cannot be used: {e}"))?;
         let folder = self.folder(skill, &declared, interpreter);
         if folder.join(COMPLETE).exists() {
             return Ok(Some(mounted(&folder)));
