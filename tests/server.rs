@@ -474,6 +474,32 @@ fn notion_event(id: &str) -> Value {
            "data": {"parent": {"id": "1a2b3c4d-5e6f-47a8-b9c0-d1e2f3a4b5c6", "type": "database"}, "updated_properties": ["XGe%40"]}})
 }
 
+/// `steward notion-token --listen` on the store at `db`, its output captured.
+fn notion_listener(db: &str) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args(["notion-token", "--listen", "--for", "60s"])
+        .env("DATABASE_URL", db)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Posts a handshake with `token` until the listener's window has opened and takes it.
+async fn post_handshake_in_window(h: &Harness, token: &str) {
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, _) = h
+            .send(notion_request(&json!({"verification_token": token}), None))
+            .await;
+        if status == StatusCode::OK {
+            return;
+        }
+    }
+    panic!("the handshake was never accepted during the window");
+}
+
 #[tokio::test]
 async fn notion_handshake_then_signed_events_and_status_rules() {
     let notion_url = fake_notion("Ready for review").await;
@@ -526,26 +552,8 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
     );
     // `steward notion-token --listen` opens a window, and prints the token that arrives.
     let db = format!("sqlite://{}", h.dir.path().join("steward.db").display());
-    let listener = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args(["notion-token", "--listen", "--for", "60s"])
-        .env("DATABASE_URL", &db)
-        .env("RUST_LOG", "error")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut accepted = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let (status, _) = h
-            .send(notion_request(&json!({"verification_token": "secret_new"}), None))
-            .await;
-        if status == StatusCode::OK {
-            accepted = true;
-            break;
-        }
-    }
-    assert!(accepted, "the handshake was never accepted during the window");
+    let listener = notion_listener(&db);
+    post_handshake_in_window(&h, "secret_new").await;
     let out = listener.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "secret_new");
@@ -569,29 +577,8 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
     );
     // The handshake is unsigned: when a second token arrives in the same window (someone
     // besides Notion posting), none is shown and the window closes.
-    let listener = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args(["notion-token", "--listen", "--for", "60s"])
-        .env("DATABASE_URL", &db)
-        .env("RUST_LOG", "error")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut accepted = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let (status, _) = h
-            .send(notion_request(
-                &json!({"verification_token": "secret_attacker"}),
-                None,
-            ))
-            .await;
-        if status == StatusCode::OK {
-            accepted = true;
-            break;
-        }
-    }
-    assert!(accepted, "the handshake was never accepted during the window");
+    let listener = notion_listener(&db);
+    post_handshake_in_window(&h, "secret_attacker").await;
     let (status, _) = h
         .send(notion_request(
             &json!({"verification_token": "secret_notion_real"}),

@@ -3,6 +3,12 @@
 
 use super::TriggerSpec;
 
+/// Whether `value` passes a rule's list (`channels`, `events`, `projects`, ...): an
+/// empty list matches anything.
+pub fn in_list(list: &[String], value: &str) -> bool {
+    list.is_empty() || list.iter().any(|v| v == value)
+}
+
 /// Where a Slack rule stands when several agents' rules match one message: the most
 /// specific wins, then the higher `priority:`; `also: true` rules run beside the winner
 /// instead of competing.

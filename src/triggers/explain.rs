@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 use crate::config::{AgentConfig, Config, TriggerSpec};
 use crate::triggers::{Origin, TriggerEvent};
 
-use super::router::{self, in_list};
+use super::router;
+use crate::config::trigger::in_list;
 
 /// `{agent: reason}` for every agent with a trigger of `event`'s source.
 pub fn no_agent(config: &Config, event: &TriggerEvent) -> Value {

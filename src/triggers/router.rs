@@ -13,11 +13,6 @@ use crate::triggers::TriggerEvent;
 use super::filter_input::filter_input;
 use super::{cron, jira, notion, slack, webhook};
 
-/// An empty list matches anything.
-pub(crate) fn in_list(list: &[String], value: &str) -> bool {
-    list.is_empty() || list.iter().any(|v| v == value)
-}
-
 /// Whether `rule` matches `event`, apart from Notion property conditions (which need
 /// the page and are checked by [`route`]). Each source decides for its own rules.
 pub fn matches(rule: &TriggerSpec, agent: &str, index: usize, event: &TriggerEvent) -> bool {

@@ -4,7 +4,7 @@ use crate::config::TriggerSpec;
 use crate::config::spec::JiraTrigger;
 use crate::triggers::{Origin, TriggerEvent};
 
-use super::super::router::in_list;
+use crate::config::trigger::in_list;
 
 /// Whether Jira `rule` matches `event`; `None` when `rule` is not a Jira rule.
 pub fn matches(rule: &TriggerSpec, event: &TriggerEvent) -> Option<bool> {

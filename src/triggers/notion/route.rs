@@ -8,8 +8,8 @@ use crate::config::spec::NotionTrigger;
 use crate::integrations::notion::{NotionClient, property_text};
 use crate::triggers::{Origin, TriggerEvent};
 
-use super::super::router::in_list;
 use super::normalize_id;
+use crate::config::trigger::in_list;
 
 /// Whether Notion `rule` matches `event` apart from its property condition; `None` when
 /// `rule` is not a Notion rule.

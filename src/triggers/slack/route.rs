@@ -3,7 +3,7 @@
 use crate::config::TriggerSpec;
 use crate::triggers::{Origin, TriggerEvent};
 
-use super::super::router::in_list;
+use crate::config::trigger::in_list;
 
 /// Whether Slack `rule` matches `event`; `None` when `rule` is not a Slack rule.
 pub fn matches(rule: &TriggerSpec, event: &TriggerEvent) -> Option<bool> {

@@ -13,6 +13,8 @@ use crate::triggers::{Origin, TriggerEvent};
 use slack_morphism::SlackMessageContent;
 use slack_morphism::api::SlackApiChatPostMessageRequest;
 
+use super::stream::with_buttons;
+
 pub struct SlackSource {
     client: Option<SlackClient>,
     egress: Egress,
@@ -344,16 +346,4 @@ async fn react(client: &SlackClient, origin: &Origin, progress: &Progress) -> Re
         }
     }
     Ok(true)
-}
-
-/// The buttons under a reply's last message: "Get help from a person" (`escalation:`),
-/// then 👍 / 👎 (`output.feedback`).
-pub(super) fn with_buttons(mut msg: SlackMessageContent, reply: &Reply<'_>) -> SlackMessageContent {
-    if let Some((run, label)) = reply.escalate {
-        msg = message::with_escalation(msg, run, label);
-    }
-    match reply.feedback {
-        Some(run) => message::with_feedback(msg, run),
-        None => msg,
-    }
 }

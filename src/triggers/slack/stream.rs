@@ -334,7 +334,7 @@ impl Live for SlackStream {
             if let Some(footer) = message::footer(reply.prompt_link, run, asker.as_deref()) {
                 content = content.with_blocks(vec![message::context_block(footer)]);
             }
-            content = super::source::with_buttons(content, reply);
+            content = with_buttons(content, reply);
             match target.stop(&ts, content).await {
                 Ok(sent) => return Finished::Streamed(sent),
                 Err(e) => {
@@ -368,5 +368,17 @@ impl Live for SlackStream {
         {
             tracing::debug!(error = %e, "cannot end the stream of a run without an answer");
         }
+    }
+}
+
+/// The buttons under a reply's last message: "Get help from a person" (`escalation:`),
+/// then 👍 / 👎 (`output.feedback`).
+pub(super) fn with_buttons(mut msg: SlackMessageContent, reply: &Reply<'_>) -> SlackMessageContent {
+    if let Some((run, label)) = reply.escalate {
+        msg = message::with_escalation(msg, run, label);
+    }
+    match reply.feedback {
+        Some(run) => message::with_feedback(msg, run),
+        None => msg,
     }
 }
