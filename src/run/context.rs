@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gateway::{Gateway, GatewayParts};
 use super::subagents::{self, ChildTotals};
-use super::{Lineage, Recorder, RunError, Runner, allowed_tools, llm};
+use super::{Lineage, Recorder, RunError, Runner, allowed_tools};
 use crate::config::AgentConfig;
 use crate::files::{FileMeta, FileSource, RunFiles};
 use crate::run::events::RunEvent;
@@ -238,10 +238,29 @@ pub async fn prepare<'a>(
     })
 }
 
+/// The harness instructions appended to every agent prompt.
+const HARNESS: &str = include_str!("../../prompts/harness.md");
+
+/// The system prompt: the agent's prompt, then the harness instructions. Built once per
+/// run and never changed, so provider prompt caches keep hitting.
+fn base_prompt(agent: &AgentConfig) -> String {
+    let prompt = agent
+        .prompt
+        .as_ref()
+        .map(|p| p.text.trim_end())
+        .unwrap_or_default();
+    let output = if agent.output.reply {
+        "Your final answer is delivered as the reply to the trigger, so write it for the person who will read it."
+    } else {
+        "Your final answer is discarded: do the work through tools, then finish with a short summary for the log."
+    };
+    format!("{prompt}\n\n{}\n- {output}\n", HARNESS.trim_end())
+}
+
 /// The agent's system prompt plus the skill catalog and, when it may delegate, the
 /// subagent catalog.
 fn system_prompt(runner: &Runner, agent: &AgentConfig, skills: &RunSkills, can_delegate: bool) -> String {
-    let mut system = llm::system_prompt(agent);
+    let mut system = base_prompt(agent);
     if let Some(catalog) = skills.catalog() {
         system.push('\n');
         system.push_str(&catalog);

@@ -29,9 +29,6 @@ use crate::types::{RunOutcome, Termination};
 /// How long a model call may run before the events recorded so far are written anyway.
 const FLUSH_WHILE_WAITING: Duration = Duration::from_millis(200);
 
-/// The harness instructions appended to every agent prompt.
-const HARNESS: &str = include_str!("../../prompts/harness.md");
-
 /// Everything one LLM-coordinated run needs.
 pub struct LlmRun<'a> {
     pub agent: &'a AgentConfig,
@@ -61,22 +58,6 @@ pub struct LlmRun<'a> {
     /// Whether a run holding private content can wait for a decision (its checkpoint
     /// must be sealed: `STEWARD_DATA_KEY`).
     pub can_seal: bool,
-}
-
-/// The system prompt: the agent's prompt, then the harness instructions. Built once per
-/// run and never changed, so provider prompt caches keep hitting.
-pub fn system_prompt(agent: &AgentConfig) -> String {
-    let prompt = agent
-        .prompt
-        .as_ref()
-        .map(|p| p.text.trim_end())
-        .unwrap_or_default();
-    let output = if agent.output.reply {
-        "Your final answer is delivered as the reply to the trigger, so write it for the person who will read it."
-    } else {
-        "Your final answer is discarded: do the work through tools, then finish with a short summary for the log."
-    };
-    format!("{prompt}\n\n{}\n- {output}\n", HARNESS.trim_end())
 }
 
 /// The context window of a run: the agent's override, else the primary model's.
