@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::interactivity::{ButtonClick, Click};
+use super::click::{ButtonClick, Click};
 use super::mcp::{EvalRunner, ImproveRequest};
 use crate::config::{AgentConfig, Config};
 use crate::evals::digest::Digest;

@@ -12,7 +12,7 @@ use chrono::Utc;
 use slack_morphism::api::{SlackApiChatPostMessageRequest, SlackApiChatUpdateRequest};
 
 use super::AppState;
-use super::interactivity::{ButtonClick, Click};
+use super::click::{ButtonClick, Click};
 use crate::config::Escalation;
 use crate::integrations::slack::message;
 use crate::store::{EscalationRow, StoreError};

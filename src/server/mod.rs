@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod agent_view;
+pub mod click;
 pub mod digest;
 pub mod dispatch;
 mod escalation;
