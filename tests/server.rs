@@ -1356,28 +1356,41 @@ async fn a_run_of_an_agent_removed_from_the_config_is_ended_not_left_queued() {
     h.stop().await;
 }
 
-/// `SLACK_TEAM_IDS`: a signed event from another workspace is acknowledged, counted
-/// and stored nowhere; the listed workspace's events are taken.
-#[tokio::test]
-async fn events_from_a_workspace_not_listed_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = FakeModel::start().await;
+/// A service on the test tree under `dir` and a fresh SQLite store there, answering
+/// through `fake`, with Slack's signing secret and bot user, `teams` as
+/// `SLACK_TEAM_IDS` and `slack` as its Web API client.
+async fn slack_service(
+    dir: &Path,
+    fake: &FakeModel,
+    teams: Vec<String>,
+    slack: Option<steward::integrations::slack::SlackClient>,
+) -> (Service, Arc<dyn Store>) {
     fake.always(Reply::ok(openai_text("handled")));
-    let config = Arc::new(tree(dir.path()));
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("steward.db")).await.unwrap());
     let runner = Runner::builder(store.clone())
-        .providers(providers(Some(&fake), None))
+        .providers(providers(Some(fake), None))
         .tools(registry())
         .tokens(tokens())
         .build();
     let secrets = Secrets {
         slack_signing: SLACK_SECRET.into(),
         slack_bot_user: Some("UBOT".into()),
-        slack_teams: vec!["T123ABC456".into()],
+        slack_teams: teams,
         admin: loopback_admin(),
         ..Secrets::default()
     };
-    let service = Service::start(runner, config, secrets, None, None, DispatchSettings::default());
+    let config = Arc::new(tree(dir));
+    let service = Service::start(runner, config, secrets, slack, None, DispatchSettings::default());
+    (service, store)
+}
+
+/// `SLACK_TEAM_IDS`: a signed event from another workspace is acknowledged, counted
+/// and stored nowhere; the listed workspace's events are taken.
+#[tokio::test]
+async fn events_from_a_workspace_not_listed_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    let (service, store) = slack_service(dir.path(), &fake, vec!["T123ABC456".into()], None).await;
     let send = |body: Value| {
         let router = service.router();
         async move {
@@ -1519,30 +1532,8 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let fake = FakeModel::start().await;
-        fake.always(Reply::ok(openai_text("handled")));
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("steward.db")).await.unwrap());
-        let runner = Runner::builder(store.clone())
-            .providers(providers(Some(&fake), None))
-            .tools(registry())
-            .tokens(tokens())
-            .build();
-        let secrets = Secrets {
-            slack_signing: SLACK_SECRET.into(),
-            slack_bot_user: Some("UBOT".into()),
-            slack_teams: listed.clone(),
-            admin: loopback_admin(),
-            ..Secrets::default()
-        };
+        let (service, store) = slack_service(dir.path(), &fake, listed, Some(slack.clone())).await;
         let id = event["event_id"].as_str().unwrap().to_string();
-        let service = Service::start(
-            runner,
-            Arc::new(tree(dir.path())),
-            secrets,
-            Some(slack.clone()),
-            None,
-            DispatchSettings::default(),
-        );
         let resp = service
             .router()
             .oneshot(slack_request(&event, now(), SLACK_SECRET, None))
