@@ -1384,6 +1384,25 @@ async fn slack_service(
     (service, store)
 }
 
+/// The event log's refused deliveries, once `n` are there (the log is written in the
+/// background), or whatever is there after 5 s.
+async fn refused_events(store: &dyn Store, n: usize) -> Vec<steward::store::EventRecord> {
+    let filter = steward::store::EventFilter {
+        outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
+        limit: 10,
+        ..Default::default()
+    };
+    let mut refused = Vec::new();
+    for _ in 0..100 {
+        refused = store.list_events(&filter).await.unwrap();
+        if refused.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    refused
+}
+
 /// `SLACK_TEAM_IDS`: a signed event from another workspace is acknowledged, counted
 /// and stored nowhere; the listed workspace's events are taken.
 #[tokio::test]
@@ -1458,19 +1477,7 @@ async fn events_from_a_workspace_not_listed_are_refused() {
         StatusCode::OK
     );
     // Both refusals are in the event log with the workspace named, never a body.
-    let filter = steward::store::EventFilter {
-        outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
-        limit: 10,
-        ..Default::default()
-    };
-    let mut refused = Vec::new();
-    for _ in 0..100 {
-        refused = store.list_events(&filter).await.unwrap();
-        if refused.len() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let refused = refused_events(store.as_ref(), 2).await;
     assert_eq!(refused.len(), 2, "{refused:?}");
     let mut kinds: Vec<&str> = refused.iter().map(|e| e.kind.as_str()).collect();
     kinds.sort();
@@ -1546,19 +1553,7 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
             assert_eq!(body["duplicate"], json!(false), "{id}: {body}");
         } else {
             assert_eq!(body["refused"], "author of another organisation", "{id}: {body}");
-            let filter = steward::store::EventFilter {
-                outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
-                limit: 10,
-                ..Default::default()
-            };
-            let mut refused = Vec::new();
-            for _ in 0..100 {
-                refused = store.list_events(&filter).await.unwrap();
-                if !refused.is_empty() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            let refused = refused_events(store.as_ref(), 1).await;
             assert_eq!(refused.len(), 1, "{id}: {refused:?}");
             assert_eq!(
                 refused[0].detail["reason"],
