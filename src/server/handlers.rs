@@ -13,8 +13,7 @@ use super::AppState;
 use crate::config::TriggerSpec;
 use crate::metrics::TriggerOutcome;
 use crate::triggers::TriggerEvent;
-use crate::triggers::auth::AuthError;
-use crate::triggers::source::{Inbound, InboundError};
+use crate::triggers::source::Inbound;
 use crate::triggers::{jira, notion, slack, webhook};
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
@@ -25,75 +24,9 @@ pub const NOTION_PENDING_KEY: &str = "notion.pending_verification_token";
 /// `steward notion-token --listen`.
 pub const NOTION_SETUP_UNTIL_KEY: &str = "notion.setup_until";
 
-/// Errors a webhook answers with.
-#[derive(Debug, thiserror::Error)]
-pub enum HookError {
-    #[error("unauthorized: {0}")]
-    Unauthorized(#[from] AuthError),
-    #[error("bad request: {0}")]
-    BadRequest(String),
-    #[error("not found")]
-    NotFound,
-    #[error("unavailable: {0}")]
-    Unavailable(String),
-}
-
-impl IntoResponse for HookError {
-    fn into_response(self) -> Response {
-        let status = match &self {
-            HookError::Unauthorized(e) => {
-                tracing::warn!(reason = %e, "refused an unauthenticated webhook");
-                StatusCode::UNAUTHORIZED
-            }
-            HookError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            HookError::NotFound => StatusCode::NOT_FOUND,
-            HookError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        let mut response = (status, Json(json!({"error": self.to_string()}))).into_response();
-        // For the refusal's record (see `scrape::count_refusals`).
-        response.extensions_mut().insert(Refusal(self.to_string()));
-        response
-    }
-}
-
-/// Why a request was refused, as its response carries it to the refusal count.
-#[derive(Debug, Clone)]
-pub struct Refusal(pub String);
-
-impl From<InboundError> for HookError {
-    fn from(e: InboundError) -> Self {
-        match e {
-            InboundError::Unauthorized(e) => HookError::Unauthorized(e),
-            InboundError::BadRequest(m) => HookError::BadRequest(m),
-            InboundError::NotFound => HookError::NotFound,
-        }
-    }
-}
+pub use super::hook_error::{HookError, Refusal};
 
 use crate::telemetry::propagation::from_headers;
-
-/// Records (without its body, within the refusal budget) a Slack delivery or click from
-/// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
-pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
-    refuse_slack(state, kind, || {
-        format!(
-            "workspace {} is not in SLACK_TEAM_IDS",
-            team.unwrap_or("(none given)")
-        )
-    });
-}
-
-/// Counts a refused Slack event and records `reason` within the refusal budget.
-fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
-    state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
-    if state.refusals.admit("slack") {
-        state.ingest.record(
-            "slack",
-            kind,
-            EventOutcome::because(OutcomeKind::Refused, reason()),
-        );
-    }
-}
 
 async fn persist(state: &AppState, event: &TriggerEvent, dedupe_key: &str) -> Result<Response, HookError> {
     let new = state
@@ -135,7 +68,7 @@ async fn accept(
             .metrics
             .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
         tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
-        refuse_foreign_team(state, &event.kind, team.as_deref());
+        super::slack_teams::refuse_foreign_team(state, &event.kind, team.as_deref());
         return Ok((
             StatusCode::OK,
             Json(json!({"ok": true, "refused": "workspace not allowed"})),
@@ -187,8 +120,8 @@ async fn act(
             dedupe_key,
             team,
         } => {
-            let team = super::slack_connect::author_team(state, &event, team).await;
-            if super::slack_connect::admitted(state, &event, team.as_deref()) {
+            let team = super::slack_teams::author_team(state, &event, team).await;
+            if super::slack_teams::admitted(state, &event, team.as_deref()) {
                 return accept(state, event, &dedupe_key, remote).await;
             }
             // Acknowledged (Slack would retry a refusal), counted, never stored.
@@ -197,7 +130,7 @@ async fn act(
                 .metrics
                 .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
             tracing::warn!(author_team = ?team, kind = %event.kind, "refused a Slack Connect event from a person of another organisation");
-            refuse_slack(state, &event.kind, || {
+            super::slack_teams::refuse_slack(state, &event.kind, || {
                 format!(
                     "the author is of workspace {} (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS",
                     team.as_deref().unwrap_or("(not named)")

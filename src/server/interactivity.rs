@@ -19,7 +19,7 @@ use slack_morphism::api::{SlackApiChatPostEphemeralRequest, SlackApiChatUpdateRe
 
 use super::AppState;
 use super::click::{ButtonClick, Click, button_click};
-use super::handlers::HookError;
+use super::hook_error::HookError;
 use crate::integrations::slack::message;
 use crate::run::approval::{APPROVED, DENIED};
 use crate::triggers::auth;
@@ -90,7 +90,7 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
     if !state.secrets.slack_team_allowed(team) {
         tracing::warn!(team = ?team, "refused a Slack click from a workspace not in SLACK_TEAM_IDS");
         let kind = payload["type"].as_str().unwrap_or("interactivity");
-        super::handlers::refuse_foreign_team(state, kind, team);
+        super::slack_teams::refuse_foreign_team(state, kind, team);
         return Ok(Click::Ignored);
     }
     if payload["type"] == "view_submission" && payload["view"]["callback_id"] == message::FEEDBACK_COMMENT {

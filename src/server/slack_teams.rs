@@ -1,13 +1,16 @@
-//! Slack Connect: in a channel shared with another organisation, steward acts only for
-//! people of the workspace receiving the event (or of one `SLACK_TEAM_IDS` lists).
-//! Everyone else there is an outsider: a run they start could read the organisation's
-//! public channels (which need no membership check inside it) into the shared channel,
-//! and approve its own gated calls as the person who asked.
+//! Whose Slack requests steward acts on: workspaces `SLACK_TEAM_IDS` does not list are
+//! refused (counted and recorded here), and in a channel shared with another
+//! organisation (Slack Connect) only people of the workspace receiving the event, or of
+//! one `SLACK_TEAM_IDS` lists, start runs. Everyone else there is an outsider: a run
+//! they start could read the organisation's public channels (which need no membership
+//! check inside it) into the shared channel, and approve its own gated calls as the
+//! person who asked.
 
 use std::time::Duration;
 
 use super::AppState;
 use crate::triggers::{Origin, TriggerEvent};
+use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
 /// How long ingest waits for `users.info` to name an author's workspace (Slack wants
 /// its acknowledgement within 3 s; privacy may take 2 s more after this).
@@ -47,4 +50,27 @@ pub(crate) fn admitted(state: &AppState, event: &TriggerEvent, team: Option<&str
         _ => None,
     };
     team.is_some_and(|t| Some(t) == home || state.secrets.slack_team_listed(t))
+}
+
+/// Records (without its body, within the refusal budget) a Slack delivery or click from
+/// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
+pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
+    refuse_slack(state, kind, || {
+        format!(
+            "workspace {} is not in SLACK_TEAM_IDS",
+            team.unwrap_or("(none given)")
+        )
+    });
+}
+
+/// Counts a refused Slack event and records `reason` within the refusal budget.
+pub(crate) fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
+    state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
+    if state.refusals.admit("slack") {
+        state.ingest.record(
+            "slack",
+            kind,
+            EventOutcome::because(OutcomeKind::Refused, reason()),
+        );
+    }
 }
