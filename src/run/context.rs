@@ -241,8 +241,8 @@ pub async fn prepare<'a>(
 /// The harness instructions appended to every agent prompt.
 const HARNESS: &str = include_str!("../../prompts/harness.md");
 
-/// The system prompt: the agent's prompt, then the harness instructions. Built once per
-/// run and never changed, so provider prompt caches keep hitting.
+/// The start of the system prompt: the agent's prompt, then the harness instructions.
+/// Built once per run and never changed, so provider prompt caches keep hitting.
 fn base_prompt(agent: &AgentConfig) -> String {
     let prompt = agent
         .prompt

@@ -47,7 +47,7 @@ impl CgroupBase {
     /// Whether runs get a memory limit for all their processes together: a v1 memory
     /// hierarchy, or a v2 folder with the memory controller enabled.
     pub(super) fn limits_memory(&self) -> bool {
-        self.memory.is_some() || self.pids.join("memory.max").exists() || v2_memory_delegated(&self.pids)
+        self.memory.is_some() || v2_memory_delegated(&self.pids)
     }
 }
 

@@ -62,18 +62,8 @@ async fn accept(
     if let crate::triggers::Origin::Slack { team, .. } = &event.origin
         && !state.secrets.slack_team_allowed(team.as_deref())
     {
-        // Acknowledged (Slack would retry a refusal), counted, never stored.
-        state
-            .runner
-            .metrics
-            .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
         tracing::warn!(team = ?team, kind = %event.kind, "refused a Slack event from a workspace not in SLACK_TEAM_IDS");
-        super::slack_teams::refuse_foreign_team(state, &event.kind, team.as_deref());
-        return Ok((
-            StatusCode::OK,
-            Json(json!({"ok": true, "refused": "workspace not allowed"})),
-        )
-            .into_response());
+        return Ok(super::slack_teams::refuse_event(state, &event, None));
     }
     settle_privacy(state, &mut event).await;
     let span = tracing::info_span!(
@@ -124,23 +114,12 @@ async fn act(
             if super::slack_teams::admitted(state, &event, team.as_deref()) {
                 return accept(state, event, &dedupe_key, remote).await;
             }
-            // Acknowledged (Slack would retry a refusal), counted, never stored.
-            state
-                .runner
-                .metrics
-                .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
             tracing::warn!(author_team = ?team, kind = %event.kind, "refused a Slack Connect event from a person of another organisation");
-            super::slack_teams::refuse_slack(state, &event.kind, || {
-                format!(
-                    "the author is of workspace {} (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS",
-                    team.as_deref().unwrap_or("(not named)")
-                )
-            });
-            Ok((
-                StatusCode::OK,
-                Json(json!({"ok": true, "refused": "author of another organisation"})),
-            )
-                .into_response())
+            Ok(super::slack_teams::refuse_event(
+                state,
+                &event,
+                Some(team.as_deref()),
+            ))
         }
         Inbound::JoinChannel(channel) => {
             match state.slack.clone() {

@@ -8,7 +8,13 @@
 
 use std::time::Duration;
 
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
 use super::AppState;
+use crate::metrics::TriggerOutcome;
 use crate::triggers::{Origin, TriggerEvent};
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
@@ -55,16 +61,47 @@ pub(crate) fn admitted(state: &AppState, event: &TriggerEvent, team: Option<&str
 /// Records (without its body, within the refusal budget) a Slack delivery or click from
 /// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
 pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
-    refuse_slack(state, kind, || {
-        format!(
-            "workspace {} is not in SLACK_TEAM_IDS",
-            team.unwrap_or("(none given)")
-        )
-    });
+    refuse_slack(state, kind, || foreign_team_reason(team));
+}
+
+fn foreign_team_reason(team: Option<&str>) -> String {
+    format!(
+        "workspace {} is not in SLACK_TEAM_IDS",
+        team.unwrap_or("(none given)")
+    )
+}
+
+/// Refuses a Slack event whose workspace (`author: None`) or whose Slack Connect
+/// author's workspace (`author: Some`) steward does not act for: counted as
+/// `foreign_team`, recorded without its content, and acknowledged with 200 (Slack
+/// would retry anything else).
+pub(crate) fn refuse_event(state: &AppState, event: &TriggerEvent, author: Option<Option<&str>>) -> Response {
+    state
+        .runner
+        .metrics
+        .trigger(&event.source, &event.kind, TriggerOutcome::ForeignTeam);
+    let (answer, reason) = match author {
+        None => {
+            let team = match &event.origin {
+                Origin::Slack { team, .. } => team.as_deref(),
+                _ => None,
+            };
+            ("workspace not allowed", foreign_team_reason(team))
+        }
+        Some(team) => (
+            "author of another organisation",
+            format!(
+                "the author is of workspace {} (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS",
+                team.unwrap_or("(not named)")
+            ),
+        ),
+    };
+    refuse_slack(state, &event.kind, || reason);
+    (StatusCode::OK, Json(json!({"ok": true, "refused": answer}))).into_response()
 }
 
 /// Counts a refused Slack event and records `reason` within the refusal budget.
-pub(crate) fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
+fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
     state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
     if state.refusals.admit("slack") {
         state.ingest.record(
