@@ -365,6 +365,10 @@ impl SettingStore for NullStore {
     async fn set_setting(&self, _key: &str, _value: &str) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn add_setting_line(&self, _key: &str, _line: &str, _max_lines: u32) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 #[async_trait]

@@ -625,6 +625,57 @@ print(json.dumps(out))
     assert_ne!(seen["unshare"][0], 0, "{seen}");
 }
 
+/// The seccomp filter (src/sandbox/seccomp.rs): calls no script needs fail with
+/// EPERM (io_uring with ENOSYS), ordinary ones work. The same probe outside the
+/// sandbox shows `unshare(0)` succeeding, so the refusal is the filter's.
+#[tokio::test]
+async fn system_calls_no_script_needs_are_refused() {
+    let sandbox = sandbox();
+    let probe = r#"import ctypes, json, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl, io_uring_setup, bpf = (int(a) for a in sys.argv[1:4])
+def call(f, *args):
+    ctypes.set_errno(0)
+    r = f(*args)
+    return [r, ctypes.get_errno()]
+print(json.dumps({
+    "getpid": call(libc.getpid),
+    "unshare": call(libc.unshare, 0),
+    "ptrace": call(libc.ptrace, 0, 0, 0, 0),
+    "keyctl": call(libc.syscall, keyctl, 0, -3, 0),
+    "bpf": call(libc.syscall, bpf, 0, 0, 0),
+    "io_uring": call(libc.syscall, io_uring_setup, 1, 0),
+}))
+"#;
+    let numbers = [libc::SYS_keyctl, libc::SYS_io_uring_setup, libc::SYS_bpf].map(|n| n.to_string());
+    let args: Vec<&str> = numbers.iter().map(String::as_str).collect();
+    let dir = skill_dir(&[("scripts/calls.py", probe)]);
+    let done = run_script(
+        &sandbox,
+        dir.path(),
+        "scripts/calls.py",
+        "python3",
+        &args,
+        &ProcessLimits::default(),
+    )
+    .await;
+    assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
+    let seen: Value = serde_json::from_str(text(&done.stdout).trim()).unwrap();
+    assert!(seen["getpid"][0].as_i64().unwrap() > 0, "{seen}");
+    for name in ["unshare", "ptrace", "keyctl", "bpf"] {
+        assert_eq!(seen[name], json!([-1, libc::EPERM]), "{name}: {seen}");
+    }
+    assert_eq!(seen["io_uring"], json!([-1, libc::ENOSYS]), "{seen}");
+
+    let outside = std::process::Command::new(find_program("python3").unwrap())
+        .arg(dir.path().join("scripts/calls.py"))
+        .args(&numbers)
+        .output()
+        .unwrap();
+    let host: Value = serde_json::from_str(text(&outside.stdout).trim()).unwrap();
+    assert_eq!(host["unshare"], json!([0, 0]), "outside the sandbox: {host}");
+}
+
 #[tokio::test]
 async fn a_script_killed_at_its_cpu_limit_is_told_so() {
     let sandbox = sandbox();

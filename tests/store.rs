@@ -525,6 +525,37 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     s.set_setting("k", "one").await.unwrap();
     s.set_setting("k", "two").await.unwrap();
     assert_eq!(s.get_setting("k").await.unwrap().as_deref(), Some("two"));
+    // Lines added at once all land (the Notion handshake's tokens), once each, up to
+    // the cap; an emptied list starts again.
+    let adds = (0..12).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move { s.add_setting_line("list", &format!("t{}", i % 6), 8).await })
+    });
+    for add in adds {
+        add.await.unwrap().unwrap();
+    }
+    let mut lines: Vec<String> = s
+        .get_setting("list")
+        .await
+        .unwrap()
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["t0", "t1", "t2", "t3", "t4", "t5"]);
+    for i in 6..12 {
+        s.add_setting_line("list", &format!("t{i}"), 8).await.unwrap();
+    }
+    assert_eq!(
+        s.get_setting("list").await.unwrap().unwrap().lines().count(),
+        8,
+        "capped"
+    );
+    s.set_setting("list", "").await.unwrap();
+    s.add_setting_line("list", "again", 8).await.unwrap();
+    assert_eq!(s.get_setting("list").await.unwrap().as_deref(), Some("again"));
+    assert!(s.add_setting_line("list", "two\nlines", 8).await.is_err());
     s.create_run(&run("scored", "a")).await.unwrap();
     let score = |kind: &str, passed: Option<bool>, value: f64| Score {
         kind: kind.into(),

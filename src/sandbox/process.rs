@@ -313,6 +313,8 @@ impl ProcessSandbox {
                     format!(
                         "bubblewrap is older than 0.8, so nested user namespaces cannot be refused inside the sandbox ({said}); install bubblewrap 0.8 or later"
                     )
+                } else if said.contains("seccomp") {
+                    format!("bubblewrap cannot load the system call filter ({said})")
                 } else {
                     format!("bubblewrap cannot create its namespaces here ({said})")
                 })
@@ -650,6 +652,9 @@ fn base_args() -> Vec<OsString> {
         "ALL",
         "--die-with-parent",
         "--new-session",
+        // The system call filter (sandbox/seccomp.rs), from descriptor 4.
+        "--seccomp",
+        "4",
         "--hostname",
         "sandbox",
         "--ro-bind",
@@ -744,72 +749,95 @@ fn mounts(max_written: u64, dir: Option<&Path>, at: &str, work: &Path) -> Vec<Os
 /// bubblewrap's options in a memory file, passed as `--args 3` (as Flatpak does), so
 /// host paths (the bind mounts' sources) never appear on its command line, which a
 /// sandboxed process can read from `/proc/1/cmdline`; only the command to run, a path
-/// inside the sandbox, follows. bubblewrap closes the descriptor once read.
+/// inside the sandbox, follows. Beside it, the seccomp filter as descriptor 4
+/// (`--seccomp 4`, in [`base_args`]). bubblewrap closes both once read.
 #[derive(Debug)]
-pub struct BwrapArgs(std::os::fd::OwnedFd);
+pub struct BwrapArgs {
+    args: std::os::fd::OwnedFd,
+    seccomp: std::os::fd::OwnedFd,
+}
 
-/// The descriptor number bubblewrap reads its options from.
+/// The descriptor numbers bubblewrap reads its options and its filter from.
 const ARGS_FD: libc::c_int = 3;
+const SECCOMP_FD: libc::c_int = 4;
+
+/// A memory file holding `bytes`, rewound, closed on exec.
+fn memory_file(name: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::{Seek, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: the name is a valid C string; the result is checked.
+    let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nothing else.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
+}
 
 impl BwrapArgs {
     fn new(args: &[OsString]) -> std::io::Result<BwrapArgs> {
-        use std::io::{Seek, Write};
-        use std::os::fd::{FromRawFd, OwnedFd};
-        // SAFETY: the name is a valid C string; the result is checked.
-        let raw = unsafe { libc::memfd_create(c"steward-bwrap-args".as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut file = std::fs::File::from(fd);
+        let mut joined = Vec::new();
         for a in args {
             let bytes = a.as_encoded_bytes();
             if bytes.contains(&0) {
                 return Err(std::io::Error::other("a sandbox argument contains a NUL byte"));
             }
-            file.write_all(bytes)?;
-            file.write_all(&[0])?;
+            joined.extend_from_slice(bytes);
+            joined.push(0);
         }
-        file.rewind()?;
-        Ok(BwrapArgs(file.into()))
+        Ok(BwrapArgs {
+            args: memory_file(c"steward-bwrap-args", &joined)?,
+            seccomp: memory_file(c"steward-seccomp", &super::seccomp::filter_bytes())?,
+        })
     }
 
-    fn dup_into_child(raw: libc::c_int) -> std::io::Result<()> {
-        close_on_exec_from(ARGS_FD + 1);
-        // SAFETY: dup2 and fcntl are async-signal-safe and touch only descriptors.
+    /// In the child: the options at descriptor 3, the filter at 4, every other
+    /// descriptor closed on exec. Both are first copied above 4 so that neither
+    /// `dup2` overwrites the other's source.
+    fn dup_into_child(args: libc::c_int, seccomp: libc::c_int) -> std::io::Result<()> {
+        close_on_exec_from(SECCOMP_FD + 1);
+        // SAFETY: dup2 and fcntl are async-signal-safe and touch only descriptors;
+        // dup2 leaves the new descriptor open across exec.
         unsafe {
-            if raw == ARGS_FD {
-                let flags = libc::fcntl(raw, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(raw, ARGS_FD) < 0 {
+            let high_args = libc::fcntl(args, libc::F_DUPFD_CLOEXEC, SECCOMP_FD + 1);
+            let high_seccomp = libc::fcntl(seccomp, libc::F_DUPFD_CLOEXEC, SECCOMP_FD + 1);
+            if high_args < 0
+                || high_seccomp < 0
+                || libc::dup2(high_args, ARGS_FD) < 0
+                || libc::dup2(high_seccomp, SECCOMP_FD) < 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
         }
         Ok(())
     }
 
-    /// Hands the options to `command` as descriptor 3 and adds `--args 3`.
-    fn attach(&self, command: &mut tokio::process::Command) {
+    fn raw(&self) -> (libc::c_int, libc::c_int) {
         use std::os::fd::AsRawFd;
-        let raw = self.0.as_raw_fd();
+        (self.args.as_raw_fd(), self.seccomp.as_raw_fd())
+    }
+
+    /// Hands the options to `command` as descriptor 3 and adds `--args 3`; the filter
+    /// goes as descriptor 4.
+    fn attach(&self, command: &mut tokio::process::Command) {
+        let (args, seccomp) = self.raw();
         command.args(["--args", "3"]);
         // SAFETY: the closure runs between fork and exec and only calls dup2/fcntl.
         unsafe {
-            command.pre_exec(move || Self::dup_into_child(raw));
+            command.pre_exec(move || Self::dup_into_child(args, seccomp));
         }
     }
 
     fn attach_std(&self, command: &mut std::process::Command) {
-        use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
-        let raw = self.0.as_raw_fd();
+        let (args, seccomp) = self.raw();
         command.env_clear().args(["--args", "3"]);
         // SAFETY: as in `attach`.
         unsafe {
-            command.pre_exec(move || Self::dup_into_child(raw));
+            command.pre_exec(move || Self::dup_into_child(args, seccomp));
         }
     }
 }

@@ -25,6 +25,10 @@ pub enum Click {
     Improvement,
     /// A note only the clicker sees.
     Refused(String),
+    /// A click by someone steward does not act for (a workspace `SLACK_TEAM_IDS` does
+    /// not list, or another organisation's person in a shared channel): nothing done,
+    /// recorded as refused with `reason`.
+    NotAdmitted { reason: String },
     /// Not an approval button (another app's action): nothing to do.
     Ignored,
 }

@@ -226,31 +226,24 @@ pub async fn notion_webhook(
 }
 
 /// Most distinct tokens one setup window keeps (more means someone is flooding it).
-const MAX_PENDING_TOKENS: usize = 8;
+const MAX_PENDING_TOKENS: u32 = 8;
 
 /// Keeps a verification token for `steward notion-token`, beside any others that
 /// arrived in the same window (one per line): the handshake is unsigned, so anyone who
 /// can reach the endpoint can post one, and the command refuses to pick among several.
 async fn park_notion_token(state: &AppState, token: &str) -> Result<Response, HookError> {
-    let unavailable = |e: crate::store::StoreError| HookError::Unavailable(e.to_string());
-    let store = &state.runner.store;
-    let mut tokens: Vec<String> = store
-        .get_setting(NOTION_PENDING_KEY)
-        .await
-        .map_err(unavailable)?
-        .unwrap_or_default()
-        .lines()
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
     let token = token.trim();
-    if !token.is_empty() && !tokens.iter().any(|t| t == token) && tokens.len() < MAX_PENDING_TOKENS {
-        tokens.push(token.to_string());
-        store
-            .set_setting(NOTION_PENDING_KEY, &tokens.join("\n"))
-            .await
-            .map_err(unavailable)?;
+    // A token is one printable word; anything else is not Notion's and would make a
+    // second line of the list.
+    if token.is_empty() || token.len() > 256 || !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(HookError::BadRequest("malformed verification_token".into()));
     }
+    state
+        .runner
+        .store
+        .add_setting_line(NOTION_PENDING_KEY, token, MAX_PENDING_TOKENS)
+        .await
+        .map_err(|e| HookError::Unavailable(e.to_string()))?;
     tracing::info!("a Notion verification token arrived; `steward notion-token --listen` shows it");
     Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
 }

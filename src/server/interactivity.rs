@@ -71,6 +71,7 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
             "an improvement: pull request or dismissal".into(),
         ),
         Click::Refused(why) => (OutcomeKind::Ignored, format!("click refused: {why}")),
+        Click::NotAdmitted { reason } => (OutcomeKind::Refused, reason.clone()),
         Click::Ignored => (OutcomeKind::Ignored, "not a steward button or view".into()),
     };
     let action = payload["actions"][0]["action_id"].as_str().unwrap_or_default();
@@ -87,12 +88,13 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
     let team = payload["team"]["id"]
         .as_str()
         .or(payload["user"]["team_id"].as_str());
+    let kind = payload["type"].as_str().unwrap_or("interactivity");
     if !state.secrets.slack_team_allowed(team) {
         tracing::warn!(team = ?team, "refused a Slack click from a workspace not in SLACK_TEAM_IDS");
-        let kind = payload["type"].as_str().unwrap_or("interactivity");
-        super::slack_teams::refuse_foreign_team(state, kind, team);
-        return Ok(Click::Ignored);
+        return Ok(super::slack_teams::refuse_click(state, kind, team, false));
     }
+    // A comment needs the commenter's own 👎, which an outsider's click never stores
+    // (and Slack sends a modal's submission only from the person it was opened for).
     if payload["type"] == "view_submission" && payload["view"]["callback_id"] == message::FEEDBACK_COMMENT {
         return comment(state, payload).await;
     }
@@ -103,17 +105,25 @@ async fn handle_click(state: &AppState, payload: &Value) -> Result<Click, crate:
         );
         return Ok(Click::Ignored);
     };
-    let outcome = match click.action_id.as_str() {
-        super::digest::PROPOSE_ACTION | super::digest::PR_ACTION | super::digest::DISMISS_ACTION => {
+    let outsider = super::slack_teams::click_outsider(state, payload).await;
+    let outcome = match (outsider, click.action_id.as_str()) {
+        (Some(team), _) => {
+            tracing::warn!(team = %team, "refused a Slack click from another organisation's person");
+            super::slack_teams::refuse_click(state, kind, Some(&team), true)
+        }
+        (None, super::digest::PROPOSE_ACTION | super::digest::PR_ACTION | super::digest::DISMISS_ACTION) => {
             super::digest::click(state, &click, payload).await?
         }
-        _ => decide(state, &click).await?,
+        (None, _) => decide(state, &click).await?,
     };
     let Some(slack) = state.slack.clone() else {
         return Ok(outcome);
     };
     let note = match &outcome {
         Click::Refused(text) => Some(text.clone()),
+        Click::NotAdmitted { .. } => {
+            Some("This button takes clicks only from people of the organisation that runs steward.".to_string())
+        }
         Click::Rated { .. } => Some("Thanks for the feedback.".to_string()),
         Click::Escalated => Some("I've asked a person to help; they'll answer in the thread.".to_string()),
         Click::Proposing => Some(

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::AppState;
+use super::click::Click;
 use crate::metrics::TriggerOutcome;
 use crate::triggers::{Origin, TriggerEvent};
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
@@ -58,10 +59,56 @@ pub(crate) fn admitted(state: &AppState, event: &TriggerEvent, team: Option<&str
     team.is_some_and(|t| Some(t) == home || state.secrets.slack_team_listed(t))
 }
 
-/// Records (without its body, within the refusal budget) a Slack delivery or click from
-/// a workspace `SLACK_TEAM_IDS` does not list, so the event log says why nothing ran.
-pub(crate) fn refuse_foreign_team(state: &AppState, kind: &str, team: Option<&str>) {
-    refuse_slack(state, kind, || foreign_team_reason(team));
+/// The workspace of a person clicking one of steward's buttons in a channel shared with
+/// another organisation, when it is neither the workspace the click came through nor
+/// one `SLACK_TEAM_IDS` lists: such a person's 👍/👎, comment or "Get help" would feed
+/// the scores and the refinement loop, or page someone, on an outsider's word. A
+/// clicker of another workspace is an outsider unless `conversations.info` says the
+/// channel is not shared outside (an Enterprise Grid org's own workspaces); when Slack
+/// cannot say in time, the click is refused. `None`: the click is taken.
+pub(crate) async fn click_outsider(state: &AppState, payload: &serde_json::Value) -> Option<String> {
+    let home = payload["team"]["id"].as_str()?;
+    let theirs = payload["user"]["team_id"].as_str()?;
+    if theirs == home || state.secrets.slack_team_listed(theirs) {
+        return None;
+    }
+    let channel = payload["channel"]["id"]
+        .as_str()
+        .or(payload["container"]["channel_id"].as_str());
+    let shared = match (&state.slack, channel) {
+        (Some(client), Some(channel)) => {
+            let query = [("channel", channel.to_string())];
+            match tokio::time::timeout(LOOKUP_WAIT, client.get("conversations.info", &query)).await {
+                Ok(Ok(v)) => v["channel"]["is_ext_shared"] != false,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "conversations.info could not say whether a clicked channel is shared");
+                    true
+                }
+                Err(_) => true,
+            }
+        }
+        _ => true,
+    };
+    shared.then(|| theirs.to_string())
+}
+
+/// A click steward does not act on: from a workspace `SLACK_TEAM_IDS` does not list
+/// (`outsider: false`), or by another organisation's person in a shared channel (see
+/// [`click_outsider`]). Counted as `foreign_team`; the interactivity route records it.
+pub(crate) fn refuse_click(state: &AppState, kind: &str, team: Option<&str>, outsider: bool) -> Click {
+    state
+        .runner
+        .metrics
+        .trigger("slack", kind, TriggerOutcome::ForeignTeam);
+    let reason = if outsider {
+        format!(
+            "a click by a person of workspace {} (a channel shared with another organisation), neither this one nor in SLACK_TEAM_IDS",
+            team.unwrap_or("(not named)")
+        )
+    } else {
+        foreign_team_reason(team)
+    };
+    Click::NotAdmitted { reason }
 }
 
 fn foreign_team_reason(team: Option<&str>) -> String {

@@ -218,6 +218,8 @@ pub enum StoreError {
     Folder { path: String, source: std::io::Error },
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    #[error("invalid value: {0}")]
+    Invalid(String),
     #[error("cannot migrate the database schema: {0}")]
     Migrate(String),
 }
@@ -503,6 +505,10 @@ pub trait ApprovalStore: Send + Sync {
 pub trait SettingStore: Send + Sync {
     async fn get_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
     async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
+    /// Adds `line` to the newline-separated list under `key` in one statement, so two
+    /// writers at once both land: unless it is there already or the list holds
+    /// `max_lines`. `line` must hold no newline.
+    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError>;
 }
 
 /// `url` with its password (if any) replaced by `***`, for messages and logs.

@@ -949,6 +949,26 @@ impl SettingStore for SqliteStore {
             .await?;
         Ok(())
     }
+
+    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError> {
+        if line.contains('\n') {
+            return Err(StoreError::Invalid("a setting line holds a newline".into()));
+        }
+        // One statement: the check and the append cannot interleave with another's.
+        sqlx::query(concat!(
+            "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ",
+            "CASE WHEN settings.value = '' THEN excluded.value ELSE settings.value || char(10) || excluded.value END ",
+            "WHERE instr(char(10) || settings.value || char(10), char(10) || excluded.value || char(10)) = 0 ",
+            "AND (CASE WHEN settings.value = '' THEN 0 ",
+            "ELSE length(settings.value) - length(replace(settings.value, char(10), '')) + 1 END) < ?3"
+        ))
+        .bind(key)
+        .bind(line)
+        .bind(i64::from(max_lines))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
 }
 
 /// `INSERT ... ON CONFLICT(dedupe_key) DO NOTHING RETURNING id` for a chunk of events;

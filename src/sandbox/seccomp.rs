@@ -1,0 +1,286 @@
+//! The seccomp filter every sandboxed process runs under: a classic-BPF program that
+//! bubblewrap loads (`--seccomp FD`) just before it starts the command, after
+//! `PR_SET_NO_NEW_PRIVS`, so it holds for the script and everything it starts.
+//!
+//! It is a deny list, as Flatpak's and Docker's are at heart: the calls a Python,
+//! shell or Node script never needs and that are the kernel's usual way in (mounts and
+//! namespaces, keyrings, tracing other processes, BPF, userfaultfd, io_uring, modules,
+//! clocks and the machine itself) fail with `EPERM` (`io_uring_*` with `ENOSYS`, so
+//! runtimes that try it fall back as on a kernel without it). Calls of another
+//! architecture's numbering (32-bit `int 0x80`, x32 on x86_64) would slip past a
+//! list of native numbers, so every one of them fails with `EPERM`.
+
+/// Offsets in the kernel's `struct seccomp_data`.
+const NR_OFFSET: u32 = 0;
+const ARCH_OFFSET: u32 = 4;
+
+/// `AUDIT_ARCH_*` of the architecture steward was built for.
+#[cfg(target_arch = "x86_64")]
+const NATIVE_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_ARCH: u32 = 0xC000_00B7;
+
+/// On x86_64, system call numbers with this bit are the x32 ABI's.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: Option<u32> = Some(0x4000_0000);
+#[cfg(not(target_arch = "x86_64"))]
+const X32_SYSCALL_BIT: Option<u32> = None;
+
+/// Calls that fail with `EPERM`.
+const DENIED: &[libc::c_long] = &[
+    // Mounts, namespaces, the root: bubblewrap has set all of these up already.
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_open_by_handle_at,
+    // Keyrings are not namespaced.
+    libc::SYS_add_key,
+    libc::SYS_keyctl,
+    libc::SYS_request_key,
+    // Reading or steering other processes and the kernel's view of them.
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_perf_event_open,
+    libc::SYS_bpf,
+    libc::SYS_userfaultfd,
+    libc::SYS_lookup_dcookie,
+    libc::SYS_syslog,
+    // Memory placement (kernel memory layout, a history of bugs).
+    libc::SYS_move_pages,
+    libc::SYS_mbind,
+    libc::SYS_get_mempolicy,
+    libc::SYS_set_mempolicy,
+    libc::SYS_migrate_pages,
+    // The machine itself.
+    libc::SYS_reboot,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_quotactl,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime,
+    libc::SYS_adjtimex,
+    libc::SYS_sethostname,
+    libc::SYS_setdomainname,
+    libc::SYS_vhangup,
+    libc::SYS_nfsservctl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_uselib,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_modify_ldt,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_iopl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_ioperm,
+];
+
+/// Calls that fail with `ENOSYS`, as if the kernel had none.
+const ABSENT: &[libc::c_long] = &[
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// One classic-BPF instruction (`struct sock_filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Insn {
+    code: u16,
+    jt: u8,
+    jf: u8,
+    k: u32,
+}
+
+const LOAD_WORD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JUMP_EQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JUMP_GE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+fn errno(code: libc::c_int) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (code as u32 & libc::SECCOMP_RET_DATA)
+}
+
+/// The program: check the architecture, then the call number against both lists.
+/// Every jump goes forward to one of the three returns at the end.
+fn program() -> Vec<Insn> {
+    let mut code = vec![Insn {
+        code: LOAD_WORD,
+        jt: 0,
+        jf: 0,
+        k: ARCH_OFFSET,
+    }];
+    // Jump targets are patched once the returns' positions are known.
+    enum Target {
+        Next,
+        Eperm,
+        Enosys,
+    }
+    let mut jumps: Vec<(usize, Target, Target)> = Vec::new();
+    jumps.push((code.len(), Target::Next, Target::Eperm));
+    code.push(Insn {
+        code: JUMP_EQ,
+        jt: 0,
+        jf: 0,
+        k: NATIVE_ARCH,
+    });
+    code.push(Insn {
+        code: LOAD_WORD,
+        jt: 0,
+        jf: 0,
+        k: NR_OFFSET,
+    });
+    if let Some(bit) = X32_SYSCALL_BIT {
+        jumps.push((code.len(), Target::Eperm, Target::Next));
+        code.push(Insn {
+            code: JUMP_GE,
+            jt: 0,
+            jf: 0,
+            k: bit,
+        });
+    }
+    for (list, target) in [(DENIED, true), (ABSENT, false)] {
+        for &nr in list {
+            jumps.push((
+                code.len(),
+                if target { Target::Eperm } else { Target::Enosys },
+                Target::Next,
+            ));
+            code.push(Insn {
+                code: JUMP_EQ,
+                jt: 0,
+                jf: 0,
+                k: nr as u32,
+            });
+        }
+    }
+    code.push(Insn {
+        code: RETURN,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    });
+    let eperm = code.len();
+    code.push(Insn {
+        code: RETURN,
+        jt: 0,
+        jf: 0,
+        k: errno(libc::EPERM),
+    });
+    let enosys = code.len();
+    code.push(Insn {
+        code: RETURN,
+        jt: 0,
+        jf: 0,
+        k: errno(libc::ENOSYS),
+    });
+    let offset = |at: usize, t: &Target| -> u8 {
+        let to = match t {
+            Target::Next => at + 1,
+            Target::Eperm => eperm,
+            Target::Enosys => enosys,
+        };
+        // Offsets count from the instruction after the jump; the lists are far
+        // shorter than a u8's reach (checked by a test).
+        u8::try_from(to - at - 1).unwrap_or(u8::MAX)
+    };
+    for (at, on_true, on_false) in &jumps {
+        code[*at].jt = offset(*at, on_true);
+        code[*at].jf = offset(*at, on_false);
+    }
+    code
+}
+
+/// The program as bubblewrap reads it from a descriptor: `struct sock_filter`s in the
+/// machine's byte order.
+pub fn filter_bytes() -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in program() {
+        out.extend_from_slice(&i.code.to_ne_bytes());
+        out.push(i.jt);
+        out.push(i.jf);
+        out.extend_from_slice(&i.k.to_ne_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the program the way the kernel does, for one call.
+    fn verdict(arch: u32, nr: u32) -> u32 {
+        let code = program();
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let i = code[pc];
+            match i.code {
+                LOAD_WORD => {
+                    acc = if i.k == ARCH_OFFSET { arch } else { nr };
+                    pc += 1;
+                }
+                JUMP_EQ | JUMP_GE => {
+                    let hit = if i.code == JUMP_EQ { acc == i.k } else { acc >= i.k };
+                    pc += 1 + usize::from(if hit { i.jt } else { i.jf });
+                }
+                RETURN => return i.k,
+                other => panic!("unexpected instruction {other:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn denied_calls_fail_and_everything_else_is_allowed() {
+        for &nr in DENIED {
+            assert_eq!(verdict(NATIVE_ARCH, nr as u32), errno(libc::EPERM), "call {nr}");
+        }
+        for &nr in ABSENT {
+            assert_eq!(verdict(NATIVE_ARCH, nr as u32), errno(libc::ENOSYS), "call {nr}");
+        }
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_execve,
+            libc::SYS_clone,
+            libc::SYS_getpid,
+        ] {
+            assert_eq!(
+                verdict(NATIVE_ARCH, nr as u32),
+                libc::SECCOMP_RET_ALLOW,
+                "call {nr}"
+            );
+        }
+        // Another architecture's numbering, e.g. i386's through int 0x80.
+        assert_eq!(verdict(0x4000_0003, libc::SYS_read as u32), errno(libc::EPERM));
+        if let Some(bit) = X32_SYSCALL_BIT {
+            assert_eq!(
+                verdict(NATIVE_ARCH, bit | libc::SYS_read as u32),
+                errno(libc::EPERM)
+            );
+        }
+    }
+
+    #[test]
+    fn the_program_fits_the_kernel_limits() {
+        let code = program();
+        // Jumps reach at most 255 instructions; the kernel takes up to 4096.
+        assert!(code.len() < 255, "{} instructions", code.len());
+        assert_eq!(filter_bytes().len(), code.len() * 8);
+        assert!(code.iter().all(|i| i.jt < u8::MAX && i.jf < u8::MAX));
+    }
+}
