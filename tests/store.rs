@@ -1094,13 +1094,13 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
                 async move {
                     let a = post_slack(&client, &addrs[i % 3], &body, SECRET).await;
                     let b = post_slack(&client, &addrs[(i + 1) % 3], &body, SECRET).await;
-                    (i, a == 200 || b == 200)
+                    (i, [(i % 3, a), ((i + 1) % 3, b)])
                 }
             })
             .buffer_unordered(32)
-            .collect::<Vec<(usize, bool)>>()
+            .collect::<Vec<(usize, [(usize, u16); 2])>>()
     };
-    let mut delivered = deliver(0..EVENTS / 2).await;
+    let delivered = deliver(0..EVENTS / 2).await;
     // Runs are in flight (the slow ones take 15 s) before the kill.
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let mut in_flight: i64 = 0;
@@ -1120,8 +1120,41 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     // A replica dies mid-stream, with whatever it had claimed and was running.
     children[2].kill().unwrap();
     children[2].wait().unwrap();
-    delivered.extend(deliver(EVENTS / 2..EVENTS).await);
-    let acknowledged = delivered.iter().filter(|(_, ok)| *ok).count();
+    let after_kill = deliver(EVENTS / 2..EVENTS).await;
+    // A live replica answers 200, or 503 when the store did not commit within its 5 s
+    // (a loaded machine), which Slack retries; anything else is a fault. The killed
+    // replica's deliveries fail to connect (0).
+    let mut faults = Vec::new();
+    let mut unacknowledged = Vec::new();
+    for (i, tries) in delivered.iter().chain(&after_kill) {
+        let live = |r: usize| *i < EVENTS / 2 || r != 2;
+        faults.extend(
+            tries
+                .iter()
+                .filter(|(r, status)| live(*r) && ![200, 503].contains(status))
+                .map(|(r, status)| (*i, *r, *status)),
+        );
+        if tries.iter().all(|(_, status)| *status != 200) {
+            unacknowledged.push(*i);
+        }
+    }
+    assert!(
+        faults.is_empty(),
+        "(event, replica, status) answered by a live replica: {faults:?}"
+    );
+    // Slack retries a delivery nobody acknowledged; here once more, to a live replica.
+    let mut acknowledged = EVENTS - unacknowledged.len();
+    for &i in &unacknowledged {
+        if post_slack(&client, &addrs[i % 2], &mention(i), SECRET).await == 200 {
+            acknowledged += 1;
+        }
+    }
+    if !unacknowledged.is_empty() {
+        eprintln!(
+            "{} event(s) answered 503 by both replicas and retried",
+            unacknowledged.len()
+        );
+    }
 
     // Every acknowledged event ends in exactly one finished run.
     let count = |sql: &'static str| {
@@ -1165,7 +1198,13 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     assert_eq!(acknowledged, EVENTS, "the live replicas acknowledged every event");
     assert_eq!(events as usize, EVENTS, "each delivered twice, stored once");
     let expected = EVENTS / 2 + (EVENTS / 2..EVENTS).filter(|i| i % 3 == 0).count();
-    assert_eq!(duplicates as usize, expected, "retries recorded as duplicates");
+    // A 503 only says the commit was not seen within 5 s: it may have landed after,
+    // and then the extra retry above is one more duplicate.
+    assert!(
+        (expected..=expected + unacknowledged.len()).contains(&(duplicates as usize)),
+        "retries recorded as duplicates: {duplicates}, expected {expected} (+ up to {} retried)",
+        unacknowledged.len()
+    );
     assert_eq!(per_event.len(), EVENTS, "every event has a run");
     assert!(
         per_event.iter().all(|n| *n == 1),
