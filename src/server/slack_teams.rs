@@ -64,8 +64,9 @@ pub(crate) fn admitted(state: &AppState, event: &TriggerEvent, team: Option<&str
 /// one `SLACK_TEAM_IDS` lists: such a person's 👍/👎, comment or "Get help" would feed
 /// the scores and the refinement loop, or page someone, on an outsider's word. A
 /// clicker of another workspace is an outsider unless `conversations.info` says the
-/// channel is not shared outside (an Enterprise Grid org's own workspaces); when Slack
-/// cannot say in time, the click is refused. `None`: the click is taken.
+/// channel is not shared outside (an Enterprise Grid org's own workspaces; asked once
+/// per channel per 10 minutes); when Slack cannot say in time, the click is refused.
+/// `None`: the click is taken.
 pub(crate) async fn click_outsider(state: &AppState, payload: &serde_json::Value) -> Option<String> {
     let home = payload["team"]["id"].as_str()?;
     let theirs = payload["user"]["team_id"].as_str()?;
@@ -76,17 +77,9 @@ pub(crate) async fn click_outsider(state: &AppState, payload: &serde_json::Value
         .as_str()
         .or(payload["container"]["channel_id"].as_str());
     let shared = match (&state.slack, channel) {
-        (Some(client), Some(channel)) => {
-            let query = [("channel", channel.to_string())];
-            match tokio::time::timeout(LOOKUP_WAIT, client.get("conversations.info", &query)).await {
-                Ok(Ok(v)) => v["channel"]["is_ext_shared"] != false,
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "conversations.info could not say whether a clicked channel is shared");
-                    true
-                }
-                Err(_) => true,
-            }
-        }
+        (Some(client), Some(channel)) => tokio::time::timeout(LOOKUP_WAIT, client.is_shared_outside(channel))
+            .await
+            .unwrap_or(true),
         _ => true,
     };
     shared.then(|| theirs.to_string())

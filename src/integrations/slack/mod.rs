@@ -46,8 +46,18 @@ pub struct SlackClient {
     search_enabled: Arc<tokio::sync::OnceCell<bool>>,
     /// Members of conversations, by id, with when Slack listed them.
     members: Arc<std::sync::Mutex<std::collections::HashMap<String, Members>>>,
-    /// Whether a channel is private, by id, with when Slack said so.
-    private_channels: Arc<std::sync::Mutex<std::collections::HashMap<String, (bool, std::time::Instant)>>>,
+    /// What `conversations.info` said of a channel, by id.
+    channels: Arc<std::sync::Mutex<std::collections::HashMap<String, ChannelFacts>>>,
+}
+
+/// What steward keeps of a `conversations.info` answer.
+#[derive(Debug, Clone, Copy)]
+struct ChannelFacts {
+    /// A DM, a group DM or a private channel.
+    private: bool,
+    /// Shared with another organisation (Slack Connect).
+    shared_outside: bool,
+    at: std::time::Instant,
 }
 
 impl std::fmt::Debug for SlackClient {
@@ -67,7 +77,7 @@ impl SlackClient {
             directory: Arc::default(),
             max_wait: Duration::from_secs(30),
             search_enabled: Arc::default(),
-            private_channels: Arc::default(),
+            channels: Arc::default(),
             members: Arc::default(),
         }
     }
@@ -108,30 +118,48 @@ impl SlackClient {
         if id.starts_with('D') || id.starts_with('G') {
             return true;
         }
-        if let Some((known, at)) = self
-            .private_channels
+        match self.cached_channel(id) {
+            Some(known) if known.private || known.at.elapsed() < PUBLIC_FOR => known.private,
+            _ => self.channel_facts(id).await.is_none_or(|c| c.private),
+        }
+    }
+
+    /// Whether channel `id` is shared with another organisation (Slack Connect), from
+    /// `conversations.info`'s `is_ext_shared`, kept for [`PUBLIC_FOR`] either way (a
+    /// channel can be shared or unshared). When Slack cannot say, it counts as shared.
+    pub async fn is_shared_outside(&self, id: &str) -> bool {
+        match self.cached_channel(id) {
+            Some(known) if known.at.elapsed() < PUBLIC_FOR => known.shared_outside,
+            _ => self.channel_facts(id).await.is_none_or(|c| c.shared_outside),
+        }
+    }
+
+    fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {
+        self.channels
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            && (*known || at.elapsed() < PUBLIC_FOR)
-        {
-            return *known;
-        }
-        let private = match self
+            .copied()
+    }
+
+    /// Asks `conversations.info` and keeps the answer; `None` when Slack cannot say
+    /// (nothing kept, so it is asked again).
+    async fn channel_facts(&self, id: &str) -> Option<ChannelFacts> {
+        let v = self
             .get("conversations.info", &[("channel", id.to_string())])
             .await
-        {
-            Ok(v) => {
-                let c = &v["channel"];
-                c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true
-            }
-            Err(_) => return true,
+            .ok()?;
+        let c = &v["channel"];
+        let facts = ChannelFacts {
+            private: c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true,
+            shared_outside: c["is_ext_shared"].as_bool() != Some(false),
+            at: std::time::Instant::now(),
         };
-        self.private_channels
+        self.channels
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), (private, std::time::Instant::now()));
-        private
+            .insert(id.to_string(), facts);
+        Some(facts)
     }
 
     /// Whether `user` is a member of conversation `channel` (`conversations.members`,
