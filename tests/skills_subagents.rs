@@ -692,6 +692,100 @@ async fn skill_scripts_run_in_the_sandbox_with_only_granted_tools() {
     );
 }
 
+/// A tool marked `approval: required` is called only by the run's own model, which
+/// waits for a person: a skill script that lists it in `allowed-tools` is refused
+/// (nothing sent), and a subagent whose own `tools:` names it does not get it.
+#[tokio::test]
+async fn tools_needing_approval_are_never_called_from_a_skill_script_or_a_subagent() {
+    let t = tree(&[
+        ("prompts/p.md", "You are the gated agent."),
+        ("prompts/poster.md", "You are the poster subagent."),
+        (
+            "prompts/skills/poster/SKILL.md",
+            "---\nname: poster\ndescription: Posts.\nallowed-tools: slack_post_message current_time\n---\nUse run_skill_script.\n",
+        ),
+        (
+            "prompts/skills/poster/scripts/post.rhai",
+            "tool(\"slack_post_message\", #{ channel: \"C1\", text: \"hi\" })\n",
+        ),
+        (
+            "subagents/poster.yaml",
+            "description: Posts.\nprompt: prompts/poster.md\ntools: [slack_post_message, current_time]\n",
+        ),
+        (
+            "agents/gated.yaml",
+            "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time, {name: slack_post_message, approval: required}]\nsubagents: [poster]\n",
+        ),
+    ]);
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let reply = if system_of(body).starts_with("You are the poster subagent") {
+            openai_text("nothing to post with")
+        } else if tool_contents(body).is_empty() {
+            openai_tools(&[
+                (
+                    "c1",
+                    "run_skill_script",
+                    r#"{"skill": "poster", "script": "post"}"#,
+                ),
+                (
+                    "c2",
+                    "subagent",
+                    r#"{"name": "poster", "prompt": "Post hi to C1"}"#,
+                ),
+            ])
+        } else {
+            openai_text("done")
+        };
+        Reply::ok(reply)
+    });
+    let (_d, runner) = runner_for(&t, &fake).await;
+    let agent = t.config.agent("gated").unwrap();
+    let out = runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "post"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let reqs = fake.requests();
+    let last = reqs
+        .iter()
+        .rfind(|r| system_of(&r.body).starts_with("You are the gated"))
+        .unwrap();
+    let results = tool_contents(&last.body);
+    assert!(
+        results[0].contains(
+            "tool 'slack_post_message' needs a person's approval (approval.tools), which a skill script cannot wait for"
+        ),
+        "{}",
+        results[0]
+    );
+    let child = reqs
+        .iter()
+        .find(|r| system_of(&r.body).starts_with("You are the poster"))
+        .unwrap();
+    let offered: Vec<&str> = child.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"current_time"), "{offered:?}");
+    assert!(!offered.contains(&"slack_post_message"), "{offered:?}");
+    // Nothing was posted: no nested call ran.
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.kind == "tool_call" && e.data["name"] == "slack_post_message"),
+        "{events:?}"
+    );
+}
+
 #[tokio::test]
 async fn skill_script_calls_are_recorded_counted_and_mark_side_effects() {
     let t = tree(&[

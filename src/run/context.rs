@@ -137,9 +137,20 @@ pub async fn prepare<'a>(
     let can_delegate = lineage.depth < lineage.max_depth && !agent.subagents.is_empty();
     // `mcp:<server>` entries stand for the server's tools as connected.
     let registered = runner.tools.names();
+    // Tools this run or one above it needs approval for. Only this run's own model
+    // calls can wait for a person (`run::llm`): skill scripts and subagents never
+    // call them.
+    let gated: Vec<String> = agent
+        .approval
+        .tools
+        .iter()
+        .chain(&lineage.gated)
+        .cloned()
+        .collect();
     let mut allowed: Vec<String> = allowed_tools(agent, &lineage, !skills.is_empty(), can_delegate)
         .into_iter()
         .flat_map(|t| crate::config::mcp::expand(&t, registered.iter()).unwrap_or_else(|| vec![t]))
+        .filter(|t| !lineage.gated.contains(t))
         .collect();
     // A catalog over its budget lists names only; the model finds skills by search.
     if skills.searchable() && !allowed.iter().any(|t| t == crate::tools::skills::SKILL_SEARCH) {
@@ -165,11 +176,8 @@ pub async fn prepare<'a>(
             action_token: trigger.action_token.clone(),
             answers_in_public,
             // Tools needing approval are not handed down: a subagent cannot wait.
-            parent_allowed: allowed
-                .iter()
-                .filter(|t| !agent.approval.tools.contains(*t))
-                .cloned()
-                .collect(),
+            parent_allowed: allowed.iter().filter(|t| !gated.contains(*t)).cloned().collect(),
+            gated: gated.clone(),
             parent_models: models.clone(),
             parent_files: files.clone(),
             names: agent.subagents.clone(),
@@ -196,6 +204,7 @@ pub async fn prepare<'a>(
         agent: agent.name.clone(),
         tools: runner.tools.clone(),
         allowed,
+        gated,
         mock: runner.mock_tools,
         recorder: recorder.clone(),
         files: files.clone(),

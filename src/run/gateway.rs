@@ -30,6 +30,10 @@ pub struct GatewayParts {
     pub tools: Arc<ToolRegistry>,
     /// Tool names this run may call.
     pub allowed: Vec<String>,
+    /// Tools that need a person's approval (this run's `approval.tools` and its
+    /// parents'): the model's own calls wait for one (`run::llm`); a skill script's
+    /// calls are refused, since a script cannot be suspended mid-call.
+    pub gated: Vec<String>,
     pub mock: bool,
     pub recorder: Arc<Recorder>,
     pub files: Arc<RunFiles>,
@@ -499,6 +503,11 @@ impl NestedTools for Gateway {
         if !grant.iter().any(|t| t == name) {
             return Err(ToolError::Model(format!(
                 "tool '{name}' is not in this skill's allowed-tools"
+            )));
+        }
+        if self.parts.gated.iter().any(|t| t == name) {
+            return Err(ToolError::Model(format!(
+                "tool '{name}' needs a person's approval (approval.tools), which a skill script cannot wait for: call it yourself, outside the script"
             )));
         }
         let n = self.nested.fetch_add(1, Ordering::SeqCst) + 1;

@@ -98,6 +98,9 @@ pub struct Lineage {
     pub max_depth: u32,
     /// The parent's tools, for `tools: inherit`.
     pub inherited_tools: Vec<String>,
+    /// Tools a run above this one needs a person's approval for: never called here,
+    /// where no one can be asked (a subagent's own `tools:` list included).
+    pub gated: Vec<String>,
     /// The parent's models, for subagents without their own.
     pub parent_models: Vec<ModelRef>,
     /// The parent's files and the ids this run may see.
@@ -131,6 +134,7 @@ impl Lineage {
             depth: 0,
             max_depth: agent.limits.subagent_depth,
             inherited_tools: Vec::new(),
+            gated: Vec::new(),
             parent_models: Vec::new(),
             files: None,
             existing_run: None,

@@ -51,6 +51,8 @@ pub struct Launcher {
     /// Whether the parent answers where more people than the asker read.
     pub answers_in_public: bool,
     pub parent_allowed: Vec<String>,
+    /// Tools the parent, or a run above it, needs approval for.
+    pub gated: Vec<String>,
     pub parent_models: Vec<ModelRef>,
     pub parent_files: Arc<RunFiles>,
     /// Subagents the parent lists.
@@ -116,6 +118,7 @@ impl SubagentLauncher for Launcher {
             depth: self.depth + 1,
             max_depth: self.max_depth,
             inherited_tools: self.parent_allowed.clone(),
+            gated: self.gated.clone(),
             parent_models: self.parent_models.clone(),
             files: Some((self.parent_files.clone(), files.to_vec())),
             existing_run: None,
