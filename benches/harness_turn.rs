@@ -369,6 +369,10 @@ impl SettingStore for NullStore {
     async fn add_setting_line(&self, _key: &str, _line: &str, _max_lines: u32) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn take_setting(&self, _key: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
 }
 
 #[async_trait]

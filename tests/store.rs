@@ -555,7 +555,23 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     s.set_setting("list", "").await.unwrap();
     s.add_setting_line("list", "again", 8).await.unwrap();
     assert_eq!(s.get_setting("list").await.unwrap().as_deref(), Some("again"));
+    // A line that is part of another is its own line.
+    s.add_setting_line("list", "again1", 8).await.unwrap();
+    s.add_setting_line("list", "gain", 8).await.unwrap();
+    s.add_setting_line("list", "again", 8).await.unwrap();
+    assert_eq!(
+        s.get_setting("list").await.unwrap().as_deref(),
+        Some("again\nagain1\ngain")
+    );
     assert!(s.add_setting_line("list", "two\nlines", 8).await.is_err());
+    assert!(s.add_setting_line("list", "", 8).await.is_err());
+    // Taking empties it in one step.
+    assert_eq!(
+        s.take_setting("list").await.unwrap().as_deref(),
+        Some("again\nagain1\ngain")
+    );
+    assert_eq!(s.take_setting("list").await.unwrap(), None);
+    assert_eq!(s.get_setting("list").await.unwrap(), None);
     s.create_run(&run("scored", "a")).await.unwrap();
     let score = |kind: &str, passed: Option<bool>, value: f64| Score {
         kind: kind.into(),
@@ -1200,8 +1216,15 @@ async fn three_replicas_on_postgres_run_each_event_once_when_one_is_killed() {
     let expected = EVENTS / 2 + (EVENTS / 2..EVENTS).filter(|i| i % 3 == 0).count();
     // A 503 only says the commit was not seen within 5 s: it may have landed after,
     // and then the extra retry above is one more duplicate.
+    // And a 503 whose commit never landed makes the other delivery's 200 a first
+    // delivery, one duplicate fewer.
+    let saw_503 = delivered
+        .iter()
+        .chain(&after_kill)
+        .filter(|(_, tries)| tries.iter().any(|(_, status)| *status == 503))
+        .count();
     assert!(
-        (expected..=expected + unacknowledged.len()).contains(&(duplicates as usize)),
+        (expected.saturating_sub(saw_503)..=expected + unacknowledged.len()).contains(&(duplicates as usize)),
         "retries recorded as duplicates: {duplicates}, expected {expected} (+ up to {} retried)",
         unacknowledged.len()
     );

@@ -834,22 +834,26 @@ const NOTION_SETTLE: Duration = Duration::from_secs(2);
 /// `steward notion-token`: the one way a verification token leaves the setup window.
 async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyhow::Result<ExitCode> {
     use crate::server::handlers::{NOTION_PENDING_KEY, NOTION_SETUP_UNTIL_KEY};
-    let pending = || async {
-        let tokens = store.get_setting(NOTION_PENDING_KEY).await?.unwrap_or_default();
-        anyhow::Ok(
-            tokens
-                .lines()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string)
-                .collect::<Vec<String>>(),
-        )
+    let lines = |tokens: Option<String>| -> Vec<String> {
+        tokens
+            .unwrap_or_default()
+            .lines()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
     };
+    let pending = || async { anyhow::Ok(lines(store.get_setting(NOTION_PENDING_KEY).await?)) };
     // Closes the window and shows the token, unless several arrived: the handshake is
     // unsigned, so a second token means someone besides Notion posted one, and picking
-    // either could make steward trust a stranger's signing key.
-    let take = |tokens: Vec<String>| async move {
-        store.set_setting(NOTION_PENDING_KEY, "").await?;
+    // either could make steward trust a stranger's signing key. The tokens are taken
+    // and the window closed before they are looked at, so none arriving in between is
+    // lost: it would be refused as outside the window.
+    let take = || async {
         store.set_setting(NOTION_SETUP_UNTIL_KEY, "").await?;
+        let tokens = lines(store.take_setting(NOTION_PENDING_KEY).await?);
+        if tokens.is_empty() {
+            bail!("another `steward notion-token` took the verification token first");
+        }
         if tokens.len() > 1 {
             bail!(
                 "{} different verification tokens arrived at /notion/webhook during the setup window: someone besides Notion is posting to it, so none is shown. Find out who can reach the endpoint, delete the subscription in Notion, and run `steward notion-token --listen` again",
@@ -863,9 +867,8 @@ async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyh
         );
         Ok(ExitCode::SUCCESS)
     };
-    let tokens = pending().await?;
-    if !tokens.is_empty() {
-        return take(tokens).await;
+    if !pending().await?.is_empty() {
+        return take().await;
     }
     if !listen {
         bail!(
@@ -885,7 +888,7 @@ async fn notion_token(store: &dyn Store, listen: bool, window: Duration) -> anyh
             // Notion sends one handshake; anything else arriving just after it is
             // someone else's, and is seen before a token is shown.
             tokio::time::sleep(NOTION_SETTLE).await;
-            return take(pending().await?).await;
+            return take().await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

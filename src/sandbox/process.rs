@@ -313,7 +313,7 @@ impl ProcessSandbox {
                     format!(
                         "bubblewrap is older than 0.8, so nested user namespaces cannot be refused inside the sandbox ({said}); install bubblewrap 0.8 or later"
                     )
-                } else if said.contains("seccomp") {
+                } else if said.to_ascii_lowercase().contains("seccomp") {
                     format!("bubblewrap cannot load the system call filter ({said})")
                 } else {
                     format!("bubblewrap cannot create its namespaces here ({said})")

@@ -195,8 +195,10 @@ fn program() -> Vec<Insn> {
             Target::Eperm => eperm,
             Target::Enosys => enosys,
         };
-        // Offsets count from the instruction after the jump; the lists are far
-        // shorter than a u8's reach (checked by a test).
+        // Offsets count from the instruction after the jump. The lists are far
+        // shorter than a u8's reach (a test checks); were one to outgrow it, the
+        // kernel would refuse the program and the sandbox would say it cannot load it
+        // (no script runs unfiltered).
         u8::try_from(to - at - 1).unwrap_or(u8::MAX)
     };
     for (at, on_true, on_false) in &jumps {

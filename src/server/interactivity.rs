@@ -77,6 +77,11 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
     let action = payload["actions"][0]["action_id"].as_str().unwrap_or_default();
     let detail = serde_json::json!({"reason": reason, "action": action, "user": payload["user"]["id"]});
     state.runner.metrics.event_outcome("slack", kind);
+    // Refusals are recorded within the refusal budget, like refused events: a flood
+    // of them is counted, not written.
+    if matches!(click, Click::NotAdmitted { .. }) && !state.refusals.admit("slack") {
+        return Ok(click);
+    }
     let what = payload["type"].as_str().unwrap_or("interactivity");
     state
         .ingest

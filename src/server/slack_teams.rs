@@ -60,17 +60,23 @@ pub(crate) fn admitted(state: &AppState, event: &TriggerEvent, team: Option<&str
 }
 
 /// The workspace of a person clicking one of steward's buttons in a channel shared with
-/// another organisation, when it is neither the workspace the click came through nor
-/// one `SLACK_TEAM_IDS` lists: such a person's 👍/👎, comment or "Get help" would feed
-/// the scores and the refinement loop, or page someone, on an outsider's word. A
-/// clicker of another workspace is an outsider unless `conversations.info` says the
-/// channel is not shared outside (an Enterprise Grid org's own workspaces; asked once
-/// per channel per 10 minutes); when Slack cannot say in time, the click is refused.
-/// `None`: the click is taken.
+/// another organisation, when it is neither the workspace the click came through, nor
+/// that workspace's Enterprise Grid org (Grid payloads give the org's `E…` id as
+/// `user.team_id`), nor one `SLACK_TEAM_IDS` lists: such a person's 👍/👎, comment or
+/// "Get help" would feed the scores and the refinement loop, or page someone, on an
+/// outsider's word. A clicker of another workspace, or one the payload does not place,
+/// is an outsider unless `conversations.info` says the channel is not shared outside;
+/// when Slack cannot say in time, the click is refused. `None`: the click is taken.
 pub(crate) async fn click_outsider(state: &AppState, payload: &serde_json::Value) -> Option<String> {
-    let home = payload["team"]["id"].as_str()?;
-    let theirs = payload["user"]["team_id"].as_str()?;
-    if theirs == home || state.secrets.slack_team_listed(theirs) {
+    let theirs = payload["user"]["team_id"].as_str();
+    let home = [
+        payload["team"]["id"].as_str(),
+        payload["team"]["enterprise_id"].as_str(),
+        payload["enterprise"]["id"].as_str(),
+    ];
+    if let Some(t) = theirs
+        && (home.contains(&Some(t)) || state.secrets.slack_team_listed(t))
+    {
         return None;
     }
     let channel = payload["channel"]["id"]
@@ -82,7 +88,7 @@ pub(crate) async fn click_outsider(state: &AppState, payload: &serde_json::Value
             .unwrap_or(true),
         _ => true,
     };
-    shared.then(|| theirs.to_string())
+    shared.then(|| theirs.unwrap_or("(not named)").to_string())
 }
 
 /// A click steward does not act on: from a workspace `SLACK_TEAM_IDS` does not list

@@ -933,9 +933,20 @@ impl SettingStore for PgStore {
         Ok(())
     }
 
+    async fn take_setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("DELETE FROM settings WHERE key = $1 RETURNING value")
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
     async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError> {
-        if line.contains('\n') {
-            return Err(StoreError::Invalid("a setting line holds a newline".into()));
+        if line.is_empty() || line.contains('\n') {
+            return Err(StoreError::Invalid(
+                "a setting line is empty or holds a newline".into(),
+            ));
         }
         // One statement: the check and the append cannot interleave with another's.
         sqlx::query(concat!(

@@ -22,6 +22,9 @@ const SERVICE: &str = "slack";
 /// How long a channel's "public" answer from `conversations.info` is trusted.
 pub const PUBLIC_FOR: Duration = Duration::from_secs(600);
 
+/// How long a channel's "not shared with another organisation" answer is trusted.
+pub const UNSHARED_FOR: Duration = Duration::from_secs(60);
+
 /// How long a conversation's member list is trusted.
 pub const MEMBERS_FOR: Duration = Duration::from_secs(120);
 
@@ -125,11 +128,14 @@ impl SlackClient {
     }
 
     /// Whether channel `id` is shared with another organisation (Slack Connect), from
-    /// `conversations.info`'s `is_ext_shared`, kept for [`PUBLIC_FOR`] either way (a
-    /// channel can be shared or unshared). When Slack cannot say, it counts as shared.
+    /// `conversations.info`'s `is_ext_shared`. "Shared" is kept for [`PUBLIC_FOR`];
+    /// "not shared" for [`UNSHARED_FOR`] only, since a channel shared a moment ago
+    /// must not let outsiders through for long. When Slack cannot say, it counts as
+    /// shared.
     pub async fn is_shared_outside(&self, id: &str) -> bool {
         match self.cached_channel(id) {
-            Some(known) if known.at.elapsed() < PUBLIC_FOR => known.shared_outside,
+            Some(known) if known.shared_outside && known.at.elapsed() < PUBLIC_FOR => true,
+            Some(known) if !known.shared_outside && known.at.elapsed() < UNSHARED_FOR => false,
             _ => self.channel_facts(id).await.is_none_or(|c| c.shared_outside),
         }
     }
@@ -150,15 +156,15 @@ impl SlackClient {
             .await
             .ok()?;
         let c = &v["channel"];
-        let facts = ChannelFacts {
+        let mut facts = ChannelFacts {
             private: c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true,
             shared_outside: c["is_ext_shared"].as_bool() != Some(false),
             at: std::time::Instant::now(),
         };
-        self.channels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), facts);
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        // A private answer is kept for the process's life, whatever comes after.
+        facts.private |= channels.get(id).is_some_and(|old| old.private);
+        channels.insert(id.to_string(), facts);
         Some(facts)
     }
 
