@@ -821,6 +821,24 @@ async fn the_inspector_answers_only_its_own_host_names() {
         .await
         .unwrap();
     assert_eq!(page.status(), 403);
+    // Its pages run no script, are never framed or cached, and name no Referer.
+    let login = client
+        .get(format!("{base}/login"))
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let h = login.headers();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.starts_with("default-src 'none';") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["cache-control"], "no-store");
+    assert_eq!(h["referrer-policy"], "no-referrer");
     child.kill().unwrap();
     child.wait().unwrap();
 

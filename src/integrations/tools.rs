@@ -564,7 +564,8 @@ impl Tool for Api {
             }
             ApiKind::SlackPost(c) => {
                 let a: SlackPostArgs = parse(args)?;
-                let mut body = json!({"channel": a.channel, "text": slack(c)?.mentionize(&a.text), "unfurl_links": false,
+                let text = crate::integrations::slack::mrkdwn::defuse_broadcasts(&a.text);
+                let mut body = json!({"channel": a.channel, "text": slack(c)?.mentionize(&text), "unfurl_links": false, "unfurl_media": false,
                     // Lets anyone trace a message back to the run and call that posted it.
                     "metadata": {"event_type": "steward_post", "event_payload": {"idempotency_key": ctx.idempotency_key()}}});
                 if let Some(t) = a.thread_ts {

@@ -178,6 +178,46 @@ fn ordered_item(trimmed: &str) -> Option<(&str, &str)> {
     Some((&trimmed[..digits], text))
 }
 
+/// Model text with Slack's broadcast forms (`<!here>`, `<!channel>`, `<!everyone>`,
+/// `<!subteam^ID|@group>`) made plain `@here`, `@channel`, `@everyone`, `@group`, which
+/// notify no one (steward never sets `link_names`): a page or ticket the model read
+/// must not be able to make it ping a whole channel or user group. Person and channel
+/// mentions stay.
+pub fn defuse_broadcasts(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("<!") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("<!") {
+        out.push_str(&rest[..at]);
+        let form = &rest[at..];
+        let Some(end) = form.find('>') else {
+            out.push_str(form);
+            rest = "";
+            break;
+        };
+        let inner = &form[2..end];
+        let (name, label) = inner.split_once('|').unwrap_or((inner, ""));
+        let lower = name.to_ascii_lowercase();
+        let plain = match lower.as_str() {
+            "here" | "channel" | "everyone" => Some(format!("@{lower}")),
+            _ if lower.starts_with("subteam^") => Some(match label.trim_start_matches('@') {
+                "" => "@group".to_string(),
+                l => format!("@{l}"),
+            }),
+            _ => None,
+        };
+        match plain {
+            Some(p) => out.push_str(&p),
+            None => out.push_str(&form[..=end]),
+        }
+        rest = &form[end + 1..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Escapes the three characters Slack reserves.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -379,7 +419,23 @@ fn emphasis(s: &str) -> Option<(&'static str, &'static str, &str, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::to_mrkdwn;
+    use super::{defuse_broadcasts, to_mrkdwn};
+
+    #[test]
+    fn broadcasts_from_model_text_notify_no_one() {
+        assert_eq!(
+            defuse_broadcasts(
+                "<!here> and <!CHANNEL> or <!everyone|everyone>, <!subteam^S0OPS|@ops>, <!subteam^S1>"
+            ),
+            "@here and @channel or @everyone, @ops, @group"
+        );
+        assert_eq!(
+            defuse_broadcasts("ask <@U123> in <#C0GEN|general> on <!date^1392734382^{date}|Feb 18>; a < b"),
+            "ask <@U123> in <#C0GEN|general> on <!date^1392734382^{date}|Feb 18>; a < b"
+        );
+        assert_eq!(defuse_broadcasts("cut <!here"), "cut <!here");
+        assert_eq!(to_mrkdwn(&defuse_broadcasts("**Hi** <!here>")), "*Hi* @here");
+    }
 
     #[test]
     fn converts_the_markup_models_write() {

@@ -64,7 +64,8 @@ impl Source for SlackSource {
             let metadata = message::reply_metadata(key);
             let mut request =
                 SlackApiChatPostMessageRequest::new(channel.into(), msg.with_metadata(metadata))
-                    .with_unfurl_links(false);
+                    .with_unfurl_links(false)
+                    .with_unfurl_media(false);
             request.thread_ts = thread_ts.map(Into::into);
             async move { client.send("chat.postMessage", &request).await }
         };

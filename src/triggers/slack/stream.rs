@@ -174,7 +174,8 @@ impl Target {
                 std::mem::take(&mut s.chunks),
             )
         };
-        let markdown = (!text.is_empty()).then(|| text.clone());
+        let markdown = (!text.is_empty())
+            .then(|| crate::integrations::slack::mrkdwn::defuse_broadcasts(&text).into_owned());
         let chunks = (!chunks.is_empty()).then_some(chunks);
         let result = match &ts {
             None => {
