@@ -161,7 +161,14 @@ async fn fakes(world: Arc<World>) -> String {
         let w = w.clone();
         async move {
             w.record("notion", "/v1/pages", json!(id));
-            Json(json!({"object": "page", "id": id, "parent": {"type": "page_id", "page_id": ROOT_PAGE}}))
+            // Pages whose id starts with 9 sit at the workspace's top, outside the root.
+            let parent = if id.starts_with('9') {
+                json!({"type": "workspace", "workspace": true})
+            } else {
+                json!({"type": "page_id", "page_id": ROOT_PAGE})
+            };
+            Json(json!({"object": "page", "id": id, "parent": parent,
+                        "url": format!("https://www.notion.so/{id}"), "properties": {}}))
         }
     });
     let w = world.clone();
@@ -575,6 +582,65 @@ async fn scopes_drop_what_the_agent_may_not_see() {
         .await
         .unwrap();
     assert!(tool_result(&fake, "c1").contains("this agent may not search 'notion'"));
+}
+
+/// The read tools keep to the agent's search scope as its searches do: an issue of
+/// another Jira project, a Notion page outside the roots, a repository not listed is a
+/// tool error, and nothing of it reaches the model.
+#[tokio::test]
+async fn read_tools_keep_to_the_agents_scope() {
+    let world = Arc::new(World::default());
+    let (hr, _) = run_search(world.clone(), "jira_get_issue", r#"{"key": "HR-7"}"#).await;
+    assert!(
+        hr.contains("issue HR-7 is outside this agent's Jira projects (OPS; search.jira.projects)"),
+        "{hr}"
+    );
+    assert!(
+        world.calls_to("/rest/api/3/issue").is_empty(),
+        "nothing asked of Jira"
+    );
+
+    let world = Arc::new(World::default());
+    let (outside, _) = run_search(
+        world.clone(),
+        "notion_get_page",
+        r#"{"page_id": "9a000000-0000-4000-8000-000000000009"}"#,
+    )
+    .await;
+    assert!(
+        outside.contains("outside this agent's Notion roots (search.notion.roots)"),
+        "{outside}"
+    );
+    let (inside, _) = run_search(
+        world.clone(),
+        "notion_get_page",
+        r#"{"page_id": "2a000000-0000-4000-8000-000000000002"}"#,
+    )
+    .await;
+    assert!(
+        inside.contains("2a000000-0000-4000-8000-000000000002") && !inside.starts_with("error"),
+        "{inside}"
+    );
+    let (content, _) = run_search(
+        world,
+        "notion_read_page",
+        r#"{"page_id": "9a000000-0000-4000-8000-000000000009"}"#,
+    )
+    .await;
+    assert!(content.contains("outside this agent's Notion roots"), "{content}");
+
+    let (pr, _) = run_search(
+        Arc::new(World::default()),
+        "github_pr_state",
+        r#"{"owner": "acme", "repo": "secret", "number": 1}"#,
+    )
+    .await;
+    assert!(
+        pr.contains(
+            "acme/secret is not one of this agent's GitHub repositories (acme/infra; search.github.repos)"
+        ),
+        "{pr}"
+    );
 }
 
 #[test]

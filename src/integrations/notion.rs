@@ -83,6 +83,13 @@ impl NotionClient {
             .await
     }
 
+    /// `GET /v1/databases/{id}` (its title and parent).
+    pub async fn get_database(&self, id: &str) -> Result<Value, ApiError> {
+        let id = notion_id(id)?;
+        self.send(reqwest::Method::GET, &format!("/v1/databases/{id}"), None)
+            .await
+    }
+
     /// `POST /v1/search`: pages (or data sources, with `object`) shared with the
     /// integration whose title matches `query`, most recently edited first.
     pub async fn search(&self, query: &str, object: Option<&str>, page_size: u32) -> Result<Value, ApiError> {

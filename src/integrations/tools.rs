@@ -287,8 +287,18 @@ impl Tool for GithubPrState {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    async fn call(&self, _ctx: &ToolCtx, args: Value) -> ToolResult {
+    async fn call(&self, ctx: &ToolCtx, args: Value) -> ToolResult {
         let pr = pr_ref(args)?;
+        // An agent that lists its GitHub repositories (`search.github.repos`) reads
+        // only those, as its searches do.
+        let scope = &ctx.search.scope;
+        let repo = format!("{}/{}", pr.owner, pr.repo);
+        if !scope.github_repos.is_empty() && !scope.github_repo(&repo) {
+            return Err(ToolError::Model(format!(
+                "{repo} is not one of this agent's GitHub repositories ({}; search.github.repos)",
+                scope.github_repos.join(", ")
+            )));
+        }
         let raw = self.client.pull_request(&pr).await.map_err(api_err)?;
         Ok(ToolOutput::json(pr_out(&pr, &raw)))
     }
@@ -420,6 +430,33 @@ async fn resolve_messages(client: &SlackClient, mut out: Value) -> Value {
     out
 }
 
+/// An agent that lists its Jira projects (`search.jira.projects`) reads only their
+/// issues, as its searches do; the check comes before any request.
+fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
+    let scope = &ctx.search.scope;
+    if scope.jira_projects.is_empty() || scope.jira_issue(key) {
+        return Ok(());
+    }
+    Err(ToolError::Model(format!(
+        "issue {key} is outside this agent's Jira projects ({}; search.jira.projects)",
+        scope.jira_projects.join(", ")
+    )))
+}
+
+/// An agent that lists its Notion roots (`search.notion.roots`) reads only pages and
+/// databases under them (a root, in a root database, or below a root page up to four
+/// levels), as its searches do; nothing of one outside reaches the model.
+async fn notion_in_scope(client: &NotionClient, ctx: &ToolCtx, object: &Value) -> Result<(), ToolError> {
+    if ctx.search.scope.notion_roots.is_empty()
+        || super::search::sources::in_notion_scope(client, &ctx.search, object).await
+    {
+        return Ok(());
+    }
+    Err(ToolError::Model(
+        "that Notion page or database is outside this agent's Notion roots (search.notion.roots)".into(),
+    ))
+}
+
 fn issue_out(client_url: String, raw: &Value) -> Value {
     json!({"key": raw["key"], "id": raw["id"], "url": client_url})
 }
@@ -434,6 +471,7 @@ impl Tool for Api {
         match &self.kind {
             ApiKind::JiraGet(c) => {
                 let a: JiraIssueArgs = parse(args)?;
+                jira_in_scope(ctx, &a.key)?;
                 let raw = jira(c)?.get_issue(&a.key).await.map_err(api_err)?;
                 let f = &raw["fields"];
                 let text = super::adf_text::field_text;
@@ -469,10 +507,15 @@ impl Tool for Api {
             ApiKind::NotionPage(c) => {
                 let a: NotionPageArgs = parse(args)?;
                 let page = notion(c)?.get_page(&a.page_id).await.map_err(api_err)?;
+                notion_in_scope(notion(c)?, ctx, &page).await?;
                 Ok(ToolOutput::json(page_out(&page)))
             }
             ApiKind::NotionContent(c) => {
                 let a: NotionPageArgs = parse(args)?;
+                if !ctx.search.scope.notion_roots.is_empty() {
+                    let page = notion(c)?.get_page(&a.page_id).await.map_err(api_err)?;
+                    notion_in_scope(notion(c)?, ctx, &page).await?;
+                }
                 let text = notion(c)?
                     .page_markdown(&a.page_id, 2_000)
                     .await
@@ -482,6 +525,11 @@ impl Tool for Api {
             ApiKind::NotionQuery(c) => {
                 let client = notion(c)?;
                 let a: NotionQueryArgs = parse(args)?;
+                if !ctx.search.scope.notion_roots.is_empty() && !ctx.search.scope.notion_root(&a.database_id)
+                {
+                    let database = client.get_database(&a.database_id).await.map_err(api_err)?;
+                    notion_in_scope(client, ctx, &database).await?;
+                }
                 let want = a.max_results.unwrap_or(100) as usize;
                 let filter = a.filter.map(Value::Object);
                 let mut pages = Vec::new();

@@ -308,7 +308,7 @@ pub fn notion_title(page: &Value) -> String {
 
 /// Whether `page` is a root, sits in a root database, or has a root among its parent
 /// pages (up to [`NOTION_DEPTH`] levels).
-async fn in_notion_scope(client: &NotionClient, grant: &SearchGrant, page: &Value) -> bool {
+pub(crate) async fn in_notion_scope(client: &NotionClient, grant: &SearchGrant, page: &Value) -> bool {
     let scope = &grant.scope;
     let mut current = page.clone();
     for _ in 0..=NOTION_DEPTH {
