@@ -123,7 +123,7 @@ impl SlackStream {
                     woken || s.last.is_some_and(|at| at.elapsed() >= FLUSH_EVERY)
                 };
                 if due {
-                    shared.flush().await;
+                    shared.flush(false).await;
                 }
             }
         });
@@ -152,6 +152,18 @@ impl Drop for SlackStream {
     }
 }
 
+/// Where the text of `all` from `sent` on can be cut for a send: before a `<` that no
+/// `>` closes yet, when it is at most [`MAX_FORM`] bytes from the end (a Slack form
+/// being written), else at the end.
+fn open_form_start(all: &str, sent: usize) -> usize {
+    const MAX_FORM: usize = 128;
+    let unsent = &all[sent..];
+    match unsent.rfind('<') {
+        Some(at) if !unsent[at..].contains('>') && unsent.len() - at <= MAX_FORM => sent + at,
+        _ => all.len(),
+    }
+}
+
 impl Target {
     /// A task or plan update, sent at once.
     fn push(&self, chunk: SlackStreamChunk) {
@@ -159,18 +171,25 @@ impl Target {
         self.wake.notify_one();
     }
 
-    /// Sends what is buffered: starts the stream first when it has not started.
-    async fn flush(&self) {
+    /// Sends what is buffered: starts the stream first when it has not started. Until
+    /// the `last` flush, a `<…>` form still open at the end stays for the next one, so
+    /// a broadcast split across two sends is still made plain (`defuse_broadcasts`).
+    async fn flush(&self, last: bool) {
         let (ts, text, chunks) = {
             let mut s = lock(&self.state);
-            if s.failed || s.diverged || (s.sent == s.all.len() && s.chunks.is_empty()) {
+            let end = if last {
+                s.all.len()
+            } else {
+                open_form_start(&s.all, s.sent)
+            };
+            if s.failed || s.diverged || (s.sent == end && s.chunks.is_empty()) {
                 return;
             }
             s.last = Some(Instant::now());
-            s.sending = s.all.len() - s.sent;
+            s.sending = end - s.sent;
             (
                 s.ts.clone(),
-                s.all[s.sent..].to_string(),
+                s.all[s.sent..end].to_string(),
                 std::mem::take(&mut s.chunks),
             )
         };
@@ -315,7 +334,7 @@ impl Live for SlackStream {
         self.close().await;
         let target = &self.target;
         // Whatever is still buffered goes in one last append.
-        target.flush().await;
+        target.flush(true).await;
         let (ts, failed, diverged, all, sent) = {
             let s = lock(&target.state);
             (s.ts.clone(), s.failed, s.diverged, s.all.clone(), s.sent)
@@ -381,5 +400,26 @@ pub(super) fn with_buttons(mut msg: SlackMessageContent, reply: &Reply<'_>) -> S
     match reply.feedback {
         Some(run) => message::with_feedback(msg, run),
         None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_form_start;
+    use crate::integrations::slack::mrkdwn::defuse_broadcasts;
+
+    #[test]
+    fn a_form_being_written_waits_for_the_next_send() {
+        let all = "Done. Telling everyone <!her";
+        let cut = open_form_start(all, 0);
+        assert_eq!(&all[..cut], "Done. Telling everyone ");
+        // Once closed, it goes, made plain.
+        let all = format!("{all}e> now");
+        assert_eq!(open_form_start(&all, cut), all.len());
+        assert_eq!(defuse_broadcasts(&all[cut..]), "@here now");
+        // A lone `<` far from the end, or in text already sent, holds nothing back.
+        let long = format!("a < b {}", "x".repeat(200));
+        assert_eq!(open_form_start(&long, 0), long.len());
+        assert_eq!(open_form_start("<!here> ok <", 11), 11);
     }
 }
