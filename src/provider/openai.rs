@@ -14,7 +14,7 @@ use super::types::{ChatRequest, ChatResponse, Message, ToolCall, Usage, cached};
 use super::{Provider, wire};
 use serde_json::value::RawValue;
 
-pub const NAME: &str = "openai";
+pub use super::openai_responses::NAME;
 
 /// The request fields that steer OpenAI's prompt cache; servers that only speak the
 /// older protocol (vLLM, Ollama, LiteLLM) may refuse them.

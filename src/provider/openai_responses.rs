@@ -12,7 +12,9 @@ use serde_json::value::RawValue;
 use super::error::{ErrorKind, ProviderError, classify};
 use super::types::{ChatRequest, ChatResponse, Message, Reasoning, ToolCall, Usage, cached};
 
-use super::openai::NAME;
+/// The provider these requests belong to, in errors and reasoning items (`openai`;
+/// `openai::NAME` is this one, so the two files do not import each other).
+pub const NAME: &str = "openai";
 
 /// Asks for reasoning items back, encrypted, since nothing is stored.
 const INCLUDE: [&str; 1] = ["reasoning.encrypted_content"];
