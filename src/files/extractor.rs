@@ -165,10 +165,15 @@ impl Extractor {
     }
 }
 
+/// Caps the worker's address space and puts it under the script sandbox's system
+/// call filter (`sandbox::seccomp`): a document that took over the parser still cannot
+/// mount, trace, load modules or reach the kernel's rarer interfaces.
 #[cfg(unix)]
 fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
+    let filter = crate::sandbox::seccomp::Program::default();
     // SAFETY: the closure runs in the child between fork and exec and calls only
-    // setrlimit, which is async-signal-safe; it touches no memory of the parent.
+    // setrlimit, prctl and seccomp, which are async-signal-safe; the filter was built
+    // before the fork.
     unsafe {
         command.pre_exec(move || {
             let rl = libc::rlimit {
@@ -178,7 +183,7 @@ fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
             if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(())
+            filter.install()
         });
     }
 }

@@ -7,7 +7,7 @@ pub mod filter;
 pub mod forward;
 pub mod private_dir;
 pub mod process;
-mod seccomp;
+pub mod seccomp;
 
 use std::time::Instant;
 

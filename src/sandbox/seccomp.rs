@@ -221,6 +221,54 @@ pub fn filter_bytes() -> Vec<u8> {
     out
 }
 
+/// The filter as `seccomp(2)` takes it, for a child steward starts without bubblewrap
+/// (the document extraction worker). Built before the fork, so installing it in the
+/// child allocates nothing.
+pub struct Program(Vec<libc::sock_filter>);
+
+impl Default for Program {
+    fn default() -> Self {
+        Program(
+            program()
+                .into_iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Program {
+    /// In a child between fork and exec: no new privileges, then the filter, which
+    /// holds across exec for the process and its children. Calls only `prctl` and
+    /// `seccomp` (async-signal-safe).
+    pub fn install(&self) -> std::io::Result<()> {
+        let prog = libc::sock_fprog {
+            len: self.0.len() as libc::c_ushort,
+            filter: self.0.as_ptr().cast_mut(),
+        };
+        // SAFETY: `prog` points into `self.0`, alive for the call; both calls only
+        // change this process's privileges and filters.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &prog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +323,30 @@ mod tests {
                 errno(libc::EPERM)
             );
         }
+    }
+
+    /// A child started with [`Program::install`] (as the extraction worker is) runs
+    /// under the filter, and so does what it executes.
+    #[test]
+    fn an_installed_program_holds_in_the_child_and_across_exec() {
+        use std::os::unix::process::CommandExt;
+        let probe = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); \
+                     r = libc.unshare(0); print(r, ctypes.get_errno())";
+        let run = |filtered: bool| {
+            let mut command = std::process::Command::new("python3");
+            command.args(["-c", probe]);
+            if filtered {
+                let filter = Program::default();
+                // SAFETY: install calls only prctl and seccomp.
+                unsafe {
+                    command.pre_exec(move || filter.install());
+                }
+            }
+            let out = command.output().expect("python3 runs");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        assert_eq!(run(false), "0 0");
+        assert_eq!(run(true), format!("-1 {}", libc::EPERM));
     }
 
     #[test]
