@@ -83,6 +83,12 @@ impl SearchScope {
             .any(|p| p == "*" || p.eq_ignore_ascii_case(project))
     }
 
+    /// Whether the agent may read Jira issue `key`: it lists no projects (no scope
+    /// set), or the issue's project is one of them.
+    pub fn reads_jira_issue(&self, key: &str) -> bool {
+        self.jira_projects.is_empty() || self.jira_issue(key)
+    }
+
     /// Whether `owner/name` is a listed repository.
     pub fn github_repo(&self, repo: &str) -> bool {
         self.github_repos.iter().any(|r| r.eq_ignore_ascii_case(repo))

@@ -434,7 +434,7 @@ async fn resolve_messages(client: &SlackClient, mut out: Value) -> Value {
 /// issues, as its searches do; the check comes before any request.
 fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
     let scope = &ctx.search.scope;
-    if scope.jira_projects.is_empty() || scope.jira_issue(key) {
+    if scope.reads_jira_issue(key) {
         return Ok(());
     }
     Err(ToolError::Model(format!(
@@ -655,8 +655,7 @@ impl Tool for Api {
                     for i in page["issues"].as_array().into_iter().flatten() {
                         let key = i["key"].as_str().unwrap_or_default();
                         // An agent that lists its Jira projects sees only those.
-                        let scope = &ctx.search.scope;
-                        if !scope.jira_projects.is_empty() && !scope.jira_issue(key) {
+                        if !ctx.search.scope.reads_jira_issue(key) {
                             continue;
                         }
                         issues.push(json!({"key": key, "summary": i["fields"]["summary"], "status": i["fields"]["status"]["name"],

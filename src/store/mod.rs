@@ -514,6 +514,17 @@ pub trait SettingStore: Send + Sync {
     async fn take_setting(&self, key: &str) -> Result<Option<String>, StoreError>;
 }
 
+/// What [`SettingStore::add_setting_line`] takes as a line: non-empty, no newline
+/// (the list is newline-separated).
+pub(crate) fn check_setting_line(line: &str) -> Result<(), StoreError> {
+    if line.is_empty() || line.contains('\n') {
+        return Err(StoreError::Invalid(
+            "a setting line is empty or holds a newline".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `url` with its password (if any) replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {

@@ -943,11 +943,7 @@ impl SettingStore for PgStore {
     }
 
     async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError> {
-        if line.is_empty() || line.contains('\n') {
-            return Err(StoreError::Invalid(
-                "a setting line is empty or holds a newline".into(),
-            ));
-        }
+        super::check_setting_line(line)?;
         // One statement: the check and the append cannot interleave with another's.
         sqlx::query(concat!(
             "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = ",
