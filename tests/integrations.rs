@@ -717,6 +717,37 @@ async fn jira_issue_and_attachments_become_files() {
         content.as_slice(),
         b"09:00 ERROR certificate expired\n09:01 ERROR retry\n"
     );
+    // An issue named with the id is checked, scope or not: the attachment must be on it.
+    let err = reg
+        .invoke(
+            &allowed,
+            "jira_get_attachment",
+            &json!({"id": "10009", "issue": "OPS-7"}).to_string(),
+            &c,
+            false,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("attachment 10009 is not on OPS-7 (its attachments: 10001)"),
+        "{err}"
+    );
+    let named = reg
+        .invoke(
+            &allowed,
+            "jira_get_attachment",
+            &json!({"id": "10001", "issue": "OPS-7"}).to_string(),
+            &c,
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        named.to_model_text().starts_with("Downloaded into f_2"),
+        "{}",
+        named.to_model_text()
+    );
     // An id that would climb out of its endpoint (a prompt injection's) is refused
     // before anything is sent: no other Jira endpoint is reached with steward's token.
     for (tool, args) in [

@@ -721,7 +721,10 @@ async fn serve_service(h: &Harness) -> (String, tokio_util::sync::CancellationTo
         listener,
         h.service.router(),
         stop.clone(),
-        Duration::from_secs(10),
+        steward::server::ConnectionTimeouts {
+            head: Duration::from_secs(10),
+            idle: Duration::from_secs(75),
+        },
         Duration::from_secs(1),
     ));
     (url, stop)

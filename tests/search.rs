@@ -194,6 +194,37 @@ async fn fakes(world: Arc<World>) -> String {
             )
         }
     });
+    // An issue's attachments (Jira's issue shape, `fields=attachment`), and their content.
+    let w = world.clone();
+    let jira_issue = get(move |UrlPath(key): UrlPath<String>| {
+        let w = w.clone();
+        async move {
+            w.record("jira", "/rest/api/3/issue", json!({"key": key}));
+            if key != "OPS-12" {
+                let missing = "Issue does not exist or you do not have permission to see it.";
+                return (
+                    StatusCode::NOT_FOUND,
+                    Json(json!({"errorMessages": [missing], "errors": {}})),
+                );
+            }
+            let attachment = json!({"self": "https://acme.atlassian.net/rest/api/3/attachment/10001", "id": "10001",
+                "filename": "gateway.log", "author": {"displayName": "Dana"}, "created": "2026-01-03T09:00:00.000+0000",
+                "size": 32, "mimeType": "text/plain",
+                "content": "https://acme.atlassian.net/rest/api/3/attachment/content/10001"});
+            (
+                StatusCode::OK,
+                Json(json!({"id": "10012", "key": "OPS-12", "fields": {"attachment": [attachment]}})),
+            )
+        }
+    });
+    let w = world.clone();
+    let jira_content = get(move |UrlPath(id): UrlPath<String>| {
+        let w = w.clone();
+        async move {
+            w.record("jira", "/rest/api/3/attachment/content", json!({"id": id}));
+            "09:00 ERROR certificate expired\n"
+        }
+    });
     let w = world.clone();
     let github = get(move |Query(q): Query<HashMap<String, String>>| {
         let w = w.clone();
@@ -230,6 +261,8 @@ async fn fakes(world: Arc<World>) -> String {
         .route("/notion/v1/search", notion)
         .route("/notion/v1/pages/{id}", notion_page)
         .route("/jira/rest/api/3/search/jql", jira)
+        .route("/jira/rest/api/3/issue/{key}", jira_issue)
+        .route("/jira/rest/api/3/attachment/content/{id}", jira_content)
         .route("/github/search/issues", github);
     serve(app).await
 }
@@ -598,6 +631,47 @@ async fn read_tools_keep_to_the_agents_scope() {
     assert!(
         world.calls_to("/rest/api/3/issue").is_empty(),
         "nothing asked of Jira"
+    );
+
+    // An attachment id names no project: a limited agent names the issue, which must be
+    // in its projects and hold the attachment, before anything is downloaded.
+    let world = Arc::new(World::default());
+    for (args, refusal) in [
+        (
+            r#"{"id": "10001"}"#,
+            "name the issue attachment 10001 is on (issue): this agent reads only Jira projects OPS (search.jira.projects)",
+        ),
+        (
+            r#"{"id": "10001", "issue": "HR-7"}"#,
+            "issue HR-7 is outside this agent's Jira projects (OPS; search.jira.projects)",
+        ),
+        (
+            r#"{"id": "10042", "issue": "OPS-12"}"#,
+            "attachment 10042 is not on OPS-12 (its attachments: 10001)",
+        ),
+    ] {
+        let (result, _) = run_search(world.clone(), "jira_get_attachment", args).await;
+        assert!(result.contains(refusal), "{args}: {result}");
+    }
+    assert_eq!(
+        world.calls_to("/rest/api/3/issue"),
+        vec![json!({"key": "OPS-12"})],
+        "only the issue in scope was asked about"
+    );
+    assert!(world.calls_to("/rest/api/3/attachment/content").is_empty());
+    let (downloaded, _) = run_search(
+        world.clone(),
+        "jira_get_attachment",
+        r#"{"id": "10001", "issue": "OPS-12", "filename": "gateway.log"}"#,
+    )
+    .await;
+    assert!(
+        downloaded.starts_with("Downloaded into f_1 gateway.log (text/plain, 32 bytes"),
+        "{downloaded}"
+    );
+    assert_eq!(
+        world.calls_to("/rest/api/3/attachment/content"),
+        vec![json!({"id": "10001"})]
     );
 
     let world = Arc::new(World::default());

@@ -253,6 +253,23 @@ async fn decompression_bombs_fail_the_file_not_the_service() {
         .await
         .unwrap();
     assert!(text.contains("quarterly plan"));
+    // Real documents extract the same through the confined worker as in-process.
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (name, kind) in [
+        ("report.pdf", DocKind::Pdf),
+        ("fifty-pages.pdf", DocKind::Pdf),
+        ("review.docx", DocKind::Docx),
+        ("roadmap.pptx", DocKind::Pptx),
+    ] {
+        let bytes = Arc::new(std::fs::read(fixtures.join(name)).unwrap());
+        let worker = Extractor::with_worker(env!("CARGO_BIN_EXE_steward").into())
+            .extract(kind, bytes.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let in_process = Extractor::default().extract(kind, bytes).await.unwrap();
+        assert!(worker.len() > 20, "{name}: {worker}");
+        assert_eq!(worker, in_process, "{name}");
+    }
 }
 
 /// Starts `steward serve` on a free port with `root` and extra environment.

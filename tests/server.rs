@@ -1258,63 +1258,113 @@ async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
     }
 }
 
+/// Reads one `/health` answer ("ok") from a kept-alive connection; its text.
+async fn read_health(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !out.ends_with(b"\r\n\r\nok") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed mid-answer: {}", String::from_utf8_lossy(&out));
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[tokio::test]
-async fn trickled_headers_and_idle_connections_are_closed() {
+async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
     use tokio::io::AsyncWriteExt;
+    use tokio::time::Instant;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
     let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
-    let timeout = Duration::from_millis(600);
+    let head = Duration::from_millis(600);
+    let idle = Duration::from_secs(3);
     let server = tokio::spawn(steward::server::serve_connections(
         listener,
         router,
         stop.clone(),
-        timeout,
+        steward::server::ConnectionTimeouts { head, idle },
         Duration::from_secs(1),
     ));
+    const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
 
     // A head trickled one line at a time never completes: the connection is closed
     // once the head timeout passes, however steadily bytes keep coming.
-    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let started = std::time::Instant::now();
-    slow.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
-    let trickle = async {
+    let trickled = async {
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = Instant::now();
+        slow.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
         for i in 0..40 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if slow
-                .write_all(format!("X-Pad-{i}: y\r\n").as_bytes())
-                .await
-                .is_err()
-            {
-                return true;
+            let line = format!("X-Pad-{i}: y\r\n");
+            if slow.write_all(line.as_bytes()).await.is_err() {
+                return started.elapsed();
             }
         }
-        false
+        panic!("a trickled request head was kept open for 4 s");
     };
-    let closed = tokio::time::timeout(Duration::from_secs(5), trickle)
-        .await
-        .unwrap();
-    assert!(closed, "a trickled request head was kept open for 4 s");
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
 
-    // A whole request is answered; the idle keep-alive connection is then closed.
-    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
-    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let started = std::time::Instant::now();
-    let got = tokio::time::timeout(Duration::from_secs(5), read_until_closed(&mut idle))
-        .await
-        .expect("an idle keep-alive connection stayed open");
-    let text = String::from_utf8_lossy(&got);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.ends_with("ok"), "{text}");
-    assert!(started.elapsed() >= timeout / 2, "{:?}", started.elapsed());
+    // A new connection that sends nothing has the head's time, not the idle time.
+    let silent = async {
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = Instant::now();
+        let got = read_until_closed(&mut silent).await;
+        assert!(got.is_empty());
+        started.elapsed()
+    };
+
+    // An idle keep-alive connection outlives the head timeout and takes a second
+    // request; it is closed once it has been idle for the idle timeout.
+    let kept = async {
+        let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+        kept.write_all(REQUEST).await.unwrap();
+        assert!(read_health(&mut kept).await.starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(head * 2).await;
+        kept.write_all(REQUEST).await.unwrap();
+        assert!(read_health(&mut kept).await.starts_with("HTTP/1.1 200"));
+        let idle_from = Instant::now();
+        let got = read_until_closed(&mut kept).await;
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        idle_from.elapsed()
+    };
+
+    // After an idle spell, a head's first byte starts the head's time again.
+    let slow_second = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(REQUEST).await.unwrap();
+        assert!(read_health(&mut conn).await.starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let first_byte = Instant::now();
+        conn.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+        let got = read_until_closed(&mut conn).await;
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        first_byte.elapsed()
+    };
+
+    let (trickled, silent, kept, slow_second) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(trickled, silent, kept, slow_second)
+    })
+    .await
+    .expect("a connection was never closed");
+    assert!(
+        trickled >= head / 2 && trickled < idle,
+        "trickled head closed after {trickled:?}"
+    );
+    assert!(
+        silent >= head / 2 && silent < idle,
+        "silent connection closed after {silent:?}"
+    );
+    assert!(
+        kept >= idle * 3 / 4 && kept < idle * 3,
+        "idle connection closed after {kept:?}"
+    );
+    // Left to the idle timer, it would have closed 2 s after the first byte.
+    assert!(
+        slow_second >= head / 2 && slow_second < Duration::from_millis(1800),
+        "second head closed after {slow_second:?}"
+    );
 
     stop.cancel();
     server.await.unwrap();

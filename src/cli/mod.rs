@@ -82,6 +82,11 @@ enum Command {
         /// stopping (give a load balancer time to notice; 5s under Kubernetes).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         drain: Duration,
+        /// How long an idle keep-alive connection stays open. Keep it longer than the
+        /// upstream keep-alive of any proxy in front (60s for nginx, ingress-nginx and AWS
+        /// load balancers; 600s for Google Cloud's), or that proxy answers 502 now and then.
+        #[arg(long, default_value = "75s", value_parser = parse_duration)]
+        keep_alive: Duration,
         /// Runs at once in this process, across all agents: an upper bound. A run
         /// waiting on a model holds no thread, and the calls to each model adapt to
         /// what its provider allows (see docs/configuration.md), so a burst of
@@ -640,6 +645,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
             grace,
             lease,
             drain,
+            keep_alive,
             concurrency,
             agent_concurrency,
             strict,
@@ -648,6 +654,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                 addr,
                 grace,
                 drain,
+                keep_alive,
                 strict,
                 dispatch: DispatchSettings {
                     lease,
@@ -1486,6 +1493,8 @@ struct ServeOptions {
     addr: SocketAddr,
     grace: Duration,
     drain: Duration,
+    /// How long an idle keep-alive connection stays open.
+    keep_alive: Duration,
     dispatch: DispatchSettings,
     /// A missing setting an agent needs stops the start.
     strict: bool,
@@ -1502,6 +1511,7 @@ async fn serve(
         addr,
         grace,
         drain,
+        keep_alive,
         dispatch: settings,
         strict,
     } = opts;
@@ -1582,7 +1592,7 @@ async fn serve(
         tracing::info!("SLACK_APP_TOKEN is set: receiving Slack events over Socket Mode too");
         service = service.with_socket_mode(socket, http);
     }
-    server::serve(addr, service, grace, drain)
+    server::serve(addr, service, grace, drain, keep_alive)
         .await
         .with_context(|| format!("cannot serve on {addr}"))?;
     Ok(ExitCode::SUCCESS)

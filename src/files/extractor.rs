@@ -157,6 +157,7 @@ impl Extractor {
                 kind: kind.label(),
                 reason: message,
             }),
+            Some(4) => Err(ExtractError::Crashed(message)),
             _ => Err(ExtractError::Crashed(format!(
                 "the extraction worker stopped ({status}) within its {}-byte memory limit",
                 self.memory_limit
@@ -235,7 +236,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// `steward extract-worker <kind>`: the child side. Reads the document from stdin,
-/// writes the text to stdout; exits 2 with the reason on stderr when the file is bad.
+/// then confines itself ([`Program::confined`](crate::sandbox::seccomp::Program::confined))
+/// and writes the text to stdout; exits 2 with the reason on stderr when the file is
+/// bad, 4 when it cannot be confined.
 pub fn worker_main(kind: &str) -> std::process::ExitCode {
     let Some(kind) = DocKind::from_label(kind) else {
         eprintln!("unknown document kind '{kind}'");
@@ -245,6 +248,13 @@ pub fn worker_main(kind: &str) -> std::process::ExitCode {
     if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
         eprintln!("cannot read the document: {e}");
         return std::process::ExitCode::from(2);
+    }
+    // Everything the worker reads is read: from here it only computes and writes to
+    // its pipes (no file, socket, program or signal to another process).
+    #[cfg(unix)]
+    if let Err(e) = crate::sandbox::seccomp::Program::confined().install() {
+        eprintln!("cannot confine the extraction worker: {e}");
+        return std::process::ExitCode::from(4);
     }
     match std::panic::catch_unwind(|| extract::extract_sync(kind, &bytes)) {
         Ok(Ok(text)) => {

@@ -153,6 +153,24 @@ impl JiraClient {
             .await
     }
 
+    /// The ids of the attachments on issue `key` (`GET /rest/api/3/issue/{key}?fields=attachment`).
+    pub async fn attachment_ids(&self, key: &str) -> Result<Vec<String>, ApiError> {
+        let key = issue_key(key)?;
+        let raw = self
+            .send(
+                reqwest::Method::GET,
+                &format!("/rest/api/3/issue/{key}?fields=attachment"),
+                None,
+            )
+            .await?;
+        Ok(raw["fields"]["attachment"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["id"].as_str().map(str::to_string))
+            .collect())
+    }
+
     /// Downloads an attachment's content (`GET /rest/api/3/attachment/content/{id}`),
     /// refusing more than `cap` bytes.
     pub async fn attachment(&self, id: &str, cap: u64) -> Result<Vec<u8>, ApiError> {

@@ -123,7 +123,7 @@ pub fn integration_tools_with(
         api(
             spec(
                 "jira_get_attachment",
-                "Download a Jira attachment by id into a virtual file of this run; returns the file id (read it with the file tools).",
+                "Download a Jira attachment by id (with the key of the issue it is on) into a virtual file of this run; returns the file id (read it with the file tools).",
                 schema_of::<JiraAttachmentArgs>(),
                 Effect::ReadOnly,
             ),
@@ -443,6 +443,40 @@ fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
     )))
 }
 
+/// An attachment id names no project, so an agent whose Jira projects are limited
+/// names the issue too, and the attachment must be on it; an issue named by any agent is
+/// checked the same way (a model that mixed up its ids learns so before a download).
+async fn attachment_in_scope(
+    client: &JiraClient,
+    ctx: &ToolCtx,
+    a: &JiraAttachmentArgs,
+) -> Result<(), ToolError> {
+    let Some(issue) = a.issue.as_deref() else {
+        if ctx.search.scope.jira_projects.is_empty() {
+            return Ok(());
+        }
+        return Err(ToolError::Model(format!(
+            "name the issue attachment {} is on (issue): this agent reads only Jira projects {} (search.jira.projects)",
+            a.id,
+            ctx.search.scope.jira_projects.join(", ")
+        )));
+    };
+    jira_in_scope(ctx, issue)?;
+    let ids = client.attachment_ids(issue).await.map_err(api_err)?;
+    if ids.contains(&a.id) {
+        return Ok(());
+    }
+    Err(ToolError::Model(format!(
+        "attachment {} is not on {issue} (its attachments: {})",
+        a.id,
+        if ids.is_empty() {
+            "none".to_string()
+        } else {
+            ids.join(", ")
+        }
+    )))
+}
+
 /// An agent that lists its Notion roots (`search.notion.roots`) reads only pages and
 /// databases under them (a root, in a root database, or below a root page up to four
 /// levels), as its searches do; nothing of one outside reaches the model.
@@ -487,6 +521,7 @@ impl Tool for Api {
             }
             ApiKind::JiraAttachment(c) => {
                 let a: JiraAttachmentArgs = parse(args)?;
+                attachment_in_scope(jira(c)?, ctx, &a).await?;
                 let content = jira(c)?
                     .attachment(&a.id, jira(c)?.attachment_cap())
                     .await

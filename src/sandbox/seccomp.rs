@@ -91,6 +91,74 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_ioperm,
 ];
 
+/// Calls a document extraction worker never makes once it has read its document
+/// ([`Program::confined`]): nothing new is opened, created, renamed or removed, no socket
+/// and no program, and no signal reaches another process (the worker runs as steward's
+/// user, so without this a parser taken over by a document could read the database or
+/// the service's `/proc/<pid>/environ`, call out, or kill the service). An allocation
+/// failure still ends the worker: glibc's `abort` falls back to a faulting instruction
+/// when raising `SIGABRT` fails.
+const WORKER_DENIED: &[libc::c_long] = &[
+    libc::SYS_openat,
+    libc::SYS_openat2,
+    libc::SYS_execve,
+    libc::SYS_execveat,
+    libc::SYS_socket,
+    libc::SYS_socketpair,
+    libc::SYS_connect,
+    libc::SYS_bind,
+    libc::SYS_listen,
+    libc::SYS_accept,
+    libc::SYS_accept4,
+    libc::SYS_kill,
+    libc::SYS_tkill,
+    libc::SYS_tgkill,
+    libc::SYS_rt_sigqueueinfo,
+    libc::SYS_rt_tgsigqueueinfo,
+    libc::SYS_pidfd_open,
+    libc::SYS_pidfd_send_signal,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_unlinkat,
+    libc::SYS_renameat,
+    libc::SYS_renameat2,
+    libc::SYS_mkdirat,
+    libc::SYS_linkat,
+    libc::SYS_symlinkat,
+    libc::SYS_mknodat,
+    libc::SYS_fchmodat,
+    libc::SYS_fchownat,
+    libc::SYS_truncate,
+    // The older path calls x86_64 still has (aarch64 has only the `*at` forms).
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_open,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_creat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_fork,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_vfork,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_unlink,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_rename,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_mkdir,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_rmdir,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_link,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_symlink,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_mknod,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lchown,
+];
+
 /// Calls that fail with `ENOSYS`, as if the kernel had none.
 const ABSENT: &[libc::c_long] = &[
     libc::SYS_io_uring_setup,
@@ -116,9 +184,10 @@ fn errno(code: libc::c_int) -> u32 {
     libc::SECCOMP_RET_ERRNO | (code as u32 & libc::SECCOMP_RET_DATA)
 }
 
-/// The program: check the architecture, then the call number against both lists.
-/// Every jump goes forward to one of the three returns at the end.
-fn program() -> Vec<Insn> {
+/// The program: check the architecture, then the call number against the lists
+/// (`denied` fail with `EPERM`, [`ABSENT`] with `ENOSYS`). Every jump goes forward to
+/// one of the three returns at the end.
+fn program(denied: &[&[libc::c_long]]) -> Vec<Insn> {
     let mut code = vec![Insn {
         code: LOAD_WORD,
         jt: 0,
@@ -154,7 +223,8 @@ fn program() -> Vec<Insn> {
             k: bit,
         });
     }
-    for (list, target) in [(DENIED, true), (ABSENT, false)] {
+    let lists = denied.iter().map(|list| (*list, true)).chain([(ABSENT, false)]);
+    for (list, target) in lists {
         for &nr in list {
             jumps.push((
                 code.len(),
@@ -212,7 +282,7 @@ fn program() -> Vec<Insn> {
 /// machine's byte order.
 pub fn filter_bytes() -> Vec<u8> {
     let mut out = Vec::new();
-    for i in program() {
+    for i in program(&[DENIED]) {
         out.extend_from_slice(&i.code.to_ne_bytes());
         out.push(i.jt);
         out.push(i.jf);
@@ -227,10 +297,16 @@ pub fn filter_bytes() -> Vec<u8> {
 pub struct Program(Vec<libc::sock_filter>);
 
 impl Default for Program {
+    /// The sandbox's filter, as bubblewrap loads it for scripts.
     fn default() -> Self {
+        Program::of(program(&[DENIED]))
+    }
+}
+
+impl Program {
+    fn of(code: Vec<Insn>) -> Program {
         Program(
-            program()
-                .into_iter()
+            code.into_iter()
                 .map(|i| libc::sock_filter {
                     code: i.code,
                     jt: i.jt,
@@ -240,9 +316,13 @@ impl Default for Program {
                 .collect(),
         )
     }
-}
 
-impl Program {
+    /// The sandbox's filter and, on top, [`WORKER_DENIED`]: for a process that has
+    /// everything it will read and only computes and writes to descriptors it holds.
+    pub fn confined() -> Program {
+        Program::of(program(&[DENIED, WORKER_DENIED]))
+    }
+
     /// In a child between fork and exec: no new privileges, then the filter, which
     /// holds across exec for the process and its children. Calls only `prctl` and
     /// `seccomp` (async-signal-safe).
@@ -275,7 +355,10 @@ mod tests {
 
     /// Runs the program the way the kernel does, for one call.
     fn verdict(arch: u32, nr: u32) -> u32 {
-        let code = program();
+        verdict_of(&program(&[DENIED]), arch, nr)
+    }
+
+    fn verdict_of(code: &[Insn], arch: u32, nr: u32) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let i = code[pc];
@@ -351,10 +434,75 @@ mod tests {
 
     #[test]
     fn the_program_fits_the_kernel_limits() {
-        let code = program();
-        // Jumps reach at most 255 instructions; the kernel takes up to 4096.
-        assert!(code.len() < 255, "{} instructions", code.len());
+        let code = program(&[DENIED]);
         assert_eq!(filter_bytes().len(), code.len() * 8);
-        assert!(code.iter().all(|i| i.jt < u8::MAX && i.jf < u8::MAX));
+        for code in [code, program(&[DENIED, WORKER_DENIED])] {
+            // Jumps reach at most 255 instructions; the kernel takes up to 4096.
+            assert!(code.len() < 255, "{} instructions", code.len());
+            assert!(code.iter().all(|i| i.jt < u8::MAX && i.jf < u8::MAX));
+        }
+    }
+
+    #[test]
+    fn the_confined_program_adds_the_workers_list() {
+        let code = program(&[DENIED, WORKER_DENIED]);
+        for &nr in DENIED.iter().chain(WORKER_DENIED) {
+            assert_eq!(
+                verdict_of(&code, NATIVE_ARCH, nr as u32),
+                errno(libc::EPERM),
+                "call {nr}"
+            );
+        }
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_mmap,
+            libc::SYS_munmap,
+            libc::SYS_brk,
+            libc::SYS_futex,
+            libc::SYS_clone,
+            libc::SYS_exit_group,
+        ] {
+            assert_eq!(
+                verdict_of(&code, NATIVE_ARCH, nr as u32),
+                libc::SECCOMP_RET_ALLOW,
+                "call {nr}"
+            );
+        }
+    }
+
+    /// Under the real kernel: once confined, a process opens no file and no socket,
+    /// signals no other process, and starts no program.
+    #[test]
+    fn a_confined_process_opens_signals_and_starts_nothing() {
+        use std::os::unix::process::CommandExt;
+        let filter = Program::confined();
+        let parent = std::process::id() as libc::pid_t;
+        let mut command = std::process::Command::new("/bin/true");
+        // SAFETY: the closure calls only prctl, seccomp, open, socket, kill and close,
+        // which are async-signal-safe; the filter and the path were made before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                filter.install()?;
+                let denied = |r: libc::c_int| {
+                    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                };
+                let opened = libc::open(c"/etc/hostname".as_ptr(), libc::O_RDONLY);
+                if !denied(opened) {
+                    return Err(std::io::Error::from_raw_os_error(libc::EEXIST));
+                }
+                if !denied(libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0)) {
+                    return Err(std::io::Error::from_raw_os_error(libc::EADDRINUSE));
+                }
+                // Signal 0 only checks that the signal could be sent.
+                if !denied(libc::kill(parent, 0)) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        // Every check passed, and then the exec itself is refused.
+        let err = command.spawn().expect_err("a confined process started a program");
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
     }
 }

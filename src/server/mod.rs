@@ -4,6 +4,7 @@
 pub mod access;
 pub mod agent_view;
 pub mod click;
+mod connections;
 pub mod digest;
 pub mod dispatch;
 mod escalation;
@@ -44,6 +45,7 @@ use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 use crate::run::Runner;
 
+pub use connections::{ConnectionTimeouts, serve_connections};
 pub use dispatch::{DispatchSettings, Dispatcher};
 pub use ingest::Ingest;
 
@@ -51,8 +53,8 @@ pub use ingest::Ingest;
 pub const BODY_LIMIT: usize = 1024 * 1024;
 /// Requests taking longer than this are answered 408.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection must send a whole request head within this long, whether it is new or
-/// idle between keep-alive requests; slower ones are closed.
+/// A request head must arrive whole within this long of its first byte (of the
+/// connection's opening, for its first request); slower ones are closed.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long interrupted runs get to record their end after the grace period.
@@ -385,12 +387,14 @@ impl Service {
 /// Serves on `addr` until SIGTERM or ctrl-c, then stops gracefully: `/readyz` turns
 /// 503 at once, requests are still served for `drain` (so load balancers see the
 /// change), then no new connections are accepted, and open connections and running
-/// work both get the same `grace`.
+/// work both get the same `grace`. An idle keep-alive connection is closed after
+/// `keep_alive`; a request head must arrive within [`HEADER_READ_TIMEOUT`].
 pub async fn serve(
     addr: SocketAddr,
     service: Service,
     grace: Duration,
     drain: Duration,
+    keep_alive: Duration,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, agents = service.state.config.agents.len(), "steward listening");
@@ -432,7 +436,10 @@ pub async fn serve(
         listener,
         service.router(),
         stop.clone(),
-        HEADER_READ_TIMEOUT,
+        ConnectionTimeouts {
+            head: HEADER_READ_TIMEOUT,
+            idle: keep_alive,
+        },
         grace,
     );
     let work = async {
@@ -443,89 +450,6 @@ pub async fn serve(
     signals.abort();
     tracing::info!("steward stopped");
     Ok(())
-}
-
-/// Accepts HTTP/1.1 connections until `stop`, then lets open connections finish
-/// within `grace`. A request head must arrive whole within `header_timeout`, and an
-/// idle keep-alive connection is closed after the same time (axum's own `serve` sets
-/// no timer, so a client trickling headers could hold a connection open
-/// indefinitely). `serve` uses [`HEADER_READ_TIMEOUT`].
-pub async fn serve_connections(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    stop: CancellationToken,
-    header_timeout: Duration,
-    grace: Duration,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).http1_only();
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let connections = TaskTracker::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = stop.cancelled() => break,
-        };
-        let service = hyper_util::service::TowerToHyperService::new(WithPeer {
-            inner: router.clone(),
-            peer,
-        });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        connections.spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection closed with an error");
-            }
-        });
-    }
-    drop(listener);
-    connections.close();
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
-        tracing::warn!("connections still open after the grace period; closing them");
-    }
-}
-
-/// The router with the connection's client address in every request's extensions, as
-/// axum's `ConnectInfo` (sign-in throttling is per address).
-#[derive(Clone)]
-struct WithPeer {
-    inner: Router,
-    peer: std::net::SocketAddr,
-}
-
-impl<B> tower_service::Service<axum::http::Request<B>> for WithPeer
-where
-    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
-{
-    type Response = axum::response::Response;
-    type Error = std::convert::Infallible;
-    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
-
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-        tower_service::Service::<axum::http::Request<B>>::poll_ready(&mut self.inner, cx)
-    }
-
-    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
-        request
-            .extensions_mut()
-            .insert(axum::extract::ConnectInfo(self.peer));
-        self.inner.call(request)
-    }
 }
 
 async fn shutdown_signal() {
