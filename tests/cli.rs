@@ -1363,4 +1363,16 @@ fn metrics_are_closed_beyond_loopback_without_their_token() {
     let (answer, log) = serve("127.0.0.1", &[], None);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(!log.contains("/metrics is closed"), "{log}");
+    // Loopback behind a proxy that serves a public name: closed, the inspector too.
+    let public = [("STEWARD_PUBLIC_URL", "https://steward.example.com")];
+    let (answer, log) = serve("127.0.0.1", &public, None);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(
+        log.contains("/metrics is closed: STEWARD_PUBLIC_URL names steward.example.com"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the run inspector is closed: STEWARD_PUBLIC_URL names steward.example.com"),
+        "{log}"
+    );
 }

@@ -320,6 +320,53 @@ fn line_value(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
 }
 
+/// Open (loopback, nothing configured), the inspector, its API, MCP and `/metrics`
+/// still refuse a request a proxy forwarded: a proxy on the same machine connects from
+/// loopback, and its forwarding headers are what tell it apart.
+#[tokio::test]
+async fn the_open_inspector_refuses_what_a_proxy_forwards() {
+    let h = start(open()).await;
+    let forwarded = |method: &str, path: &str, header: &str| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header, "203.0.113.7")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
+            ))
+            .unwrap()
+    };
+    for (method, path) in [
+        ("GET", "/runs"),
+        ("GET", "/api/runs"),
+        ("GET", "/events"),
+        ("POST", "/mcp"),
+    ] {
+        for header in ["x-forwarded-for", "forwarded", "via"] {
+            let (status, _, body) = h.send(forwarded(method, path, header)).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path} with {header}");
+            assert!(body.contains("came through a proxy"), "{body}");
+        }
+    }
+    let (status, _, body) = h.send(forwarded("GET", "/metrics", "x-real-ip")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("came through a proxy"), "{body}");
+    // MCP reads its own body: held to the same 1 MB as every route.
+    let big = Request::post("/mcp")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Body::from(vec![b' '; 2 << 20]))
+        .unwrap();
+    let (status, _, body) = h.send(big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    // Asked directly, all answer.
+    assert_eq!(h.get("/api/runs").await.0, StatusCode::OK);
+    assert_eq!(h.get("/metrics").await.0, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn metrics_status_and_inspector_after_slack_runs() {
     let h = start(open()).await;
@@ -625,6 +672,7 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
     let h = start(AdminAccess {
         token: Some(ADMIN_TOKEN.into()),
         trusted_user_header: Some("x-forwarded-user".into()),
+        trusted_proxies: steward::types::networks::Networks::parse("127.0.0.1").unwrap(),
         metrics_token: Some("scrape-me".into()),
         ..AdminAccess::default()
     })
@@ -648,11 +696,30 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
             .0,
         StatusCode::OK
     );
+    // The header counts only from the proxy's address (STEWARD_TRUSTED_PROXIES).
+    let from = |ip: [u8; 4], request: Request<Body>| {
+        let mut request = request;
+        let peer = std::net::SocketAddr::from((ip, 40000));
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        request
+    };
     assert_eq!(
-        h.send(with("/runs", "x-forwarded-user", "ana@example.com"))
-            .await
-            .0,
+        h.send(from(
+            [127, 0, 0, 1],
+            with("/runs", "x-forwarded-user", "ana@example.com")
+        ))
+        .await
+        .0,
         StatusCode::OK
+    );
+    assert_eq!(
+        h.send(from(
+            [10, 0, 0, 9],
+            with("/runs", "x-forwarded-user", "ana@example.com")
+        ))
+        .await
+        .0,
+        StatusCode::UNAUTHORIZED
     );
 
     // The login form sets a cookie that admits the browser.

@@ -1620,6 +1620,13 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
     if admin.configured() {
         return false;
     }
+    if let Some(host) = proxied_host(admin) {
+        tracing::warn!(
+            %host,
+            "the run inspector is closed: STEWARD_PUBLIC_URL names {host}, so requests come through a proxy; set STEWARD_ADMIN_TOKEN or STEWARD_TRUSTED_USER_HEADER to use it"
+        );
+        return false;
+    }
     if addr.ip().is_loopback() {
         tracing::info!(
             "run inspector open at /runs (loopback only; set STEWARD_ADMIN_TOKEN to listen elsewhere)"
@@ -1634,11 +1641,26 @@ fn inspector_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) 
     }
 }
 
+/// The host `STEWARD_PUBLIC_URL` names when it is not this machine: steward is then
+/// reached through a proxy, which connects from loopback when it runs here too.
+fn proxied_host(admin: &crate::server::access::AdminAccess) -> Option<&str> {
+    let host = admin.hosts.public.as_deref()?;
+    let local = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    (!local).then_some(host)
+}
+
 /// Whether `/metrics` may answer without a token: only when `STEWARD_METRICS_TOKEN` is
 /// unset and steward listens on loopback. Beyond loopback without a token it is closed,
 /// which is said at start (a scraper would otherwise only see 401s).
 fn metrics_open(admin: &crate::server::access::AdminAccess, addr: SocketAddr) -> bool {
     if admin.metrics_token.is_some() {
+        return false;
+    }
+    if let Some(host) = proxied_host(admin) {
+        tracing::warn!(
+            %host,
+            "/metrics is closed: STEWARD_PUBLIC_URL names {host}, so requests come through a proxy; set STEWARD_METRICS_TOKEN and scrape with it as a bearer token"
+        );
         return false;
     }
     if addr.ip().is_loopback() {

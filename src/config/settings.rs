@@ -109,6 +109,9 @@ pub struct Settings {
     /// `STEWARD_TRUSTED_USER_HEADER`: a header set by an authenticating proxy
     /// (`X-Forwarded-User`) that names the person; its presence admits the request.
     pub trusted_user_header: Option<String>,
+    /// `STEWARD_TRUSTED_PROXIES`: the addresses the trusted user header is taken from
+    /// (the authenticating proxy's); required with the header.
+    pub trusted_proxies: crate::types::networks::Networks,
     /// `STEWARD_LOG_CHANNEL`: a Slack channel that gets one line per finished run.
     pub log_channel: Option<String>,
     /// `STEWARD_PUBLIC_URL`: where the inspector is reachable, for links from Slack.
@@ -165,6 +168,10 @@ impl ApiStyle {
         }
     }
 }
+
+/// The shortest `STEWARD_ADMIN_TOKEN` taken: guessing is throttled per address, and a
+/// short token would still fall to many addresses.
+const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 
 /// A setting with a value steward cannot use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -251,6 +258,34 @@ impl Settings {
                     })?,
             ),
         };
+        let trusted_proxies = match vars.get("STEWARD_TRUSTED_PROXIES") {
+            None => Default::default(),
+            Some(v) => crate::types::networks::Networks::parse(v).map_err(|_| SettingError {
+                name: "STEWARD_TRUSTED_PROXIES",
+                value: v.clone(),
+                expected: "addresses or networks separated by commas, such as 127.0.0.1 or 10.0.0.0/8",
+            })?,
+        };
+        // A header anyone who reaches steward could set is no sign-in: it is taken only
+        // from the proxy that sets it.
+        if let Some(header) = vars.get("STEWARD_TRUSTED_USER_HEADER")
+            && trusted_proxies.is_empty()
+        {
+            return Err(SettingError {
+                name: "STEWARD_TRUSTED_USER_HEADER",
+                value: header.clone(),
+                expected: "STEWARD_TRUSTED_PROXIES as well: the addresses of the proxy that sets the header (such as 127.0.0.1 or 10.0.0.0/8), since anyone else who reaches steward could set it too",
+            });
+        }
+        if let Some(token) = vars.get("STEWARD_ADMIN_TOKEN")
+            && token.trim().chars().count() < MIN_ADMIN_TOKEN_CHARS
+        {
+            return Err(SettingError {
+                name: "STEWARD_ADMIN_TOKEN",
+                value: "(hidden)".into(),
+                expected: "at least 16 characters, since it opens every run's record (make one with `openssl rand -hex 32`)",
+            });
+        }
         let hook_tokens = vars
             .iter()
             .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
@@ -320,6 +355,7 @@ impl Settings {
             metrics_token: get("STEWARD_METRICS_TOKEN"),
             admin_token: get("STEWARD_ADMIN_TOKEN"),
             trusted_user_header: get("STEWARD_TRUSTED_USER_HEADER"),
+            trusted_proxies,
             log_channel: get("STEWARD_LOG_CHANNEL"),
             public_url: get("STEWARD_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string()),
             data_key,
@@ -400,5 +436,38 @@ mod tests {
         }
         let s = Settings::from_vars(vars(&[("STEWARD_EVENT_RETENTION", "24h")])).unwrap();
         assert_eq!(s.event_retention, Some(MIN_EVENT_RETENTION));
+    }
+
+    #[test]
+    fn a_trusted_header_needs_its_proxies_and_an_admin_token_its_length() {
+        let header = ("STEWARD_TRUSTED_USER_HEADER", "X-Forwarded-User");
+        let e = Settings::from_vars(vars(&[header])).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "STEWARD_TRUSTED_USER_HEADER='X-Forwarded-User' is not valid: STEWARD_TRUSTED_PROXIES as well"
+            ),
+            "{e}"
+        );
+        let e = Settings::from_vars(vars(&[header, ("STEWARD_TRUSTED_PROXIES", "oauth2-proxy")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("STEWARD_TRUSTED_PROXIES='oauth2-proxy' is not valid"),
+            "{e}"
+        );
+        let s = Settings::from_vars(vars(&[
+            header,
+            ("STEWARD_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.1"),
+        ]))
+        .unwrap();
+        assert!(s.trusted_proxies.contains("10.2.3.4".parse().unwrap()));
+        let e = Settings::from_vars(vars(&[("STEWARD_ADMIN_TOKEN", "hunter2")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at least 16 characters") && !e.contains("hunter2"),
+            "{e}"
+        );
+        assert!(Settings::from_vars(vars(&[("STEWARD_ADMIN_TOKEN", "0123456789abcdef")])).is_ok());
     }
 }

@@ -6,13 +6,16 @@
 //!   `/login` sets after the token is typed into its form (the cookie holds a
 //!   domain-separated SHA-256 of the token, never the token);
 //! - `STEWARD_TRUSTED_USER_HEADER`, a header an authenticating proxy (oauth2-proxy's
-//!   `X-Forwarded-User`) sets on every request it lets through;
-//! - neither configured and steward bound to a loopback address: only people on the
-//!   machine can connect, so the inspector is open.
+//!   `X-Forwarded-User`) sets on every request it lets through, taken only from the
+//!   proxy's addresses (`STEWARD_TRUSTED_PROXIES`);
+//! - neither configured, steward bound to a loopback address and `STEWARD_PUBLIC_URL`
+//!   naming no other host: only people on the machine can connect, so the inspector is
+//!   open, to requests that did not come through a proxy (a proxy on the same machine
+//!   connects from loopback too; the forwarding headers it adds give it away).
 //!
 //! `/metrics` takes `STEWARD_METRICS_TOKEN` as a bearer token (Prometheus's
-//! `authorization` setting); with none set it is open only when steward listens on
-//! loopback, as the inspector is, and closed everywhere else.
+//! `authorization` setting); with none set it is open only as the inspector is (and to
+//! this steward's own host names, against DNS rebinding), and closed everywhere else.
 
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
@@ -27,6 +30,8 @@ pub struct AdminAccess {
     pub token: Option<String>,
     /// `STEWARD_TRUSTED_USER_HEADER`, lower-cased.
     pub trusted_user_header: Option<String>,
+    /// `STEWARD_TRUSTED_PROXIES`: the header is taken only from these peers.
+    pub trusted_proxies: crate::types::networks::Networks,
     /// `STEWARD_METRICS_TOKEN`.
     pub metrics_token: Option<String>,
     /// Admit unauthenticated inspector requests: set by `serve` only when neither the
@@ -117,6 +122,10 @@ pub enum Viewer {
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Denied {
+    #[error(
+        "this request came through a proxy, and without STEWARD_ADMIN_TOKEN or STEWARD_TRUSTED_USER_HEADER the run inspector answers only on this machine"
+    )]
+    Proxied,
     #[error("sign in with STEWARD_ADMIN_TOKEN at /login, or send it as a bearer token")]
     NeedsToken,
     #[error(
@@ -131,9 +140,10 @@ impl AdminAccess {
         self.token.is_some() || self.trusted_user_header.is_some()
     }
 
-    /// Admits or refuses an inspector request.
-    pub fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Denied> {
+    /// Admits or refuses an inspector request from `peer` (the connection's address).
+    pub fn viewer(&self, headers: &HeaderMap, peer: Option<std::net::IpAddr>) -> Result<Viewer, Denied> {
         if let Some(name) = &self.trusted_user_header
+            && peer.is_some_and(|ip| self.trusted_proxies.contains(ip))
             && let Some(user) = headers.get(name.as_str()).and_then(|v| v.to_str().ok())
             && !user.trim().is_empty()
         {
@@ -153,10 +163,10 @@ impl AdminAccess {
         if self.trusted_user_header.is_some() {
             return Err(Denied::NeedsToken);
         }
-        if self.open {
-            Ok(Viewer::Local)
-        } else {
-            Err(Denied::Closed)
+        match (self.open, proxied(headers)) {
+            (true, false) => Ok(Viewer::Local),
+            (true, true) => Err(Denied::Proxied),
+            (false, _) => Err(Denied::Closed),
         }
     }
 
@@ -174,7 +184,7 @@ impl AdminAccess {
     /// Whether a `/metrics` request may read the metrics.
     pub fn metrics_allowed(&self, headers: &HeaderMap) -> bool {
         match &self.metrics_token {
-            None => self.metrics_open,
+            None => self.metrics_open && !proxied(headers) && self.host_allowed(headers).is_ok(),
             Some(token) => bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())),
         }
     }
@@ -191,6 +201,23 @@ impl AdminAccess {
             )
         })
     }
+}
+
+/// Whether a proxy forwarded the request: the headers proxies add (nginx, Caddy,
+/// Traefik, Envoy, load balancers). A proxy that adds none cannot be told apart from a
+/// person on the machine, which is why the open inspector also needs
+/// `STEWARD_PUBLIC_URL` to name no other host.
+fn proxied(headers: &HeaderMap) -> bool {
+    [
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+        "via",
+    ]
+    .iter()
+    .any(|h| headers.contains_key(*h))
 }
 
 /// The cookie value for `token` until `expires` (Unix seconds): `{expires}.{HMAC}`
@@ -256,12 +283,27 @@ mod tests {
     #[test]
     fn closed_by_default_open_only_when_serve_says_loopback() {
         let access = AdminAccess::default();
-        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::Closed));
+        assert_eq!(access.viewer(&HeaderMap::new(), None), Err(Denied::Closed));
         let open = AdminAccess {
             open: true,
             ..AdminAccess::default()
         };
-        assert_eq!(open.viewer(&HeaderMap::new()), Ok(Viewer::Local));
+        assert_eq!(open.viewer(&HeaderMap::new(), None), Ok(Viewer::Local));
+        // A proxy on the same machine connects from loopback too: what it adds gives it
+        // away, and the open inspector refuses it.
+        for header in [
+            "x-forwarded-for",
+            "forwarded",
+            "x-real-ip",
+            "via",
+            "x-forwarded-host",
+        ] {
+            assert_eq!(
+                open.viewer(&headers(&[(header, "203.0.113.7")]), None),
+                Err(Denied::Proxied),
+                "{header}"
+            );
+        }
     }
 
     #[test]
@@ -272,16 +314,16 @@ mod tests {
             ..AdminAccess::default()
         };
         assert_eq!(
-            access.viewer(&HeaderMap::new()),
+            access.viewer(&HeaderMap::new(), None),
             Err(Denied::NeedsToken),
             "open never overrides a token"
         );
         assert_eq!(
-            access.viewer(&headers(&[("authorization", "Bearer s3cret")])),
+            access.viewer(&headers(&[("authorization", "Bearer s3cret")]), None),
             Ok(Viewer::Admin)
         );
         assert_eq!(
-            access.viewer(&headers(&[("authorization", "Bearer wrong")])),
+            access.viewer(&headers(&[("authorization", "Bearer wrong")]), None),
             Err(Denied::NeedsToken)
         );
         assert!(access.login("wrong").is_none());
@@ -289,7 +331,7 @@ mod tests {
         assert!(!set.contains("s3cret"));
         let value = set.split(';').next().unwrap();
         assert_eq!(
-            access.viewer(&headers(&[("cookie", &format!("theme=dark; {value}"))])),
+            access.viewer(&headers(&[("cookie", &format!("theme=dark; {value}"))]), None),
             Ok(Viewer::Admin)
         );
         assert!(
@@ -315,13 +357,30 @@ mod tests {
     fn trusted_header_names_the_person() {
         let access = AdminAccess {
             trusted_user_header: Some("x-forwarded-user".into()),
+            trusted_proxies: crate::types::networks::Networks::parse("10.0.0.5").unwrap(),
+            token: Some("s3cret".into()),
             ..AdminAccess::default()
         };
+        let named = headers(&[("x-forwarded-user", "ada@example.com")]);
+        let proxy = Some("10.0.0.5".parse().unwrap());
         assert_eq!(
-            access.viewer(&headers(&[("x-forwarded-user", "ada@example.com")])),
+            access.viewer(&named, proxy),
             Ok(Viewer::Person("ada@example.com".into()))
         );
-        assert_eq!(access.viewer(&HeaderMap::new()), Err(Denied::NeedsToken));
+        assert_eq!(access.viewer(&HeaderMap::new(), proxy), Err(Denied::NeedsToken));
+        // From anyone else (another pod, no known peer) the header is nothing: the token
+        // is still asked for.
+        for peer in [Some("10.0.0.9".parse().unwrap()), None] {
+            assert_eq!(access.viewer(&named, peer), Err(Denied::NeedsToken), "{peer:?}");
+        }
+        let both = headers(&[
+            ("x-forwarded-user", "ada@example.com"),
+            ("authorization", "Bearer s3cret"),
+        ]);
+        assert_eq!(
+            access.viewer(&both, Some("10.0.0.9".parse().unwrap())),
+            Ok(Viewer::Admin)
+        );
     }
 
     #[test]
@@ -342,5 +401,9 @@ mod tests {
             ..AdminAccess::default()
         };
         assert!(loopback.metrics_allowed(&HeaderMap::new()));
+        assert!(loopback.metrics_allowed(&headers(&[("host", "127.0.0.1:8080")])));
+        // Open metrics answer neither a proxy nor a rebound host name.
+        assert!(!loopback.metrics_allowed(&headers(&[("x-forwarded-for", "203.0.113.7")])));
+        assert!(!loopback.metrics_allowed(&headers(&[("host", "rebind.attacker.example:8080")])));
     }
 }

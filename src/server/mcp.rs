@@ -353,8 +353,11 @@ pub fn http_service(
     // The inspector's host check (`host_guard`) has already refused a foreign `Host`
     // before a request gets here, with steward's own list (its bind address and public
     // URL); rmcp's list of loopback names would refuse steward's public hostname.
+    // rmcp reads the body itself, past axum's `DefaultBodyLimit`: the same 1 MB cap as
+    // every other route.
     let settings = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
-        .disable_allowed_hosts();
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(super::BODY_LIMIT);
     rmcp::transport::streamable_http_server::StreamableHttpService::new(
         move || Ok(StewardMcp::new(store.clone(), config.clone(), None)),
         Default::default(),

@@ -110,6 +110,7 @@ impl Secrets {
             hooks,
             admin: access::AdminAccess {
                 token: settings.admin_token.clone(),
+                trusted_proxies: settings.trusted_proxies.clone(),
                 trusted_user_header: settings
                     .trusted_user_header
                     .as_ref()

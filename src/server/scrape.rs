@@ -32,8 +32,10 @@ pub async fn metrics(
     if !admin.metrics_allowed(&headers) {
         let why = if guarded {
             "send STEWARD_METRICS_TOKEN as a bearer token\n"
+        } else if admin.metrics_open {
+            "/metrics answers without STEWARD_METRICS_TOKEN only on this machine: this request came through a proxy or names another host\n"
         } else {
-            "/metrics is closed: steward listens beyond loopback and STEWARD_METRICS_TOKEN is not set; set it and scrape with it as a bearer token\n"
+            "/metrics is closed: steward listens beyond loopback (or STEWARD_PUBLIC_URL names another host) and STEWARD_METRICS_TOKEN is not set; set it and scrape with it as a bearer token\n"
         };
         return (StatusCode::UNAUTHORIZED, why).into_response();
     }

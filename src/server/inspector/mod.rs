@@ -109,7 +109,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         state.runner.metrics.login("throttled");
         return super::throttle::too_many(wait);
     }
-    match admin.viewer(request.headers()) {
+    match admin.viewer(request.headers(), client) {
         Ok(viewer) => {
             if bearer && viewer == super::access::Viewer::Admin {
                 admin.throttle.succeeded(client);
