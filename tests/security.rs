@@ -859,14 +859,36 @@ async fn the_inspector_answers_only_its_own_host_names() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    // Behind a proxy, STEWARD_PUBLIC_URL's host is steward's own name too.
+    // Behind a proxy, STEWARD_PUBLIC_URL's host is steward's own name too. A public
+    // name means a proxy in front: the inspector no longer opens by itself there.
+    let token = "the-admin-token-for-this-test";
     let (mut child, base) = serve(
         root.path(),
         &db,
-        &[("STEWARD_PUBLIC_URL", "https://steward.example.com")],
+        &[
+            ("STEWARD_PUBLIC_URL", "https://steward.example.com"),
+            ("STEWARD_ADMIN_TOKEN", token),
+        ],
         None,
     );
-    let get = |host: &'static str| api_runs_as(&client, &base, host.to_string());
+    assert_eq!(
+        api_runs_as(&client, &base, "steward.example.com".into()).await,
+        401
+    );
+    let get = |host: &'static str| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            client
+                .get(format!("{base}/api/runs"))
+                .header("host", host)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
     assert_eq!(get("steward.example.com").await, 200);
     assert_eq!(get("STEWARD.example.com.").await, 200, "case and a final dot");
     assert_eq!(get("steward.example.com.attacker.example").await, 403);

@@ -32,6 +32,8 @@ const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread", "sl
 const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
 /// The tool that sends a request to a URL of the model's choosing.
 const FETCH: &str = "http_fetch";
+/// The tool that runs a skill's script.
+const SKILL_SCRIPT: &str = "run_skill_script";
 
 /// One run's custody of private content (see the module docs).
 pub struct Custody {
@@ -44,6 +46,9 @@ pub struct Custody {
     named: Vec<String>,
     /// The agent's `private_egress`.
     egress: Vec<String>,
+    /// The agent's Python, shell and Node skill scripts reach hosts
+    /// (`skills.scripts.egress`): a script run can carry what it is given out.
+    scripts_reach_out: bool,
     slack: Option<SlackClient>,
     state: Mutex<State>,
 }
@@ -74,6 +79,7 @@ impl Custody {
             home: home.clone(),
             named,
             egress: agent.private_egress.clone(),
+            scripts_reach_out: agent.skills.scripts.egress.is_some(),
             slack,
             state: Mutex::default(),
         };
@@ -202,6 +208,18 @@ impl Custody {
                 "sends a request to {}, an address this run made up",
                 escape(&shown)
             )
+        } else if name == SKILL_SCRIPT
+            && self.scripts_reach_out
+            && !args["script"].as_str().unwrap_or_default().ends_with(".rhai")
+        {
+            // Its arguments, stdin and files go to a program with network to the hosts
+            // skills.scripts.egress lists (Rhai scripts have none: their tool calls
+            // come through here one by one).
+            if self.egress.iter().any(|e| e == name) {
+                return None;
+            }
+            let hosts = "the hosts in skills.scripts.egress";
+            format!("runs a skill script, which can send what it is given to {hosts}")
         } else if effect.changes_anything() || name.contains(crate::config::mcp::SEPARATOR) {
             // An MCP server is outside the conversation whatever its tool says of
             // itself: its arguments reach another service.
@@ -370,11 +388,90 @@ mod tests {
         assert!(needs("6", "jira_create_issue", Effect::Irreversible, json!({})));
         assert!(!needs("7", "jira_add_comment", Effect::Irreversible, json!({})));
         assert!(!needs("8", "current_time", Effect::ReadOnly, json!({})));
+        // Skill scripts without network carry nothing out.
+        let script = |name: &str| json!({"skill": "pdf", "script": name, "args": ["secret"]});
+        assert!(!needs(
+            "9",
+            "run_skill_script",
+            Effect::ReadOnly,
+            script("scripts/x.py")
+        ));
         c.approve("6");
         assert!(!needs("6", "jira_create_issue", Effect::Irreversible, json!({})));
         assert!(!c.answer_leaves(), "a DM's answer goes back to the DM");
         c.taint("C0PRIV");
         assert!(c.answer_leaves());
+    }
+
+    /// With `skills.scripts.egress`, a Python, shell or Node script can send what it is
+    /// given to the listed hosts: once the run holds private content, running one waits
+    /// for approval (a Rhai script has no network; `private_egress` can allow it).
+    #[test]
+    fn skill_scripts_with_network_are_egress_for_a_private_run() {
+        use serde_json::json;
+        let mut agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        agent.skills.scripts.egress = Some(crate::config::spec::ScriptEgressSpec {
+            allow: vec!["api.example.com".into()],
+            max_requests: None,
+            max_mb: None,
+            secrets: Default::default(),
+        });
+        let mut trigger = TriggerEvent::from_cli(json!({"text": "x"}));
+        trigger.private = true;
+        let c = Custody::new(&agent, &trigger, None);
+        let script = |name: &str| json!({"skill": "translate", "script": name, "args": ["DM text"]});
+        let note = c
+            .egress_note(
+                "1",
+                "run_skill_script",
+                Effect::ReadOnly,
+                &script("scripts/send.py"),
+            )
+            .unwrap_or_default();
+        assert!(
+            note.contains(
+                "runs a skill script, which can send what it is given to the hosts in skills.scripts.egress"
+            ),
+            "{note}"
+        );
+        assert!(
+            c.egress_note(
+                "2",
+                "run_skill_script",
+                Effect::ReadOnly,
+                &script("scripts/sum.rhai")
+            )
+            .is_none()
+        );
+        agent.private_egress = vec!["run_skill_script".into()];
+        let allowed = Custody::new(&agent, &trigger, None);
+        assert!(
+            allowed
+                .egress_note(
+                    "3",
+                    "run_skill_script",
+                    Effect::ReadOnly,
+                    &script("scripts/send.py")
+                )
+                .is_none()
+        );
+        // Before the run holds anything private, nothing waits.
+        let public = Custody::new(&agent, &TriggerEvent::from_cli(json!({"text": "x"})), None);
+        assert!(
+            public
+                .egress_note(
+                    "4",
+                    "run_skill_script",
+                    Effect::ReadOnly,
+                    &script("scripts/send.py")
+                )
+                .is_none()
+        );
     }
 
     /// Reads of private conversations: a run no person started reads only what its

@@ -13,6 +13,8 @@
 /// Offsets in the kernel's `struct seccomp_data`.
 const NR_OFFSET: u32 = 0;
 const ARCH_OFFSET: u32 = 4;
+/// `args[0]`; each further argument is 8 bytes on (little-endian) x86_64 and aarch64.
+const ARG_OFFSET: u32 = 16;
 
 /// `AUDIT_ARCH_*` of the architecture steward was built for.
 #[cfg(target_arch = "x86_64")]
@@ -93,7 +95,8 @@ const DENIED: &[libc::c_long] = &[
 
 /// Calls a document extraction worker never makes once it has read its document
 /// ([`Program::confined`]): nothing new is opened, created, renamed or removed, no socket
-/// and no program, and no signal reaches another process (the worker runs as steward's
+/// and no program, no signal reaches another process (nor is a descriptor's signal
+/// pointed at one: [`SIGNAL_OWNER`]), and no other process's limits or scheduling change (the worker runs as steward's
 /// user, so without this a parser taken over by a document could read the database or
 /// the service's `/proc/<pid>/environ`, call out, or kill the service). An allocation
 /// failure still ends the worker: glibc's `abort` falls back to a faulting instruction
@@ -128,6 +131,16 @@ const WORKER_DENIED: &[libc::c_long] = &[
     libc::SYS_fchmodat,
     libc::SYS_fchownat,
     libc::SYS_truncate,
+    // Limits, priorities and placement of any process of the user: `prlimit64` on
+    // steward with a one-second CPU limit would have the kernel kill it.
+    libc::SYS_prlimit64,
+    libc::SYS_setrlimit,
+    libc::SYS_setpriority,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_sched_setscheduler,
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setattr,
+    libc::SYS_ioprio_set,
     // The older path calls x86_64 still has (aarch64 has only the `*at` forms).
     #[cfg(target_arch = "x86_64")]
     libc::SYS_open,
@@ -180,109 +193,180 @@ const JUMP_EQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const JUMP_GE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
 const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
-fn errno(code: libc::c_int) -> u32 {
+fn errno_ret(code: libc::c_int) -> u32 {
     libc::SECCOMP_RET_ERRNO | (code as u32 & libc::SECCOMP_RET_DATA)
 }
 
+/// A rule on one argument of one call (its low 32 bits: the kernel reads `int` and
+/// `unsigned int` arguments from them).
+struct ArgRule {
+    nr: libc::c_long,
+    arg: u32,
+    /// The values that decide.
+    values: &'static [u32],
+    /// `true`: only `values` are allowed, anything else fails with `errno`; `false`:
+    /// `values` fail with `errno`, anything else is allowed.
+    only: bool,
+    errno: libc::c_int,
+}
+
+/// Sockets of the families a script or a runtime uses (local, IPv4, IPv6, and netlink,
+/// which glibc's address lookup asks for its interfaces); `AF_VSOCK`, `AF_PACKET`,
+/// Bluetooth and the rest fail with `EAFNOSUPPORT`, as under Flatpak (vsock, for one,
+/// reaches the host past the network namespace).
+const SOCKET_FAMILIES: ArgRule = ArgRule {
+    nr: libc::SYS_socket,
+    arg: 0,
+    values: &[
+        libc::AF_UNIX as u32,
+        libc::AF_INET as u32,
+        libc::AF_INET6 as u32,
+        libc::AF_NETLINK as u32,
+    ],
+    only: true,
+    errno: libc::EAFNOSUPPORT,
+};
+
+/// Linux's `F_SETSIG` and `F_SETOWN_EX` (the same on x86_64 and aarch64; the libc crate
+/// leaves them out).
+const F_SETSIG: libc::c_int = 10;
+const F_SETOWN_EX: libc::c_int = 15;
+
+/// `fcntl` commands that point a descriptor's signals at a process
+/// (`F_SETOWN`, `F_SETSIG`, `F_SETOWN_EX`): a worker could aim `SIGKILL` at steward.
+const SIGNAL_OWNER: ArgRule = ArgRule {
+    nr: libc::SYS_fcntl,
+    arg: 1,
+    values: &[libc::F_SETOWN as u32, F_SETSIG as u32, F_SETOWN_EX as u32],
+    only: false,
+    errno: libc::EPERM,
+};
+
+/// Where a jump goes; patched once the returns' positions are known.
+#[derive(Clone, Copy)]
+enum Target {
+    Next,
+    /// The instruction after the current argument rule's block.
+    AfterRule,
+    Allow,
+    Errno(libc::c_int),
+}
+
 /// The program: check the architecture, then the call number against the lists
-/// (`denied` fail with `EPERM`, [`ABSENT`] with `ENOSYS`). Every jump goes forward to
-/// one of the three returns at the end.
-fn program(denied: &[&[libc::c_long]]) -> Vec<Insn> {
-    let mut code = vec![Insn {
-        code: LOAD_WORD,
-        jt: 0,
-        jf: 0,
-        k: ARCH_OFFSET,
-    }];
-    // Jump targets are patched once the returns' positions are known.
-    enum Target {
-        Next,
-        Eperm,
-        Enosys,
-    }
-    let mut jumps: Vec<(usize, Target, Target)> = Vec::new();
-    jumps.push((code.len(), Target::Next, Target::Eperm));
-    code.push(Insn {
-        code: JUMP_EQ,
-        jt: 0,
-        jf: 0,
-        k: NATIVE_ARCH,
-    });
-    code.push(Insn {
-        code: LOAD_WORD,
-        jt: 0,
-        jf: 0,
-        k: NR_OFFSET,
-    });
-    if let Some(bit) = X32_SYSCALL_BIT {
-        jumps.push((code.len(), Target::Eperm, Target::Next));
-        code.push(Insn {
-            code: JUMP_GE,
-            jt: 0,
-            jf: 0,
-            k: bit,
-        });
-    }
-    let lists = denied.iter().map(|list| (*list, true)).chain([(ABSENT, false)]);
-    for (list, target) in lists {
-        for &nr in list {
-            jumps.push((
-                code.len(),
-                if target { Target::Eperm } else { Target::Enosys },
-                Target::Next,
-            ));
-            code.push(Insn {
-                code: JUMP_EQ,
+/// (`denied` fail with `EPERM`, [`ABSENT`] with `ENOSYS`), then the argument rules.
+/// Every jump goes forward, to the next rule or to a return at the end.
+fn program(denied: &[&[libc::c_long]], rules: &[ArgRule]) -> Vec<Insn> {
+    let mut code: Vec<(Insn, Target, Target)> = Vec::new();
+    let load = |k: u32| {
+        (
+            Insn {
+                code: LOAD_WORD,
                 jt: 0,
                 jf: 0,
-                k: nr as u32,
-            });
+                k,
+            },
+            Target::Next,
+            Target::Next,
+        )
+    };
+    let jump = |op: u16, k: u32, on_true: Target, on_false: Target| {
+        (
+            Insn {
+                code: op,
+                jt: 0,
+                jf: 0,
+                k,
+            },
+            on_true,
+            on_false,
+        )
+    };
+    code.push(load(ARCH_OFFSET));
+    code.push(jump(
+        JUMP_EQ,
+        NATIVE_ARCH,
+        Target::Next,
+        Target::Errno(libc::EPERM),
+    ));
+    code.push(load(NR_OFFSET));
+    if let Some(bit) = X32_SYSCALL_BIT {
+        code.push(jump(JUMP_GE, bit, Target::Errno(libc::EPERM), Target::Next));
+    }
+    let lists = denied
+        .iter()
+        .map(|list| (*list, libc::EPERM))
+        .chain([(ABSENT, libc::ENOSYS)]);
+    for (list, errno) in lists {
+        for &nr in list {
+            code.push(jump(JUMP_EQ, nr as u32, Target::Errno(errno), Target::Next));
         }
     }
-    code.push(Insn {
-        code: RETURN,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ALLOW,
-    });
-    let eperm = code.len();
-    code.push(Insn {
-        code: RETURN,
-        jt: 0,
-        jf: 0,
-        k: errno(libc::EPERM),
-    });
-    let enosys = code.len();
-    code.push(Insn {
-        code: RETURN,
-        jt: 0,
-        jf: 0,
-        k: errno(libc::ENOSYS),
-    });
-    let offset = |at: usize, t: &Target| -> u8 {
+    // Each rule's block: not its call, on to the next block; its call, the argument
+    // decides. The accumulator then holds the argument, so a block never falls
+    // through into the next one.
+    let mut blocks = Vec::new();
+    for rule in rules {
+        let begin = code.len();
+        code.push(jump(JUMP_EQ, rule.nr as u32, Target::Next, Target::AfterRule));
+        code.push(load(ARG_OFFSET + 8 * rule.arg));
+        for (i, &value) in rule.values.iter().enumerate() {
+            let last = i + 1 == rule.values.len();
+            let (hit, miss) = match (rule.only, last) {
+                (true, false) => (Target::Allow, Target::Next),
+                (true, true) => (Target::Allow, Target::Errno(rule.errno)),
+                (false, false) => (Target::Errno(rule.errno), Target::Next),
+                (false, true) => (Target::Errno(rule.errno), Target::Allow),
+            };
+            code.push(jump(JUMP_EQ, value, hit, miss));
+        }
+        blocks.push((begin, code.len()));
+    }
+    let allow = code.len();
+    code.push(jump(RETURN, libc::SECCOMP_RET_ALLOW, Target::Next, Target::Next));
+    let mut errnos: Vec<(libc::c_int, usize)> = Vec::new();
+    for errno in [libc::EPERM, libc::ENOSYS]
+        .into_iter()
+        .chain(rules.iter().map(|r| r.errno))
+    {
+        if !errnos.iter().any(|(e, _)| *e == errno) {
+            errnos.push((errno, code.len()));
+            code.push(jump(RETURN, errno_ret(errno), Target::Next, Target::Next));
+        }
+    }
+    let resolve = |at: usize, t: Target| -> u8 {
         let to = match t {
             Target::Next => at + 1,
-            Target::Eperm => eperm,
-            Target::Enosys => enosys,
+            Target::AfterRule => blocks
+                .iter()
+                .find(|(begin, end)| (*begin..*end).contains(&at))
+                .map_or(at + 1, |(_, end)| *end),
+            Target::Allow => allow,
+            Target::Errno(e) => errnos.iter().find(|(x, _)| *x == e).map_or(at + 1, |(_, i)| *i),
         };
-        // Offsets count from the instruction after the jump. The lists are far
+        // Offsets count from the instruction after the jump. The program is far
         // shorter than a u8's reach (a test checks); were one to outgrow it, the
         // kernel would refuse the program and the sandbox would say it cannot load it
         // (no script runs unfiltered).
         u8::try_from(to - at - 1).unwrap_or(u8::MAX)
     };
-    for (at, on_true, on_false) in &jumps {
-        code[*at].jt = offset(*at, on_true);
-        code[*at].jf = offset(*at, on_false);
-    }
-    code
+    code.iter()
+        .enumerate()
+        .map(|(at, (insn, on_true, on_false))| {
+            let mut insn = *insn;
+            if insn.code == JUMP_EQ || insn.code == JUMP_GE {
+                insn.jt = resolve(at, *on_true);
+                insn.jf = resolve(at, *on_false);
+            }
+            insn
+        })
+        .collect()
 }
 
 /// The program as bubblewrap reads it from a descriptor: `struct sock_filter`s in the
 /// machine's byte order.
 pub fn filter_bytes() -> Vec<u8> {
     let mut out = Vec::new();
-    for i in program(&[DENIED]) {
+    for i in program(&[DENIED], &[SOCKET_FAMILIES]) {
         out.extend_from_slice(&i.code.to_ne_bytes());
         out.push(i.jt);
         out.push(i.jf);
@@ -299,7 +383,7 @@ pub struct Program(Vec<libc::sock_filter>);
 impl Default for Program {
     /// The sandbox's filter, as bubblewrap loads it for scripts.
     fn default() -> Self {
-        Program::of(program(&[DENIED]))
+        Program::of(program(&[DENIED], &[SOCKET_FAMILIES]))
     }
 }
 
@@ -320,7 +404,7 @@ impl Program {
     /// The sandbox's filter and, on top, [`WORKER_DENIED`]: for a process that has
     /// everything it will read and only computes and writes to descriptors it holds.
     pub fn confined() -> Program {
-        Program::of(program(&[DENIED, WORKER_DENIED]))
+        Program::of(program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]))
     }
 
     /// In a child between fork and exec: no new privileges, then the filter, which
@@ -355,16 +439,24 @@ mod tests {
 
     /// Runs the program the way the kernel does, for one call.
     fn verdict(arch: u32, nr: u32) -> u32 {
-        verdict_of(&program(&[DENIED]), arch, nr)
+        verdict_of(&program(&[DENIED], &[SOCKET_FAMILIES]), arch, nr)
     }
 
     fn verdict_of(code: &[Insn], arch: u32, nr: u32) -> u32 {
+        verdict_with(code, arch, nr, [0; 6])
+    }
+
+    fn verdict_with(code: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let i = code[pc];
             match i.code {
                 LOAD_WORD => {
-                    acc = if i.k == ARCH_OFFSET { arch } else { nr };
+                    acc = match i.k {
+                        ARCH_OFFSET => arch,
+                        NR_OFFSET => nr,
+                        k => args[((k - ARG_OFFSET) / 8) as usize] as u32,
+                    };
                     pc += 1;
                 }
                 JUMP_EQ | JUMP_GE => {
@@ -380,10 +472,18 @@ mod tests {
     #[test]
     fn denied_calls_fail_and_everything_else_is_allowed() {
         for &nr in DENIED {
-            assert_eq!(verdict(NATIVE_ARCH, nr as u32), errno(libc::EPERM), "call {nr}");
+            assert_eq!(
+                verdict(NATIVE_ARCH, nr as u32),
+                errno_ret(libc::EPERM),
+                "call {nr}"
+            );
         }
         for &nr in ABSENT {
-            assert_eq!(verdict(NATIVE_ARCH, nr as u32), errno(libc::ENOSYS), "call {nr}");
+            assert_eq!(
+                verdict(NATIVE_ARCH, nr as u32),
+                errno_ret(libc::ENOSYS),
+                "call {nr}"
+            );
         }
         for nr in [
             libc::SYS_read,
@@ -399,11 +499,14 @@ mod tests {
             );
         }
         // Another architecture's numbering, e.g. i386's through int 0x80.
-        assert_eq!(verdict(0x4000_0003, libc::SYS_read as u32), errno(libc::EPERM));
+        assert_eq!(
+            verdict(0x4000_0003, libc::SYS_read as u32),
+            errno_ret(libc::EPERM)
+        );
         if let Some(bit) = X32_SYSCALL_BIT {
             assert_eq!(
                 verdict(NATIVE_ARCH, bit | libc::SYS_read as u32),
-                errno(libc::EPERM)
+                errno_ret(libc::EPERM)
             );
         }
     }
@@ -434,9 +537,9 @@ mod tests {
 
     #[test]
     fn the_program_fits_the_kernel_limits() {
-        let code = program(&[DENIED]);
+        let code = program(&[DENIED], &[SOCKET_FAMILIES]);
         assert_eq!(filter_bytes().len(), code.len() * 8);
-        for code in [code, program(&[DENIED, WORKER_DENIED])] {
+        for code in [code, program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER])] {
             // Jumps reach at most 255 instructions; the kernel takes up to 4096.
             assert!(code.len() < 255, "{} instructions", code.len());
             assert!(code.iter().all(|i| i.jt < u8::MAX && i.jf < u8::MAX));
@@ -444,12 +547,76 @@ mod tests {
     }
 
     #[test]
+    fn sockets_of_other_families_and_signal_owners_are_refused() {
+        let sandbox = program(&[DENIED], &[SOCKET_FAMILIES]);
+        let socket = |family: u64| {
+            verdict_with(
+                &sandbox,
+                NATIVE_ARCH,
+                libc::SYS_socket as u32,
+                [family, 1, 0, 0, 0, 0],
+            )
+        };
+        for family in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK] {
+            assert_eq!(socket(family as u64), libc::SECCOMP_RET_ALLOW, "family {family}");
+        }
+        for family in [libc::AF_VSOCK, libc::AF_PACKET, libc::AF_BLUETOOTH, libc::AF_ALG] {
+            assert_eq!(
+                socket(family as u64),
+                errno_ret(libc::EAFNOSUPPORT),
+                "family {family}"
+            );
+        }
+        // The kernel reads the family as an int: high bits do not hide AF_VSOCK.
+        assert_eq!(
+            socket((1 << 32) | libc::AF_VSOCK as u64),
+            errno_ret(libc::EAFNOSUPPORT)
+        );
+        // Calls after the rule's block are still decided by their number.
+        assert_eq!(
+            verdict_of(&sandbox, NATIVE_ARCH, libc::SYS_read as u32),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            verdict_of(&sandbox, NATIVE_ARCH, libc::SYS_mount as u32),
+            errno_ret(libc::EPERM)
+        );
+
+        let worker = program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]);
+        let fcntl = |cmd: libc::c_int| {
+            verdict_with(
+                &worker,
+                NATIVE_ARCH,
+                libc::SYS_fcntl as u32,
+                [1, cmd as u64, 0, 0, 0, 0],
+            )
+        };
+        for cmd in [libc::F_SETOWN, F_SETSIG, F_SETOWN_EX] {
+            assert_eq!(fcntl(cmd), errno_ret(libc::EPERM), "fcntl {cmd}");
+        }
+        for cmd in [libc::F_GETFL, libc::F_SETFD, libc::F_GETFD, libc::F_DUPFD_CLOEXEC] {
+            assert_eq!(fcntl(cmd), libc::SECCOMP_RET_ALLOW, "fcntl {cmd}");
+        }
+        for nr in [
+            libc::SYS_prlimit64,
+            libc::SYS_setpriority,
+            libc::SYS_sched_setaffinity,
+        ] {
+            assert_eq!(
+                verdict_of(&worker, NATIVE_ARCH, nr as u32),
+                errno_ret(libc::EPERM),
+                "call {nr}"
+            );
+        }
+    }
+
+    #[test]
     fn the_confined_program_adds_the_workers_list() {
-        let code = program(&[DENIED, WORKER_DENIED]);
+        let code = program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]);
         for &nr in DENIED.iter().chain(WORKER_DENIED) {
             assert_eq!(
                 verdict_of(&code, NATIVE_ARCH, nr as u32),
-                errno(libc::EPERM),
+                errno_ret(libc::EPERM),
                 "call {nr}"
             );
         }
