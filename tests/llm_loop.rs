@@ -651,6 +651,15 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
             .all(|c| !c.ok && c.error.is_some())
     );
     assert_eq!(report.tool_calls_detail[1].arguments, json!("{\"timezone\": "));
+    // A made-up name is recorded, traced and counted as "(unknown)": it can carry text,
+    // and every new one would be a new metric label. The model was told the name.
+    assert_eq!(report.tool_calls_detail[0].name, "(unknown)");
+    assert_eq!(report.tool_calls_detail[1].name, "current_time");
+    let events = runner.store.run_events(&out.run_id).await.unwrap();
+    let response = events.iter().find(|e| e.kind == "model_response").unwrap();
+    assert_eq!(response.data["tool_calls"][0]["name"], "(unknown)");
+    let metrics = runner.metrics.render();
+    assert!(!metrics.contains("delete_everything"), "{metrics}");
 }
 
 #[tokio::test]

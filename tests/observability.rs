@@ -1054,6 +1054,28 @@ async fn every_delivery_has_an_outcome_in_the_event_log() {
     }
 }
 
+/// A `when:` filter that fails on a private conversation's text (Rhai's `parse_int`
+/// quotes its input in its error) leaves the event log a reason without the text.
+#[tokio::test]
+async fn a_failing_filter_on_a_private_conversation_keeps_no_text() {
+    let parser = "model: openai/gpt-4.1\nprompt: prompts/helpdesk.md\ntools: [lookup]\ntriggers:\n  \
+                  - slack_mention: { when: 'text.parse_int() > 0' }\noutput: { status: none, stream: false }\n";
+    let h = start_with(open(), &[("agents/parser.yaml", parser)]).await;
+    tool_then_answer(&h.fake, "done");
+    let req = slack_request(
+        &mention("EvPRIVF1", "G024BE91L", "1700000300.000100", "SECRET-XYZ budget"),
+        SLACK_SECRET,
+    );
+    assert_eq!(h.send(req).await.0, StatusCode::OK);
+    let events = h.settled_events(1).await;
+    let detail = events[0]["detail"].to_string();
+    assert!(
+        detail.contains("when: text.parse_int() > 0 failed (the error is not kept"),
+        "{detail}"
+    );
+    assert!(!detail.contains("SECRET"), "{detail}");
+}
+
 /// A reaction event callback, as Slack's Events API documents it.
 fn reaction(event_id: &str, name: &str, ts: &str) -> Value {
     json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",

@@ -24,6 +24,9 @@ use crate::tools::{NestedTools, ToolCtx, ToolError, ToolOutput, ToolRegistry, To
 /// Stored tool output is capped; the whole text went to the caller.
 const PREVIEW_BYTES: usize = 16 * 1024;
 
+/// What a call of a tool the registry does not know is recorded as.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
 /// What a run's tools may see besides their arguments.
 pub struct GatewayParts {
     pub agent: String,
@@ -206,13 +209,25 @@ impl Gateway {
         self.calls.store(n, Ordering::SeqCst);
     }
 
+    /// The name a call is recorded, traced, counted and shown under: a name the
+    /// registry does not know becomes [`UNKNOWN_TOOL`], since a model's made-up name can
+    /// carry text (a private run's) and would make a new metric label per call. The
+    /// model itself is told the name it used.
+    pub fn recorded_name<'a>(&self, name: &'a str) -> &'a str {
+        if self.parts.tools.get(name).is_some() {
+            name
+        } else {
+            UNKNOWN_TOOL
+        }
+    }
+
     /// A recorded call not run: a person denied it (or no one decided in time). The
     /// model gets `reason` as the tool's error.
     pub fn refuse(&self, call_id: &str, name: &str, reason: &str) -> (ToolResult, tracing::Span) {
         let recorder = &self.parts.recorder;
         recorder.record(RunEvent::ToolResult {
             call_id: call_id.to_string(),
-            name: name.to_string(),
+            name: self.recorded_name(name).to_string(),
             ok: false,
             fatal: Some(false),
             bytes: 0,
@@ -253,7 +268,7 @@ impl Gateway {
         let recorder = &self.parts.recorder;
         recorder.record(RunEvent::ToolCall {
             call_id: call_id.to_string(),
-            name: name.to_string(),
+            name: self.recorded_name(name).to_string(),
             arguments: recorder.wrap(arguments),
             side_effect: self.is_side_effecting(name),
             parent_call_id: parent.map(str::to_string),
@@ -304,11 +319,12 @@ impl Gateway {
         cancel: CancellationToken,
     ) -> (ToolResult, tracing::Span) {
         let capture = self.parts.capture_content;
+        let shown = self.recorded_name(name);
         let span = tracing::info_span!(
             parent: crate::telemetry::parent_or(&self.parts.span),
             "execute_tool",
             "gen_ai.operation.name" = "execute_tool",
-            "gen_ai.tool.name" = name,
+            "gen_ai.tool.name" = shown,
             "gen_ai.tool.call.id" = call_id,
             "gen_ai.tool.type" = "function",
             run_id = self.parts.recorder.run_id(),
@@ -325,7 +341,7 @@ impl Gateway {
         if capture && !self.parts.recorder.privacy().is_private() {
             span.record("gen_ai.tool.call.arguments", arguments);
         }
-        let status = self.parts.tools.status_of(name);
+        let status = self.parts.tools.status_of(shown);
         if let Some(presence) = &self.parts.presence {
             presence.step(status.clone());
         }
@@ -409,7 +425,7 @@ impl Gateway {
                     }
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),
-                        name: name.to_string(),
+                        name: shown.to_string(),
                         ok: true,
                         fatal: None,
                         bytes: text.len(),
@@ -423,7 +439,7 @@ impl Gateway {
                     span.record("error.type", if fatal { "fatal" } else { "tool_error" });
                     RunEvent::ToolResult {
                         call_id: call_id.to_string(),
-                        name: name.to_string(),
+                        name: shown.to_string(),
                         ok: false,
                         fatal: Some(fatal),
                         bytes: 0,

@@ -584,7 +584,7 @@ impl LlmRun<'_> {
                         .iter()
                         .map(|c| CallRecord {
                             id: c.id.clone(),
-                            name: c.name.clone(),
+                            name: self.gateway.recorded_name(&c.name).to_string(),
                             arguments: rec.wrap(c.arguments.as_str()),
                         })
                         .collect(),

@@ -70,6 +70,15 @@ pub fn filter_holds(
             failed: false,
             reason: format!("{kind}: when: {} is false", filter.source),
         }),
+        // Rhai's errors can quote their input (`parse_int` does): the event log keeps no
+        // text of a private conversation.
+        Err(_) if event.private => Err(FilterMiss {
+            failed: true,
+            reason: format!(
+                "{kind}: when: {} failed (the error is not kept: it can quote a private conversation)",
+                filter.source
+            ),
+        }),
         Err(e) => Err(FilterMiss {
             failed: true,
             reason: format!("{kind}: when: {} failed: {e}", filter.source),

@@ -210,8 +210,10 @@ impl Run {
             span.record("error.type", "refused");
         }
         drop(span);
+        // No path here either (the run's own event keeps it, redacted when the run is
+        // private): a path can carry what a private run holds.
         tracing::info!(
-            method = %record.method, host = %record.host, path = ?record.path, status = ?record.status,
+            method = %record.method, host = %record.host, status = ?record.status,
             bytes_sent = record.bytes_sent, bytes_received = record.bytes_received,
             secrets = ?record.secrets, refused = ?record.refused,
             "sandbox egress request"

@@ -99,6 +99,31 @@ fn org_wide(body: &Value) -> std::borrow::Cow<'_, Value> {
     std::borrow::Cow::Owned(body)
 }
 
+/// `message` with what serde quotes of the payload (`invalid type: string "…"`) left
+/// out: this runs before the event's privacy is known, and the reason is kept in the
+/// event log and logged.
+fn without_strings(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '"' {
+            // serde writes strings with Rust's escapes: skip to the unescaped close.
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '"' => break,
+                    _ => {}
+                }
+            }
+            out.push_str("…\"");
+        }
+    }
+    out
+}
+
 /// Parses an Events API body through slack-morphism's [`SlackPushEvent`]. `bot_user`
 /// is the bot's user id, when known, so its own messages are ignored (the payload's
 /// `authorizations` also name it). Event types steward does not act on, and known
@@ -110,9 +135,10 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         Ok(push) => push,
         Err(e) => {
             return match body["type"].as_str() {
-                Some(kind @ ("url_verification" | "event_callback")) => {
-                    Err(PayloadError(format!("malformed {kind} payload: {e}")))
-                }
+                Some(kind @ ("url_verification" | "event_callback")) => Err(PayloadError(format!(
+                    "malformed {kind} payload: {}",
+                    without_strings(&e.to_string())
+                ))),
                 other => Ok(SlackPayload::Ignored(format!("payload type {other:?}"))),
             };
         }
@@ -467,6 +493,24 @@ mod tests {
         json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "event": event,
                "type": "event_callback", "event_id": "Ev123ABC456", "event_time": 1515449522,
                "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+    }
+
+    /// A payload that does not fit the models is refused with what did not fit, never
+    /// with the payload's own text (its privacy is not known yet).
+    #[test]
+    fn a_malformed_payload_is_refused_without_its_text() {
+        let mut body = envelope(
+            json!({"type": "app_mention", "user": "U1", "text": "hi", "ts": "1.1",
+                                       "channel": "D0DM", "event_ts": "1.1"}),
+        );
+        body["event_time"] = json!("SECRET \"merger\" plans");
+        let err = parse(&body, None).err().map(|e| e.0).unwrap_or_default();
+        assert!(
+            err.starts_with("malformed event_callback payload: invalid type: string \"…\""),
+            "{err}"
+        );
+        assert!(!err.contains("SECRET") && !err.contains("merger"), "{err}");
+        assert_eq!(without_strings(r#"a "b \" c" d"#), r#"a "…" d"#);
     }
 
     /// An org-wide (Enterprise Grid) install: `authorizations[].team_id` is null.
