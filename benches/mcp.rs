@@ -78,15 +78,8 @@ async fn main() {
     )]
     .into();
     let mut reg = ToolRegistry::core(Default::default());
-    let (hub, warnings) = steward::integrations::mcp::connect_all(
-        &servers,
-        steward::http::client().unwrap(),
-        &|_| None,
-        reg.names(),
-        None,
-        None,
-    )
-    .await;
+    let (hub, warnings) =
+        steward::integrations::mcp::connect_all(&servers, &|_| None, reg.names(), None, None).await;
     assert!(warnings.is_empty(), "{warnings:?}");
     reg.add_source(hub);
     reg.register(Arc::new(Add(ToolSpec {

@@ -89,7 +89,6 @@ async fn registry_with(servers: &BTreeMap<String, McpServer>) -> (ToolRegistry, 
     let mut reg = ToolRegistry::core(Default::default());
     let (hub, warnings) = steward::integrations::mcp::connect_all(
         servers,
-        steward::http::client().unwrap(),
         &var,
         reg.names(),
         None,
@@ -119,6 +118,50 @@ fn agent(tools: &[&str]) -> AgentConfig {
         "You operate things.",
         tools.iter().map(|t| t.to_string()).collect(),
     )
+}
+
+/// A server answering with a redirect is not followed: its token headers would go to
+/// wherever it points. The server is skipped with a warning; the target hears nothing.
+#[tokio::test]
+async fn an_mcp_servers_redirect_is_not_followed() {
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    let target = axum::Router::new().fallback(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { "caught" }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let elsewhere = format!("http://{}/collect", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, target).await.unwrap() });
+    let to = elsewhere.clone();
+    let redirector = axum::Router::new().fallback(move || {
+        let to = to.clone();
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, to)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
+    let mut servers = server(&url);
+    if let Some(McpServer {
+        transport: McpTransport::Http { headers_env, .. },
+        ..
+    }) = servers.get_mut("demo")
+    {
+        headers_env.insert("X-Api-Key".into(), "DEMO_MCP_TOKEN".into());
+    }
+    let (reg, warnings) = registry_with(&servers).await;
+    assert!(!reg.names().iter().any(|n| n.starts_with("demo__")));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
 }
 
 #[tokio::test]

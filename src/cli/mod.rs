@@ -996,7 +996,6 @@ impl Outside {
         let jail = sandboxed.then(script_sandbox);
         let (hub, warnings) = mcp::connect_all(
             &config.mcp,
-            self.http.clone(),
             &|name| self.settings.named_var(name),
             tools.names(),
             recordings,

@@ -135,10 +135,14 @@ fn is_env_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// A server name usable as a tool-name prefix.
+/// A server name usable as a tool-name prefix: no `__`, and no `_` at either end, so
+/// `a_` + `__` + `x` can never read as `a` + `__` + `_x` (one server's tools passing as
+/// another's, and taken by its `mcp:` grant).
 pub fn is_server_name(s: &str) -> bool {
     !s.is_empty()
         && !s.contains(SEPARATOR)
+        && !s.starts_with('_')
+        && !s.ends_with('_')
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
@@ -214,7 +218,7 @@ pub fn build(
         problems.push((
             "url",
             String::new(),
-            format!("server name '{name}' (the file name) must be lowercase letters, digits, - and _, without '__'"),
+            format!("server name '{name}' (the file name) must be lowercase letters, digits, - and _, without '__' and not starting or ending with '_'"),
         ));
     }
     let envs = (spec.bearer_env.iter().map(|v| ("bearer_env", v)))
@@ -350,6 +354,20 @@ mod tests {
 
     fn spec(yaml: &str) -> McpSpec {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn server_names_cannot_pass_one_servers_tools_as_anothers() {
+        for good in ["github", "jira-cloud", "a_b", "x1"] {
+            assert!(is_server_name(good), "{good}");
+        }
+        for bad in ["a_", "_a", "a__b", "", "GitHub"] {
+            assert!(!is_server_name(bad), "{bad}");
+        }
+        // `mcp:a` takes a's tools only; a name `a___x` could only come from a server
+        // `a_` (now refused) or a tool `_x` (skipped when listed).
+        let names = ["a__x".to_string(), "ab__y".to_string()];
+        assert_eq!(expand("mcp:a", names.iter()), Some(vec!["a__x".to_string()]));
     }
 
     #[test]

@@ -235,15 +235,40 @@ impl RunSecrets {
         Ok(used)
     }
 
-    /// A scrubber writing placeholders back over values in a response.
+    /// A scrubber writing placeholders back over values in a response: each value as
+    /// it is, and as it reads inside any base64 text (an `Authorization: Basic` header
+    /// the proxy wrote, echoed back by the host, would otherwise hand the script the
+    /// value to decode).
     pub fn scrubber(&self) -> Scrub {
-        Scrub::new(
-            self.entries
-                .iter()
-                .map(|e| (e.value.as_bytes().to_vec(), e.placeholder.as_bytes().to_vec()))
-                .collect(),
-        )
+        let mut pairs = Vec::new();
+        for e in &self.entries {
+            let placeholder = e.placeholder.as_bytes().to_vec();
+            pairs.push((e.value.as_bytes().to_vec(), placeholder.clone()));
+            for core in base64_cores(e.value.as_bytes()) {
+                pairs.push((core, placeholder.clone()));
+            }
+        }
+        Scrub::new(pairs)
     }
+}
+
+/// The base64 text `value` encodes to wherever it sits in what is encoded: at each of
+/// the three alignments, the groups made of its bytes alone (the first and last groups
+/// also hold neighbouring bytes, so they are left off). Cores under 8 characters are
+/// left out: too short to tell from other text.
+fn base64_cores(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut cores = Vec::new();
+    for lead in 0..3usize {
+        let mut padded = vec![0u8; lead];
+        padded.extend_from_slice(value);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&padded);
+        let start = if lead == 0 { 0 } else { 4 };
+        let end = 4 * (padded.len() / 3);
+        if end >= start + 8 {
+            cores.push(encoded.as_bytes()[start..end].to_vec());
+        }
+    }
+    cores
 }
 
 /// The decoded `user:password` of an `Authorization: Basic` header (the scheme in any
@@ -500,5 +525,36 @@ mod tests {
             format!("{{\"token\": \"{gh}\", \"other\": \"{status} and more text\"}}")
         );
         assert_eq!(scrub.header(b"x ghp_real"), format!("x {gh}").into_bytes());
+    }
+
+    /// A host that echoes the `Authorization: Basic` header the proxy wrote would hand
+    /// the script the value in base64: that is scrubbed too, at any alignment.
+    #[test]
+    fn a_basic_header_echoed_back_is_scrubbed() {
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let s = secrets();
+        let gh = ph(&s, "GITHUB_TOKEN");
+        let mut h = http::HeaderMap::new();
+        let basic = format!("Basic {}", b64(&format!("x:{gh}")));
+        h.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_str(&basic).unwrap(),
+        );
+        s.inject("api.github.com", 443, "/echo", &mut h).unwrap();
+        let sent = h[http::header::AUTHORIZATION].to_str().unwrap().to_string();
+        let sent_b64 = sent.strip_prefix("Basic ").unwrap().to_string();
+        assert_eq!(sent_b64, b64("x:ghp_real"));
+        for echoed in [
+            sent_b64,
+            b64("ghp_real!"),
+            b64("a ghp_real"),
+            b64("ab ghp_real and more"),
+        ] {
+            let mut scrub = s.scrubber();
+            let mut out = scrub.push(format!("{{\"authorization\": \"Basic {echoed}\"}}").as_bytes());
+            out.extend(scrub.finish());
+            let out = String::from_utf8(out).unwrap();
+            assert!(!out.contains(&echoed) && out.contains(&gh), "{echoed}: {out}");
+        }
     }
 }

@@ -225,7 +225,6 @@ fn server_limits() -> ProcessLimits {
 /// `sandbox: false`.
 pub async fn connect(
     server: &McpServer,
-    http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
     handler: Refresher,
     jail: Option<Jail<'_>>,
@@ -250,6 +249,13 @@ pub async fn connect(
                         .map_err(|e| fail(server, format!("header {header}: {e}")))?;
                     headers.insert(name, value);
                 }
+                // A redirect is not followed: reqwest would carry the server's headers
+                // (tokens other than Authorization) to wherever it points, and past
+                // steward's address checks.
+                let http = crate::http::client_builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| fail(server, e))?;
                 let transport =
                     StreamableHttpClientTransport::with_client(http, config.custom_headers(headers));
                 Ok((handler.serve(transport).await.map_err(|e| fail(server, e))?, None))
@@ -400,7 +406,9 @@ fn tools_from(
 ) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
     let mut warnings = Vec::new();
     let usable = listed.into_iter().filter(|t| {
+        // No leading `_`: `a` + `__` + `_x` would read as server `a_`'s tool `x`.
         let name_ok = !t.name.is_empty()
+            && !t.name.starts_with('_')
             && t.name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
@@ -454,7 +462,6 @@ fn tools_from(
 /// from the servers' cassettes, or are made for real and recorded, per its mode.
 pub async fn connect_all(
     servers: &BTreeMap<String, McpServer>,
-    http: reqwest::Client,
     var: &dyn Fn(&str) -> Option<String>,
     builtin: BTreeSet<String>,
     recordings: Option<&Recordings>,
@@ -475,7 +482,7 @@ pub async fn connect_all(
             server: server.clone(),
             binding: binding.clone(),
         };
-        let running = match connect(server, http.clone(), var, handler, jail).await {
+        let running = match connect(server, var, handler, jail).await {
             Ok(r) => r,
             Err(e) => {
                 warnings.push(format!("{e}; its tools are unavailable"));
