@@ -1460,6 +1460,55 @@ async fn refused_events(store: &dyn Store, n: usize) -> Vec<steward::store::Even
     refused
 }
 
+/// Forged requests fill their own refusal budget (30 a minute), not the one of
+/// refusals of signed requests: a flood of them does not hide another workspace's
+/// event from the event log.
+#[tokio::test]
+async fn forged_requests_do_not_crowd_out_the_record_of_a_real_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    let (service, store) = slack_service(dir.path(), &fake, vec!["T123ABC456".into()], None).await;
+    for i in 0..40 {
+        let forged = mention(&format!("EvFORGED{i}"), "<@UBOT> hi");
+        let status = service
+            .router()
+            .oneshot(slack_request(&forged, now(), "not-the-secret", None))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let mut foreign = mention("EvFOREIGN2", "<@UBOT> hello from elsewhere");
+    foreign["team_id"] = json!("T0OTHERORG");
+    let status = service
+        .router()
+        .oneshot(slack_request(&foreign, now(), SLACK_SECRET, None))
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::OK);
+    let filter = steward::store::EventFilter {
+        outcome: Some(steward::types::event_outcome::OutcomeKind::Refused),
+        limit: 100,
+        ..Default::default()
+    };
+    let mut refused = Vec::new();
+    for _ in 0..100 {
+        refused = store.list_events(&filter).await.unwrap();
+        if refused.len() >= 31 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let foreign = refused
+        .iter()
+        .filter(|e| e.detail["reason"] == "workspace T0OTHERORG is not in SLACK_TEAM_IDS")
+        .count();
+    assert_eq!(foreign, 1, "{refused:?}");
+    // 30 forged within their budget (more only if a minute turned meanwhile).
+    assert!(refused.len() >= 31, "{}", refused.len());
+}
+
 /// `SLACK_TEAM_IDS`: a signed event from another workspace is acknowledged, counted
 /// and stored nowhere; the listed workspace's events are taken.
 #[tokio::test]

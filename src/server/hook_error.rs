@@ -33,7 +33,16 @@ impl IntoResponse for HookError {
             HookError::NotFound => StatusCode::NOT_FOUND,
             HookError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        let mut response = (status, Json(json!({"error": self.to_string()}))).into_response();
+        // The store's own words (a driver error can name the database user or host) go
+        // to the log, not to whoever sent the request.
+        let shown = match &self {
+            HookError::Unavailable(why) => {
+                tracing::warn!(reason = %why, "a webhook could not be taken: the run store is unavailable");
+                "unavailable: the run store cannot be reached; try again".to_string()
+            }
+            other => other.to_string(),
+        };
+        let mut response = (status, Json(json!({"error": shown}))).into_response();
         // For the refusal's record (see `scrape::count_refusals`).
         response.extensions_mut().insert(Refusal(self.to_string()));
         response
@@ -51,5 +60,29 @@ impl From<InboundError> for HookError {
             InboundError::BadRequest(m) => HookError::BadRequest(m),
             InboundError::NotFound => HookError::NotFound,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store error's own words (a driver error names the database user or host) stay
+    /// in the log and the refusal's record; the sender reads a plain 503.
+    #[tokio::test]
+    async fn an_unavailable_store_is_not_described_to_the_sender() {
+        let why = r#"database error: password authentication failed for user "steward""#;
+        let response = HookError::Unavailable(why.into()).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let refusal = response.extensions().get::<Refusal>().map(|r| r.0.clone());
+        assert_eq!(refusal.as_deref(), Some(format!("unavailable: {why}").as_str()));
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(
+            body,
+            r#"{"error":"unavailable: the run store cannot be reached; try again"}"#
+        );
     }
 }

@@ -79,7 +79,9 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
     state.runner.metrics.event_outcome("slack", kind);
     // Refusals are recorded within the refusal budget, like refused events: a flood
     // of them is counted, not written.
-    if matches!(click, Click::NotAdmitted { .. }) && !state.refusals.admit("slack") {
+    if matches!(click, Click::NotAdmitted { .. })
+        && !state.refusals.admit("slack", super::scrape::Refused::Policy)
+    {
         return Ok(click);
     }
     let what = payload["type"].as_str().unwrap_or("interactivity");

@@ -452,11 +452,81 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
             record.bytes_received = n as u64;
         }
     }
-    if let Ok((sent, received)) = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await {
-        record.bytes_sent += sent;
-        record.bytes_received += received;
+    let relayed = relay(stream, upstream, &run).await;
+    record.bytes_sent += relayed.sent;
+    record.bytes_received += relayed.received;
+    record.charged = relayed.charged;
+    if relayed.capped {
+        record.refused = Some(format!(
+            "closed at the run's cap of {} bytes",
+            run.rules.max_bytes
+        ));
     }
     run.finish(record, started);
+}
+
+/// What [`relay`] moved.
+struct Relayed {
+    sent: u64,
+    received: u64,
+    /// Counted against the run's cap as it moved.
+    charged: u64,
+    /// The run's byte cap ended it.
+    capped: bool,
+}
+
+/// Copies bytes both ways until both sides are done (one side's end is passed on as a
+/// shutdown of the other's write side), counting every chunk against the run's byte
+/// cap as it moves: a tunnel, or many at once, stops at the cap rather than after it.
+async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run) -> Relayed {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let (mut upstream_read, mut upstream_write) = upstream.into_split();
+    let (sent, received, charged) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let up = pump(&mut client_read, &mut upstream_write, run, &sent, &charged);
+    let down = pump(&mut upstream_read, &mut client_write, run, &received, &charged);
+    tokio::pin!(up, down);
+    let (mut up_done, mut down_done, mut capped) = (false, false, false);
+    while !(capped || up_done && down_done) {
+        tokio::select! {
+            hit = &mut up, if !up_done => { up_done = true; capped = hit; }
+            hit = &mut down, if !down_done => { down_done = true; capped = hit; }
+        }
+    }
+    Relayed {
+        sent: sent.load(Relaxed),
+        received: received.load(Relaxed),
+        charged: charged.load(Relaxed),
+        capped,
+    }
+}
+
+/// One direction of [`relay`]; `true` when the run's byte cap stopped it.
+async fn pump(
+    from: &mut (impl tokio::io::AsyncRead + Unpin),
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    run: &Run,
+    moved: &std::sync::atomic::AtomicU64,
+    charged: &std::sync::atomic::AtomicU64,
+) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !run.charge(n as u64) {
+            return true;
+        }
+        charged.fetch_add(n as u64, Relaxed);
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        moved.fetch_add(n as u64, Relaxed);
+    }
+    let _ = to.shutdown().await;
+    false
 }
 
 #[cfg(test)]
@@ -507,6 +577,70 @@ mod tests {
                 .refusal("other.example.org", 443)
                 .unwrap()
                 .contains("this agent's")
+        );
+    }
+
+    /// A tunnel stops at the run's byte cap as the bytes move, not after: a host
+    /// sending 4 MB through a 64 KB cap delivers at most the cap, and the record says why
+    /// it closed.
+    #[tokio::test]
+    async fn a_tunnel_stops_at_the_runs_byte_cap() {
+        use tokio::io::AsyncWriteExt as _;
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            if let Ok((mut s, _)) = upstream.accept().await {
+                let chunk = vec![b'x'; 64 * 1024];
+                for _ in 0..64 {
+                    if s.write_all(&chunk).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let cap = 64 * 1024;
+        let rules = EgressRules {
+            allow: vec![format!("127.0.0.1:{port}")],
+            listed_in: "this agent's skills.scripts.egress.allow",
+            within: None,
+            max_requests: 10,
+            max_bytes: cap,
+            secrets: Vec::new(),
+        };
+        let hub = Arc::new(EgressHub::new(
+            crate::http::EgressPolicy::parse("127.0.0.1").unwrap(),
+        ));
+        let proxy = Proxy::start_tcp(rules, hub).unwrap();
+        let mut client = tokio::net::TcpStream::connect(proxy.addr().unwrap())
+            .await
+            .unwrap();
+        client
+            .write_all(
+                format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(10), client.read_to_end(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        let head = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        assert!(got.starts_with(head));
+        let body = (got.len() - head.len()) as u64;
+        assert!(body > 0 && body <= cap, "{body} bytes through a {cap}-byte cap");
+        let mut records = Vec::new();
+        for _ in 0..100 {
+            records = proxy.records();
+            if !records.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(
+            records[0].refused.as_deref(),
+            Some(format!("closed at the run's cap of {cap} bytes").as_str())
         );
     }
 

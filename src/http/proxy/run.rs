@@ -78,6 +78,10 @@ pub struct NetRecord {
     /// The request's span while it is open (closed when the record is kept).
     #[serde(skip)]
     span: tracing::Span,
+    /// Bytes of it already counted against the run's cap as they moved
+    /// ([`Run::charge`]), so [`Run::finish`] does not count them again.
+    #[serde(skip)]
+    pub(super) charged: u64,
 }
 
 impl NetRecord {
@@ -96,6 +100,7 @@ impl NetRecord {
             refused: None,
             secrets: Vec::new(),
             seq,
+            charged: 0,
         }
     }
 }
@@ -190,6 +195,17 @@ impl Run {
         }
     }
 
+    /// Counts `n` bytes moving now against the run's cap; `false` (nothing counted)
+    /// when they would pass it.
+    pub fn charge(&self, n: u64) -> bool {
+        let mut t = self.tally();
+        if t.bytes + n > self.rules.max_bytes {
+            return false;
+        }
+        t.bytes += n;
+        true
+    }
+
     /// Bytes the run may still move.
     pub fn bytes_left(&self) -> u64 {
         self.rules.max_bytes.saturating_sub(self.tally().bytes)
@@ -219,7 +235,7 @@ impl Run {
             "sandbox egress request"
         );
         let mut t = self.tally();
-        t.bytes += record.bytes_sent + record.bytes_received;
+        t.bytes += (record.bytes_sent + record.bytes_received).saturating_sub(record.charged);
         // A server's proxy lives long and its records wait for a call to take them:
         // the oldest go first past the bound.
         if t.records.len() >= MAX_KEPT {
