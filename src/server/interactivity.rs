@@ -80,7 +80,7 @@ pub async fn handle(state: &AppState, payload: &Value) -> Result<Click, crate::s
     // Refusals are recorded within the refusal budget, like refused events: a flood
     // of them is counted, not written.
     if matches!(click, Click::NotAdmitted { .. })
-        && !state.refusals.admit("slack", super::scrape::Refused::Policy)
+        && !state.refusals.admit("slack", super::refusals::Refused::Policy)
     {
         return Ok(click);
     }

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod mcp;
 pub mod model_watch;
 pub mod outcomes;
+pub mod refusals;
 pub mod scrape;
 mod slack_teams;
 pub mod socket_mode;
@@ -178,7 +179,7 @@ pub struct AppState {
     /// [`Service::shutdown`], so a stop without a signal drains too.
     pub draining: CancellationToken,
     /// Bounds how many refused requests are recorded (see `scrape::count_refusals`).
-    pub refusals: Arc<scrape::RefusalBudget>,
+    pub refusals: Arc<refusals::RefusalBudget>,
     /// `steward improve` for digests' buttons (`steward serve` gives the config tree's).
     pub improver: Option<digest::Improver>,
 }

@@ -149,7 +149,7 @@ pub(crate) fn refuse_event(state: &AppState, event: &TriggerEvent, author: Optio
 /// Counts a refused Slack event and records `reason` within the refusal budget.
 fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
     state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);
-    if state.refusals.admit("slack", super::scrape::Refused::Policy) {
+    if state.refusals.admit("slack", super::refusals::Refused::Policy) {
         state.ingest.record(
             "slack",
             kind,
