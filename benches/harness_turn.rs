@@ -333,8 +333,8 @@ impl EventQueue for NullStore {
 
 #[async_trait]
 impl steward::store::ScoreStore for NullStore {
-    async fn add_score(&self, _run_id: &str, _score: &steward::store::Score) -> Result<(), StoreError> {
-        Ok(())
+    async fn add_score(&self, _run_id: &str, _score: &steward::store::Score) -> Result<bool, StoreError> {
+        Ok(true)
     }
 
     async fn run_scores(&self, _run_id: &str) -> Result<Vec<steward::store::Score>, StoreError> {

@@ -586,9 +586,32 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     s.add_score("scored", &score("judge", Some(true), 0.9))
         .await
         .unwrap();
-    s.add_score("scored", &score("human", None, -1.0)).await.unwrap();
+    assert!(s.add_score("scored", &score("human", None, -1.0)).await.unwrap());
+    // One human score per person and criterion: the same click twice at once counts
+    // once, whichever reaches the store first.
+    let click = Score {
+        source: Some("U0ANA".into()),
+        ..score("human", Some(true), 1.0)
+    };
+    let (a, b) = tokio::join!(s.add_score("scored", &click), s.add_score("scored", &click));
+    assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|added| **added).count(), 1);
+    assert!(
+        !s.add_score("scored", &click).await.unwrap(),
+        "and later ones too"
+    );
+    // Judges' scores are not limited.
+    assert!(
+        s.add_score("scored", &score("judge", Some(false), 0.2))
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.add_score("scored", &score("judge", Some(false), 0.2))
+            .await
+            .unwrap()
+    );
     let scores = s.run_scores("scored").await.unwrap();
-    assert_eq!(scores.len(), 2);
+    assert_eq!(scores.len(), 5);
     assert_eq!((scores[0].kind.as_str(), scores[0].passed), ("judge", Some(true)));
     assert_eq!((scores[1].kind.as_str(), scores[1].score), ("human", -1.0));
 }

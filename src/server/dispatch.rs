@@ -425,7 +425,8 @@ impl Dispatcher {
         let Some(run_id) = store.run_by_reply_ts(ts).await? else {
             return Ok(());
         };
-        store
+        // A person's reactions count once (their first).
+        let added = store
             .add_score(
                 &run_id,
                 &crate::store::Score {
@@ -440,7 +441,7 @@ impl Dispatcher {
                 },
             )
             .await?;
-        if let Some(run) = store.get_run(&run_id).await? {
+        if added && let Some(run) = store.get_run(&run_id).await? {
             self.runner.metrics.feedback(&run.agent, up);
         }
         tracing::info!(run = %run_id, up, "feedback recorded");

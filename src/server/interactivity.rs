@@ -308,7 +308,11 @@ async fn rate(state: &AppState, click: &ButtonClick) -> Result<Click, crate::sto
         cost_usd: 0.0,
         at: Utc::now(),
     };
-    store.add_score(run_id, &score).await?;
+    // The check above is for the usual case; two clicks arriving together both pass it,
+    // and the store takes one.
+    if !store.add_score(run_id, &score).await? {
+        return Ok(Click::Refused("You already rated this answer.".into()));
+    }
     state.runner.metrics.feedback(&run.agent, up);
     tracing::info!(run = %run_id, up, "feedback recorded");
     Ok(Click::Rated { up })

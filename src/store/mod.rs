@@ -263,7 +263,10 @@ impl<
 /// Scores of runs (post-run evals, human feedback).
 #[async_trait]
 pub trait ScoreStore: Send + Sync {
-    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError>;
+    /// Adds `score`; `false` when it was not added because the person already has a
+    /// human score of that criterion for the run (one each: a double-click or a
+    /// replayed click counts once).
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<bool, StoreError>;
     /// In the order they were given.
     async fn run_scores(&self, run_id: &str) -> Result<Vec<Score>, StoreError>;
     /// The run whose reply was posted as Slack message `ts`, if any.

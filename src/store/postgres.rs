@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "partial outcome index",
         include_str!("migrations/postgres/0010_partial_outcome_index.sql"),
     ),
+    (
+        11,
+        "one human score per person",
+        include_str!("migrations/postgres/0011_one_human_score_per_person.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -746,10 +751,10 @@ impl EventQueue for PgStore {
 
 #[async_trait]
 impl ScoreStore for PgStore {
-    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError> {
-        sqlx::query(
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "INSERT INTO run_scores (run_id, kind, criterion, passed, score, explanation, source, cost_usd, at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
         )
         .bind(run_id)
         .bind(&score.kind)
@@ -762,7 +767,7 @@ impl ScoreStore for PgStore {
         .bind(timestamp(score.at))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn explain_score(

@@ -57,6 +57,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "partial outcome index",
         include_str!("migrations/0015_partial_outcome_index.sql"),
     ),
+    (
+        16,
+        "one human score per person",
+        include_str!("migrations/0016_one_human_score_per_person.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -763,10 +768,10 @@ impl EventQueue for SqliteStore {
 
 #[async_trait]
 impl ScoreStore for SqliteStore {
-    async fn add_score(&self, run_id: &str, score: &Score) -> Result<(), StoreError> {
-        sqlx::query(
+    async fn add_score(&self, run_id: &str, score: &Score) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "INSERT INTO run_scores (run_id, kind, criterion, passed, score, explanation, source, cost_usd, at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(run_id)
         .bind(&score.kind)
@@ -779,7 +784,7 @@ impl ScoreStore for SqliteStore {
         .bind(timestamp(score.at))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn explain_score(
