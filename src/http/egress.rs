@@ -48,7 +48,7 @@ pub enum EgressError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     hosts: Vec<String>,
-    nets: Vec<(IpAddr, u8)>,
+    nets: crate::types::networks::Networks,
 }
 
 impl EgressPolicy {
@@ -56,27 +56,17 @@ impl EgressPolicy {
     pub fn parse(list: &str) -> Result<EgressPolicy, EgressError> {
         let mut policy = EgressPolicy::default();
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let (addr, bits) = match entry.split_once('/') {
-                Some((a, b)) => (a, Some(b)),
-                None => (entry, None),
-            };
-            match (addr.parse::<IpAddr>(), bits) {
-                (Ok(ip), None) => policy.nets.push((ip, if ip.is_ipv4() { 32 } else { 128 })),
-                (Ok(ip), Some(b)) => {
-                    let max = if ip.is_ipv4() { 32 } else { 128 };
-                    match b.parse::<u8>() {
-                        Ok(n) if n <= max => policy.nets.push((ip, n)),
-                        _ => return Err(EgressError::BadAllowEntry(entry.to_string())),
-                    }
-                }
-                (Err(_), None)
-                    if entry
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') =>
-                {
-                    policy.hosts.push(entry.to_ascii_lowercase())
-                }
-                _ => return Err(EgressError::BadAllowEntry(entry.to_string())),
+            // An address or a network, else a host name (`10.0.0.0/33` is neither).
+            if policy.nets.add(entry) {
+                continue;
+            }
+            if entry
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                policy.hosts.push(entry.to_ascii_lowercase());
+            } else {
+                return Err(EgressError::BadAllowEntry(entry.to_string()));
             }
         }
         Ok(policy)
@@ -88,10 +78,7 @@ impl EgressPolicy {
     }
 
     fn addr_allowed(&self, addr: IpAddr) -> bool {
-        let addr = canonical(addr);
-        self.nets
-            .iter()
-            .any(|(net, bits)| in_net(addr, canonical(*net), *bits))
+        self.nets.contains(addr)
     }
 
     /// Checks one address reached through `host`.
@@ -152,39 +139,6 @@ fn redact_userinfo(url: &reqwest::Url) -> String {
     let _ = shown.set_username("");
     let _ = shown.set_password(None);
     shown.to_string()
-}
-
-/// IPv4-mapped and IPv4-compatible IPv6 addresses as the IPv4 address they carry.
-fn canonical(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
-}
-
-fn in_net(addr: IpAddr, net: IpAddr, bits: u8) -> bool {
-    match (addr, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(bits))
-            };
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(bits))
-            };
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        _ => false,
-    }
 }
 
 /// The kind of internal address `addr` is, or `None` for a public one.

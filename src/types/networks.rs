@@ -11,25 +11,37 @@ impl Networks {
     /// Parses a list separated by commas or spaces; each entry is an address (one host)
     /// or `address/prefix`. `Err` names the first entry that is neither.
     pub fn parse(text: &str) -> Result<Networks, String> {
-        let mut out = Vec::new();
+        let mut out = Networks::default();
         for entry in text.split([',', ' ']).map(str::trim).filter(|e| !e.is_empty()) {
-            let (addr, len) = match entry.split_once('/') {
-                Some((addr, len)) => (addr, Some(len)),
-                None => (entry, None),
-            };
-            let addr: IpAddr = addr.parse().map_err(|_| entry.to_string())?;
-            let max = if addr.is_ipv4() { 32 } else { 128 };
-            let len = match len {
-                None => max,
-                Some(len) => len
-                    .parse::<u8>()
-                    .ok()
-                    .filter(|l| *l <= max)
-                    .ok_or_else(|| entry.to_string())?,
-            };
-            out.push((addr.to_canonical(), len));
+            if !out.add(entry) {
+                return Err(entry.to_string());
+            }
         }
-        Ok(Networks(out))
+        Ok(out)
+    }
+
+    /// Adds one entry, an address or `address/prefix`; `false` (nothing added) when it
+    /// is neither.
+    pub fn add(&mut self, entry: &str) -> bool {
+        let (addr, len) = match entry.split_once('/') {
+            Some((addr, len)) => (addr, Some(len)),
+            None => (entry, None),
+        };
+        let Ok(addr) = addr.parse::<IpAddr>() else {
+            return false;
+        };
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => Some(max),
+            Some(len) => len.parse::<u8>().ok().filter(|l| *l <= max),
+        };
+        match len {
+            Some(len) => {
+                self.0.push((addr.to_canonical(), len));
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
