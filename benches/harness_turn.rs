@@ -162,6 +162,10 @@ impl RunStore for NullStore {
         Ok(None)
     }
 
+    async fn mark_private(&self, _id: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn list_runs(&self, _limit: u32) -> Result<Vec<RunRow>, StoreError> {
         Ok(Vec::new())
     }

@@ -572,6 +572,12 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     );
     assert_eq!(s.take_setting("list").await.unwrap(), None);
     assert_eq!(s.get_setting("list").await.unwrap(), None);
+    // A run that comes to hold a private conversation is marked so at once.
+    s.create_run(&run("tainted", "a")).await.unwrap();
+    assert!(!s.get_run("tainted").await.unwrap().unwrap().private);
+    s.mark_private("tainted").await.unwrap();
+    s.mark_private("tainted").await.unwrap();
+    assert!(s.get_run("tainted").await.unwrap().unwrap().private);
     s.create_run(&run("scored", "a")).await.unwrap();
     let score = |kind: &str, passed: Option<bool>, value: f64| Score {
         kind: kind.into(),

@@ -161,7 +161,15 @@ impl Gateway {
     pub async fn hold_private(&self, source: &str) {
         let custody = &self.parts.custody;
         custody.taint(source);
-        self.parts.recorder.taint();
+        let recorder = &self.parts.recorder;
+        if !recorder.privacy().is_private() {
+            recorder.taint();
+            // The row says so now, not only when the run ends: a run whose process dies
+            // is ended by another, which knows nothing of what it read.
+            if let Err(e) = recorder.store().mark_private(recorder.run_id()).await {
+                tracing::warn!(run = %recorder.run_id(), error = %e, "cannot mark the run private before it ends");
+            }
+        }
         self.parts.files.keep_in_memory();
         if custody.answer_leaves()
             && let Some(live) = &self.parts.live

@@ -327,6 +327,10 @@ pub trait RunStore: Send + Sync {
         self.append_events(run_id, std::slice::from_ref(&event)).await
     }
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
+    /// Marks run `id` private now (it came to hold a private conversation), so a run
+    /// that never finishes by itself (its process died) is still shown and kept as
+    /// private. Never unmarks.
+    async fn mark_private(&self, id: &str) -> Result<(), StoreError>;
     /// Most recent first.
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError>;
     /// Runs matching `filter`, most recent first, at most `filter.limit`.

@@ -344,6 +344,14 @@ impl RunStore for PgStore {
         Ok(())
     }
 
+    async fn mark_private(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET private = TRUE WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         let row = sqlx::query(rows::select_runs!(" WHERE id = $1"))
             .bind(id)

@@ -356,6 +356,14 @@ impl RunStore for SqliteStore {
         self.appender.append(&self.writer, run_id, events).await
     }
 
+    async fn mark_private(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET private = 1 WHERE id = ?")
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         let row = sqlx::query(rows::select_runs!(" WHERE id = ?"))
             .bind(id)
