@@ -1370,6 +1370,38 @@ async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
     server.await.unwrap();
 }
 
+/// hyper has a header timeout of its own, on at 30 s once a timer is set, which also
+/// counts idle time: it is off, so a connection idle for longer than that, within the
+/// idle timeout, still takes a request (a proxy's pooled connection). Takes 31 s.
+#[tokio::test]
+async fn an_idle_connection_outlives_hypers_own_header_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
+    let timeouts = steward::server::ConnectionTimeouts {
+        head: Duration::from_secs(5),
+        idle: Duration::from_secs(60),
+    };
+    let server = tokio::spawn(steward::server::serve_connections(
+        listener,
+        router,
+        stop.clone(),
+        timeouts,
+        Duration::from_secs(1),
+    ));
+    const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+    kept.write_all(REQUEST).await.unwrap();
+    assert!(read_health(&mut kept).await.starts_with("HTTP/1.1 200"));
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    kept.write_all(REQUEST).await.unwrap();
+    assert!(read_health(&mut kept).await.starts_with("HTTP/1.1 200"));
+    stop.cancel();
+    server.await.unwrap();
+}
+
 #[test]
 fn serve_listens_on_loopback_unless_told_otherwise() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))

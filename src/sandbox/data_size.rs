@@ -11,9 +11,11 @@ use rhai::{Dynamic, EvalAltResult, FnPtr, ImmutableString, Position};
 use super::SandboxLimits;
 
 /// Values visited at most per check: legitimate data stays far below it (arrays and
-/// maps are capped at 10,000 items in all by default), and values that reach themselves
-/// through a closure's captured variables end here rather than loop.
+/// maps are capped at 10,000 items in all by default).
 const MAX_VISITS: usize = 200_000;
+
+/// Deepest nesting walked: the walk recurses, and a script's thread has a 2 MiB stack.
+const MAX_DEPTH: usize = 128;
 
 #[derive(Default)]
 struct Sizes {
@@ -21,12 +23,16 @@ struct Sizes {
     map_items: usize,
     string_bytes: usize,
     visits: usize,
+    /// Shared values (closures' captured variables) already counted: each counts once,
+    /// however many closures hold it, and a value that holds itself (`let f = || x;
+    /// x = f;`) is not walked around forever.
+    shared: std::collections::HashSet<usize>,
 }
 
 /// `Err(ErrorDataTooLarge)` when `value`, with everything it carries, passes `limits`.
 pub(crate) fn check(value: &Dynamic, limits: &SandboxLimits) -> Result<(), Box<EvalAltResult>> {
     let mut sizes = Sizes::default();
-    let whole = add(value, &mut sizes);
+    let whole = add(value, &mut sizes, 0);
     let too_large = |what: &str| Err(EvalAltResult::ErrorDataTooLarge(what.into(), Position::NONE).into());
     if !whole {
         return too_large("Size of data");
@@ -46,24 +52,27 @@ pub(crate) fn check(value: &Dynamic, limits: &SandboxLimits) -> Result<(), Box<E
 /// Adds `value` to `sizes`; `false` once [`MAX_VISITS`] is passed. A shared value being
 /// written right now (Rhai gives up on its lock) is skipped: it is measured again when
 /// next read.
-fn add(value: &Dynamic, sizes: &mut Sizes) -> bool {
+fn add(value: &Dynamic, sizes: &mut Sizes, depth: usize) -> bool {
     sizes.visits += 1;
-    if sizes.visits > MAX_VISITS {
+    if sizes.visits > MAX_VISITS || depth > MAX_DEPTH {
         return false;
     }
     if value.is_shared() {
         return match value.read_lock::<Dynamic>() {
-            Some(inner) => add(&inner, sizes),
+            Some(inner) => {
+                let cell = std::ptr::from_ref::<Dynamic>(&inner) as usize;
+                !sizes.shared.insert(cell) || add(&inner, sizes, depth + 1)
+            }
             None => true,
         };
     }
     if let Some(array) = value.read_lock::<rhai::Array>() {
         sizes.array_items += array.len();
-        return array.iter().all(|v| add(v, sizes));
+        return array.iter().all(|v| add(v, sizes, depth + 1));
     }
     if let Some(map) = value.read_lock::<rhai::Map>() {
         sizes.map_items += map.len();
-        return map.values().all(|v| add(v, sizes));
+        return map.values().all(|v| add(v, sizes, depth + 1));
     }
     if let Some(s) = value.read_lock::<ImmutableString>() {
         sizes.string_bytes += s.len();
@@ -74,7 +83,7 @@ fn add(value: &Dynamic, sizes: &mut Sizes) -> bool {
         return true;
     }
     if let Some(f) = value.read_lock::<FnPtr>() {
-        return f.iter_curry().all(|v| add(v, sizes));
+        return f.iter_curry().all(|v| add(v, sizes, depth + 1));
     }
     true
 }
@@ -135,6 +144,23 @@ mod tests {
             captured.as_ref().is_err_and(|e| e.contains("too large")),
             "{captured:?}"
         );
+    }
+
+    /// A value that holds itself through a closure is walked once, not around and
+    /// around (that overflowed the stack and aborted the process); closures sharing one
+    /// captured value count it once.
+    #[test]
+    fn values_holding_themselves_and_shared_captures_count_once() {
+        let cyclic = run("let x = 0; let f = || x; x = f; let y = x; 1");
+        assert_eq!(cyclic.map(|d| d.as_int().unwrap_or(-1)), Ok(1));
+        let map = run("let m = #{}; let f = || m; m.f = f; let n = m; 2");
+        assert_eq!(map.map(|d| d.as_int().unwrap_or(-1)), Ok(2));
+        let shared = run(r#"fn big() { let s = "x"; s.pad(600, "y"); s }
+               let t = big();
+               let a = [];
+               for i in 0..20 { a.push(|| t); }
+               a.len()"#);
+        assert_eq!(shared.map(|d| d.as_int().unwrap_or(-1)), Ok(20));
     }
 
     #[test]

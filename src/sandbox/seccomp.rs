@@ -129,8 +129,14 @@ const WORKER_DENIED: &[libc::c_long] = &[
     libc::SYS_symlinkat,
     libc::SYS_mknodat,
     libc::SYS_fchmodat,
+    SYS_FCHMODAT2,
     libc::SYS_fchownat,
     libc::SYS_truncate,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_utimensat,
     // Limits, priorities and placement of any process of the user: `prlimit64` on
     // steward with a one-second CPU limit would have the kernel kill it.
     libc::SYS_prlimit64,
@@ -170,7 +176,17 @@ const WORKER_DENIED: &[libc::c_long] = &[
     libc::SYS_chown,
     #[cfg(target_arch = "x86_64")]
     libc::SYS_lchown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utime,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utimes,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_futimesat,
 ];
+
+/// `fchmodat2` (Linux 6.6; the same number on x86_64 and aarch64, which the libc crate
+/// lists for x86_64 only).
+const SYS_FCHMODAT2: libc::c_long = 452;
 
 /// Calls that fail with `ENOSYS`, as if the kernel had none.
 const ABSENT: &[libc::c_long] = &[

@@ -12,7 +12,9 @@
 //! - **idle**: after a response's last byte, a connection may wait
 //!   [`ConnectionTimeouts::idle`] for the next request's first byte;
 //! - **busy**: while a request is answered (from its head to its response's last byte)
-//!   neither applies; the request's own time limit does (`REQUEST_TIMEOUT`).
+//!   neither applies. The handler has its own limit (`REQUEST_TIMEOUT`); writing the
+//!   response to a client that stops reading has none (as under hyper alone), which
+//!   the kernel's send buffer and steward's small answers bound in practice.
 //!
 //! A connection whose timer runs out has its read fail with `TimedOut`, and hyper closes
 //! it.
@@ -56,9 +58,10 @@ pub async fn serve_connections(
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).http1_only();
-    // hyper's timer is for its graceful shutdown; its header timeout is left off, since
-    // [`Timed`] keeps the head and idle times apart.
-    builder.http1().timer(TokioTimer::new());
+    // hyper's timer is for its graceful shutdown. Its header timeout (a 30 s default
+    // once a timer is set, idle time included) is turned off explicitly: [`Timed`]
+    // keeps the head and idle times apart.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = TaskTracker::new();
     loop {

@@ -31,17 +31,25 @@ impl Networks {
             return false;
         };
         let max = if addr.is_ipv4() { 32 } else { 128 };
-        let len = match len {
+        let Some(len) = (match len {
             None => Some(max),
             Some(len) => len.parse::<u8>().ok().filter(|l| *l <= max),
+        }) else {
+            return false;
         };
-        match len {
-            Some(len) => {
-                self.0.push((addr.to_canonical(), len));
-                true
-            }
-            None => false,
-        }
+        // An IPv4-mapped entry (`::ffff:10.0.0.0/104`) is kept as the IPv4 network it
+        // names, its prefix counted from the IPv4 part; one shorter than the mapping
+        // prefix is not an IPv4 network.
+        let canonical = addr.to_canonical();
+        let len = match (addr, canonical) {
+            (IpAddr::V6(_), IpAddr::V4(_)) => match len.checked_sub(96) {
+                Some(len) => len,
+                None => return false,
+            },
+            _ => len,
+        };
+        self.0.push((canonical, len));
+        true
     }
 
     pub fn is_empty(&self) -> bool {
@@ -62,6 +70,7 @@ impl Networks {
 
 /// Whether the first `len` bits of `a` and `b` are the same.
 fn prefix_eq(a: &[u8], b: &[u8], len: u8) -> bool {
+    let len = len.min(u8::try_from(8 * a.len().min(b.len())).unwrap_or(u8::MAX));
     let (whole, rest) = (usize::from(len / 8), len % 8);
     if a[..whole] != b[..whole] {
         return false;
@@ -100,5 +109,15 @@ mod tests {
         assert_eq!(Networks::parse("10.0.0.0/33"), Err("10.0.0.0/33".into()));
         assert_eq!(Networks::parse("proxy.local"), Err("proxy.local".into()));
         assert!(Networks::parse("").unwrap().is_empty());
+        // IPv4-mapped entries name IPv4 networks.
+        let mapped = Networks::parse("::ffff:10.0.0.5, ::ffff:192.168.0.0/112").unwrap();
+        assert!(mapped.contains("10.0.0.5".parse().unwrap()));
+        assert!(mapped.contains("192.168.7.9".parse().unwrap()));
+        assert!(!mapped.contains("10.0.0.6".parse().unwrap()));
+        assert!(!mapped.contains("192.169.0.1".parse().unwrap()));
+        assert_eq!(
+            Networks::parse("::ffff:0.0.0.0/8"),
+            Err("::ffff:0.0.0.0/8".into())
+        );
     }
 }
