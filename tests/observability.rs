@@ -672,7 +672,7 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
     let h = start(AdminAccess {
         token: Some(ADMIN_TOKEN.into()),
         trusted_user_header: Some("x-forwarded-user".into()),
-        trusted_proxies: steward::types::networks::Networks::parse("127.0.0.1").unwrap(),
+        trusted_proxies: steward::http::networks::Networks::parse("127.0.0.1").unwrap(),
         metrics_token: Some("scrape-me".into()),
         ..AdminAccess::default()
     })

@@ -111,7 +111,7 @@ pub struct Settings {
     pub trusted_user_header: Option<String>,
     /// `STEWARD_TRUSTED_PROXIES`: the addresses the trusted user header is taken from
     /// (the authenticating proxy's); required with the header.
-    pub trusted_proxies: crate::types::networks::Networks,
+    pub trusted_proxies: crate::http::networks::Networks,
     /// `STEWARD_LOG_CHANNEL`: a Slack channel that gets one line per finished run.
     pub log_channel: Option<String>,
     /// `STEWARD_PUBLIC_URL`: where the inspector is reachable, for links from Slack.
@@ -260,7 +260,7 @@ impl Settings {
         };
         let trusted_proxies = match vars.get("STEWARD_TRUSTED_PROXIES") {
             None => Default::default(),
-            Some(v) => crate::types::networks::Networks::parse(v).map_err(|_| SettingError {
+            Some(v) => crate::http::networks::Networks::parse(v).map_err(|_| SettingError {
                 name: "STEWARD_TRUSTED_PROXIES",
                 value: v.clone(),
                 expected: "addresses or networks separated by commas, such as 127.0.0.1 or 10.0.0.0/8",

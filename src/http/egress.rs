@@ -48,7 +48,7 @@ pub enum EgressError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     hosts: Vec<String>,
-    nets: crate::types::networks::Networks,
+    nets: super::networks::Networks,
 }
 
 impl EgressPolicy {

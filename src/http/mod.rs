@@ -2,6 +2,7 @@
 //! untrusted URLs.
 
 pub mod egress;
+pub mod networks;
 pub mod proxy;
 pub mod retry_after;
 pub mod secrets;

@@ -31,7 +31,7 @@ pub struct AdminAccess {
     /// `STEWARD_TRUSTED_USER_HEADER`, lower-cased.
     pub trusted_user_header: Option<String>,
     /// `STEWARD_TRUSTED_PROXIES`: the header is taken only from these peers.
-    pub trusted_proxies: crate::types::networks::Networks,
+    pub trusted_proxies: crate::http::networks::Networks,
     /// `STEWARD_METRICS_TOKEN`.
     pub metrics_token: Option<String>,
     /// Admit unauthenticated inspector requests: set by `serve` only when neither the
@@ -357,7 +357,7 @@ mod tests {
     fn trusted_header_names_the_person() {
         let access = AdminAccess {
             trusted_user_header: Some("x-forwarded-user".into()),
-            trusted_proxies: crate::types::networks::Networks::parse("10.0.0.5").unwrap(),
+            trusted_proxies: crate::http::networks::Networks::parse("10.0.0.5").unwrap(),
             token: Some("s3cret".into()),
             ..AdminAccess::default()
         };

@@ -5,7 +5,6 @@ pub mod action_token;
 pub mod duration;
 pub mod event_outcome;
 pub mod model_ref;
-pub mod networks;
 pub mod outcome;
 pub mod private;
 pub mod reasoning;
