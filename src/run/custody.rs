@@ -32,8 +32,6 @@ const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread", "sl
 const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
 /// The tool that sends a request to a URL of the model's choosing.
 const FETCH: &str = "http_fetch";
-/// The tool that runs a skill's script.
-const SKILL_SCRIPT: &str = "run_skill_script";
 
 /// One run's custody of private content (see the module docs).
 pub struct Custody {
@@ -208,7 +206,7 @@ impl Custody {
                 "sends a request to {}, an address this run made up",
                 escape(&shown)
             )
-        } else if name == SKILL_SCRIPT
+        } else if name == crate::tools::skill_script::SKILL_SCRIPT_TOOL
             && self.scripts_reach_out
             && !args["script"].as_str().unwrap_or_default().ends_with(".rhai")
         {

@@ -378,11 +378,22 @@ fn program(denied: &[&[libc::c_long]], rules: &[ArgRule]) -> Vec<Insn> {
         .collect()
 }
 
+/// The filter of every sandboxed process (scripts, MCP servers, the extraction worker
+/// until it has read its document).
+fn sandbox_program() -> Vec<Insn> {
+    program(&[DENIED], &[SOCKET_FAMILIES])
+}
+
+/// The extraction worker's filter once it has read its document ([`Program::confined`]).
+fn worker_program() -> Vec<Insn> {
+    program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER])
+}
+
 /// The program as bubblewrap reads it from a descriptor: `struct sock_filter`s in the
 /// machine's byte order.
 pub fn filter_bytes() -> Vec<u8> {
     let mut out = Vec::new();
-    for i in program(&[DENIED], &[SOCKET_FAMILIES]) {
+    for i in sandbox_program() {
         out.extend_from_slice(&i.code.to_ne_bytes());
         out.push(i.jt);
         out.push(i.jf);
@@ -399,7 +410,7 @@ pub struct Program(Vec<libc::sock_filter>);
 impl Default for Program {
     /// The sandbox's filter, as bubblewrap loads it for scripts.
     fn default() -> Self {
-        Program::of(program(&[DENIED], &[SOCKET_FAMILIES]))
+        Program::of(sandbox_program())
     }
 }
 
@@ -420,7 +431,7 @@ impl Program {
     /// The sandbox's filter and, on top, [`WORKER_DENIED`]: for a process that has
     /// everything it will read and only computes and writes to descriptors it holds.
     pub fn confined() -> Program {
-        Program::of(program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]))
+        Program::of(worker_program())
     }
 
     /// In a child between fork and exec: no new privileges, then the filter, which
@@ -455,7 +466,7 @@ mod tests {
 
     /// Runs the program the way the kernel does, for one call.
     fn verdict(arch: u32, nr: u32) -> u32 {
-        verdict_of(&program(&[DENIED], &[SOCKET_FAMILIES]), arch, nr)
+        verdict_of(&sandbox_program(), arch, nr)
     }
 
     fn verdict_of(code: &[Insn], arch: u32, nr: u32) -> u32 {
@@ -553,9 +564,9 @@ mod tests {
 
     #[test]
     fn the_program_fits_the_kernel_limits() {
-        let code = program(&[DENIED], &[SOCKET_FAMILIES]);
+        let code = sandbox_program();
         assert_eq!(filter_bytes().len(), code.len() * 8);
-        for code in [code, program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER])] {
+        for code in [code, worker_program()] {
             // Jumps reach at most 255 instructions; the kernel takes up to 4096.
             assert!(code.len() < 255, "{} instructions", code.len());
             assert!(code.iter().all(|i| i.jt < u8::MAX && i.jf < u8::MAX));
@@ -564,7 +575,7 @@ mod tests {
 
     #[test]
     fn sockets_of_other_families_and_signal_owners_are_refused() {
-        let sandbox = program(&[DENIED], &[SOCKET_FAMILIES]);
+        let sandbox = sandbox_program();
         let socket = |family: u64| {
             verdict_with(
                 &sandbox,
@@ -598,7 +609,7 @@ mod tests {
             errno_ret(libc::EPERM)
         );
 
-        let worker = program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]);
+        let worker = worker_program();
         let fcntl = |cmd: libc::c_int| {
             verdict_with(
                 &worker,
@@ -628,7 +639,7 @@ mod tests {
 
     #[test]
     fn the_confined_program_adds_the_workers_list() {
-        let code = program(&[DENIED, WORKER_DENIED], &[SIGNAL_OWNER]);
+        let code = worker_program();
         for &nr in DENIED.iter().chain(WORKER_DENIED) {
             assert_eq!(
                 verdict_of(&code, NATIVE_ARCH, nr as u32),

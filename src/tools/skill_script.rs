@@ -22,6 +22,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Effect, Tool, ToolCtx, ToolError, ToolOutput, ToolResult, ToolSpec};
+
+/// The tool's name.
+pub const SKILL_SCRIPT_TOOL: &str = "run_skill_script";
 use crate::files::{FileSource, NewFile, mime};
 use crate::sandbox;
 use crate::sandbox::process::{Job, Stop, WorkFile, find_program};
@@ -67,7 +70,7 @@ pub struct SkillScript {
 pub fn skill_script_tool() -> Arc<dyn Tool> {
     Arc::new(SkillScript {
         spec: ToolSpec {
-            name: "run_skill_script".into(),
+            name: SKILL_SCRIPT_TOOL.into(),
             description: "Run a script a skill ships, named as the skill lists it (scripts/<name>.py, .sh, .js or .rhai). Python, shell and Node scripts run sandboxed, with network only to the hosts the agent's skills.scripts.egress lists (through a proxy; HTTP_PROXY is set): pass `args` as a list of strings, optional `stdin`, and the ids of run files to put in their work folder; files they write come back as new run files. Rhai scripts take `args` as an object and return their result.".into(),
             parameters: super::args::schema_of::<ScriptArgs>(),
             effect: Effect::ReadOnly,
