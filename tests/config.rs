@@ -172,6 +172,62 @@ fn every_problem_is_reported_with_its_location() {
     assert_eq!(lines.len(), expect.len(), "{all}");
 }
 
+/// One team's agent file cannot make steward read a file outside the config folder
+/// (its `.env`, a service account token) into a prompt or a script, nor a device, nor
+/// a YAML file whose aliases expand it a thousandfold.
+#[test]
+fn files_a_config_names_stay_inside_the_config_folder() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join(".env"), "SLACK_BOT_TOKEN=xoxb-real").unwrap();
+    let dir = outer.path().join("config");
+    write(&dir, "prompts/p.md", "Prompt.");
+    let agent = |prompt: &str| format!("model: openai/gpt-4.1\nprompt: {prompt}\n");
+    write(&dir, "agents/dotdot.yaml", &agent("../.env"));
+    write(
+        &dir,
+        "agents/absolute.yaml",
+        &agent(&outer.path().join(".env").display().to_string()),
+    );
+    std::os::unix::fs::symlink(outer.path().join(".env"), dir.join("prompts/linked.md")).unwrap();
+    write(&dir, "agents/linked.yaml", &agent("prompts/linked.md"));
+    write(&dir, "agents/device.yaml", &agent("/dev/zero"));
+    write(
+        &dir,
+        "agents/script.yaml",
+        "coordinator: script\nscript: ../.env\n",
+    );
+    let items = vec!["0"; 1000].join(",");
+    let aliases = vec!["*a"; 1000].join(",");
+    write(
+        &dir,
+        "agents/laughs.yaml",
+        &format!("model: openai/gpt-4.1\nprompt: prompts/p.md\nvars: {{a: &a [{items}], b: [{aliases}]}}\n"),
+    );
+    let err = Config::load(&dir, &tools()).unwrap_err();
+    let all = err
+        .0
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for agent in ["dotdot", "absolute", "linked", "device"] {
+        assert!(
+            all.contains(&format!("agents/{agent}.yaml:2:1: prompt file: '"))
+                && all.contains("is outside the config folder"),
+            "{agent}: {all}"
+        );
+    }
+    assert!(
+        all.contains("agents/script.yaml:2:1: script file: '../.env' is outside the config folder"),
+        "{all}"
+    );
+    assert!(
+        all.contains("agents/laughs.yaml") && all.contains("more than 100000 values"),
+        "{all}"
+    );
+    assert!(!all.contains("xoxb-real"), "{all}");
+}
+
 #[test]
 fn bad_triggers_and_values_are_rejected() {
     let dir = tempfile::tempdir().unwrap();

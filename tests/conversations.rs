@@ -109,6 +109,9 @@ async fn fake_slack_at(ws: Workspace) -> (SlackClient, String) {
             post(move |UrlPath(method): UrlPath<String>, Json(body): Json<Value>| {
                 let ws = w3.clone();
                 async move {
+                    if method == "auth.test" {
+                        return Json(json!({"ok": true, "user_id": "UBOT", "bot_id": "B0BOT", "team_id": "T1"}));
+                    }
                     if method != "chat.postMessage" {
                         return Json(json!({"ok": true}));
                     }

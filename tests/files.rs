@@ -552,6 +552,17 @@ async fn file_tools_give_clear_errors() {
         .await),
         "give either a line range or a byte range, not both"
     );
+    // A reversed byte range is the model's mistake, not a panic of the run.
+    assert_eq!(
+        err(call(
+            &reg,
+            &ctx,
+            "file_read",
+            json!({"id": "f_1", "start_byte": 10, "end_byte": 5})
+        )
+        .await),
+        "end_byte 5 must be greater than start_byte 10"
+    );
 
     // Ranges past the end are clamped with a note; reads are tracked.
     let out = call(
@@ -673,4 +684,30 @@ async fn attachments_are_preloaded_with_images_as_image_content() {
         !first.contains("note 0") && first.contains("- f_1 notes.txt"),
         "{first}"
     );
+}
+
+/// A subagent sees only the files it was given, under their parent's ids: a file it
+/// adds takes an id after the highest it holds, never one of those (a count of its
+/// files would have named its first new file `f_2` beside the parent's `f_2`).
+#[tokio::test]
+async fn a_subagents_new_files_never_take_an_id_it_holds() {
+    let parent = RunFiles::new("run-files", None, tokens(), Encoding::O200k, 10_000);
+    for name in ["a.txt", "b.txt"] {
+        let file = NewFile {
+            name: name.into(),
+            mime: "text/plain".into(),
+            content: format!("{name}\n").into_bytes(),
+        };
+        parent.add(file, FileSource::Attachment, None).await.unwrap();
+    }
+    let child = parent.subset(&["f_2".to_string()], "child", None).unwrap();
+    let file = NewFile {
+        name: "c.txt".into(),
+        mime: "text/plain".into(),
+        content: b"c.txt\n".to_vec(),
+    };
+    let added = child.add(file, FileSource::ToolOutput, None).await.unwrap();
+    assert_eq!(added.id, "f_3");
+    assert_eq!(child.get("f_2").unwrap().0.name, "b.txt");
+    assert_eq!(child.get("f_3").unwrap().0.name, "c.txt");
 }

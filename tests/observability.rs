@@ -791,6 +791,7 @@ async fn serve_service(h: &Harness) -> (String, tokio_util::sync::CancellationTo
         steward::server::ConnectionTimeouts {
             head: Duration::from_secs(10),
             idle: Duration::from_secs(75),
+            write: Duration::from_secs(30),
         },
         Duration::from_secs(1),
     ));

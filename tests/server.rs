@@ -1285,7 +1285,11 @@ async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
         listener,
         router,
         stop.clone(),
-        steward::server::ConnectionTimeouts { head, idle },
+        steward::server::ConnectionTimeouts {
+            head,
+            idle,
+            write: Duration::from_secs(30),
+        },
         Duration::from_secs(1),
     ));
     const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1370,6 +1374,58 @@ async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
     server.await.unwrap();
 }
 
+/// A client that asks for a large answer and stops reading it has its connection closed
+/// once the server's writes have made no progress for the write timeout; one that reads
+/// gets the whole answer.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SIZE: usize = 32 << 20;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    // More than loopback's send and receive buffers hold together.
+    let router = axum::Router::new().route("/big", axum::routing::get(|| async { vec![b'x'; SIZE] }));
+    let timeouts = steward::server::ConnectionTimeouts {
+        head: Duration::from_secs(5),
+        idle: Duration::from_secs(60),
+        write: Duration::from_millis(500),
+    };
+    let server = tokio::spawn(steward::server::serve_connections(
+        listener,
+        router,
+        stop.clone(),
+        timeouts,
+        Duration::from_secs(1),
+    ));
+    const REQUEST: &[u8] = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+    let read_all = |mut conn: tokio::net::TcpStream| async move {
+        let mut got = Vec::new();
+        // A reset after the close is the end too.
+        let _ = tokio::time::timeout(Duration::from_secs(20), conn.read_to_end(&mut got)).await;
+        got.len()
+    };
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled.write_all(REQUEST).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cut = read_all(stalled).await;
+    assert!(
+        cut < SIZE,
+        "a client that stopped reading for 2 s got all {cut} bytes"
+    );
+
+    let mut reader = tokio::net::TcpStream::connect(addr).await.unwrap();
+    reader
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let whole = read_all(reader).await;
+    assert!(whole > SIZE, "a reading client got {whole} bytes");
+
+    stop.cancel();
+    server.await.unwrap();
+}
+
 /// hyper has a header timeout of its own, on at 30 s once a timer is set, which also
 /// counts idle time: it is off, so a connection idle for longer than that, within the
 /// idle timeout, still takes a request (a proxy's pooled connection). Takes 31 s.
@@ -1383,6 +1439,7 @@ async fn an_idle_connection_outlives_hypers_own_header_timeout() {
     let timeouts = steward::server::ConnectionTimeouts {
         head: Duration::from_secs(5),
         idle: Duration::from_secs(60),
+        write: Duration::from_secs(30),
     };
     let server = tokio::spawn(steward::server::serve_connections(
         listener,

@@ -105,6 +105,11 @@ async fn https_origin(ca: &TestCa, names: &[&str]) -> (u16, Seen) {
             }),
         )
         .route(
+            // Two MiB, twice a test run's byte cap.
+            "/big",
+            axum::routing::get(|| async { vec![b'x'; 2 << 20] }),
+        )
+        .route(
             "/upload",
             axum::routing::post(|body: axum::body::Bytes| async move { format!("got {}", body.len()) }),
         )
@@ -234,7 +239,7 @@ fn rules(port: u16) -> EgressRules {
     }
 }
 
-async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
+async fn run_script(ca: &TestCa, port: u16, script: &str) -> (Finished, Vec<NetRecord>) {
     let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let hub = EgressHub::new(EgressPolicy::parse("127.0.0.1").unwrap())
         .with_secrets(|name| match name {
@@ -251,7 +256,7 @@ async fn run_script(ca: &TestCa, port: u16) -> (Finished, Vec<NetRecord>) {
         .unwrap();
     let sandbox = egress_sandbox("secrets-test");
     let proxy = Proxy::start(&sandbox.socket_path("secrets"), rules(port), Arc::new(hub), None).unwrap();
-    let finished = run_python_behind(&proxy, &sandbox, SCRIPT, &[port.to_string()]).await;
+    let finished = run_python_behind(&proxy, &sandbox, script, &[port.to_string()]).await;
     (finished, proxy.records())
 }
 
@@ -263,7 +268,7 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
         &["api.example.test", "other.example.test", "plain.example.test"],
     )
     .await;
-    let (finished, records) = run_script(&ca, port).await;
+    let (finished, records) = run_script(&ca, port, SCRIPT).await;
     let (out, err) = exited_ok(&finished);
     let placeholder = line(&out, "placeholder:").trim_start_matches("placeholder: ");
     assert!(placeholder.starts_with("stw_secret_"), "{out}");
@@ -367,6 +372,36 @@ async fn a_script_uses_a_token_it_never_holds_on_its_hosts_only() {
             .is_some_and(|w| w.contains("not one of its hosts"))),
         "{records:?}"
     );
+}
+
+/// An opened (secret-bearing) connection's answer is counted against the run's byte
+/// cap as it arrives: two MiB through a one-MiB cap is cut at the cap, the program sees
+/// a broken answer rather than the whole of it, and the record says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_answer_stops_at_the_runs_byte_cap() {
+    let ca = test_ca();
+    let (port, _) = https_origin(&ca, &["api.example.test"]).await;
+    let script = r#"import os, sys, requests
+port = int(sys.argv[1])
+try:
+    r = requests.get(f"https://api.example.test:{port}/big", headers={"Authorization": os.environ["API_TOKEN"]}, timeout=10)
+    print("big:", r.status_code, len(r.content))
+except Exception as e:
+    print("big: error", type(e).__name__)
+"#;
+    let (finished, records) = run_script(&ca, port, script).await;
+    let (out, _) = exited_ok(&finished);
+    assert!(line(&out, "big:").starts_with("big: error"), "{out}");
+    let big: Vec<&NetRecord> = records.iter().filter(|r| r.host == "api.example.test").collect();
+    assert_eq!(big.len(), 1, "{records:?}");
+    let cap = 1u64 << 20;
+    assert_eq!(
+        big[0].refused.as_deref(),
+        Some(format!("closed at the run's cap of {cap} bytes").as_str())
+    );
+    // The body stopped at the cap (headers are counted when the record is kept).
+    assert!(big[0].bytes_received <= cap + 4096, "{:?}", big[0]);
+    assert_eq!(big[0].secrets, ["API_TOKEN"]);
 }
 
 /// Through `steward run`: the agent's script and its sandboxed MCP server both get the

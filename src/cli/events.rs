@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use super::plain::plain;
 use crate::store::{EventFilter, EventRecord, Store};
 
 pub async fn list(store: &dyn Store, filter: &EventFilter, json: bool) -> anyhow::Result<ExitCode> {
@@ -26,7 +27,7 @@ pub async fn list(store: &dyn Store, filter: &EventFilter, json: bool) -> anyhow
             e.source,
             e.kind,
             e.outcome_name(),
-            crate::triggers::event::one_line(&e.why(), 100)
+            plain(&crate::triggers::event::one_line(&e.why(), 100))
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -40,7 +41,7 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
         println!("{}", serde_json::to_string_pretty(&event)?);
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", describe(&event));
+    print!("{}", plain(&describe(&event)));
     Ok(ExitCode::SUCCESS)
 }
 

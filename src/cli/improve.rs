@@ -36,6 +36,16 @@ const GATE_CASES_AT_ONCE: usize = 16;
 /// Folders never copied into the gate's scratch trees.
 const NOT_COPIED: [&str; 5] = [".git", "target", "improvements", "node_modules", ".venv"];
 
+/// Files the gate's scratch trees never need and should not hold a copy of: secrets
+/// (`.env`, `.env.local`) and SQLite databases with their journals.
+fn kept_out(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with(".env")
+        || [".db", ".db-wal", ".db-shm", ".db-journal", ".sqlite", ".sqlite3"]
+            .iter()
+            .any(|x| name.ends_with(x))
+}
+
 /// What `steward improve` is asked.
 #[derive(Debug, Clone)]
 pub(crate) struct ImproveArgs {
@@ -276,7 +286,8 @@ fn case_yaml(draft: &draft::Draft, expect: &CaseExpectations, problem: &str) -> 
     ))
 }
 
-/// Copies the config tree at `from` into `to`, leaving out [`NOT_COPIED`].
+/// Copies the config tree at `from` into `to`, leaving out [`NOT_COPIED`] and the files
+/// [`kept_out`] names; links are copied as links.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -286,18 +297,35 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
             continue;
         }
         let kind = entry.file_type()?;
+        if !kind.is_dir() && kept_out(&name) {
+            continue;
+        }
         let target = to.join(&name);
         if kind.is_dir() {
             copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() || kind.is_symlink() {
+        } else if kind.is_symlink() {
+            // As a link, not its target's bytes: a link that leads out of the tree stays
+            // one (and config loading refuses it) in the copy too.
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else if kind.is_file() {
             std::fs::copy(entry.path(), &target)?;
         }
     }
     Ok(())
 }
 
-/// Writes `text` at `rel` under `root`, making its folder.
+/// Writes `text` at `rel` under `root`, making its folder. `rel` comes from the
+/// improver's answer: a path that is absolute or climbs out is refused.
 fn write_at(root: &Path, rel: &Path, text: &str) -> std::io::Result<()> {
+    if !rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("'{}' is not a path inside the config folder", rel.display()),
+        ));
+    }
     let path = root.join(rel);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

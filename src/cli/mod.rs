@@ -4,6 +4,7 @@ mod eval;
 mod events;
 mod improve;
 mod otlp;
+mod plain;
 mod replayer;
 mod runs;
 mod skills;
@@ -1444,7 +1445,7 @@ async fn run(
     }
     if !json && let Some(text) = &outcome.final_text {
         // The answer first: post-run evals never delay it.
-        println!("{text}");
+        println!("{}", plain::plain(text));
     }
     if crate::evals::post_run::wanted(&agent) {
         let verdicts = crate::evals::post_run::evaluate(&runner, &config, &agent, &trigger, &outcome).await?;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
+use super::plain::plain;
 use crate::run::report::RunReport;
 use crate::store::Store;
 
@@ -39,7 +40,7 @@ pub async fn list(
             r.usage.input_tokens + r.usage.output_tokens,
             format!("${:.4}", r.cost_usd),
             crate::store::timestamp(r.created_at),
-            r.trigger_summary
+            plain(&r.trigger_summary)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -63,12 +64,12 @@ pub async fn show(store: &dyn Store, id: &str, json: bool) -> anyhow::Result<Exi
     }
     let r = &report.run;
     println!("run {}  agent {}  {}", r.id, r.agent, r.status.as_str());
-    println!("trigger: {}", r.trigger_summary);
+    println!("trigger: {}", plain(&r.trigger_summary));
     if let Some(t) = &r.termination {
         println!("termination: {t}");
     }
     if let Some(e) = &r.error {
-        println!("error: {e}");
+        println!("error: {}", plain(e));
     }
     if let Some(esc) = &report.escalation {
         println!("{}", escalation_line(esc));
@@ -100,7 +101,7 @@ token bill (this run's model calls; subagents bill their own runs):"
             "  {}  {:<15} {}",
             crate::store::timestamp(e.at),
             e.kind,
-            crate::triggers::event::one_line(&e.data.to_string(), 240)
+            plain(&crate::triggers::event::one_line(&e.data.to_string(), 240))
         );
         // Why a step failed is the part people read for: shown whole, under the step.
         for key in ["error", "reason", "note"] {
@@ -108,13 +109,13 @@ token bill (this run's model calls; subagents bill their own runs):"
                 println!(
                     "  {:<24}  {key}: {}",
                     "",
-                    crate::triggers::event::one_line(why, 2_000)
+                    plain(&crate::triggers::event::one_line(why, 2_000))
                 );
             }
         }
     }
     if let Some(text) = &r.final_text {
-        println!("\nfinal answer:\n{text}");
+        println!("\nfinal answer:\n{}", plain(text));
     }
     if !report.scores.is_empty() {
         println!("\nscores:");
@@ -133,7 +134,7 @@ token bill (this run's model calls; subagents bill their own runs):"
                 s.source.as_deref().unwrap_or("?"),
                 s.explanation
                     .as_deref()
-                    .map(|e| format!(": {e}"))
+                    .map(|e| format!(": {}", plain(e)))
                     .unwrap_or_default()
             );
         }

@@ -10,6 +10,7 @@ use super::parse::parse_all;
 use super::prices::Prices;
 use super::spec::SkillsSpec;
 use super::spec::{AgentSpec, CacheSpec, ContextSpec, CoordinatorSpec, LimitsSpec, SubagentSpec, ToolsSpec};
+use super::within;
 use super::{
     AgentConfig, Config, ContextSettings, Coordinator, Known, Limits, OutputSettings, Prompt, ToolSelection,
 };
@@ -242,15 +243,27 @@ fn read_yaml_dir(root: &Path, dir: &str, diags: &mut Vec<Diagnostic>) -> Vec<Sou
         .into_iter()
         .filter_map(|p| {
             let rel = PathBuf::from(dir).join(p.file_name().unwrap_or_default());
-            match std::fs::read_to_string(&p) {
+            match within::read_text(root, &rel) {
                 Ok(text) => Some(Source { rel, text }),
+                Err(within::WithinError::Io { source, .. }) => {
+                    diags.push(Diagnostic::new(&rel, 1, 1, format!("cannot read file: {source}")));
+                    None
+                }
                 Err(e) => {
-                    diags.push(Diagnostic::new(&rel, 1, 1, format!("cannot read file: {e}")));
+                    diags.push(Diagnostic::new(&rel, 1, 1, e.to_string()));
                     None
                 }
             }
         })
         .collect()
+}
+
+/// The diagnostic for a `what` file (prompt, script) at `path` that cannot be used.
+fn unreadable(what: &str, path: &str, e: within::WithinError) -> String {
+    match e {
+        within::WithinError::Io { source, .. } => format!("cannot read {what} file '{path}': {source}"),
+        other => format!("{what} file: {other}"),
+    }
 }
 
 fn name_of(name: Option<&str>, rel: &Path) -> String {
@@ -378,7 +391,7 @@ fn build_prompt(
             url: url.or_else(|| Some(format!("https://www.notion.so/{bare}"))),
         });
     }
-    match std::fs::read_to_string(root.join(path)) {
+    match within::read_text(root, Path::new(path)) {
         Ok(text) if text.trim().is_empty() => {
             diags.push(src.error_at("prompt", None, format!("prompt file '{path}' is empty")));
             None
@@ -389,7 +402,7 @@ fn build_prompt(
             url,
         }),
         Err(e) => {
-            diags.push(src.error_at("prompt", None, format!("cannot read prompt file '{path}': {e}")));
+            diags.push(src.error_at("prompt", None, unreadable("prompt", path, e)));
             None
         }
     }
@@ -914,7 +927,7 @@ fn build_agent(
             ));
             Coordinator::Llm
         }
-        (CoordinatorSpec::Script, Some(path)) => match std::fs::read_to_string(root.join(path)) {
+        (CoordinatorSpec::Script, Some(path)) => match within::read_text(root, Path::new(path)) {
             Ok(source) => {
                 check_script(path, &source, &tool_names, &sandbox_limits(&spec.sandbox), diags);
                 Coordinator::Script {
@@ -923,7 +936,7 @@ fn build_agent(
                 }
             }
             Err(e) => {
-                diags.push(src.error_at("script", None, format!("cannot read script file '{path}': {e}")));
+                diags.push(src.error_at("script", None, unreadable("script", path, e)));
                 Coordinator::Llm
             }
         },

@@ -147,6 +147,16 @@ pub fn is_server_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
+/// Whether environment variable `name` holds steward's own keys, which would let a
+/// server read every run (`STEWARD_DATA_KEY`), sign in (`STEWARD_ADMIN_TOKEN`), forge
+/// deliveries (`SLACK_SIGNING_SECRET`, hook tokens), take the event stream
+/// (`SLACK_APP_TOKEN`) or reach the store (`DATABASE_URL`). `STEWARD_SECRET_*` values
+/// are meant for servers.
+fn is_stewards_own(name: &str) -> bool {
+    (name.starts_with("STEWARD_") && !name.starts_with("STEWARD_SECRET_"))
+        || matches!(name, "DATABASE_URL" | "SLACK_SIGNING_SECRET" | "SLACK_APP_TOKEN")
+}
+
 /// Where a sandboxed server's folder and program are (see [`StdioSandbox`]), or why
 /// the program cannot be seen from inside the sandbox.
 fn sandbox_of(
@@ -230,6 +240,12 @@ pub fn build(
                 key,
                 v.clone(),
                 format!("'{v}' is not an environment variable name: secrets are named, never written here"),
+            ));
+        } else if is_stewards_own(v) {
+            problems.push((
+                key,
+                v.clone(),
+                format!("'{v}' is steward's own setting, never handed to a server; give the server its own variable (STEWARD_SECRET_… for a sandboxed one's egress)"),
             ));
         }
     }
@@ -395,6 +411,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(bad[0].2.contains("not an environment variable name"), "{bad:?}");
+        // steward's own keys never go to a server.
+        for own in [
+            "url: https://a/mcp\nbearer_env: STEWARD_ADMIN_TOKEN\n",
+            "url: https://a/mcp\nheaders_env: {X-Key: SLACK_SIGNING_SECRET}\n",
+            "command: notes-mcp\nenv: {K: STEWARD_DATA_KEY}\n",
+            "command: notes-mcp\nenv: {K: DATABASE_URL}\n",
+        ] {
+            let bad = build("x", spec(own), root).unwrap_err();
+            assert!(bad[0].2.contains("steward's own setting"), "{own}: {bad:?}");
+        }
+        assert!(
+            build(
+                "x",
+                spec("command: notes-mcp\nenv: {K: STEWARD_SECRET_NOTES}\n"),
+                root
+            )
+            .is_ok()
+        );
         assert!(build("x", spec("args: []\n"), root).is_err());
         assert!(build("a__b", spec("url: https://a/mcp\n"), root).is_err());
     }

@@ -15,6 +15,8 @@ pub mod search;
 pub mod settings;
 pub mod spec;
 pub mod trigger;
+pub mod within;
+pub mod yaml;
 
 mod build;
 

@@ -15,7 +15,7 @@ const MAX_PROBLEMS: usize = 32;
 
 /// Parses `text` (the file `file`) as `T`, or returns every problem found in it.
 pub fn parse_all<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, Vec<Diagnostic>> {
-    let mut value: Value = serde_yaml::from_str(text).map_err(|e| vec![syntax_error(file, &e)])?;
+    let mut value: Value = super::yaml::value(text).map_err(|e| vec![syntax_error(file, &e)])?;
     if value.is_null() {
         // An empty file is an empty mapping (which then names its missing keys).
         value = Value::Mapping(Default::default());

@@ -182,6 +182,8 @@ impl Prices {
 
     /// Adds or replaces the models listed in `yaml` (`provider: {model: price}`).
     fn merge(&mut self, yaml: &str) -> Result<(), serde_yaml::Error> {
+        // Bounded first (aliases); then typed from the text, for errors' locations.
+        super::yaml::value(yaml)?;
         let list: BTreeMap<String, BTreeMap<String, PriceSpec>> = serde_yaml::from_str(yaml)?;
         for (provider, models) in list {
             for (model, spec) in models {

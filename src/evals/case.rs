@@ -242,7 +242,7 @@ pub fn load(
     known_tools: &[String],
 ) -> Result<Case, Vec<Diagnostic>> {
     let rel = file.strip_prefix(root).unwrap_or(file).to_path_buf();
-    let text = std::fs::read_to_string(file)
+    let text = crate::config::within::read_text(root, &rel)
         .map_err(|e| vec![Diagnostic::new(&rel, 1, 1, format!("cannot read the case: {e}"))])?;
     let spec: CaseSpec = crate::config::parse::parse_all(&rel, &text)?;
     let at = |key: &str, message: String| {
@@ -295,11 +295,13 @@ pub fn load(
         ));
     }
     for f in &t.files {
-        if !root.join(f).is_file() {
-            diags.push(at(
+        match crate::config::within::resolve(root, f) {
+            Ok(full) if full.is_file() => {}
+            Ok(_) | Err(crate::config::within::WithinError::Io { .. }) => diags.push(at(
                 "files",
                 format!("attached file '{}' does not exist", f.display()),
-            ));
+            )),
+            Err(e) => diags.push(at("files", format!("attached file {e}"))),
         }
     }
     let mut mocks = BTreeMap::new();

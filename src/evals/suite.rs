@@ -12,6 +12,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::case::{Case, TriggerInput};
+
+/// Most bytes of a file an eval case attaches: what steward takes of a Slack upload.
+const MAX_ATTACHED_BYTES: u64 = crate::config::settings::DEFAULT_ATTACHMENT_CAP;
 use super::cassette::{Cassette, CassetteProvider, Mode};
 use super::expect::{self, Check, Observed};
 use super::judge::{self, Verdict};
@@ -176,7 +179,8 @@ pub fn trigger(
         return Err("the trigger is empty".into());
     };
     for path in &input.files {
-        let content = std::fs::read(root.join(path)).map_err(|e| format!("file {}: {e}", path.display()))?;
+        let content = crate::config::within::read_bytes(root, path, MAX_ATTACHED_BYTES)
+            .map_err(|e| format!("attached file: {e}"))?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -239,8 +239,16 @@ impl RunFiles {
         };
         let meta = {
             let mut entries = self.lock();
+            // After the highest id held: a subagent's files keep its parent's ids
+            // (`f_2` alone), so a count would hand out an id already taken.
+            let next = entries
+                .iter()
+                .filter_map(|e| e.meta.id.strip_prefix("f_")?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+                + 1;
             let meta = FileMeta {
-                id: format!("f_{}", entries.len() + 1),
+                id: format!("f_{next}"),
                 name: file.name,
                 mime: file.mime,
                 size_bytes: content.len() as u64,

@@ -155,6 +155,9 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
         _ if ip.is_unspecified() || a == 0 => "unspecified",
         _ if ip.is_loopback() => "loopback",
         (10, _) | (192, 168) => "private",
+        // Azure's WireServer (the host's agent and metadata; a public-looking address
+        // every Azure VM reaches).
+        (168, 63) if ip.octets()[2..] == [129, 16] => "cloud host service",
         (172, b) if (16..32).contains(&b) => "private",
         (169, 254) => "link-local",
         (100, b) if (64..128).contains(&b) => "carrier-grade NAT",
@@ -341,6 +344,7 @@ mod tests {
             "http://10.1.2.3/",
             "http://172.16.0.1/",
             "http://192.168.1.1/",
+            "http://168.63.129.16/?comp=versions",
             "http://100.64.0.1/",
             "http://224.0.0.1/",
             "http://[::1]/",

@@ -165,7 +165,8 @@ pub async fn prepare<'a>(
     });
     let custody = Arc::new(
         super::custody::Custody::new(agent, trigger, runner.sources.slack.clone())
-            .acting_for(lineage.acting_for.clone()),
+            .acting_for(lineage.acting_for.clone())
+            .given(lineage.received_urls.clone()),
     );
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {

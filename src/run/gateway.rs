@@ -194,6 +194,8 @@ impl Gateway {
                 "{note} No person approved it, so it was not run."
             )));
         }
+        // What the call writes is the run's own, whatever a tool echoes of it later.
+        self.parts.custody.wrote(name, &args);
         self.parts.custody.check_read(name, &args).await
     }
 
@@ -376,10 +378,19 @@ impl Gateway {
             // Private conversations the run held before the call: a call that brings
             // back more (a subagent's answer) is held like a private read.
             let held_before = self.parts.custody.sources().len();
-            let invoke = self
-                .parts
-                .tools
-                .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock);
+            // A tool that panics fails its call, not the run (whose end, hand-offs and
+            // sealed input would be left behind with its task).
+            let invoke = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                self.parts
+                    .tools
+                    .invoke(&self.parts.allowed, name, arguments, &ctx, self.parts.mock),
+            ));
+            let invoke = async {
+                invoke.await.unwrap_or_else(|_| {
+                    tracing::error!(tool = %shown, "tool panicked");
+                    Err(ToolError::Fatal(format!("tool '{shown}' failed unexpectedly")))
+                })
+            };
             let result = if let Err(e) = &checked {
                 Err(e.clone())
             } else if let Some((first, mut output)) = earlier {
@@ -418,7 +429,7 @@ impl Gateway {
                 }
             }
             if let Ok(output) = &result {
-                self.parts.custody.saw(&output.model_text());
+                self.parts.custody.saw_result(name, &output.model_text());
             }
             let capture = capture && !recorder.privacy().is_private();
             let event = match &result {

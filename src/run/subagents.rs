@@ -79,11 +79,13 @@ impl SubagentLauncher for Launcher {
         _call_id: &str,
         cancel: CancellationToken,
     ) -> Result<String, SubagentError> {
+        // Only the subagents this agent lists, whoever asks.
         let agent = self
-            .runner
-            .subagents
-            .get(name)
-            .cloned()
+            .names
+            .iter()
+            .any(|n| n == name)
+            .then(|| self.runner.subagents.get(name).cloned())
+            .flatten()
             .ok_or_else(|| SubagentError::Unknown(name.to_string()))?;
         for id in files {
             self.parent_files
@@ -128,6 +130,7 @@ impl SubagentLauncher for Launcher {
             live: None,
             answers_in_public: Some(self.answers_in_public),
             acting_for: self.parent_custody.asker().map(str::to_string),
+            received_urls: self.parent_custody.received_urls(),
         };
         let outcome = self
             .runner

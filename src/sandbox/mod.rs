@@ -228,10 +228,14 @@ mod tests {
             "let a = []; loop { let b = []; for j in 0..100 { b.push(j); } a.push(b); }",
             r#"let a = []; let s = "x"; for i in 0..21 { s += s; } loop { a.push(s + a.len()); }"#,
         ] {
-            let e = engine(
-                &SandboxLimits::default(),
-                Some(Instant::now() + std::time::Duration::from_secs(30)),
-            );
+            // Smaller containers than the defaults: every read of a container is
+            // measured whole (`data_size`), which a debug build does slowly.
+            let limits = SandboxLimits {
+                max_array_len: 2_000,
+                max_map_len: 2_000,
+                ..SandboxLimits::default()
+            };
+            let e = engine(&limits, Some(Instant::now() + std::time::Duration::from_secs(30)));
             let err = e.eval::<Dynamic>(src).unwrap_err();
             assert!(
                 matches!(*err, rhai::EvalAltResult::ErrorDataTooLarge(..)),

@@ -12,12 +12,13 @@
 //! - **idle**: after a response's last byte, a connection may wait
 //!   [`ConnectionTimeouts::idle`] for the next request's first byte;
 //! - **busy**: while a request is answered (from its head to its response's last byte)
-//!   neither applies. The handler has its own limit (`REQUEST_TIMEOUT`); writing the
-//!   response to a client that stops reading has none (as under hyper alone), which
-//!   the kernel's send buffer and steward's small answers bound in practice.
+//!   neither applies. The handler has its own limit (`REQUEST_TIMEOUT`);
+//! - **write**: a write that makes no progress for [`ConnectionTimeouts::write`] fails (a
+//!   client that stops reading a response would otherwise hold its connection, and a
+//!   graceful stop, for as long as it likes; hyper alone has no such timer).
 //!
-//! A connection whose timer runs out has its read fail with `TimedOut`, and hyper closes
-//! it.
+//! A connection whose timer runs out has its read or write fail with `TimedOut`, and
+//! hyper closes it.
 
 use std::future::Future;
 use std::io;
@@ -44,6 +45,9 @@ pub struct ConnectionTimeouts {
     pub head: Duration,
     /// An idle keep-alive connection is closed after this long without a new request.
     pub idle: Duration,
+    /// A response write that makes no progress (the client stopped reading) fails after
+    /// this long, closing the connection.
+    pub write: Duration,
 }
 
 /// Accepts HTTP/1.1 connections until `stop`, then lets open connections finish within
@@ -160,6 +164,8 @@ struct Timed<S> {
     /// two reads (hyper answers and writes in one turn), unseen as busy.
     seen: usize,
     deadline: Pin<Box<Sleep>>,
+    /// Set while a write waits for the client to read; cleared by any progress.
+    write_stall: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> Timed<S> {
@@ -171,6 +177,27 @@ impl<S> Timed<S> {
             phase: Phase::Head,
             seen: 0,
             deadline: Box::pin(tokio::time::sleep_until(after(timeouts.head))),
+            write_stall: None,
+        }
+    }
+
+    /// `result` of a write (or flush), failed with `TimedOut` once writes have waited
+    /// [`ConnectionTimeouts::write`] without progress.
+    fn stalled<T>(&mut self, cx: &mut Context<'_>, result: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if result.is_ready() {
+            self.write_stall = None;
+            return result;
+        }
+        let limit = self.timeouts.write;
+        let stall = self
+            .write_stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(after(limit))));
+        match stall.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading the response",
+            ))),
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -232,7 +259,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Timed<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let result = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.stalled(cx, result)
     }
 
     fn poll_write_vectored(
@@ -240,7 +268,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.stalled(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -248,7 +277,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        let result = Pin::new(&mut self.io).poll_flush(cx);
+        self.stalled(cx, result)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -57,6 +57,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request head must arrive whole within this long of its first byte (of the
 /// connection's opening, for its first request); slower ones are closed.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A response write that makes no progress this long (the client stopped reading)
+/// closes the connection.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long interrupted runs get to record their end after the grace period.
 pub const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
@@ -441,6 +444,7 @@ pub async fn serve(
         ConnectionTimeouts {
             head: HEADER_READ_TIMEOUT,
             idle: keep_alive,
+            write: WRITE_STALL_TIMEOUT,
         },
         grace,
     );

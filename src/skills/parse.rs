@@ -148,9 +148,9 @@ pub fn parse(
             return None;
         }
     };
-    let map = match serde_yaml::from_str::<Value>(front) {
+    let map = match crate::config::yaml::value(front) {
         Ok(v) => v,
-        Err(first) => match serde_yaml::from_str::<Value>(&quote_colon_values(front)) {
+        Err(first) => match crate::config::yaml::value(&quote_colon_values(front)) {
             Ok(v) => {
                 report(
                     Level::Warning,

@@ -299,6 +299,11 @@ async fn read_bytes(
             meta.id
         )));
     }
+    if let Some(end) = end.filter(|e| *e <= start) {
+        return Err(ToolError::Model(format!(
+            "end_byte {end} must be greater than start_byte {start}"
+        )));
+    }
     let end = end.unwrap_or(size).min(size);
     // Move both ends back to character boundaries.
     let start_b = floor_char(text, start as usize).len();

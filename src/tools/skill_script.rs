@@ -42,13 +42,16 @@ fn skill_egress(dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(None);
     };
-    let spec: SkillEgress = serde_yaml::from_str(&text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!(":{}:{}", l.line(), l.column()))
-            .unwrap_or_default();
-        format!("its skill's egress.yaml{at} is not `allow: [hosts]`: {e}")
-    })?;
+    // Bounded first (aliases); then typed from the text, for errors' locations.
+    let spec: SkillEgress = crate::config::yaml::value(&text)
+        .and_then(|_| serde_yaml::from_str(&text))
+        .map_err(|e| {
+            let at = e
+                .location()
+                .map(|l| format!(":{}:{}", l.line(), l.column()))
+                .unwrap_or_default();
+            format!("its skill's egress.yaml{at} is not `allow: [hosts]`: {e}")
+        })?;
     Ok(Some(
         spec.allow
             .iter()

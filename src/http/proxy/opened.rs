@@ -158,12 +158,13 @@ async fn forward(
         headers.remove(http::header::RANGE);
         headers.remove(http::header::IF_RANGE);
     }
-    // The body streams on, counted; past what the run may still send, it fails.
+    // The body streams on, each piece counted against the run's cap as it moves
+    // (other requests move at the same time); past the cap, it fails.
     let sent_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let body = reqwest::Body::wrap(Outgoing {
         inner: body,
         sent: sent_bytes.clone(),
-        left: run.bytes_left(),
+        run: run.clone(),
     });
     let head_bytes = header_bytes(&headers);
     let authority = match host.contains(':') {
@@ -177,7 +178,9 @@ async fn forward(
         .body(body)
         .send()
         .await;
-    record.bytes_sent = head_bytes + sent_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let body_sent = sent_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    record.bytes_sent = head_bytes + body_sent;
+    record.charged = body_sent;
     let response = match sent {
         Ok(r) => r,
         Err(e) => {
@@ -221,6 +224,12 @@ async fn forward(
             Err(e) => return refuse(record, 502, format!("the answer did not arrive whole: {e}")),
         };
         record.bytes_received = header_bytes(&parts.headers) + bytes.len() as u64;
+        // Counted now: requests running beside this one took from the same cap.
+        if !run.charge(bytes.len() as u64) {
+            let why = capped(&run);
+            return refuse(record, 502, why);
+        }
+        record.charged += bytes.len() as u64;
         let plain = match decode(&encoding, &bytes, left) {
             Ok(plain) => plain,
             Err(why) => return refuse(record, 502, why),
@@ -255,12 +264,18 @@ fn buffer_limit(run: &Run) -> usize {
 /// Most bytes of one compressed answer, or of it decoded, held in memory.
 const MAX_BUFFER: usize = 32 * 1024 * 1024;
 
-/// A request body on its way to the host, counted as it goes; it fails once it passes
-/// `left` bytes (what the run may still send).
+/// Why a body stopped at the run's byte cap.
+fn capped(run: &Run) -> String {
+    format!("closed at the run's cap of {} bytes", run.rules.max_bytes)
+}
+
+/// A request body on its way to the host, each piece counted against the run's cap
+/// ([`Run::charge`]) as it goes; it fails at the piece that would pass it.
 struct Outgoing {
     inner: hyper::body::Incoming,
+    /// Bytes of the body sent (and charged).
     sent: Arc<std::sync::atomic::AtomicU64>,
-    left: u64,
+    run: Arc<Run>,
 }
 
 impl Body for Outgoing {
@@ -276,14 +291,10 @@ impl Body for Outgoing {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     let n = data.len() as u64;
-                    let total = this.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-                    if total > this.left {
-                        return Poll::Ready(Some(Err(format!(
-                            "the request body passes the {} bytes the run may still send",
-                            this.left
-                        )
-                        .into())));
+                    if !this.run.charge(n) {
+                        return Poll::Ready(Some(Err(capped(&this.run).into())));
                     }
+                    this.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -327,8 +338,9 @@ fn decode(encoding: &str, bytes: &[u8], limit: usize) -> Result<Vec<u8>, String>
     Ok(out)
 }
 
-/// A response body on its way back: counted, scrubbed, and recorded when it ends (or
-/// is dropped).
+/// A response body on its way back: counted against the run's cap as it moves (it
+/// fails at the piece that would pass it, which ends the program's connection),
+/// scrubbed, and recorded when it ends (or is dropped).
 pub(super) struct Relayed {
     inner: reqwest::Body,
     scrub: Scrub,
@@ -346,7 +358,7 @@ impl Drop for Relayed {
 
 impl Body for Relayed {
     type Data = Bytes;
-    type Error = reqwest::Error;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -359,14 +371,25 @@ impl Body for Relayed {
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
                 Poll::Ready(Some(Ok(frame))) => {
                     let Ok(data) = frame.into_data() else {
                         // Trailers are not passed on (HTTP/1.1 programs rarely ask).
                         continue;
                     };
-                    if let Some((record, _, _)) = &mut this.record {
-                        record.bytes_received += data.len() as u64;
+                    if let Some((record, _, run)) = &mut this.record {
+                        let n = data.len() as u64;
+                        if !run.charge(n) {
+                            let why = capped(run);
+                            record.refused = Some(why.clone());
+                            this.done = true;
+                            if let Some((record, started, run)) = this.record.take() {
+                                run.finish(record, started);
+                            }
+                            return Poll::Ready(Some(Err(why.into())));
+                        }
+                        record.bytes_received += n;
+                        record.charged += n;
                     }
                     if this.scrub.is_noop() {
                         return Poll::Ready(Some(Ok(Frame::data(data))));

@@ -80,7 +80,7 @@ pub enum Layout {
 /// Lays out `markdown` (the model's answer) with `footer` (mrkdwn, already escaped) in
 /// a context block under the last message.
 pub fn layout(markdown: &str, footer: Option<&str>) -> Layout {
-    let text = mrkdwn::to_mrkdwn(&mrkdwn::defuse_broadcasts(markdown.trim()));
+    let text = mrkdwn::defuse_broadcasts(&mrkdwn::to_mrkdwn(markdown.trim())).into_owned();
     let chars = text.chars().count();
     let messages = |text: &str| -> Vec<SlackMessageContent> {
         let parts = split(text, MESSAGE_CHARS);

@@ -47,19 +47,30 @@ pub struct SlackClient {
     /// Whether the workspace has Slack's Real-time Search (`assistant.search.info`),
     /// asked once.
     search_enabled: Arc<tokio::sync::OnceCell<bool>>,
+    /// The token's own user and bot ids (`auth.test`), asked once.
+    own: Arc<tokio::sync::OnceCell<OwnIds>>,
     /// Members of conversations, by id, with when Slack listed them.
     members: Arc<std::sync::Mutex<std::collections::HashMap<String, Members>>>,
     /// What `conversations.info` said of a channel, by id.
     channels: Arc<std::sync::Mutex<std::collections::HashMap<String, ChannelFacts>>>,
 }
 
+/// Who a token is (`auth.test`).
+#[derive(Debug, Clone, Default)]
+struct OwnIds {
+    user: Option<String>,
+    bot: Option<String>,
+}
+
 /// What steward keeps of a `conversations.info` answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct ChannelFacts {
     /// A DM, a group DM or a private channel.
     private: bool,
     /// Shared with another organisation (Slack Connect).
     shared_outside: bool,
+    /// The workspaces it is in (`shared_team_ids`), when Slack lists them.
+    workspaces: Option<Arc<[String]>>,
     at: std::time::Instant,
 }
 
@@ -80,6 +91,7 @@ impl SlackClient {
             directory: Arc::default(),
             max_wait: Duration::from_secs(30),
             search_enabled: Arc::default(),
+            own: Arc::default(),
             channels: Arc::default(),
             members: Arc::default(),
         }
@@ -91,8 +103,30 @@ impl SlackClient {
         SlackClient {
             token: token.to_string(),
             search_enabled: Arc::default(),
+            own: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// Whether message `m` (as `conversations.replies` gives it) was posted with this
+    /// client's token: by its user or its bot. `false` when `auth.test` cannot say.
+    pub async fn posted_by_me(&self, m: &Value) -> bool {
+        let own = self
+            .own
+            .get_or_try_init(|| async {
+                let me = self.call("auth.test", &serde_json::json!({})).await?;
+                let id = |k: &str| me[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+                Ok::<_, ApiError>(OwnIds {
+                    user: id("user_id"),
+                    bot: id("bot_id"),
+                })
+            })
+            .await;
+        let Ok(own) = own else {
+            return false;
+        };
+        let is = |field: &str, mine: &Option<String>| mine.is_some() && m[field].as_str() == mine.as_deref();
+        is("user", &own.user) || is("bot_id", &own.bot)
     }
 
     /// Whether the workspace has Real-time Search (`assistant.search.info`, asked once
@@ -127,6 +161,16 @@ impl SlackClient {
         }
     }
 
+    /// The workspaces channel `id` is in (`conversations.info`'s `shared_team_ids`), on
+    /// an Enterprise Grid org where a public channel is public to those workspaces
+    /// only; `None` when Slack does not list them (one workspace) or cannot say.
+    pub async fn channel_workspaces(&self, id: &str) -> Option<Arc<[String]>> {
+        match self.cached_channel(id) {
+            Some(known) if known.at.elapsed() < PUBLIC_FOR => known.workspaces,
+            _ => self.channel_facts(id).await.and_then(|c| c.workspaces),
+        }
+    }
+
     /// Whether channel `id` is shared with another organisation (Slack Connect), from
     /// `conversations.info`'s `is_ext_shared`. "Shared" is kept for [`PUBLIC_FOR`];
     /// "not shared" for [`UNSHARED_FOR`] only, since a channel shared a moment ago
@@ -145,7 +189,7 @@ impl SlackClient {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .copied()
+            .cloned()
     }
 
     /// Asks `conversations.info` and keeps the answer; `None` when Slack cannot say
@@ -159,12 +203,21 @@ impl SlackClient {
         let mut facts = ChannelFacts {
             private: c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true,
             shared_outside: c["is_ext_shared"].as_bool() != Some(false),
+            workspaces: c["shared_team_ids"]
+                .as_array()
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|ids| !ids.is_empty())
+                .map(Arc::from),
             at: std::time::Instant::now(),
         };
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // A private answer is kept for the process's life, whatever comes after.
         facts.private |= channels.get(id).is_some_and(|old| old.private);
-        channels.insert(id.to_string(), facts);
+        channels.insert(id.to_string(), facts.clone());
         Some(facts)
     }
 

@@ -182,13 +182,17 @@ fn ordered_item(trimmed: &str) -> Option<(&str, &str)> {
 /// `<!subteam^ID|@group>`) made plain `@here`, `@channel`, `@everyone`, `@group`, which
 /// notify no one (steward never sets `link_names`): a page or ticket the model read
 /// must not be able to make it ping a whole channel or user group. Person and channel
-/// mentions stay.
+/// mentions stay. Emphasis inside a form does not hide it (`<!he**re>` is `<!here>`
+/// once the stars are gone), and a Markdown link to a `!` target (`[team](!channel)`,
+/// which a conversion would make `<!channel|team>`) is no link. Run it on the text as
+/// Slack gets it (after [`to_mrkdwn`]): a conversion can make a form.
 pub fn defuse_broadcasts(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("<!") {
+    if !text.contains("<!") && !text.contains("](!") {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    let unlinked = text.replace("](!", "] (!");
+    let mut out = String::with_capacity(unlinked.len());
+    let mut rest = unlinked.as_str();
     while let Some(at) = rest.find("<!") {
         out.push_str(&rest[..at]);
         let form = &rest[at..];
@@ -199,7 +203,7 @@ pub fn defuse_broadcasts(text: &str) -> std::borrow::Cow<'_, str> {
         };
         let inner = &form[2..end];
         let (name, label) = inner.split_once('|').unwrap_or((inner, ""));
-        let lower = name.to_ascii_lowercase();
+        let lower = name.replace(['*', '_', '~', '`'], "").to_ascii_lowercase();
         let plain = match lower.as_str() {
             "here" | "channel" | "everyone" => Some(format!("@{lower}")),
             _ if lower.starts_with("subteam^") => Some(match label.trim_start_matches('@') {
@@ -360,6 +364,13 @@ fn link(s: &str) -> Option<(&str, &str, usize)> {
 
 fn slack_link(url: &str, label: &str) -> String {
     let label = inline(label).replace('|', "¦");
+    // Only web and mail links: `<!channel|…>` or `<@U…|…>` would be a mention.
+    if !["http://", "https://", "mailto:"]
+        .iter()
+        .any(|p| url.starts_with(p))
+    {
+        return format!("{label} ({})", escape(url));
+    }
     if label.is_empty() || label == url {
         format!("<{}>", url.replace('>', "%3E").replace('|', "%7C"))
     } else {
@@ -435,6 +446,22 @@ mod tests {
         );
         assert_eq!(defuse_broadcasts("cut <!here"), "cut <!here");
         assert_eq!(to_mrkdwn(&defuse_broadcasts("**Hi** <!here>")), "*Hi* @here");
+        // Forms a conversion would make: a link to `!channel`, a heading's stars.
+        let converted = |md: &str| defuse_broadcasts(&to_mrkdwn(md)).into_owned();
+        for md in [
+            "[team](!channel)",
+            "[x](!subteam^S0ONCALL)",
+            "# <!he**re>",
+            "<!he**re>",
+        ] {
+            let out = converted(md);
+            assert!(!out.contains("<!"), "{md} became {out}");
+        }
+        assert_eq!(
+            converted("[site](https://example.com)"),
+            "<https://example.com|site>"
+        );
+        assert_eq!(defuse_broadcasts("see [team](!here)"), "see [team] (!here)");
     }
 
     #[test]

@@ -15,7 +15,6 @@ use crate::run::Recorder;
 use crate::run::events::RunEvent;
 use crate::run::gateway::Gateway;
 use crate::tools::ToolError;
-use crate::tools::subagent::SubagentLauncher;
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -62,7 +61,6 @@ pub struct Host {
     pub rt: tokio::runtime::Handle,
     /// Every tool call goes through it (grant, cap, records, spans).
     pub gateway: Arc<Gateway>,
-    pub subagents: Option<Arc<dyn SubagentLauncher>>,
     pub cancel: CancellationToken,
     pub deadline: tokio::time::Instant,
     /// The limit the deadline came from, for messages.
@@ -191,16 +189,13 @@ pub fn register(engine: &mut Engine, host: Arc<Host>) {
     engine.register_fn(
         "subagent",
         move |name: &str, prompt: &str, files: Array| -> RhaiResult<Dynamic> {
-            let Some(launcher) = h.subagents.clone() else {
-                return fail("this agent cannot call subagents");
-            };
+            // Through the gateway like any tool call: the agent's `subagents:` list,
+            // `max_tool_calls`, the run's record, and custody of what the child read.
             let ids: Vec<String> = files.iter().map(|f| f.to_string()).collect();
-            let result =
-                h.rt.block_on(launcher.launch(name, prompt, &ids, "script", h.cancel.child_token()));
-            match result {
-                Ok(text) => Ok(Dynamic::from(text)),
-                Err(e) => fail(e.to_string()),
-            }
+            h.call_tool(
+                crate::tools::subagent::SUBAGENT_TOOL,
+                json!({"name": name, "prompt": prompt, "files": ids}),
+            )
         },
     );
     let h = host.clone();

@@ -102,14 +102,12 @@ fn failed(termination: Termination, error: String, host: &Host) -> RunOutcome {
 /// `timeout` from now.
 pub fn new_host(
     gateway: Arc<crate::run::gateway::Gateway>,
-    subagents: Option<Arc<dyn crate::tools::subagent::SubagentLauncher>>,
     cancel: tokio_util::sync::CancellationToken,
     timeout: std::time::Duration,
 ) -> Arc<Host> {
     Arc::new(Host {
         rt: tokio::runtime::Handle::current(),
         gateway,
-        subagents,
         cancel,
         deadline: tokio::time::Instant::now() + timeout,
         timeout,

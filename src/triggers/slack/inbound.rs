@@ -164,6 +164,17 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             .map(|a| a.user_id.to_string())
     });
     let said = match callback.event {
+        // Slack sends a mention again when its message is edited (a new event id): the
+        // first one started the run. Another app's mention is a bot's message, ignored
+        // like its plain messages (two bots answering each other would loop).
+        SlackEventCallbackBody::AppMention(m) if m.edited.is_some() => {
+            return Ok(SlackPayload::Ignored(
+                "an edited message that mentions the bot".into(),
+            ));
+        }
+        SlackEventCallbackBody::AppMention(_) if body["event"]["bot_id"].is_string() => {
+            return Ok(SlackPayload::Ignored("a bot's mention".into()));
+        }
         SlackEventCallbackBody::AppMention(m) => Said {
             kind: "app_mention",
             channel: Some(m.channel.to_string()),
@@ -549,6 +560,28 @@ mod tests {
         assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Event { .. }));
         body["event"]["user"] = json!("UBOT");
         assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Ignored(_)));
+    }
+
+    /// An edited mention arrives again under a new event id, and another app can
+    /// mention the bot: neither starts a run (the first mention did; bots are ignored).
+    #[test]
+    fn edited_mentions_and_bots_mentions_are_ignored() {
+        let mention = json!({"type": "app_mention", "user": "U0PERSON", "text": "<@UBOT> help",
+            "ts": "1700000000.000100", "channel": "C0GEN", "event_ts": "1700000000.000100"});
+        assert!(matches!(
+            parse(&envelope(mention.clone()), None).unwrap(),
+            SlackPayload::Event { .. }
+        ));
+        let mut edited = mention.clone();
+        edited["edited"] = json!({"user": "U0PERSON", "ts": "1700000005.000000"});
+        assert!(
+            matches!(parse(&envelope(edited), None).unwrap(), SlackPayload::Ignored(w) if w.contains("edited"))
+        );
+        let mut from_bot = mention;
+        from_bot["bot_id"] = json!("B0OTHER");
+        assert!(
+            matches!(parse(&envelope(from_bot), None).unwrap(), SlackPayload::Ignored(w) if w.contains("bot"))
+        );
     }
 
     #[test]

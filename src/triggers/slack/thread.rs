@@ -85,7 +85,8 @@ async fn replies(client: &SlackClient, channel: &str, root: &str) -> Result<(Vec
             ("channel", channel.to_string()),
             ("ts", root.to_string()),
             ("limit", "200".to_string()),
-            // Our own messages are known by their metadata (`steward_reply`, `steward_post`).
+            // Our own messages are known by their metadata (`steward_reply`, `steward_post`)
+            // and our bot (`auth.test`).
             ("include_all_metadata", "true".to_string()),
         ];
         if !cursor.is_empty() {
@@ -171,10 +172,11 @@ async fn turn(client: &SlackClient, m: &Value) -> Option<ThreadTurn> {
         text.push_str(&format!("\n[shared files: {}]", files.join(", ")));
     }
     let user = m["user"].as_str();
+    // Another app can post with the same metadata: it is ours only from our bot.
     let own = matches!(
         m["metadata"]["event_type"].as_str(),
         Some("steward_reply" | "steward_post")
-    );
+    ) && client.posted_by_me(m).await;
     let author = if own {
         "you".to_string()
     } else if let Some(app) = m["bot_id"]
