@@ -1093,6 +1093,7 @@ fn the_start_up_summary_names_each_missing_setting_and_who_needs_it() {
         "MISSING GITHUB_TOKEN (the GitHub API; for intake)",
         "MISSING STEWARD_HOOK_ZAPIER_INTAKE_TOKEN (its webhook's bearer token; for intake)",
         "MISSING STEWARD_SECRET_STATUS (a secret of its skill scripts; for helpdesk)",
+        "MISSING STEWARD_SECRET_STATUS_HOSTS (the hosts that secret may go to; for helpdesk)",
         "MISSING GITHUB_MCP_TOKEN (an MCP server's token; for intake)",
     ] {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");

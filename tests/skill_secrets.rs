@@ -242,9 +242,11 @@ fn rules(port: u16) -> EgressRules {
 async fn run_script(ca: &TestCa, port: u16, script: &str) -> (Finished, Vec<NetRecord>) {
     let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let hub = EgressHub::new(EgressPolicy::parse("127.0.0.1").unwrap())
-        .with_secrets(|name| match name {
+        .with_secrets(move |name| match name {
             "STEWARD_SECRET_API" => Some(TOKEN.into()),
+            "STEWARD_SECRET_API_HOSTS" => Some(format!("api.example.test:{port}")),
             "STEWARD_SECRET_OTHER" => Some(OTHER.into()),
+            "STEWARD_SECRET_OTHER_HOSTS" => Some(format!("other.example.test:{port}")),
             _ => None,
         })
         .with_host("api.example.test", loopback)
@@ -466,6 +468,7 @@ async fn an_agents_script_and_mcp_server_get_placeholders_from_config() {
             // steward trusts the origin's CA (upstream and in the sandboxes' bundle).
             ("SSL_CERT_FILE", ca_file.to_str().unwrap()),
             ("STEWARD_SECRET_API", TOKEN),
+            ("STEWARD_SECRET_API_HOSTS", &format!("127.0.0.1:{port}")),
         ],
     )
     .await;

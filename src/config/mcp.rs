@@ -121,7 +121,8 @@ impl McpServer {
                     sandbox
                         .iter()
                         .filter_map(|s| s.egress.as_ref())
-                        .flat_map(|e| e.secrets.iter().map(|r| r.env.clone())),
+                        .flat_map(|e| e.secrets.iter())
+                        .flat_map(|r| [r.env.clone(), crate::http::secrets::hosts_var(&r.env)]),
                 )
                 .collect(),
         }

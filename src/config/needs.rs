@@ -98,6 +98,9 @@ fn variable_needs(config: &Config, agent: &AgentConfig, s: &Settings) -> Vec<(St
     if let Some(egress) = &agent.skills.scripts.egress {
         for spec in egress.secrets.values() {
             out.push((spec.env.clone(), "a secret of its skill scripts", set(&spec.env)));
+            let bound = crate::http::secrets::hosts_var(&spec.env);
+            let is_set = set(&bound);
+            out.push((bound, "the hosts that secret may go to", is_set));
         }
     }
     let tools = agent.tool_names();

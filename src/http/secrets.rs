@@ -28,9 +28,53 @@ pub struct SecretRule {
 /// (`OPENAI_API_KEY`, `SLACK_BOT_TOKEN`), so those can never be handed to a program.
 pub const SECRET_VAR_PREFIX: &str = "STEWARD_SECRET_";
 
-/// Whether `env` may hold a secret for sandboxed programs: `STEWARD_SECRET_<NAME>`.
+/// Whether `env` may hold a secret for sandboxed programs: `STEWARD_SECRET_<NAME>`
+/// (not one ending `_HOSTS`: that names where another secret may go).
 pub fn is_secret_var(env: &str) -> bool {
-    env.len() > SECRET_VAR_PREFIX.len() && env.starts_with(SECRET_VAR_PREFIX)
+    env.len() > SECRET_VAR_PREFIX.len() && env.starts_with(SECRET_VAR_PREFIX) && !env.ends_with(HOSTS_SUFFIX)
+}
+
+/// `STEWARD_SECRET_<NAME>_HOSTS`, set by whoever sets the secret: the hosts (`allow`
+/// entries, comma-separated) its value may go to. A config can only narrow them, so one
+/// team's agent file cannot send another team's token to a host of its choosing.
+pub const HOSTS_SUFFIX: &str = "_HOSTS";
+
+/// The variable binding secret variable `env` to its hosts.
+pub fn hosts_var(env: &str) -> String {
+    format!("{env}{HOSTS_SUFFIX}")
+}
+
+/// Whether config host entry `entry` (`host`, `*.domain`, optional `:port`) lies within
+/// the operator's `bound` entries.
+fn within_bound(bound: &[String], entry: &str) -> bool {
+    let entry = entry.trim().trim_end_matches('.').to_ascii_lowercase();
+    if bound.contains(&entry) {
+        return true;
+    }
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => (h, p.parse::<u16>().ok()),
+        _ => (entry.as_str(), None),
+    };
+    if let Some(domain) = host.strip_prefix("*.") {
+        // A wildcard only under an operator's wildcard for the same or a wider domain.
+        return bound.iter().any(|b| {
+            let (b_host, b_port) = b
+                .rsplit_once(':')
+                .map_or((b.as_str(), None), |(h, p)| (h, Some(p)));
+            let port_ok = match (port, b_port) {
+                (None, None) => true,
+                (Some(p), Some(bp)) => bp == p.to_string(),
+                _ => false,
+            };
+            b_host
+                .strip_prefix("*.")
+                .is_some_and(|wide| port_ok && (domain == wide || domain.ends_with(&format!(".{wide}"))))
+        });
+    }
+    match port {
+        Some(p) => host_listed(bound, host, p),
+        None => host_listed(bound, host, 80) && host_listed(bound, host, 443),
+    }
 }
 
 /// The placeholder prefix (documented: a program can tell a placeholder from a value).
@@ -102,6 +146,26 @@ impl RunSecrets {
         let mut entries = Vec::new();
         let mut missing = Vec::new();
         for rule in rules {
+            let bound_var = hosts_var(&rule.env);
+            let bound: Vec<String> = var(&bound_var)
+                .unwrap_or_default()
+                .split([',', ' ', '\n'])
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect();
+            if bound.is_empty() {
+                return Err(format!(
+                    "secret {} is not bound to hosts: set {bound_var} (the hosts its value may go to, comma-separated) beside {}",
+                    rule.name, rule.env
+                ));
+            }
+            if let Some(outside) = rule.hosts.iter().find(|h| !within_bound(&bound, h)) {
+                return Err(format!(
+                    "secret {} may go only to {} ({bound_var}); the config sends it to {outside}: refused",
+                    rule.name,
+                    bound.join(", ")
+                ));
+            }
             match var(&rule.env) {
                 Some(value) if !value.is_empty() => entries.push(RunSecret {
                     rule: rule.clone(),
@@ -400,10 +464,58 @@ mod tests {
         ];
         RunSecrets::new(&rules, &|v| match v {
             "STEWARD_SECRET_GH" => Some("ghp_real".into()),
+            "STEWARD_SECRET_GH_HOSTS" => Some("api.github.com".into()),
             "STEWARD_SECRET_STATUS" => Some("sk_live".into()),
+            "STEWARD_SECRET_STATUS_HOSTS" => Some("*.example".into()),
             _ => None,
         })
         .unwrap()
+    }
+
+    /// The operator binds a secret to hosts beside its value; a config may name those
+    /// or fewer, never others (one team's file cannot send another's token elsewhere).
+    #[test]
+    fn a_config_sends_a_secret_only_where_the_operator_bound_it() {
+        let rule = |hosts: &[&str]| SecretRule {
+            name: "GH".into(),
+            env: "STEWARD_SECRET_GH".into(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            header: None,
+            format: "{}".into(),
+        };
+        let env = |bound: &'static str| {
+            move |v: &str| match v {
+                "STEWARD_SECRET_GH" => Some("ghp_real".to_string()),
+                "STEWARD_SECRET_GH_HOSTS" => Some(bound.to_string()),
+                _ => None,
+            }
+        };
+        let ok = |hosts: &[&str], bound: &'static str| RunSecrets::new(&[rule(hosts)], &env(bound)).is_ok();
+        assert!(ok(&["api.github.com"], "api.github.com, uploads.github.com"));
+        assert!(ok(&["API.github.com."], "api.github.com"));
+        assert!(ok(&["api.github.com:443"], "api.github.com"));
+        assert!(ok(&["api.github.com", "raw.github.com"], "*.github.com"));
+        assert!(ok(&["*.eu.github.com"], "*.github.com"));
+        assert!(ok(&["ghe.corp:8443"], "ghe.corp:8443"));
+        assert!(!ok(&["evil.example"], "api.github.com"));
+        assert!(!ok(&["api.github.com", "evil.example"], "api.github.com"));
+        assert!(!ok(&["*.github.com"], "api.github.com"));
+        assert!(!ok(&["ghe.corp:8443"], "ghe.corp"));
+        assert!(!ok(&["github.com.evil.example"], "*.github.com"));
+        let err = RunSecrets::new(&[rule(&["evil.example"])], &env("api.github.com")).unwrap_err();
+        assert_eq!(
+            err,
+            "secret GH may go only to api.github.com (STEWARD_SECRET_GH_HOSTS); the config sends it to evil.example: refused"
+        );
+        let unbound = RunSecrets::new(&[rule(&["api.github.com"])], &|v| {
+            (v == "STEWARD_SECRET_GH").then(|| "ghp_real".to_string())
+        })
+        .unwrap_err();
+        assert!(
+            unbound.starts_with("secret GH is not bound to hosts: set STEWARD_SECRET_GH_HOSTS"),
+            "{unbound}"
+        );
+        assert!(!is_secret_var("STEWARD_SECRET_GH_HOSTS"));
     }
 
     fn ph(s: &RunSecrets, name: &str) -> String {
@@ -424,7 +536,10 @@ mod tests {
             header: None,
             format: "{}".into(),
         };
-        let missing = RunSecrets::new(&[rule("STEWARD_SECRET_UNSET")], &|_| None).unwrap_err();
+        let missing = RunSecrets::new(&[rule("STEWARD_SECRET_UNSET")], &|v| {
+            (v == "STEWARD_SECRET_UNSET_HOSTS").then(|| "example.com".to_string())
+        })
+        .unwrap_err();
         assert_eq!(
             missing,
             "steward's environment does not set STEWARD_SECRET_UNSET (for X)"
