@@ -279,6 +279,46 @@ async fn anthropic_multi_turn_tool_loop() {
     );
 }
 
+/// Twelve calls in one turn: eight run at once, the rest as those finish, and the
+/// results still come back in call order.
+#[tokio::test]
+async fn a_rounds_calls_run_at_most_eight_at_once() {
+    let fake = FakeModel::start().await;
+    let calls: Vec<(String, String)> = (0..12)
+        .map(|i| (format!("call_{i:02}"), format!("{{\"ms\": {}}}", 200 + i)))
+        .collect();
+    let refs: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "sleepy", args.as_str()))
+        .collect();
+    fake.push(Reply::ok(openai_tools(&refs)));
+    fake.push(Reply::ok(openai_text("done")));
+    let (reg, spans) = registry();
+    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
+    let out = runner
+        .run(
+            &agent("openai/gpt-4.1"),
+            &trigger("go"),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let spans = spans.lock().unwrap().clone();
+    assert_eq!(spans.len(), 12);
+    let most = spans
+        .iter()
+        .map(|(start, _)| spans.iter().filter(|(s, e)| s <= start && start < e).count())
+        .max()
+        .unwrap();
+    assert_eq!(most, steward::run::llm::MAX_CALLS_AT_ONCE);
+    let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
+    let ids: Vec<&str> = msgs.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    let want: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, want);
+}
+
 #[tokio::test]
 async fn parallel_tool_calls_overlap_in_time() {
     let fake = FakeModel::start().await;

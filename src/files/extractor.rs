@@ -34,6 +34,15 @@ pub struct Extractor {
     pub max_inflated: u64,
     pub max_output: u64,
     pub timeout: Duration,
+    /// Extractions at once across every run sharing this extractor (one per process):
+    /// each worker may take up to `memory_limit`, so a burst of documents waits its
+    /// turn rather than taking the machine's memory.
+    pub slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// Extractions at once by default: the machine's cores, at least 2.
+pub fn default_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
 }
 
 impl Default for Extractor {
@@ -44,6 +53,7 @@ impl Default for Extractor {
             max_inflated: DEFAULT_MAX_INFLATED,
             max_output: DEFAULT_MAX_OUTPUT,
             timeout: extract::DEFAULT_TIMEOUT,
+            slots: Arc::new(tokio::sync::Semaphore::new(default_slots())),
         }
     }
 }
@@ -79,6 +89,8 @@ impl Extractor {
     }
 
     async fn extract_bounded(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
+        // Never closed, so acquiring fails only if it were; then extract unbounded.
+        let _slot = self.slots.acquire().await.ok();
         let max_inflated = self.max_inflated;
         let scan_bytes = bytes.clone();
         let scanned = tokio::task::spawn_blocking(move || check_inflation(kind, &scan_bytes, max_inflated));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use futures_util::future::join_all;
+use futures_util::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::{Checkpoint, Start};
@@ -28,6 +28,11 @@ use crate::types::{RunOutcome, Termination};
 
 /// How long a model call may run before the events recorded so far are written anyway.
 const FLUSH_WHILE_WAITING: Duration = Duration::from_millis(200);
+
+/// Tool calls of one round that run at once; the rest wait their turn (results keep
+/// the calls' order). A model asking for 40 fetches at once would hold 40 answers of
+/// up to 20 MiB each, and hit a service's rate limit with all of them.
+pub const MAX_CALLS_AT_ONCE: usize = 8;
 
 /// Everything one LLM-coordinated run needs.
 pub struct LlmRun<'a> {
@@ -628,17 +633,24 @@ impl LlmRun<'_> {
             self.gateway.flush().await?;
         }
         let round = CancellationToken::new();
-        let futures = calls.iter().map(|call| async {
-            match refusals.get(&call.id) {
-                Some(reason) => self.gateway.refuse(&call.id, &call.name, reason),
-                None => {
-                    self.gateway
-                        .execute_traced(&call.id, &call.name, &call.arguments, round.child_token())
-                        .await
+        // Collected first: a stream over the closure itself is not `Send` for every
+        // lifetime (rust-lang/rust#102211).
+        let futures: Vec<_> = calls
+            .iter()
+            .map(|call| async {
+                match refusals.get(&call.id) {
+                    Some(reason) => self.gateway.refuse(&call.id, &call.name, reason),
+                    None => {
+                        self.gateway
+                            .execute_traced(&call.id, &call.name, &call.arguments, round.child_token())
+                            .await
+                    }
                 }
-            }
-        });
-        let all = join_all(futures);
+            })
+            .collect();
+        let all = futures_util::stream::iter(futures)
+            .buffered(MAX_CALLS_AT_ONCE)
+            .collect::<Vec<_>>();
         tokio::pin!(all);
         let results = tokio::select! {
             _ = self.cancel.cancelled() => {
