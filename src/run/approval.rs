@@ -104,9 +104,11 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
         Ok(c) => c,
         Err(plain_error) => match &cx.runner.data_key {
             Some(key) => {
-                let plain = key.open(&row.checkpoint).map_err(|e| {
-                    RunError::Checkpoint(format!("cannot open it: {e} (as JSON: {plain_error})"))
-                })?;
+                let plain = key
+                    .open_at(&checkpoint_place(&cx.run_id), &row.checkpoint)
+                    .map_err(|e| {
+                        RunError::Checkpoint(format!("cannot open it: {e} (as JSON: {plain_error})"))
+                    })?;
                 serde_json::from_slice(&plain)
                     .map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?
             }
@@ -149,6 +151,11 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
     Ok(Some(Resume { checkpoint }))
 }
 
+/// Where a run's sealed checkpoint is bound (`DataKey::seal_at`): its run.
+fn checkpoint_place(run_id: &str) -> String {
+    format!("checkpoint:{run_id}")
+}
+
 /// Parks a run that returned [`Termination::AwaitingApproval`]: stores the request and
 /// checkpoint, moves the run to `waiting` and asks in Slack. A private run needs
 /// `STEWARD_DATA_KEY` (its checkpoint holds the conversation); without it the run
@@ -164,7 +171,9 @@ pub async fn park(runner: &Runner, cx: &RunContext<'_>, outcome: RunOutcome) -> 
     // conversation it read.
     let sealed = match (cx.recorder.privacy().is_private(), &runner.data_key) {
         (false, _) => json,
-        (true, Some(key)) => key.seal(&json).map_err(|e| RunError::Checkpoint(e.to_string()))?,
+        (true, Some(key)) => key
+            .seal_at(&checkpoint_place(&cx.run_id), &json)
+            .map_err(|e| RunError::Checkpoint(e.to_string()))?,
         (true, None) => {
             let mut out = outcome;
             out.awaiting = None;

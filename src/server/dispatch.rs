@@ -389,9 +389,13 @@ impl Dispatcher {
         }
         // Sealed at ingest: readable by whichever process claims it.
         if let (Some(sealed), Some(key)) = (&e.sealed, &self.settings.data_key) {
-            match key.open(sealed).map_err(|err| err.to_string()).and_then(|plain| {
-                serde_json::from_slice::<TriggerEvent>(&plain).map_err(|err| err.to_string())
-            }) {
+            let place = super::ingest::sealed_event_place(&e.id);
+            match key
+                .open_at(&place, sealed)
+                .map_err(|err| err.to_string())
+                .and_then(|plain| {
+                    serde_json::from_slice::<TriggerEvent>(&plain).map_err(|err| err.to_string())
+                }) {
                 Ok(t) => return Some((t, true)),
                 Err(err) => {
                     tracing::error!(event = %e.id, error = %err, "cannot open a sealed private event")

@@ -72,6 +72,11 @@ pub fn event_row(event: &TriggerEvent, dedupe_key: &str) -> EventRow {
     }
 }
 
+/// Where a private event's sealed content is bound (`DataKey::seal_at`): its row.
+pub fn sealed_event_place(id: &str) -> String {
+    format!("event:{id}")
+}
+
 /// [`event_row`] for a private event whose whole content is kept sealed under `key`,
 /// so whichever process routes it can answer it. A failure to seal keeps the content in
 /// memory only (as without a key).
@@ -80,8 +85,10 @@ pub fn sealed_row(event: &TriggerEvent, dedupe_key: &str, key: &DataKey) -> Even
     if event.private {
         match serde_json::to_vec(event)
             .map_err(|e| e.to_string())
-            .and_then(|plain| key.seal(&plain).map_err(|e| e.to_string()))
-        {
+            .and_then(|plain| {
+                key.seal_at(&sealed_event_place(&row.id), &plain)
+                    .map_err(|e| e.to_string())
+            }) {
             Ok(sealed) => row.sealed = Some(sealed),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot seal a private event; its text stays in memory only")

@@ -49,6 +49,24 @@ impl DataKey {
 
     /// `nonce ‖ ciphertext ‖ tag`, with a fresh random nonce.
     pub fn seal(&self, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.seal_with(plaintext, &[])
+    }
+
+    /// [`DataKey::seal`] bound to `place` (the row it is kept in, `event:<id>`): it opens
+    /// only with the same `place` ([`DataKey::open_at`]), so a sealed value moved to
+    /// another row by someone who can write the database does not open there.
+    pub fn seal_at(&self, place: &str, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.seal_with(plaintext, place.as_bytes())
+    }
+
+    /// The plaintext of [`DataKey::seal_at`]'s output at `place`; a value sealed before
+    /// values were bound to their place ([`DataKey::seal`]) opens too.
+    pub fn open_at(&self, place: &str, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.open_with(sealed, place.as_bytes())
+            .or_else(|_| self.open_with(sealed, &[]))
+    }
+
+    fn seal_with(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new()
             .fill(&mut nonce)
@@ -57,7 +75,7 @@ impl DataKey {
         self.key()?
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                ring::aead::Aad::empty(),
+                ring::aead::Aad::from(aad),
                 &mut data,
             )
             .map_err(|_| SealError::Random)?;
@@ -68,6 +86,10 @@ impl DataKey {
 
     /// The plaintext of [`DataKey::seal`]'s output.
     pub fn open(&self, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.open_with(sealed, &[])
+    }
+
+    fn open_with(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
         if sealed.len() < NONCE_LEN {
             return Err(SealError::Open);
         }
@@ -76,7 +98,7 @@ impl DataKey {
         let mut data = body.to_vec();
         let plain = self
             .key()?
-            .open_in_place(nonce, ring::aead::Aad::empty(), &mut data)
+            .open_in_place(nonce, ring::aead::Aad::from(aad), &mut data)
             .map_err(|_| SealError::Open)?;
         Ok(plain.to_vec())
     }
@@ -100,5 +122,17 @@ mod tests {
         assert_eq!(other.open(&sealed), Err(SealError::Open));
         assert_eq!(DataKey::parse("c2hvcnQ=").unwrap_err(), SealError::BadKey);
         assert!(!format!("{key:?}").contains("AAEC"));
+    }
+
+    #[test]
+    fn a_value_bound_to_its_row_opens_only_there() {
+        let key = DataKey::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let sealed = key.seal_at("event:1", b"merger plans").unwrap();
+        assert_eq!(key.open_at("event:1", &sealed).unwrap(), b"merger plans");
+        assert_eq!(key.open_at("event:2", &sealed), Err(SealError::Open));
+        assert_eq!(key.open(&sealed), Err(SealError::Open));
+        // Sealed before values were bound: still opens where it is.
+        let old = key.seal(b"older").unwrap();
+        assert_eq!(key.open_at("event:1", &old).unwrap(), b"older");
     }
 }
