@@ -279,19 +279,11 @@ async fn anthropic_multi_turn_tool_loop() {
     );
 }
 
-/// Twelve calls in one turn: eight run at once, the rest as those finish, and the
-/// results still come back in call order.
-#[tokio::test]
-async fn a_rounds_calls_run_at_most_eight_at_once() {
+/// One round of `calls` to the `sleepy` tool, then an answer: each call's (start, end)
+/// and the tool results' call ids in the order the model got them.
+async fn sleepy_round(calls: &[(&str, &str, &str)]) -> (Vec<(Instant, Instant)>, Vec<String>) {
     let fake = FakeModel::start().await;
-    let calls: Vec<(String, String)> = (0..12)
-        .map(|i| (format!("call_{i:02}"), format!("{{\"ms\": {}}}", 200 + i)))
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = calls
-        .iter()
-        .map(|(id, args)| (id.as_str(), "sleepy", args.as_str()))
-        .collect();
-    fake.push(Reply::ok(openai_tools(&refs)));
+    fake.push(Reply::ok(openai_tools(calls)));
     fake.push(Reply::ok(openai_text("done")));
     let (reg, spans) = registry();
     let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
@@ -306,41 +298,22 @@ async fn a_rounds_calls_run_at_most_eight_at_once() {
         .unwrap();
     assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
     let spans = spans.lock().unwrap().clone();
-    assert_eq!(spans.len(), 12);
-    let most = spans
-        .iter()
-        .map(|(start, _)| spans.iter().filter(|(s, e)| s <= start && start < e).count())
-        .max()
-        .unwrap();
-    assert_eq!(most, steward::run::llm::MAX_CALLS_AT_ONCE);
     let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let ids: Vec<&str> = msgs.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
-    let want: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, want);
+    let ids = msgs
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str().map(str::to_string))
+        .collect();
+    (spans, ids)
 }
 
 #[tokio::test]
 async fn parallel_tool_calls_overlap_in_time() {
-    let fake = FakeModel::start().await;
-    fake.push(Reply::ok(openai_tools(&[
+    let (spans, ids) = sleepy_round(&[
         ("call_a", "sleepy", "{\"ms\": 300}"),
         ("call_b", "sleepy", "{\"ms\": 300}"),
         ("call_c", "sleepy", "{\"ms\": 300}"),
-    ])));
-    fake.push(Reply::ok(openai_text("done")));
-    let (reg, spans) = registry();
-    let (_dir, runner) = runner(providers(Some(&fake), None), reg, false).await;
-    let out = runner
-        .run(
-            &agent("openai/gpt-4.1"),
-            &trigger("go"),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(out.termination, Termination::Completed);
-    let spans = spans.lock().unwrap().clone();
+    ])
+    .await;
     assert_eq!(spans.len(), 3);
     let latest_start = spans.iter().map(|s| s.0).max().unwrap();
     let earliest_end = spans.iter().map(|s| s.1).min().unwrap();
@@ -349,12 +322,39 @@ async fn parallel_tool_calls_overlap_in_time() {
         "tool calls of one turn must run concurrently"
     );
     // Results come back in call order.
-    let msgs = fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let ids: Vec<&str> = msgs[3..6]
-        .iter()
-        .map(|m| m["tool_call_id"].as_str().unwrap())
-        .collect();
     assert_eq!(ids, ["call_a", "call_b", "call_c"]);
+}
+
+/// Twelve calls in one turn: eight run at once, the rest as those finish (a slow first
+/// call does not hold them back), and the results still come back in call order.
+#[tokio::test]
+async fn a_rounds_calls_run_at_most_eight_at_once() {
+    let calls: Vec<(String, String)> = (0..12)
+        .map(|i| {
+            let ms = if i == 0 { 800 } else { 150 + i };
+            (format!("call_{i:02}"), format!("{{\"ms\": {ms}}}"))
+        })
+        .collect();
+    let refs: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "sleepy", args.as_str()))
+        .collect();
+    let (spans, ids) = sleepy_round(&refs).await;
+    assert_eq!(spans.len(), 12);
+    let most = spans
+        .iter()
+        .map(|(start, _)| spans.iter().filter(|(s, e)| s <= start && start < e).count())
+        .max()
+        .unwrap();
+    assert_eq!(most, steward::run::llm::MAX_CALLS_AT_ONCE);
+    let slow_end = spans.iter().map(|s| s.1).max().unwrap();
+    let last_start = spans.iter().map(|s| s.0).max().unwrap();
+    assert!(
+        last_start < slow_end,
+        "the later calls waited for the slow first one"
+    );
+    let want: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, want);
 }
 
 #[tokio::test]

@@ -1271,27 +1271,42 @@ async fn read_health(stream: &mut tokio::net::TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[tokio::test]
-async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
-    use tokio::io::AsyncWriteExt;
-    use tokio::time::Instant;
+/// `serve_connections` on 127.0.0.1 with `router` and `timeouts`: its address, its stop
+/// and its task.
+async fn start_connections(
+    router: axum::Router,
+    timeouts: steward::server::ConnectionTimeouts,
+) -> (
+    std::net::SocketAddr,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
-    let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
-    let head = Duration::from_millis(600);
-    let idle = Duration::from_secs(3);
     let server = tokio::spawn(steward::server::serve_connections(
         listener,
         router,
         stop.clone(),
-        steward::server::ConnectionTimeouts {
-            head,
-            idle,
-            write: Duration::from_secs(30),
-        },
+        timeouts,
         Duration::from_secs(1),
     ));
+    (addr, stop, server)
+}
+
+#[tokio::test]
+async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::time::Instant;
+    let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
+    let head = Duration::from_millis(600);
+    let idle = Duration::from_secs(3);
+    let timeouts = steward::server::ConnectionTimeouts {
+        head,
+        idle,
+        write: Duration::from_secs(30),
+    };
+    let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
 
     // A head trickled one line at a time never completes: the connection is closed
@@ -1381,9 +1396,6 @@ async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
 async fn a_client_that_stops_reading_is_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const SIZE: usize = 32 << 20;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
     // More than loopback's send and receive buffers hold together.
     let router = axum::Router::new().route("/big", axum::routing::get(|| async { vec![b'x'; SIZE] }));
     let timeouts = steward::server::ConnectionTimeouts {
@@ -1391,13 +1403,7 @@ async fn a_client_that_stops_reading_is_cut_off() {
         idle: Duration::from_secs(60),
         write: Duration::from_millis(500),
     };
-    let server = tokio::spawn(steward::server::serve_connections(
-        listener,
-        router,
-        stop.clone(),
-        timeouts,
-        Duration::from_secs(1),
-    ));
+    let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
     let read_all = |mut conn: tokio::net::TcpStream| async move {
         let mut got = Vec::new();
@@ -1432,22 +1438,13 @@ async fn a_client_that_stops_reading_is_cut_off() {
 #[tokio::test]
 async fn an_idle_connection_outlives_hypers_own_header_timeout() {
     use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
     let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
     let timeouts = steward::server::ConnectionTimeouts {
         head: Duration::from_secs(5),
         idle: Duration::from_secs(60),
         write: Duration::from_secs(30),
     };
-    let server = tokio::spawn(steward::server::serve_connections(
-        listener,
-        router,
-        stop.clone(),
-        timeouts,
-        Duration::from_secs(1),
-    ));
+    let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
     kept.write_all(REQUEST).await.unwrap();

@@ -148,14 +148,31 @@ pub fn is_server_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
-/// Whether environment variable `name` holds steward's own keys, which would let a
-/// server read every run (`STEWARD_DATA_KEY`), sign in (`STEWARD_ADMIN_TOKEN`), forge
-/// deliveries (`SLACK_SIGNING_SECRET`, hook tokens), take the event stream
-/// (`SLACK_APP_TOKEN`) or reach the store (`DATABASE_URL`). `STEWARD_SECRET_*` values
-/// are meant for servers.
+/// Whether environment variable `name` holds one of steward's own keys, which would let
+/// a server read every run (`STEWARD_DATA_KEY`), sign in (`STEWARD_ADMIN_TOKEN`), forge
+/// deliveries (the signing secrets and hook tokens), take the event stream
+/// (`SLACK_APP_TOKEN`), reach the store (`DATABASE_URL`), or act and spend as steward
+/// (its Slack, Jira, Notion, GitHub and model keys, its collector's headers): a server
+/// gets a variable of its own. `STEWARD_SECRET_*` values are meant for servers.
 fn is_stewards_own(name: &str) -> bool {
     (name.starts_with("STEWARD_") && !name.starts_with("STEWARD_SECRET_"))
-        || matches!(name, "DATABASE_URL" | "SLACK_SIGNING_SECRET" | "SLACK_APP_TOKEN")
+        || matches!(
+            name,
+            "DATABASE_URL"
+                | "SLACK_SIGNING_SECRET"
+                | "SLACK_APP_TOKEN"
+                | "SLACK_BOT_TOKEN"
+                | "SLACK_SEARCH_USER_TOKEN"
+                | "JIRA_API_TOKEN"
+                | "JIRA_WEBHOOK_SECRET"
+                | "NOTION_TOKEN"
+                | "NOTION_WEBHOOK_TOKEN"
+                | "GITHUB_TOKEN"
+                | "OPENAI_API_KEY"
+                | "ANTHROPIC_API_KEY"
+                | "OTEL_EXPORTER_OTLP_HEADERS"
+                | "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+        )
 }
 
 /// Where a sandboxed server's folder and program are (see [`StdioSandbox`]), or why
@@ -418,6 +435,8 @@ mod tests {
             "url: https://a/mcp\nheaders_env: {X-Key: SLACK_SIGNING_SECRET}\n",
             "command: notes-mcp\nenv: {K: STEWARD_DATA_KEY}\n",
             "command: notes-mcp\nenv: {K: DATABASE_URL}\n",
+            "url: https://a/mcp\nbearer_env: SLACK_BOT_TOKEN\n",
+            "command: notes-mcp\nenv: {K: JIRA_WEBHOOK_SECRET}\n",
         ] {
             let bad = build("x", spec(own), root).unwrap_err();
             assert!(bad[0].2.contains("steward's own setting"), "{own}: {bad:?}");

@@ -54,15 +54,22 @@ pub fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, WithinError> {
 }
 
 /// The bytes of `rel` under `root` (see [`resolve`]): a regular file of at most `cap`
-/// bytes (a device or a pipe is refused before it is opened).
+/// bytes. The resolved path is opened without following a link and without waiting
+/// (a pipe swapped in after the check does not block), and what was opened is checked.
 pub fn read_bytes(root: &Path, rel: &Path, cap: u64) -> Result<Vec<u8>, WithinError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let full = resolve(root, rel)?;
     let shown = || rel.display().to_string();
     let io = |source| WithinError::Io {
         path: shown(),
         source,
     };
-    let meta = std::fs::metadata(&full).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&full)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(WithinError::NotAFile(shown()));
     }
@@ -70,9 +77,7 @@ pub fn read_bytes(root: &Path, rel: &Path, cap: u64) -> Result<Vec<u8>, WithinEr
         return Err(WithinError::TooLarge { path: shown(), cap });
     }
     let mut out = Vec::new();
-    std::fs::File::open(&full)
-        .and_then(|f| f.take(cap + 1).read_to_end(&mut out))
-        .map_err(io)?;
+    file.take(cap + 1).read_to_end(&mut out).map_err(io)?;
     // It grew between the look and the read.
     if out.len() as u64 > cap {
         return Err(WithinError::TooLarge { path: shown(), cap });
@@ -82,7 +87,12 @@ pub fn read_bytes(root: &Path, rel: &Path, cap: u64) -> Result<Vec<u8>, WithinEr
 
 /// The text of `rel` under `root`: as [`read_bytes`], at most [`MAX_TEXT_BYTES`], UTF-8.
 pub fn read_text(root: &Path, rel: &Path) -> Result<String, WithinError> {
-    let bytes = read_bytes(root, rel, MAX_TEXT_BYTES)?;
+    read_text_at_most(root, rel, MAX_TEXT_BYTES)
+}
+
+/// [`read_text`] with its own cap (an eval case holds its recorded tool results).
+pub fn read_text_at_most(root: &Path, rel: &Path, cap: u64) -> Result<String, WithinError> {
+    let bytes = read_bytes(root, rel, cap)?;
     String::from_utf8(bytes).map_err(|_| WithinError::NotText {
         path: rel.display().to_string(),
     })

@@ -11,6 +11,9 @@ use serde_json::Value;
 use crate::config::diagnostic::{Diagnostic, find_key};
 use crate::config::{AgentConfig, Config, ToolSelection};
 
+/// Largest eval case file: a case drafted from a run holds its tool results as mocks.
+const MAX_CASE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// One case as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -242,7 +245,7 @@ pub fn load(
     known_tools: &[String],
 ) -> Result<Case, Vec<Diagnostic>> {
     let rel = file.strip_prefix(root).unwrap_or(file).to_path_buf();
-    let text = crate::config::within::read_text(root, &rel)
+    let text = crate::config::within::read_text_at_most(root, &rel, MAX_CASE_BYTES)
         .map_err(|e| vec![Diagnostic::new(&rel, 1, 1, format!("cannot read the case: {e}"))])?;
     let spec: CaseSpec = crate::config::parse::parse_all(&rel, &text)?;
     let at = |key: &str, message: String| {

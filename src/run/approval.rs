@@ -36,6 +36,10 @@ pub struct Checkpoint {
     /// resumed run is as private as it was.
     #[serde(default)]
     pub private_sources: Vec<String>,
+    /// What the run's custody knew of URLs (received, and hosts it wrote): a resumed
+    /// run does not forget what it wrote before it parked.
+    #[serde(default)]
+    pub custody: super::custody::Remembered,
     pub turns: u32,
     pub usage: Usage,
     pub cost_usd: f64,

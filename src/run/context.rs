@@ -165,7 +165,7 @@ pub async fn prepare<'a>(
     });
     let custody = Arc::new(
         super::custody::Custody::new(agent, trigger, runner.sources.slack.clone())
-            .acting_for(lineage.acting_for.clone())
+            .acting_for(lineage.acting_for.clone(), lineage.acting_team.clone())
             .given(lineage.received_urls.clone()),
     );
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {

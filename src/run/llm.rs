@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use futures_util::StreamExt as _;
+use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::{Checkpoint, Start};
@@ -170,6 +170,7 @@ impl LlmRun<'_> {
                 for source in &c.private_sources {
                     self.gateway.hold_private(source).await;
                 }
+                custody.recall(&c.custody);
                 for (id, refusal) in &c.decided {
                     if refusal.is_none() {
                         custody.approve(id);
@@ -331,6 +332,7 @@ impl LlmRun<'_> {
                     decided: Vec::new(),
                     notes,
                     private_sources: self.gateway.custody().sources(),
+                    custody: self.gateway.custody().remembered(),
                     turns: out.turns,
                     usage: out.usage,
                     cost_usd: out.cost_usd,
@@ -633,11 +635,14 @@ impl LlmRun<'_> {
             self.gateway.flush().await?;
         }
         let round = CancellationToken::new();
-        // Collected first: a stream over the closure itself is not `Send` for every
-        // lifetime (rust-lang/rust#102211).
-        let futures: Vec<_> = calls
-            .iter()
-            .map(|call| async {
+        // A slot per call under way: a slow call holds only its own, so the rest keep
+        // starting as others finish (`buffered` would wait on the slowest first call).
+        let slots = tokio::sync::Semaphore::new(MAX_CALLS_AT_ONCE);
+        let futures = calls.iter().map(|call| {
+            let slots = &slots;
+            async {
+                // Never closed: acquiring cannot fail.
+                let _slot = slots.acquire().await.ok();
                 match refusals.get(&call.id) {
                     Some(reason) => self.gateway.refuse(&call.id, &call.name, reason),
                     None => {
@@ -646,11 +651,9 @@ impl LlmRun<'_> {
                             .await
                     }
                 }
-            })
-            .collect();
-        let all = futures_util::stream::iter(futures)
-            .buffered(MAX_CALLS_AT_ONCE)
-            .collect::<Vec<_>>();
+            }
+        });
+        let all = join_all(futures);
         tokio::pin!(all);
         let results = tokio::select! {
             _ = self.cancel.cancelled() => {

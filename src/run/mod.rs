@@ -124,6 +124,8 @@ pub struct Lineage {
     /// The person a subagent's parent run acts for: the subagent reads Slack for them
     /// (their private conversations, as a member), not as a run no person started.
     pub acting_for: Option<String>,
+    /// Their workspace (an Enterprise Grid channel of another one is read as private).
+    pub acting_team: Option<String>,
     /// The URLs a subagent's parent run received (`run::custody`): the subagent's
     /// prompt is the parent model's writing, so its own URLs are not.
     pub received_urls: Vec<String>,
@@ -147,6 +149,7 @@ impl Lineage {
             live: None,
             answers_in_public: None,
             acting_for: None,
+            acting_team: None,
             received_urls: Vec::new(),
         }
     }

@@ -130,6 +130,7 @@ impl SubagentLauncher for Launcher {
             live: None,
             answers_in_public: Some(self.answers_in_public),
             acting_for: self.parent_custody.asker().map(str::to_string),
+            acting_team: self.parent_custody.team().map(str::to_string),
             received_urls: self.parent_custody.received_urls(),
         };
         let outcome = self

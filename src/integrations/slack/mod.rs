@@ -57,9 +57,17 @@ pub struct SlackClient {
 
 /// Who a token is (`auth.test`).
 #[derive(Debug, Clone, Default)]
-struct OwnIds {
+pub struct OwnIds {
     user: Option<String>,
     bot: Option<String>,
+}
+
+impl OwnIds {
+    /// Whether message `m` was posted by this user or bot.
+    pub fn posted(&self, m: &Value) -> bool {
+        let is = |field: &str, mine: &Option<String>| mine.is_some() && m[field].as_str() == mine.as_deref();
+        is("user", &self.user) || is("bot_id", &self.bot)
+    }
 }
 
 /// What steward keeps of a `conversations.info` answer.
@@ -111,8 +119,12 @@ impl SlackClient {
     /// Whether message `m` (as `conversations.replies` gives it) was posted with this
     /// client's token: by its user or its bot. `false` when `auth.test` cannot say.
     pub async fn posted_by_me(&self, m: &Value) -> bool {
-        let own = self
-            .own
+        self.me().await.is_some_and(|me| me.posted(m))
+    }
+
+    /// Who this client's token is (`auth.test`, asked once; an error is not kept).
+    pub async fn me(&self) -> Option<&OwnIds> {
+        self.own
             .get_or_try_init(|| async {
                 let me = self.call("auth.test", &serde_json::json!({})).await?;
                 let id = |k: &str| me[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
@@ -121,12 +133,8 @@ impl SlackClient {
                     bot: id("bot_id"),
                 })
             })
-            .await;
-        let Ok(own) = own else {
-            return false;
-        };
-        let is = |field: &str, mine: &Option<String>| mine.is_some() && m[field].as_str() == mine.as_deref();
-        is("user", &own.user) || is("bot_id", &own.bot)
+            .await
+            .ok()
     }
 
     /// Whether the workspace has Real-time Search (`assistant.search.info`, asked once

@@ -164,14 +164,8 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             .map(|a| a.user_id.to_string())
     });
     let said = match callback.event {
-        // Slack sends a mention again when its message is edited (a new event id): the
-        // first one started the run. Another app's mention is a bot's message, ignored
-        // like its plain messages (two bots answering each other would loop).
-        SlackEventCallbackBody::AppMention(m) if m.edited.is_some() => {
-            return Ok(SlackPayload::Ignored(
-                "an edited message that mentions the bot".into(),
-            ));
-        }
+        // Another app's mention is a bot's message, ignored like its plain messages (two
+        // bots answering each other would loop).
         SlackEventCallbackBody::AppMention(_) if body["event"]["bot_id"].is_string() => {
             return Ok(SlackPayload::Ignored("a bot's mention".into()));
         }
@@ -357,6 +351,13 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         || matches!(channel_type.as_deref(), Some("group" | "im" | "mpim"));
     let (text, ts, thread_ts, reaction, user) =
         (said.text, said.ts, said.thread_ts, said.reaction, said.user);
+    // Slack sends a mention again, under a new event id, each time its message is
+    // edited: a mention is one per message, so an edit is a duplicate of the first
+    // (and a mention added by an edit is the message's first).
+    let dedupe_key = match (kind.as_str(), &ts) {
+        ("app_mention", Some(ts)) => format!("slack:mention:{channel}:{ts}"),
+        _ => dedupe_key,
+    };
     let summary = match (&reaction, &text) {
         (Some(r), _) => format!(":{r}: in {channel}"),
         (None, Some(t)) if !private => one_line(t, 120),
@@ -562,21 +563,23 @@ mod tests {
         assert!(matches!(parse(&body, None).unwrap(), SlackPayload::Ignored(_)));
     }
 
-    /// An edited mention arrives again under a new event id, and another app can
-    /// mention the bot: neither starts a run (the first mention did; bots are ignored).
+    /// An edited mention arrives again under a new event id: it is the same message's
+    /// mention (one dedupe key), so it starts no second run. Another app's mention is
+    /// ignored like its messages.
     #[test]
-    fn edited_mentions_and_bots_mentions_are_ignored() {
+    fn edited_mentions_are_one_mention_and_bots_mentions_are_ignored() {
         let mention = json!({"type": "app_mention", "user": "U0PERSON", "text": "<@UBOT> help",
             "ts": "1700000000.000100", "channel": "C0GEN", "event_ts": "1700000000.000100"});
-        assert!(matches!(
-            parse(&envelope(mention.clone()), None).unwrap(),
-            SlackPayload::Event { .. }
-        ));
-        let mut edited = mention.clone();
-        edited["edited"] = json!({"user": "U0PERSON", "ts": "1700000005.000000"});
-        assert!(
-            matches!(parse(&envelope(edited), None).unwrap(), SlackPayload::Ignored(w) if w.contains("edited"))
-        );
+        let key = |body: Value| match parse(&body, None).unwrap() {
+            SlackPayload::Event { dedupe_key, .. } => dedupe_key,
+            _ => panic!("a mention is an event"),
+        };
+        let first = key(envelope(mention.clone()));
+        assert_eq!(first, "slack:mention:C0GEN:1700000000.000100");
+        let mut edited = envelope(mention.clone());
+        edited["event_id"] = json!("Ev0EDITED");
+        edited["event"]["edited"] = json!({"user": "U0PERSON", "ts": "1700000005.000000"});
+        assert_eq!(key(edited), first);
         let mut from_bot = mention;
         from_bot["bot_id"] = json!("B0OTHER");
         assert!(
@@ -603,7 +606,7 @@ mod tests {
         let SlackPayload::Event { event, dedupe_key } = parse(&mention, None).unwrap() else {
             panic!()
         };
-        assert_eq!(dedupe_key, "slack:Ev123ABC456");
+        assert_eq!(dedupe_key, "slack:mention:C123ABC456:1515449522.000016");
         assert_eq!(event.kind, "app_mention");
         assert!(!event.private);
         assert_eq!(event.text.as_deref(), Some("<@UBOT> what's up?"));
