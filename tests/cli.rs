@@ -768,12 +768,14 @@ async fn triggers_test_asks_a_file_a_stored_event_and_the_last_deliveries() {
         "agents/links.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - slack_mention: { channels: [C0LINKS], when: 'text.contains(\"https://\")' }\n",
     );
+    // Each its own message (a mention's dedupe key is its message).
     let delivery = |id: &str, channel: &str, text: &str| {
+        let ts = format!("1700000000.00010{}", id.trim_start_matches("Ev"));
         json!({"token": "XXYYZZ", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
             "event_id": id, "event_time": 1700000000,
             "authorizations": [{"enterprise_id": null, "team_id": "T1", "user_id": "UBOT", "is_bot": true}],
-            "event": {"type": "app_mention", "user": "U1", "text": text, "ts": "1700000000.000100",
-                      "channel": channel, "event_ts": "1700000000.000100"}})
+            "event": {"type": "app_mention", "user": "U1", "text": text, "ts": ts,
+                      "channel": channel, "event_ts": ts}})
     };
     let db = root.join("steward.db");
     let store = SqliteStore::open(&db).await.unwrap();

@@ -959,7 +959,8 @@ async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
     s.mention("EvBUDGET1").await;
     let first = s.wait_status(RunStatus::Succeeded).await;
     assert!(first.cost_usd > 0.002, "{}", first.cost_usd);
-    s.mention_from("EvBUDGET2", "U0OTHER").await;
+    // Another person's own message.
+    s.mention_at("EvBUDGET2", "U0OTHER", "1700000000.000300").await;
     routed(&s).await;
     eventually("the budget reply", || {
         posted(&calls, "chat.postMessage").iter().any(|b| {
