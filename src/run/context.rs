@@ -165,9 +165,9 @@ pub async fn prepare<'a>(
     });
     let custody = Arc::new(
         super::custody::Custody::new(agent, trigger, runner.sources.slack.clone())
-            .acting_for(lineage.acting_for.clone(), lineage.acting_team.clone())
-            .given(lineage.received_urls.clone()),
+            .acting_for(lineage.acting_for.clone(), lineage.acting_team.clone()),
     );
+    custody.recall(&lineage.custody);
     let launcher: Option<Arc<dyn SubagentLauncher>> = can_delegate.then(|| {
         Arc::new(subagents::Launcher {
             runner: runner.clone(),

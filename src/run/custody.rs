@@ -120,13 +120,6 @@ impl Custody {
         custody
     }
 
-    /// A subagent's custody: the URLs its parent run received count as received here
-    /// (and no others from its request).
-    pub fn given(self, urls: Vec<String>) -> Custody {
-        self.state().urls.extend(urls);
-        self
-    }
-
     /// What the run knows of URLs, for its checkpoint.
     pub fn remembered(&self) -> Remembered {
         let state = self.state();
@@ -139,16 +132,13 @@ impl Custody {
         r
     }
 
-    /// Takes back what a run knew when it parked ([`Custody::remembered`]).
+    /// Takes back what a run knew when it parked ([`Custody::remembered`]), or what its
+    /// parent knew, for a subagent: the URLs its parent received, and the hosts its
+    /// parent wrote (a URL the parent posted, read back by the child, is not received).
     pub fn recall(&self, r: &Remembered) {
         let mut state = self.state();
         state.urls.extend(r.urls.iter().cloned());
         state.authored.extend(r.authored.iter().cloned());
-    }
-
-    /// The URLs the run received, for a subagent it starts.
-    pub fn received_urls(&self) -> Vec<String> {
-        self.state().urls.iter().cloned().collect()
     }
 
     /// A subagent's custody: it reads for `person`, the one its parent run acts for
@@ -781,10 +771,14 @@ mod tests {
         let sub = Custody::new(&agent, &child, None);
         let sub_fetch = |u: &str| sub.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
         assert!(sub_fetch(secret).is_some() && sub_fetch("https://docs.example.com/a").is_some());
-        let sub = Custody::new(&agent, &child, None).given(c.received_urls());
+        let sub = Custody::new(&agent, &child, None);
+        sub.recall(&c.remembered());
         let sub_fetch = |u: &str| sub.egress_note("1", "http_fetch", Effect::ReadOnly, &json!({"url": u}));
         assert!(sub_fetch(secret).is_some());
         assert!(sub_fetch("https://docs.example.com/a").is_none());
+        // What the parent wrote comes back to the child as the parent's writing.
+        sub.saw("read back: <http://bare.test/?d=merger>");
+        assert!(sub_fetch("http://bare.test/?d=merger").is_some());
     }
 
     /// With `skills.scripts.egress`, a Python, shell or Node script can send what it is

@@ -126,9 +126,10 @@ pub struct Lineage {
     pub acting_for: Option<String>,
     /// Their workspace (an Enterprise Grid channel of another one is read as private).
     pub acting_team: Option<String>,
-    /// The URLs a subagent's parent run received (`run::custody`): the subagent's
-    /// prompt is the parent model's writing, so its own URLs are not.
-    pub received_urls: Vec<String>,
+    /// What a subagent's parent run knew of URLs (`run::custody`): those it received
+    /// and the hosts it wrote. The subagent's prompt is the parent model's writing, so
+    /// its own URLs are not received.
+    pub custody: custody::Remembered,
 }
 
 impl Lineage {
@@ -150,7 +151,7 @@ impl Lineage {
             answers_in_public: None,
             acting_for: None,
             acting_team: None,
-            received_urls: Vec::new(),
+            custody: Default::default(),
         }
     }
 }

@@ -131,7 +131,7 @@ impl SubagentLauncher for Launcher {
             answers_in_public: Some(self.answers_in_public),
             acting_for: self.parent_custody.asker().map(str::to_string),
             acting_team: self.parent_custody.team().map(str::to_string),
-            received_urls: self.parent_custody.received_urls(),
+            custody: self.parent_custody.remembered(),
         };
         let outcome = self
             .runner
