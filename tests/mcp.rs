@@ -164,6 +164,46 @@ async fn an_mcp_servers_redirect_is_not_followed() {
     );
 }
 
+/// A `STEWARD_SECRET_*` token named by a url server goes only to the hosts its
+/// operator bound it to (`_HOSTS`): unbound, or bound elsewhere, the server is skipped
+/// with a warning saying why, and it hears nothing.
+#[tokio::test]
+async fn a_steward_secret_token_goes_only_to_its_bound_hosts() {
+    let (url, _server) = demo_server().await;
+    let port = url::Url::parse(&url).unwrap().port().unwrap();
+    let mut servers = server(&url);
+    if let Some(McpServer {
+        transport: McpTransport::Http { bearer_env, .. },
+        ..
+    }) = servers.get_mut("demo")
+    {
+        *bearer_env = Some("STEWARD_SECRET_DEMO".into());
+    }
+    for (bound, refused) in [
+        (None, "set STEWARD_SECRET_DEMO_HOSTS"),
+        (Some("evil.example".to_string()), "may go only to evil.example"),
+        (Some(format!("127.0.0.1:{port}")), ""),
+    ] {
+        let var = |name: &str| match name {
+            "STEWARD_SECRET_DEMO" => Some(TOKEN.to_string()),
+            "STEWARD_SECRET_DEMO_HOSTS" => bound.clone(),
+            _ => None,
+        };
+        let reg = ToolRegistry::core(Default::default());
+        let (hub, warnings) =
+            steward::integrations::mcp::connect_all(&servers, &var, reg.names(), None, None).await;
+        let tools = steward::tools::registry::ToolSource::all(hub.as_ref()).len();
+        if refused.is_empty() {
+            assert!(warnings.is_empty() && tools > 0, "{warnings:?}");
+        } else {
+            assert!(
+                tools == 0 && warnings.iter().any(|w| w.contains(refused)),
+                "{bound:?}: {warnings:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_agent_lists_and_calls_mcp_tools_through_the_gateway() {
     let (url, _server) = demo_server().await;
@@ -332,6 +372,11 @@ fn mcp_files_and_entries_are_validated() {
     write(root, "mcp/both.yaml", "url: https://x/mcp\ncommand: x\n");
     write(
         root,
+        "mcp/leaky.yaml",
+        "command: /usr/bin/true\nenv: {T: STEWARD_SECRET_GH}\n",
+    );
+    write(
+        root,
         "agents/operator.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [mcp:demo, mcp:nowhere/search]\n",
     );
@@ -350,6 +395,10 @@ fn mcp_files_and_entries_are_validated() {
     );
     assert!(
         err.contains("mcp/both.yaml:1:1: an MCP server has either url"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mcp/leaky.yaml:2:") && err.contains("would give the server the secret itself"),
         "{err}"
     );
     assert!(

@@ -370,6 +370,45 @@ async fn a_script_cannot_call_a_tool_outside_its_agents_grant() {
     assert_eq!(result.data["call_id"], "script_1");
 }
 
+/// A stopped script run ends at once, and its thread stops calling tools: a Stop
+/// pressed on a script that posts in a loop ends the posting, not only the run's record.
+#[tokio::test]
+async fn a_stopped_script_calls_no_more_tools() {
+    let s = setup(
+        Vec::new(),
+        &[
+            ("scripts/busy.rhai", "loop { tool(\"current_time\", #{}); }\n"),
+            (
+                "agents/busy.yaml",
+                "coordinator: script\nscript: scripts/busy.rhai\ntools: [current_time]\nlimits: { timeout: 60s, max_tool_calls: 100000 }\n",
+            ),
+        ],
+    )
+    .await;
+    let agent = s.config.agent("busy").unwrap();
+    let mut runner = s.runner.clone();
+    runner.mock_tools = true;
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.cancel();
+    });
+    let trigger = TriggerEvent::from_cli(json!({"text": "go"}));
+    let out = runner.run(&agent, &trigger, None, cancel).await.unwrap();
+    assert_eq!(out.termination, Termination::Cancelled, "{:?}", out.error);
+    let calls = || async {
+        let events = s.runner.store.run_events(&out.run_id).await.unwrap();
+        events.iter().filter(|e| e.kind == "tool_call").count()
+    };
+    // Give a thread still running a moment to show itself, then look twice.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = calls().await;
+    assert!(settled > 0, "the script ran before the stop");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(calls().await, settled, "tools were called after the stop");
+}
+
 #[tokio::test]
 async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
     let cases = [

@@ -265,6 +265,14 @@ pub fn build(
                 v.clone(),
                 format!("'{v}' is steward's own setting, never handed to a server; give the server its own variable (STEWARD_SECRET_… for a sandboxed one's egress)"),
             ));
+        } else if key == "env" && crate::http::secrets::is_secret_var(v) {
+            // A program holding the value could send it anywhere its egress reaches, or
+            // echo it into a tool result; as a placeholder it reaches only its hosts.
+            problems.push((
+                key,
+                v.clone(),
+                format!("'{v}' would give the server the secret itself: list it under egress.secrets, where the server holds a placeholder and the proxy puts the value in requests to the hosts {}_HOSTS allows", v),
+            ));
         }
     }
     let transport = match (spec.url, spec.command) {

@@ -44,6 +44,49 @@ pub fn hosts_var(env: &str) -> String {
     format!("{env}{HOSTS_SUFFIX}")
 }
 
+/// The hosts `STEWARD_SECRET_<NAME>_HOSTS` lets secret variable `env` go to, read with
+/// `var`; why not when it is unset or empty.
+fn bound_hosts(env: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, String> {
+    let bound_var = hosts_var(env);
+    let bound: Vec<String> = var(&bound_var)
+        .unwrap_or_default()
+        .split([',', ' ', '\n'])
+        .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
+    if bound.is_empty() {
+        return Err(format!(
+            "is not bound to hosts: set {bound_var} (the hosts its value may go to, comma-separated) beside {env}"
+        ));
+    }
+    Ok(bound)
+}
+
+/// `Ok` when the value of variable `env` may be sent to `host:port` as it is (an MCP
+/// server's token): any variable but a `STEWARD_SECRET_<NAME>`, and such a one only
+/// within its `_HOSTS` binding, so a config file cannot carry another team's secret to
+/// a host of its choosing by naming it where a value is sent whole.
+pub fn may_send(
+    env: &str,
+    host: &str,
+    port: u16,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    if !env.starts_with(SECRET_VAR_PREFIX) {
+        return Ok(());
+    }
+    let bound = bound_hosts(env, var).map_err(|unbound| format!("{env} {unbound}"))?;
+    if host_listed(&bound, host, port) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{env} may go only to {} ({}); this server is {host}:{port}: refused",
+            bound.join(", "),
+            hosts_var(env)
+        ))
+    }
+}
+
 /// Whether config host entry `entry` (`host`, `*.domain`, optional `:port`) lies within
 /// the operator's `bound` entries.
 fn within_bound(bound: &[String], entry: &str) -> bool {
@@ -147,18 +190,8 @@ impl RunSecrets {
         let mut missing = Vec::new();
         for rule in rules {
             let bound_var = hosts_var(&rule.env);
-            let bound: Vec<String> = var(&bound_var)
-                .unwrap_or_default()
-                .split([',', ' ', '\n'])
-                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
-                .filter(|h| !h.is_empty())
-                .collect();
-            if bound.is_empty() {
-                return Err(format!(
-                    "secret {} is not bound to hosts: set {bound_var} (the hosts its value may go to, comma-separated) beside {}",
-                    rule.name, rule.env
-                ));
-            }
+            let bound =
+                bound_hosts(&rule.env, var).map_err(|unbound| format!("secret {} {unbound}", rule.name))?;
             if let Some(outside) = rule.hosts.iter().find(|h| !within_bound(&bound, h)) {
                 return Err(format!(
                     "secret {} may go only to {} ({bound_var}); the config sends it to {outside}: refused",

@@ -516,6 +516,11 @@ impl Gateway {
         parent: Option<&str>,
         cancel: CancellationToken,
     ) -> ToolResult {
+        // A script's thread may still be running when its run has been stopped: it
+        // acts no more.
+        if cancel.is_cancelled() {
+            return Err(ToolError::Fatal("the run was stopped".into()));
+        }
         self.reserve(1)
             .map_err(|e| ToolError::Fatal(format!("reached max_tool_calls: {e}")))?;
         self.record_call(call_id, name, arguments, parent);

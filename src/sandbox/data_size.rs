@@ -108,7 +108,7 @@ mod tests {
     }
 
     fn run(script: &str) -> Result<Dynamic, String> {
-        let engine = super::super::engine(&limits(), None);
+        let engine = super::super::engine(&limits(), None, None);
         engine.eval::<Dynamic>(script).map_err(|e| e.to_string())
     }
 

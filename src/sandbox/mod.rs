@@ -43,9 +43,27 @@ impl Default for SandboxLimits {
 /// Marker a progress callback returns when the wall-clock deadline passes.
 pub const DEADLINE: &str = "deadline";
 
+/// Marker a progress callback returns once the run is cancelled (a Stop, shutdown).
+pub const CANCELLED: &str = "cancelled";
+
+/// The marker ([`DEADLINE`], [`CANCELLED`]) `e` was stopped with, looking through the
+/// function calls (closures included) it was raised in.
+pub fn stopped_by(e: &rhai::EvalAltResult) -> Option<String> {
+    match e {
+        rhai::EvalAltResult::ErrorTerminated(v, _) => Some(v.to_string()),
+        rhai::EvalAltResult::ErrorInFunctionCall(_, _, inner, _) => stopped_by(inner),
+        _ => None,
+    }
+}
+
 /// A sandboxed engine for one script run. With a `deadline`, evaluation stops once it
-/// passes.
-pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
+/// passes; with `cancel`, once it is cancelled: the script's thread is not left running
+/// (and calling tools) after its run has ended.
+pub fn engine(
+    limits: &SandboxLimits,
+    deadline: Option<Instant>,
+    cancel: Option<tokio_util::sync::CancellationToken>,
+) -> Engine {
     let mut e = bare(limits);
     // Rhai measures a container when a function changes it, but not when an index
     // assignment adds a key to a map (`m[k] = v`), so a loop could grow a map without
@@ -63,15 +81,29 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
     let reads = std::sync::atomic::AtomicU64::new(0);
     let max_operations = limits.max_operations;
     let measured = limits.clone();
+    // Why evaluation must stop now, checked every 4096 operations or reads: the clock
+    // and the token are cheap, but not free.
+    let stopped = move || {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some(DEADLINE)
+        } else if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            Some(CANCELLED)
+        } else {
+            None
+        }
+    };
+    let on_var_stopped = stopped.clone();
     #[allow(deprecated)] // `on_var` is marked volatile, not deprecated.
     e.on_var(move |name, _, ctx| {
         let n = reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if n > max_operations {
             return Err(rhai::EvalAltResult::ErrorTooManyOperations(rhai::Position::NONE).into());
         }
-        if n.is_multiple_of(4096) && deadline.is_some_and(|d| Instant::now() >= d) {
+        if n.is_multiple_of(4096)
+            && let Some(why) = on_var_stopped()
+        {
             return Err(
-                rhai::EvalAltResult::ErrorTerminated(Dynamic::from(DEADLINE), rhai::Position::NONE).into(),
+                rhai::EvalAltResult::ErrorTerminated(Dynamic::from(why), rhai::Position::NONE).into(),
             );
         }
         if let Some(value) = ctx.scope().get(name)
@@ -81,12 +113,13 @@ pub fn engine(limits: &SandboxLimits, deadline: Option<Instant>) -> Engine {
         }
         Ok(None)
     });
-    if let Some(deadline) = deadline {
-        e.on_progress(move |ops| {
-            // Checking the clock every 4096 operations keeps the overhead negligible.
-            (ops % 4096 == 0 && Instant::now() >= deadline).then(|| Dynamic::from(DEADLINE))
-        });
-    }
+    e.on_progress(move |ops| {
+        if ops % 4096 == 0 {
+            stopped().map(Dynamic::from)
+        } else {
+            None
+        }
+    });
     e
 }
 
@@ -132,7 +165,7 @@ pub fn describe(path: &str, e: &rhai::EvalAltResult) -> String {
 
 /// Compiles a script, returning `(line, column, message)` for a syntax error.
 pub fn check(source: &str, limits: &SandboxLimits) -> Result<(), (usize, usize, String)> {
-    let engine = engine(limits, None);
+    let engine = engine(limits, None, None);
     engine.compile(source).map(|_| ()).map_err(|e| {
         let pos = e.position();
         (
@@ -167,9 +200,13 @@ mod tests {
     fn run(src: &str, limits: &SandboxLimits) -> Result<Dynamic, String> {
         // A deadline far past what the operation limits allow, so a loaded machine's
         // slowness never stops a script before the limit under test does.
-        engine(limits, Some(Instant::now() + std::time::Duration::from_secs(60)))
-            .eval::<Dynamic>(src)
-            .map_err(|e| e.to_string())
+        engine(
+            limits,
+            Some(Instant::now() + std::time::Duration::from_secs(60)),
+            None,
+        )
+        .eval::<Dynamic>(src)
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -235,7 +272,11 @@ mod tests {
                 max_map_len: 2_000,
                 ..SandboxLimits::default()
             };
-            let e = engine(&limits, Some(Instant::now() + std::time::Duration::from_secs(30)));
+            let e = engine(
+                &limits,
+                Some(Instant::now() + std::time::Duration::from_secs(30)),
+                None,
+            );
             let err = e.eval::<Dynamic>(src).unwrap_err();
             assert!(
                 matches!(*err, rhai::EvalAltResult::ErrorDataTooLarge(..)),
@@ -253,9 +294,39 @@ mod tests {
                 ..SandboxLimits::default()
             },
             Some(Instant::now() + std::time::Duration::from_millis(200)),
+            None,
         );
         let err = e.eval::<Dynamic>("loop {}").unwrap_err();
         assert!(matches!(*err, rhai::EvalAltResult::ErrorTerminated(..)), "{err}");
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    /// A cancelled run's script stops, in a plain loop and in closures a native function
+    /// calls (where Rhai calls no progress callback): its thread does not run on.
+    #[test]
+    fn cancelling_stops_a_running_script() {
+        for src in [
+            "loop {}",
+            "let a = []; a.pad(1000, 0); loop { a.map(|x| x + 1); }",
+        ] {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let e = engine(
+                &SandboxLimits {
+                    max_operations: u64::MAX,
+                    ..SandboxLimits::default()
+                },
+                Some(Instant::now() + std::time::Duration::from_secs(60)),
+                Some(cancel.clone()),
+            );
+            let started = Instant::now();
+            let canceller = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                cancel.cancel();
+            });
+            let err = e.eval::<Dynamic>(src).unwrap_err();
+            canceller.join().unwrap();
+            assert_eq!(stopped_by(&err).as_deref(), Some(CANCELLED), "{src}: {err}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "{src}");
+        }
     }
 }

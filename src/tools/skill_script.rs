@@ -208,7 +208,7 @@ async fn run_rhai(
     let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let fatal_seen = fatal.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let mut engine = sandbox::engine(&limits, Some(Instant::now() + TIMEOUT));
+        let mut engine = sandbox::engine(&limits, Some(Instant::now() + TIMEOUT), Some(ctx.cancel.clone()));
         engine.register_fn(
             "tool",
             move |name: &str, a: Map| -> Result<Dynamic, Box<EvalAltResult>> {

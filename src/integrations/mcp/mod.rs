@@ -238,6 +238,15 @@ pub async fn connect(
                 headers_env,
             } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                // A `STEWARD_SECRET_*` token goes only to the hosts its operator bound it to.
+                let parsed = url::Url::parse(url).map_err(|e| fail(server, format!("url: {e}")))?;
+                let (host, port) = (
+                    parsed.host_str().unwrap_or_default(),
+                    parsed.port_or_known_default().unwrap_or_default(),
+                );
+                for env in bearer_env.iter().chain(headers_env.values()) {
+                    crate::http::secrets::may_send(env, host, port, var).map_err(|e| fail(server, e))?;
+                }
                 if let Some(env) = bearer_env {
                     config = config.auth_header(needed(env)?);
                 }
@@ -267,6 +276,14 @@ pub async fn connect(
                 sandbox,
             } => {
                 let mut values = BTreeMap::new();
+                if let Some(secret) = env.values().find(|v| crate::http::secrets::is_secret_var(v)) {
+                    return Err(fail(
+                        server,
+                        format!(
+                            "{secret} would reach the server as its value: refused (egress.secrets gives it a placeholder)"
+                        ),
+                    ));
+                }
                 for (child, ours) in env {
                     values.insert(child.clone(), needed(ours)?);
                 }

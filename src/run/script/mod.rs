@@ -6,7 +6,7 @@ pub mod host;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use rhai::{Dynamic, EvalAltResult, Scope};
+use rhai::{Dynamic, Scope};
 use serde_json::Value;
 
 use crate::sandbox::{self, SandboxLimits};
@@ -27,7 +27,7 @@ pub async fn run(
     vars: &Value,
 ) -> RunOutcome {
     let deadline = host.deadline.into_std();
-    let mut engine = sandbox::engine(limits, Some(deadline));
+    let mut engine = sandbox::engine(limits, Some(deadline), Some(host.cancel.clone()));
     host::register(&mut engine, host.clone());
     let ast = match engine.compile(source) {
         Ok(a) => a,
@@ -70,7 +70,7 @@ pub async fn run(
             let (termination, message) = match (&*err, stop) {
                 (_, Some((HostStop::MaxToolCalls, m))) => (Termination::MaxToolCalls, m),
                 (_, Some((HostStop::FatalTool, m))) => (Termination::ToolError, m),
-                (EvalAltResult::ErrorTerminated(v, _), _) if v.to_string() == sandbox::DEADLINE => (
+                (e, _) if sandbox::stopped_by(e).as_deref() == Some(sandbox::DEADLINE) => (
                     Termination::Timeout,
                     format!(
                         "{path}: the script exceeded its timeout of {}",

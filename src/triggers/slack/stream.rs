@@ -154,14 +154,26 @@ impl Drop for SlackStream {
 
 /// Where the text of `all` from `sent` on can be cut for a send: before a `<` that no
 /// `>` closes yet, when it is at most [`MAX_FORM`] bytes from the end (a Slack form
-/// being written), else at the end.
+/// being written), and before a trailing `]` or `](` (a Markdown link whose target may
+/// be `!channel`, which [`defuse_broadcasts`] unlinks only when it sees `](!` whole);
+/// else at the end.
+///
+/// [`defuse_broadcasts`]: crate::integrations::slack::mrkdwn::defuse_broadcasts
 fn open_form_start(all: &str, sent: usize) -> usize {
     const MAX_FORM: usize = 128;
     let unsent = &all[sent..];
-    match unsent.rfind('<') {
+    let form = match unsent.rfind('<') {
         Some(at) if !unsent[at..].contains('>') && unsent.len() - at <= MAX_FORM => sent + at,
         _ => all.len(),
-    }
+    };
+    let link = if unsent.ends_with("](") {
+        all.len() - 2
+    } else if unsent.ends_with(']') {
+        all.len() - 1
+    } else {
+        all.len()
+    };
+    form.min(link)
 }
 
 impl Target {
@@ -421,5 +433,20 @@ mod tests {
         let long = format!("a < b {}", "x".repeat(200));
         assert_eq!(open_form_start(&long, 0), long.len());
         assert_eq!(open_form_start("<!here> ok <", 11), 11);
+    }
+
+    /// `](!` split across two sends would reach Slack as `[team]` and `(!channel)`,
+    /// each harmless alone to the defuser: the `](` waits for what follows.
+    #[test]
+    fn a_link_being_written_waits_for_its_target() {
+        for (all, kept) in [("see [team]", "see [team"), ("see [team](", "see [team")] {
+            let cut = open_form_start(all, 0);
+            assert_eq!(&all[..cut], kept, "{all}");
+            let whole = format!("{all}{}", &"](!channel) now"[all.len() - cut..]);
+            assert_eq!(whole, "see [team](!channel) now");
+            assert_eq!(open_form_start(&whole, cut), whole.len());
+            assert_eq!(defuse_broadcasts(&whole[cut..]), "] (!channel) now");
+        }
+        assert_eq!(open_form_start("[a](b) done", 0), 11);
     }
 }
