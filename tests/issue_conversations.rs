@@ -312,6 +312,66 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
     s.service.stop(Duration::from_secs(5)).await;
 }
 
+/// A rule on comments and updates answers people, never its own answer: a comment or
+/// an issue change by the account steward acts as, and a Notion event the integration
+/// wrote, start nothing (else each answer would start the next, without end).
+#[tokio::test]
+async fn steward_never_answers_its_own_comments_and_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "agents/watcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - jira: {events: [comment_created, 'jira:issue_updated']}\n",
+    );
+    let jira = Comments::default();
+    let jira_url = fake_jira(jira.clone()).await;
+    let notion = Comments::default();
+    let notion_url = fake_notion(notion.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Noted.")));
+    let s = start(dir.path(), &fake, &jira_url, &notion_url).await;
+
+    // A person's comment is answered with a comment.
+    let chatter = comment_created("10200", ("acct-ana", "Ana Lee"), adf("I see it too."));
+    assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
+    let runs = s.runs(1).await;
+    assert_eq!(runs[0].agent, "watcher");
+    let answer = jira.all().last().unwrap().clone();
+    assert_eq!(answer["author"]["accountId"], BOT_ACCOUNT);
+    // Jira's event for that answer, an issue change made by steward, and a page
+    // steward's integration created: none starts a run.
+    let own = comment_created("10300", (BOT_ACCOUNT, "Steward"), answer["body"].clone());
+    let changed = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_updated",
+                         "user": {"accountId": BOT_ACCOUNT, "displayName": "Steward"}, "issue": issue(),
+                         "changelog": {"items": [{"field": "priority", "fromString": "P3", "toString": "P2"}]}});
+    let page = json!({"id": "evt-own", "timestamp": stamp(), "workspace_id": "ws", "type": "page.created",
+                      "authors": [{"id": BOT_USER, "type": "bot"}],
+                      "entity": {"id": "59833787-2cf9-4fdf-8782-e53db20768a5", "type": "page"},
+                      "data": {"parent": {"id": "13950b26-c203-4f3b-b97d-93ec06319565", "type": "space"}}});
+    assert_eq!(s.send(jira_request(&own)).await, StatusCode::OK);
+    assert_eq!(s.send(jira_request(&changed)).await, StatusCode::OK);
+    assert_eq!(s.send(notion_request(&page)).await, StatusCode::OK);
+    s.routed().await;
+    assert_eq!(s.store.list_runs(10).await.unwrap().len(), 1);
+    let ignored = s
+        .store
+        .list_events(&steward::store::EventFilter {
+            outcome: Some(steward::types::event_outcome::OutcomeKind::Ignored),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ignored.len(), 3, "{ignored:?}");
+    assert!(
+        ignored
+            .iter()
+            .all(|e| e.detail.to_string().contains("steward's own comment or change")),
+        "{ignored:?}"
+    );
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() {
     let dir = tempfile::tempdir().unwrap();

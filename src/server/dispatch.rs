@@ -473,6 +473,15 @@ impl Dispatcher {
             store.settle_event(&e.id, &why).await?;
             return Ok(None);
         }
+        // steward's own comment or change, which a rule on comments or updates would
+        // answer again and again.
+        if let Some(source) = self.runner.sources.for_origin(&trigger.origin)
+            && source.from_us(&trigger).await
+        {
+            let why = EventOutcome::because(OutcomeKind::Ignored, "steward's own comment or change");
+            store.settle_event(&e.id, &why).await?;
+            return Ok(None);
+        }
         super::agent_view::add_context(store, &mut trigger).await?;
         self.record_feedback(&trigger).await?;
         // A Stop (Slack's button, or the stop reaction on a message a run works on)

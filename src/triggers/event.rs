@@ -158,13 +158,14 @@ impl TriggerEvent {
     }
 
     /// Who triggered the event, as the source names them: a Slack user id (the
-    /// inspector turns it into a display name), a Jira display name, a Notion user id,
+    /// inspector turns it into a display name), a Jira account id (a display name is
+    /// anyone's to choose), a Notion user id,
     /// the hook name, `schedule` or `cli`.
     pub fn actor(&self) -> Option<String> {
         let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
         match &self.origin {
             Origin::Slack { user, .. } => user.clone(),
-            Origin::Jira { .. } => text(&self.payload["user"]["displayName"]),
+            Origin::Jira { .. } => text(&self.payload["account"]),
             Origin::Notion { .. } => text(&self.payload["authors"][0]["id"]),
             Origin::Webhook { name } => Some(format!("webhook {name}")),
             Origin::Cron { .. } => Some("schedule".into()),

@@ -7,7 +7,8 @@ use crate::sandbox::filter::FilterInput;
 use super::{Origin, TriggerEvent};
 
 /// `text`, `user`, `channel`, `reaction`, `labels`, `fields`, `payload`, `source`,
-/// `kind` of `event`. `labels` and `fields` are a Jira issue's (`issue.fields`), empty
+/// `kind` of `event`. `labels` and `fields` are a Jira issue's (`issue.fields`, kept as the
+/// payload's `fields`), empty
 /// for other sources; an absent value is an empty string, never unit, so a filter
 /// compares without checking for it first.
 pub fn filter_input(event: &TriggerEvent) -> FilterInput {
@@ -18,7 +19,7 @@ pub fn filter_input(event: &TriggerEvent) -> FilterInput {
         _ => (String::new(), String::new()),
     };
     let fields = match &event.origin {
-        Origin::Jira { .. } => event.payload["issue"]["fields"].clone(),
+        Origin::Jira { .. } => event.payload["fields"].clone(),
         _ => Value::Null,
     };
     let labels = fields["labels"]

@@ -259,6 +259,13 @@ pub trait Source: Send + Sync {
         false
     }
 
+    /// Whether `trigger` is steward's own doing: a comment it wrote, an issue or page it
+    /// changed. Such an event starts nothing, or a rule on comments would answer its own
+    /// answer, and that one, without end. Slack's own messages are dropped on arrival.
+    async fn from_us(&self, _trigger: &TriggerEvent) -> bool {
+        false
+    }
+
     /// Files shared in it come along, each at most `cap` bytes.
     async fn thread(&self, _trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
         None

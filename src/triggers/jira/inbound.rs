@@ -91,8 +91,9 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
             "webhookEvent": webhook_event, "issue_key": key, "project": project,
             "status": issue["fields"]["status"]["name"], "issuetype": issue["fields"]["issuetype"]["name"],
             "reporter": issue["fields"]["reporter"]["displayName"], "changes": changes,
-            "user": body["user"]["displayName"],
+            "user": body["user"]["displayName"], "account": body["user"]["accountId"],
             "comment": comment_facts(&body["comment"]),
+            "fields": filter_fields(&issue["fields"]),
         }),
         private: false,
         origin: Origin::Jira {
@@ -106,6 +107,19 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         action_token: None,
     };
     Ok((event, dedupe))
+}
+
+/// The issue's fields for `when:` filters (`labels`, `fields.priority.name`), without
+/// those the event's text already carries or that can be large (description, comments,
+/// attachments, work logs).
+fn filter_fields(fields: &Value) -> Value {
+    let mut fields = fields.clone();
+    if let Some(map) = fields.as_object_mut() {
+        for big in ["description", "comment", "attachment", "worklog"] {
+            map.remove(big);
+        }
+    }
+    fields
 }
 
 /// What routing needs of a comment: its id, its author's account and the accounts it
@@ -193,6 +207,35 @@ mod tests {
         let mut found = Vec::new();
         mentions(&json!("[~accountid:abc] and [~accountid:def] please"), &mut found);
         assert_eq!(found, ["abc", "def"]);
+    }
+
+    /// `when:` filters see the issue's labels and fields, and `user` is the account id:
+    /// a display name is anyone's to choose, so a filter on it could be passed by
+    /// renaming oneself.
+    #[test]
+    fn filters_see_labels_fields_and_the_account() {
+        let now = 1_731_000_100;
+        let body = json!({
+            "timestamp": 1731000000000u64, "webhookEvent": "jira:issue_created",
+            "user": {"accountId": "acct-ana", "displayName": "Ana Lee"},
+            "issue": {"key": "OPS-1", "fields": {"summary": "Disk full", "labels": ["infra", "no-bot"],
+                      "priority": {"name": "High"}, "description": "long text", "project": {"key": "OPS"}}}});
+        let (e, _) = parse(&body, "ef56", now).unwrap();
+        let input = crate::triggers::filter_input::filter_input(&e);
+        assert_eq!(input.labels, ["infra", "no-bot"]);
+        assert_eq!(input.fields["priority"]["name"], "High");
+        assert!(
+            input.fields["description"].is_null(),
+            "the text carries it already"
+        );
+        assert_eq!(input.user, "acct-ana");
+        let engine = crate::sandbox::filter::FilterEngine::default();
+        let filter = engine
+            .compile(
+                r#"labels.contains("infra") && fields.priority.name == "High" && !labels.contains("skip")"#,
+            )
+            .unwrap();
+        assert_eq!(engine.holds(&filter, &mut engine.scope(input)), Ok(true));
     }
 
     /// Jira Server's `comment_created` has no `issue` object: the comment's `self`

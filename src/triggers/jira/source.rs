@@ -56,6 +56,18 @@ impl Source for JiraSource {
         client.add_comment(issue_key, &body).await
     }
 
+    /// An event whose actor, or whose comment's author, is the account steward acts as.
+    async fn from_us(&self, trigger: &TriggerEvent) -> bool {
+        let Some(client) = self.client.as_ref() else {
+            return false;
+        };
+        let Ok(me) = client.account_id().await else {
+            return false;
+        };
+        let me = Some(me.as_str());
+        trigger.payload["account"].as_str() == me || trigger.payload["comment"]["author"].as_str() == me
+    }
+
     /// A comment that mentions the account steward comments as, written by someone else.
     async fn addresses_bot(&self, trigger: &TriggerEvent) -> bool {
         let Some(client) = self.client.as_ref().filter(|_| trigger.kind == "comment_created") else {

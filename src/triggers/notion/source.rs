@@ -103,6 +103,23 @@ impl Source for NotionSource {
         matches!(origin, Origin::Notion { .. })
     }
 
+    /// An event one of whose authors is the integration's own bot user.
+    async fn from_us(&self, trigger: &TriggerEvent) -> bool {
+        let Some(client) = self.client.as_ref() else {
+            return false;
+        };
+        let Some(authors) = trigger.payload["authors"].as_array().filter(|a| !a.is_empty()) else {
+            return false;
+        };
+        let Ok(me) = client.bot_user_id().await else {
+            return false;
+        };
+        let me = normalize_id(&me);
+        authors
+            .iter()
+            .any(|a| a["id"].as_str().map(normalize_id).as_deref() == Some(me.as_str()))
+    }
+
     fn reply_destination(&self, origin: &Origin) -> Option<Value> {
         page(origin).map(|p| json!({"notion": p}))
     }
