@@ -412,13 +412,19 @@ async fn serving_a_slow_run(
     let fake = FakeModel::start().await;
     fake.always(Reply::ok(openai_text("too late")).delay(std::time::Duration::from_secs(60)));
     let (root, db, addr, child) = serving_the_slow_agent(&fake, args);
-    let status = post_hook_when_up(&addr, "slow", "slow-token", "{\"text\": \"take your time\"}").await;
+    let status = post_hook_when_up(
+        &addr,
+        "slow",
+        "slow-token-0123456789",
+        "{\"text\": \"take your time\"}",
+    )
+    .await;
     assert_eq!(status, 200);
     (fake, root, db, child)
 }
 
 /// `steward serve` (with `args`) over a tree whose agent `slow` runs on the webhook
-/// `slow` (token `slow-token`) against `fake`; returns the tree, its database, the
+/// `slow` (token `slow-token-0123456789`) against `fake`; returns the tree, its database, the
 /// address and the process.
 fn serving_the_slow_agent(
     fake: &FakeModel,
@@ -441,7 +447,7 @@ fn serving_the_slow_agent(
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
         .env("OPENAI_BASE_URL", &base)
         .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_SLOW_TOKEN", "slow-token")
+        .env("STEWARD_HOOK_SLOW_TOKEN", "slow-token-0123456789")
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
@@ -470,7 +476,7 @@ async fn a_signal_during_the_drain_starts_no_queued_run() {
         serving_the_slow_agent(&fake, &["--drain", "6s", "--grace", "30s", "--concurrency", "1"]);
     let body = |n: u32| format!("{{\"text\": \"request {n}\"}}");
     assert_eq!(
-        post_hook_when_up(&addr, "slow", "slow-token", &body(1)).await,
+        post_hook_when_up(&addr, "slow", "slow-token-0123456789", &body(1)).await,
         200
     );
     for _ in 0..200 {
@@ -480,7 +486,7 @@ async fn a_signal_during_the_drain_starts_no_queued_run() {
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
     assert_eq!(
-        post_hook_when_up(&addr, "slow", "slow-token", &body(2)).await,
+        post_hook_when_up(&addr, "slow", "slow-token-0123456789", &body(2)).await,
         200
     );
     // Both runs exist: the first calling the model, the second queued for the slot.

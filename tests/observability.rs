@@ -721,6 +721,15 @@ async fn the_inspector_is_closed_unless_access_is_configured() {
         .0,
         StatusCode::UNAUTHORIZED
     );
+    // A proxy that forwards its own `Authorization` beside the person's name: each
+    // request is the person's, none a guess, so none is throttled.
+    for _ in 0..6 {
+        let mut request = with("/runs", "x-forwarded-user", "ana@example.com");
+        request
+            .headers_mut()
+            .insert("authorization", "Bearer proxy-own-token".parse().unwrap());
+        assert_eq!(h.send(from([127, 0, 0, 1], request)).await.0, StatusCode::OK);
+    }
 
     // The login form sets a cookie that admits the browser.
     let login = |token: &str| {

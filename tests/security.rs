@@ -319,7 +319,7 @@ async fn kill_9_during_a_burst_loses_no_acknowledged_event() {
     );
     write(root.path(), "scripts/burst.rhai", "log(\"seen\");\n");
     let db = root.path().join("data/steward.db");
-    let env = [("STEWARD_HOOK_BURST_TOKEN", "burst-token")];
+    let env = [("STEWARD_HOOK_BURST_TOKEN", "burst-token-0123456789")];
     let (mut child, base) = serve(root.path(), &db, &env, None);
     let client = steward::http::client().unwrap();
     let acked = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
@@ -335,7 +335,7 @@ async fn kill_9_during_a_burst_loses_no_acknowledged_event() {
                 }
                 let sent = client
                     .post(format!("{base}/hooks/burst"))
-                    .bearer_auth("burst-token")
+                    .bearer_auth("burst-token-0123456789")
                     .header("idempotency-key", i.to_string())
                     .body(format!("{{\"n\": {i}}}"))
                     .send()

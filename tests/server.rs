@@ -535,7 +535,7 @@ async fn notion_handshake_then_signed_events_and_status_rules() {
         body["error"]
             .as_str()
             .unwrap()
-            .contains("outside the 86400s replay window"),
+            .contains("outside the 82800s replay window"),
         "{body}"
     );
     let runs = h.finished_runs(1).await;
@@ -1619,6 +1619,16 @@ async fn events_from_a_workspace_not_listed_are_refused() {
     let (status, body) = send(foreign).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["refused"], "workspace not allowed");
+    // A new channel in that workspace is not joined, and the refusal is recorded.
+    let mut created = slack_event(
+        "EvFOREIGN2",
+        json!({"type": "channel_created", "channel": {"id": "C024BE91L", "name": "fun",
+               "created": 1360782804, "creator": "U024BE7LH"}}),
+    );
+    created["team_id"] = json!("T0OTHERORG");
+    let (status, body) = send(created).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["refused"], "workspace not allowed");
     let (status, body) = send(mention("EvHOME1", "<@UBOT> hello")).await;
     assert_eq!(
         (status, body["duplicate"].as_bool()),
@@ -1656,11 +1666,11 @@ async fn events_from_a_workspace_not_listed_are_refused() {
         StatusCode::OK
     );
     // Both refusals are in the event log with the workspace named, never a body.
-    let refused = refused_events(store.as_ref(), 2).await;
-    assert_eq!(refused.len(), 2, "{refused:?}");
+    let refused = refused_events(store.as_ref(), 3).await;
+    assert_eq!(refused.len(), 3, "{refused:?}");
     let mut kinds: Vec<&str> = refused.iter().map(|e| e.kind.as_str()).collect();
     kinds.sort();
-    assert_eq!(kinds, ["app_mention", "block_actions"]);
+    assert_eq!(kinds, ["app_mention", "block_actions", "channel_created"]);
     assert!(refused.iter().all(|e| {
         e.detail["reason"] == "workspace T0OTHERORG is not in SLACK_TEAM_IDS" && e.summary.is_none()
     }));

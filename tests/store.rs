@@ -817,11 +817,17 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
         .env("DATABASE_URL", &url)
         .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
         .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token-0123456789")
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"new laptop\"}").await;
+    let status = post_hook_when_up(
+        &addr,
+        "intake",
+        "intake-token-0123456789",
+        "{\"text\": \"new laptop\"}",
+    )
+    .await;
     assert_eq!(status, 200);
     let store = PgStore::connect_in_schema(&pg_url(), &schema).await.unwrap();
     let mut runs = Vec::new();
@@ -839,7 +845,7 @@ async fn steward_serve_runs_a_webhook_on_postgres() {
     // The database goes away under the server: a webhook is refused with 503, so the
     // sender retries, rather than acknowledged without being stored.
     drop_schema(&schema).await;
-    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"lost\"}").await;
+    let status = post_hook_when_up(&addr, "intake", "intake-token-0123456789", "{\"text\": \"lost\"}").await;
     assert_eq!(status, 503);
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -916,15 +922,27 @@ async fn a_database_that_stops_answering_makes_webhooks_answer_503_not_408() {
         .env("DATABASE_URL", url.as_str())
         .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
         .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token-0123456789")
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"first\"}").await;
+    let status = post_hook_when_up(
+        &addr,
+        "intake",
+        "intake-token-0123456789",
+        "{\"text\": \"first\"}",
+    )
+    .await;
     assert_eq!(status, 200);
     cut.store(true, Ordering::SeqCst);
     let started = std::time::Instant::now();
-    let status = post_hook_when_up(&addr, "intake", "intake-token", "{\"text\": \"unstored\"}").await;
+    let status = post_hook_when_up(
+        &addr,
+        "intake",
+        "intake-token-0123456789",
+        "{\"text\": \"unstored\"}",
+    )
+    .await;
     let waited = started.elapsed();
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &child.id().to_string()])

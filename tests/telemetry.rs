@@ -280,7 +280,7 @@ async fn webhook_trace(protocol: &str, traceparent: Option<&str>) {
         )
         .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
         .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token-0123456789")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env(
@@ -295,7 +295,7 @@ async fn webhook_trace(protocol: &str, traceparent: Option<&str>) {
     for _ in 0..100 {
         let mut request = client
             .post(format!("http://{addr}/hooks/intake"))
-            .bearer_auth("intake-token")
+            .bearer_auth("intake-token-0123456789")
             .body("{\"text\": \"new laptop for Ana\"}");
         if let Some(tp) = traceparent {
             request = request
@@ -721,7 +721,7 @@ async fn an_unreachable_collector_drops_spans_counts_them_and_warns_once() {
         )
         .env("OPENAI_BASE_URL", format!("{}/v1", fake.url))
         .env("OPENAI_API_KEY", "sk-test")
-        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token")
+        .env("STEWARD_HOOK_INTAKE_TOKEN", "intake-token-0123456789")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
         .env("RUST_LOG", "error")
         .stderr(std::process::Stdio::piped())
@@ -731,7 +731,7 @@ async fn an_unreachable_collector_drops_spans_counts_them_and_warns_once() {
     for round in 1..=2 {
         let body = format!("{{\"text\": \"request {round}\"}}");
         assert_eq!(
-            post_hook_when_up(&addr, "intake", "intake-token", &body).await,
+            post_hook_when_up(&addr, "intake", "intake-token-0123456789", &body).await,
             200
         );
         // The run completes whatever the collector does; its spans are then dropped.

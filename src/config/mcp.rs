@@ -153,7 +153,8 @@ pub fn is_server_name(s: &str) -> bool {
 /// deliveries (the signing secrets and hook tokens), take the event stream
 /// (`SLACK_APP_TOKEN`), reach the store (`DATABASE_URL`), or act and spend as steward
 /// (its Slack, Jira, Notion, GitHub and model keys, its collector's headers): a server
-/// gets a variable of its own. `STEWARD_SECRET_*` values are meant for servers.
+/// gets a variable of its own. `STEWARD_SECRET_*` values are meant for servers: a url
+/// server's token within its `_HOSTS` binding, a command server's as a placeholder.
 fn is_stewards_own(name: &str) -> bool {
     (name.starts_with("STEWARD_") && !name.starts_with("STEWARD_SECRET_"))
         || matches!(
@@ -449,10 +450,21 @@ mod tests {
             let bad = build("x", spec(own), root).unwrap_err();
             assert!(bad[0].2.contains("steward's own setting"), "{own}: {bad:?}");
         }
+        // A secret goes to a command server only as a placeholder (egress.secrets).
+        let bad = build(
+            "x",
+            spec("command: notes-mcp\nenv: {K: STEWARD_SECRET_NOTES}\n"),
+            root,
+        )
+        .unwrap_err();
+        assert!(
+            bad[0].2.contains("would give the server the secret itself"),
+            "{bad:?}"
+        );
         assert!(
             build(
                 "x",
-                spec("command: notes-mcp\nenv: {K: STEWARD_SECRET_NOTES}\n"),
+                spec("url: https://a/mcp\nbearer_env: STEWARD_SECRET_NOTES\n"),
                 root
             )
             .is_ok()

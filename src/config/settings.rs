@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// The shortest `STEWARD_EVENT_RETENTION`: the replay window of signed Jira and Notion
-/// events (`triggers::auth::REPLAY_WINDOW_SECS` is defined as this), inside which a
-/// replayed delivery must still find its dedupe key.
+/// The shortest `STEWARD_EVENT_RETENTION`: longer than the replay window of signed Jira
+/// and Notion events (`triggers::auth::REPLAY_WINDOW_SECS`, an hour less) plus clock
+/// skew, inside which a replayed delivery must still find its dedupe key.
 pub const MIN_EVENT_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// Largest attachment steward downloads by default (Slack files, Notion files, Jira
@@ -286,11 +286,23 @@ impl Settings {
                 expected: "at least 16 characters, since it opens every run's record (make one with `openssl rand -hex 32`)",
             });
         }
-        let hook_tokens = vars
+        let hook_tokens: BTreeMap<String, String> = vars
             .iter()
             .filter(|(k, _)| k.starts_with("STEWARD_HOOK_") && k.ends_with("_TOKEN"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // A hook's token is all that stands between anyone who can reach steward and
+        // a run with their payload; the hook's name is in the config repository.
+        if let Some((name, _)) = hook_tokens
+            .iter()
+            .find(|(_, v)| v.trim().chars().count() < MIN_ADMIN_TOKEN_CHARS)
+        {
+            return Err(SettingError {
+                name: "STEWARD_HOOK_<NAME>_TOKEN",
+                value: format!("{name} (hidden)"),
+                expected: "at least 16 characters, since it alone lets a caller start the hook's agents (make one with `openssl rand -hex 32`)",
+            });
+        }
         Ok(Settings {
             event_retention,
             named: vars.clone(),
@@ -402,13 +414,22 @@ mod tests {
         let s = Settings::from_vars(vars(&[
             ("SLACK_BOT_TOKEN", "xoxb-1"),
             ("NOTION_TOKEN", " "),
-            ("STEWARD_HOOK_ZAPIER_INTAKE_TOKEN", "t0k"),
+            ("STEWARD_HOOK_ZAPIER_INTAKE_TOKEN", "t0k-0123456789abcdef"),
             ("STEWARD_SKILL_DIRS", "a:b"),
         ]))
         .unwrap();
         assert_eq!(s.slack_bot_token.as_deref(), Some("xoxb-1"));
         assert_eq!(s.notion_token, None, "blank counts as unset");
-        assert_eq!(s.hook_token("zapier-intake"), Some("t0k"));
+        assert_eq!(s.hook_token("zapier-intake"), Some("t0k-0123456789abcdef"));
+        // A short hook token could be guessed: refused at start, its value not shown.
+        let short = Settings::from_vars(vars(&[("STEWARD_HOOK_ZAPIER_INTAKE_TOKEN", "t0k")])).unwrap_err();
+        assert!(
+            short
+                .to_string()
+                .contains("STEWARD_HOOK_ZAPIER_INTAKE_TOKEN (hidden)"),
+            "{short}"
+        );
+        assert!(!short.to_string().contains("t0k'"), "{short}");
         assert_eq!(s.skill_dirs, [PathBuf::from("a"), PathBuf::from("b")]);
         assert_eq!(s.max_attachment_bytes, DEFAULT_ATTACHMENT_CAP);
         assert!(!format!("{s:?}").contains("xoxb-1"), "Debug never shows secrets");

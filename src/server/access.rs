@@ -20,8 +20,12 @@
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
 
-/// The login cookie's name.
+/// The login cookie's name over plain HTTP.
 pub const COOKIE_NAME: &str = "steward_admin";
+
+/// The login cookie's name over HTTPS: a `__Host-` cookie is only set by and sent to
+/// this origin (host, scheme and port alike), never to another service on the host.
+pub const SECURE_COOKIE_NAME: &str = "__Host-steward_admin";
 
 /// How the admin surfaces authenticate.
 #[derive(Clone, Default)]
@@ -144,16 +148,21 @@ impl AdminAccess {
     pub fn viewer(&self, headers: &HeaderMap, peer: Option<std::net::IpAddr>) -> Result<Viewer, Denied> {
         if let Some(name) = &self.trusted_user_header
             && peer.is_some_and(|ip| self.trusted_proxies.contains(ip))
-            && let Some(user) = headers.get(name.as_str()).and_then(|v| v.to_str().ok())
-            && !user.trim().is_empty()
         {
-            return Ok(Viewer::Person(user.trim().to_string()));
+            // A proxy that appends the header rather than replacing it would pass on a
+            // value the client sent first: more than one is no person.
+            let mut given = headers.get_all(name.as_str()).iter();
+            if let (Some(user), None) = (given.next().and_then(|v| v.to_str().ok()), given.next())
+                && !user.trim().is_empty()
+            {
+                return Ok(Viewer::Person(user.trim().to_string()));
+            }
         }
         if let Some(token) = &self.token {
             if bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())) {
                 return Ok(Viewer::Admin);
             }
-            if cookie(headers, COOKIE_NAME)
+            if cookie(headers, self.cookie_name())
                 .is_some_and(|c| valid_session(token, c, chrono::Utc::now().timestamp()))
             {
                 return Ok(Viewer::Admin);
@@ -195,11 +204,20 @@ impl AdminAccess {
         same(typed.trim().as_bytes(), token.as_bytes()).then(|| {
             let expires = chrono::Utc::now().timestamp() + SESSION_SECS;
             format!(
-                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{}",
+                "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{}",
+                self.cookie_name(),
                 session_value(token, expires),
                 if self.secure_cookie { "; Secure" } else { "" }
             )
         })
+    }
+
+    fn cookie_name(&self) -> &'static str {
+        if self.secure_cookie {
+            SECURE_COOKIE_NAME
+        } else {
+            COOKIE_NAME
+        }
     }
 }
 
@@ -350,7 +368,16 @@ mod tests {
             secure_cookie: true,
             ..access.clone()
         };
-        assert!(tls.login("s3cret").unwrap().ends_with("; Secure"));
+        let set = tls.login("s3cret").unwrap();
+        assert!(
+            set.starts_with("__Host-steward_admin=") && set.ends_with("; Secure"),
+            "{set}"
+        );
+        let value = set.split(';').next().unwrap();
+        assert_eq!(
+            tls.viewer(&headers(&[("cookie", value)]), None),
+            Ok(Viewer::Admin)
+        );
     }
 
     #[test]
@@ -381,6 +408,12 @@ mod tests {
             access.viewer(&both, Some("10.0.0.9".parse().unwrap())),
             Ok(Viewer::Admin)
         );
+        // A proxy that appends to a header the client sent passes two: no one.
+        let appended = headers(&[
+            ("x-forwarded-user", "admin@example.com"),
+            ("x-forwarded-user", "ada@example.com"),
+        ]);
+        assert_eq!(access.viewer(&appended, proxy), Err(Denied::NeedsToken));
     }
 
     #[test]

@@ -185,13 +185,42 @@ pub async fn slack_events(
     let bot = secrets.slack_bot_user.as_deref();
     let now = chrono::Utc::now().timestamp();
     let inbound = slack::receive(&secrets.slack_signing, bot, &headers, &body, now)?;
+    if let Some(refused) = other_workspace(&state, &inbound, || {
+        crate::triggers::source::json_body(&body).ok()
+    }) {
+        return Ok(refused);
+    }
     act(&state, inbound, from_headers(&headers)).await
 }
 
 /// A Slack payload whose sender Socket Mode already authenticated.
 pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
     let inbound = slack::receive_payload(value, state.secrets.slack_bot_user.as_deref())?;
+    if let Some(refused) = other_workspace(state, &inbound, || Some(value.clone())) {
+        return Ok(refused);
+    }
     act(state, inbound, None).await
+}
+
+/// The refusal of a join or an ignored event sent by a workspace `SLACK_TEAM_IDS` does
+/// not list (events for agents are checked where they are accepted); `None` to go on.
+/// `payload` is read only when there is a list.
+fn other_workspace(
+    state: &AppState,
+    inbound: &Inbound,
+    payload: impl FnOnce() -> Option<Value>,
+) -> Option<Response> {
+    let kind = match inbound {
+        Inbound::Ignored { kind, .. } => kind.as_str(),
+        Inbound::JoinChannel(_) => "channel_created",
+        _ => return None,
+    };
+    if state.secrets.slack_team_allowed(None) {
+        return None;
+    }
+    let team = payload().and_then(|v| v["team_id"].as_str().map(str::to_string));
+    (!state.secrets.slack_team_allowed(team.as_deref()))
+        .then(|| super::slack_teams::refuse_workspace(state, kind, team.as_deref()))
 }
 
 /// `POST /jira/webhook`.

@@ -246,10 +246,15 @@ async fn decide(state: &AppState, click: &ButtonClick) -> Result<Click, crate::s
             who.join(", ")
         )));
     }
-    if !store
-        .decide_approval(&row.id, decision, Some(user), Utc::now())
-        .await?
-    {
+    // Past its deadline a request is timed out, though the sweep that records it may
+    // not have run yet (a stopping process, one just started).
+    let now = Utc::now();
+    if row.deadline <= now {
+        return Ok(Click::Refused(
+            "This request timed out before it was decided; ask again if it is still needed.".into(),
+        ));
+    }
+    if !store.decide_approval(&row.id, decision, Some(user), now).await? {
         return Ok(Click::Refused("Already decided.".into()));
     }
     tracing::info!(run = %row.run_id, tool = %row.tool, decision, %user, "approval decided");

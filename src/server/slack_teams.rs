@@ -146,6 +146,22 @@ pub(crate) fn refuse_event(state: &AppState, event: &TriggerEvent, author: Optio
     (StatusCode::OK, Json(json!({"ok": true, "refused": answer}))).into_response()
 }
 
+/// Refuses what a workspace not in `SLACK_TEAM_IDS` sent that is no event for an agent
+/// (a new channel to join, an event steward ignores): nothing is joined, and nothing
+/// is kept but the refusal, within its budget.
+pub(crate) fn refuse_workspace(state: &AppState, kind: &str, team: Option<&str>) -> Response {
+    state
+        .runner
+        .metrics
+        .trigger("slack", kind, TriggerOutcome::ForeignTeam);
+    refuse_slack(state, kind, || foreign_team_reason(team));
+    (
+        StatusCode::OK,
+        Json(json!({"ok": true, "refused": "workspace not allowed"})),
+    )
+        .into_response()
+}
+
 /// Counts a refused Slack event and records `reason` within the refusal budget.
 fn refuse_slack(state: &AppState, kind: &str, reason: impl FnOnce() -> String) {
     state.runner.metrics.event_outcome("slack", OutcomeKind::Refused);

@@ -8,13 +8,17 @@ type HmacSha256 = hmac::Hmac<Sha256>;
 /// Slack refuses requests older than five minutes; so do we.
 pub const SLACK_MAX_AGE_SECS: i64 = 300;
 
-/// How old a signed Jira or Notion event may be, by its own timestamp. Within the
-/// window a replayed body is a duplicate of the stored event (same dedupe key, kept at
-/// least this long: `STEWARD_EVENT_RETENTION` cannot be shorter); past it, it is
-/// refused, so events older than this may be pruned without reopening replays.
-pub const REPLAY_WINDOW_SECS: i64 = crate::config::settings::MIN_EVENT_RETENTION.as_secs() as i64;
+/// How old a signed Jira or Notion event may be, by its own timestamp: 23 hours.
+/// Within the window a replayed body is a duplicate of the stored event; past it, it is
+/// refused. Its dedupe key is kept at least `STEWARD_EVENT_RETENTION` (24 h or more)
+/// from its arrival, which may be [`MAX_SKEW_SECS`] before its timestamp: the hour
+/// between covers that, so no key is pruned while its body could still be replayed.
+pub const REPLAY_WINDOW_SECS: i64 = crate::config::settings::MIN_EVENT_RETENTION.as_secs() as i64 - 3600;
 /// How far in the future an event's timestamp may be (clock skew).
 pub const MAX_SKEW_SECS: i64 = 300;
+const _: () = assert!(
+    REPLAY_WINDOW_SECS + MAX_SKEW_SECS < crate::config::settings::MIN_EVENT_RETENTION.as_secs() as i64
+);
 
 /// Whether an event stamped `ts_secs` is inside the replay window around `now`: its age
 /// in seconds when it is not.

@@ -104,12 +104,17 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let admin = &state.secrets.admin;
     // A bearer token is a guess like a typed one: throttled the same way.
     let client = super::throttle::client_of(request.extensions());
-    let bearer = admin.token.is_some() && request.headers().contains_key(axum::http::header::AUTHORIZATION);
+    let viewer = admin.viewer(request.headers(), client);
+    // A person the trusted proxy names is no guess, whatever `Authorization` it
+    // forwards (oauth2-proxy can pass its own): only a bearer that decides access counts.
+    let bearer = admin.token.is_some()
+        && request.headers().contains_key(axum::http::header::AUTHORIZATION)
+        && !matches!(viewer, Ok(super::access::Viewer::Person(_)));
     if bearer && let Err(wait) = admin.throttle.attempt(client, std::time::Instant::now()) {
         state.runner.metrics.login("throttled");
         return super::throttle::too_many(wait);
     }
-    match admin.viewer(request.headers(), client) {
+    match viewer {
         Ok(viewer) => {
             if bearer && viewer == super::access::Viewer::Admin {
                 admin.throttle.succeeded(client);
