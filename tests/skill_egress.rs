@@ -255,6 +255,25 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing more reached the origin");
 
+    // An egress.yaml that links out of the skill's folder is not read, and nothing of
+    // what it points at is quoted back (a token file would be, in a YAML error).
+    let egress = root.join("prompts/skills/net/egress.yaml");
+    std::fs::write(root.join("token"), "eyJhbGciOiJSUzI1NiJ9.secret-token\n").unwrap();
+    std::fs::remove_file(&egress).unwrap();
+    std::os::unix::fs::symlink(root.join("token"), &egress).unwrap();
+    fake.push(Reply::ok(openai_tools(&[("c3", "run_skill_script", &args)])));
+    fake.push(Reply::ok(openai_text("Could not fetch.")));
+    run_fetcher(root, &fake).await;
+    let results = tool_results(&fake);
+    assert!(
+        results["c3"].contains("egress.yaml cannot be used") && !results["c3"].contains("secret-token"),
+        "{}",
+        results["c3"]
+    );
+    std::fs::remove_file(&egress).unwrap();
+    write(root, "prompts/skills/net/egress.yaml", "allow: [api.example.com]\n");
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing more reached the origin");
+
     // Secrets go only to allowed hosts, under names steward does not set itself.
     write(
         root,

@@ -38,11 +38,19 @@ fn skill_egress(dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
     struct SkillEgress {
         allow: Vec<String>,
     }
-    let path = dir.join("egress.yaml");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(None);
+    // A regular file inside the skill's folder: a link to `/srv/steward/.env` or a
+    // mounted token would otherwise be read, and quoted back in the error below.
+    let text = match crate::config::within::read_text(dir, std::path::Path::new("egress.yaml")) {
+        Ok(text) => text,
+        Err(crate::config::within::WithinError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("its skill's egress.yaml cannot be used: {e}")),
     };
-    // Bounded first (aliases); then typed from the text, for errors' locations.
+    // Bounded first (aliases); then typed from the text, for errors' locations. The
+    // error names where, never what: serde quotes the value it did not expect.
     let spec: SkillEgress = crate::config::yaml::value(&text)
         .and_then(|_| serde_yaml::from_str(&text))
         .map_err(|e| {
@@ -50,7 +58,7 @@ fn skill_egress(dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
                 .unwrap_or_default();
-            format!("its skill's egress.yaml{at} is not `allow: [hosts]`: {e}")
+            format!("its skill's egress.yaml{at} is not `allow: [hosts]` (a list of host names)")
         })?;
     Ok(Some(
         spec.allow
