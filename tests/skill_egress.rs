@@ -271,7 +271,11 @@ async fn an_agents_egress_reaches_its_scripts_and_the_tool_result_records_the_re
         results["c3"]
     );
     std::fs::remove_file(&egress).unwrap();
-    write(root, "prompts/skills/net/egress.yaml", "allow: [api.example.com]\n");
+    write(
+        root,
+        "prompts/skills/net/egress.yaml",
+        "allow: [api.example.com]\n",
+    );
     assert_eq!(hits.load(Ordering::SeqCst), 1, "nothing more reached the origin");
 
     // Secrets go only to allowed hosts, under names steward does not set itself.

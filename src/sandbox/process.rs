@@ -999,6 +999,48 @@ fn over_written(dir: &Path, limits: &ProcessLimits) -> Option<String> {
     })
 }
 
+/// The regular file `rel` (`a/b/c.txt`) under `dir`, opened one component at a time
+/// without following a link in any of them: a script still running (its processes die
+/// after bubblewrap, not with it) can swap a folder of its work folder for a link to
+/// steward's own files between the walk and the read, and `O_NOFOLLOW` alone guards only
+/// the last component.
+fn open_beneath(dir: &Path, rel: &str) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut at = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)?;
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() || *part == "." || *part == ".." {
+            return Err(std::io::Error::other("not a plain path"));
+        }
+        let last = i + 1 == parts.len();
+        let name = std::ffi::CString::new(*part).map_err(std::io::Error::other)?;
+        // The last component without waiting (a pipe swapped in does not block).
+        let kind = if last { libc::O_NONBLOCK } else { libc::O_DIRECTORY };
+        // SAFETY: `at` is an open descriptor and `name` a NUL-terminated string, both
+        // alive for the call; the returned descriptor is owned by the `File` below.
+        let fd = unsafe {
+            libc::openat(
+                at.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | kind,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        at = unsafe { std::fs::File::from_raw_fd(fd) };
+    }
+    if !at.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(at)
+}
+
 /// Files in the work folder that are new or differ from the inputs, or `Err` (why)
 /// once the folder holds more than `max_bytes`: no more than that is ever read (sparse
 /// files can claim gigabytes the disk does not hold).
@@ -1009,18 +1051,17 @@ fn written_files(
     max_bytes: u64,
 ) -> std::io::Result<Result<Vec<WorkFile>, String>> {
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let (found, _) = walk(dir, max_files);
     let mut out = Vec::new();
     let mut total: u64 = 0;
     for (name, _) in found {
+        // A file swapped for a link (or a folder on its path swapped for one) since the
+        // walk was no file the script wrote here: skipped.
+        let Ok(file) = open_beneath(dir, &name) else {
+            continue;
+        };
         let mut content = Vec::new();
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dir.join(&name))?
-            .take(max_bytes - total + 1)
-            .read_to_end(&mut content)?;
+        file.take(max_bytes - total + 1).read_to_end(&mut content)?;
         total += content.len() as u64;
         if total > max_bytes {
             return Ok(Err(format!(
@@ -1118,5 +1159,33 @@ impl Rlimits {
                 Ok(())
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder of the work folder swapped for a link (to steward's own files) is not
+    /// followed, nor is a file that is a link, nor a path that climbs.
+    #[test]
+    fn files_are_opened_beneath_the_work_folder_only() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join(".env"), "STEWARD_DATA_KEY=secret").unwrap();
+        let work = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join("d")).unwrap();
+        std::fs::write(work.path().join("d/out.txt"), "written").unwrap();
+        std::os::unix::fs::symlink(outside.path(), work.path().join("l")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join(".env"), work.path().join("d/env")).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut open_beneath(work.path(), "d/out.txt").unwrap(), &mut text)
+            .unwrap();
+        assert_eq!(text, "written");
+        for refused in ["l/.env", "d/env", "../x", "d/../d/out.txt", "d", "missing"] {
+            assert!(open_beneath(work.path(), refused).is_err(), "{refused}");
+        }
+        let files = written_files(work.path(), &[], 100, 1 << 20).unwrap().unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["d/out.txt"]);
     }
 }
