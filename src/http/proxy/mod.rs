@@ -286,8 +286,16 @@ impl Listener {
     }
 }
 
-/// Accepts connections and serves each, until `stop`.
+/// Most connections one proxy serves at once. Each holds one of steward's file
+/// descriptors, and a sandboxed program could otherwise open thousands that send
+/// nothing, leaving steward none for its own HTTP, database and provider calls; a
+/// program's real fetches stay far below it.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Accepts connections and serves each, at most [`MAX_CONNECTIONS`] at once (one more
+/// is closed at once), until `stop`.
 fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let conn = tokio::select! {
@@ -299,12 +307,17 @@ fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
             let (run, stop) = (run.clone(), stop.clone());
             tokio::spawn(async move {
                 tokio::select! {
                     () = serve(stream, run) => {}
                     () = stop.cancelled() => {}
                 }
+                drop(slot);
             });
         }
     });
@@ -577,6 +590,53 @@ mod tests {
                 .refusal("other.example.org", 443)
                 .unwrap()
                 .contains("this agent's")
+        );
+    }
+
+    /// Connections that send nothing hold at most [`MAX_CONNECTIONS`] of steward's
+    /// descriptors: one more is closed at once, and a slot frees when one closes.
+    #[tokio::test]
+    async fn idle_connections_are_capped() {
+        use tokio::io::AsyncReadExt as _;
+        let rules = EgressRules {
+            allow: vec!["api.example.com".into()],
+            listed_in: "this agent's skills.scripts.egress.allow",
+            within: None,
+            max_requests: 10,
+            max_bytes: 1,
+            secrets: Vec::new(),
+        };
+        let hub = Arc::new(EgressHub::new(crate::http::EgressPolicy::parse("").unwrap()));
+        let proxy = Proxy::start_tcp(rules, hub).unwrap();
+        let addr = proxy.addr().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        // The proxy has accepted them all once a further one is answered by a close.
+        let closed = |mut extra: tokio::net::TcpStream| async move {
+            let mut byte = [0u8; 1];
+            tokio::time::timeout(std::time::Duration::from_secs(5), extra.read(&mut byte))
+                .await
+                .map(|r| r.map_or(true, |n| n == 0))
+        };
+        let extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert_eq!(closed(extra).await, Ok(true), "one past the cap is closed");
+        // The held ones are still open: none has been answered.
+        let mut byte = [0u8; 1];
+        let first = &mut held[0];
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(200), first.read(&mut byte))
+                .await
+                .is_err()
+        );
+        drop(held.pop());
+        // A freed slot serves the next connection (which waits for its head).
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let next = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert!(
+            closed(next).await.is_err(),
+            "a freed slot takes the next connection"
         );
     }
 
