@@ -428,6 +428,11 @@ async fn a_mention_searches_slack_as_the_asker_and_the_token_is_kept_nowhere() {
         !result.contains("payroll outage"),
         "a private conversation was quoted in a channel: {result}"
     );
+    // Nor named, nor who wrote there: a channel's name can be what is secret.
+    assert!(
+        !result.contains("incident-42") && !result.contains("Lee"),
+        "a private conversation was named in a channel: {result}"
+    );
 
     // The token reached Slack and nothing else: not the model, the database or the logs.
     service.stop(Duration::from_secs(5)).await;

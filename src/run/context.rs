@@ -199,6 +199,7 @@ pub async fn prepare<'a>(
             _ => None,
         },
         events: Some(crate::tools::search_grant::EventLogHandle(runner.store.clone())),
+        team: custody.team().map(str::to_string),
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

@@ -18,6 +18,9 @@ pub struct SearchGrant {
     pub started_by: String,
     /// The Slack user who asked, when a person in Slack started the run.
     pub asker: Option<String>,
+    /// The Slack workspace the run acts for: on Enterprise Grid a public channel of
+    /// another workspace is as private as a private channel to those who read here.
+    pub team: Option<String>,
     /// The event log, for `event_outcome` ("why didn't you answer?").
     pub events: Option<EventLogHandle>,
 }

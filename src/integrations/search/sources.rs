@@ -208,22 +208,35 @@ async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> 
     let where_ = m["channel_name"]
         .as_str()
         .map_or_else(|| channel.to_string(), |n| format!("#{n}"));
-    // A private conversation's words stay out of an answer others read: linked only.
+    // A private conversation's words stay out of an answer others read: linked only,
+    // and without its name, who wrote or when (a channel's name can be the secret).
+    // On Enterprise Grid, a public channel of another workspace counts the same.
     let private = grant.answers_in_public
-        && grant
+        && ((grant
             .scope
             .slack_channel_types
             .iter()
             .any(|t| t != "public_channel")
-        && client.is_private_channel(channel).await;
-    let snippet = if private {
-        "(from a private conversation: not quoted here; open the link)".to_string()
-    } else {
-        one_line(
-            &client.humanize(m["content"].as_str().unwrap_or_default()).await,
-            SNIPPET_CHARS,
-        )
-    };
+            && client.is_private_channel(channel).await)
+            || match (&grant.team, client.channel_workspaces(channel).await) {
+                (Some(team), Some(teams)) => !teams.iter().any(|t| t == team),
+                _ => false,
+            });
+    if private {
+        return Some(Hit {
+            source: "slack",
+            id: format!("{channel}/{ts}"),
+            title: "a message in a conversation not everyone here can read".to_string(),
+            url: m["permalink"].as_str().unwrap_or_default().to_string(),
+            snippet: "(not quoted here; open the link)".to_string(),
+            when: None,
+            private,
+        });
+    }
+    let snippet = one_line(
+        &client.humanize(m["content"].as_str().unwrap_or_default()).await,
+        SNIPPET_CHARS,
+    );
     Some(Hit {
         source: "slack",
         id: format!("{channel}/{ts}"),
