@@ -6,6 +6,7 @@ mod cgroup;
 mod data_size;
 pub mod filter;
 pub mod forward;
+mod own_folder;
 pub mod private_dir;
 pub mod process;
 pub mod seccomp;

@@ -235,8 +235,11 @@ enum PidLimit {
 pub struct ProcessSandbox {
     bwrap: PathBuf,
     pids: PidLimit,
-    /// Parent of the runs' work folders.
+    /// Where proxies' sockets are, and this process's folder ([`OwnFolder`]).
     work_base: PathBuf,
+    /// Parent of this process's runs' work folders, swept by the next process to start
+    /// if this one dies with files in it.
+    own: Option<super::own_folder::OwnFolder>,
     /// Why scripts cannot run here, when they cannot.
     unavailable: Option<String>,
     /// The steward executable, mounted into sandboxes with egress to run the
@@ -265,6 +268,7 @@ impl ProcessSandbox {
             bwrap: PathBuf::new(),
             pids: PidLimit::Rlimit,
             work_base,
+            own: None,
             unavailable: None,
             forwarder: None,
         };
@@ -293,6 +297,13 @@ impl ProcessSandbox {
         if let Err(e) = super::private_dir::ensure(&sandbox.work_base) {
             sandbox.unavailable = Some(format!("the scripts' work folder cannot be used: {e}"));
             return sandbox;
+        }
+        match super::own_folder::claim(&sandbox.work_base) {
+            Ok(own) => sandbox.own = Some(own),
+            Err(e) => {
+                sandbox.unavailable = Some(format!("the scripts' work folder cannot be used: {e}"));
+                return sandbox;
+            }
         }
         let mut args = base_args();
         args.extend(["--remount-ro", "/"].map(OsString::from));
@@ -324,12 +335,20 @@ impl ProcessSandbox {
         sandbox
     }
 
+    /// This process's own folder for its runs' work folders.
+    fn runs_folder(&self) -> &Path {
+        self.own
+            .as_ref()
+            .map_or(self.work_base.as_path(), |o| o.dir.as_path())
+    }
+
     /// A sandbox that refuses every script with `reason` (tests, platforms without it).
     pub fn disabled(reason: impl Into<String>) -> ProcessSandbox {
         ProcessSandbox {
             bwrap: PathBuf::new(),
             pids: PidLimit::Rlimit,
             work_base: PathBuf::new(),
+            own: None,
             unavailable: Some(reason.into()),
             forwarder: None,
         }
@@ -412,7 +431,7 @@ impl ProcessSandbox {
         }
         let started = Instant::now();
         let id = uuid::Uuid::now_v7().simple().to_string();
-        let work = Scratch::create(self.work_base.join(&id))?;
+        let work = Scratch::create(self.runs_folder().join(&id))?;
         write_inputs(&work.0, job.inputs)?;
         let mut args = base_args();
         args.extend(mounts(
@@ -590,7 +609,7 @@ impl ProcessSandbox {
             return Err(SandboxError::Unavailable(why.clone()));
         }
         let id = format!("server-{}", uuid::Uuid::now_v7().simple());
-        let work = Scratch::create(self.work_base.join(&id))?;
+        let work = Scratch::create(self.runs_folder().join(&id))?;
         let relay = self.relay(proxy)?;
         let mut all = base_args();
         all.extend(mounts(limits.max_written_bytes, dir, "/server", &work.0));
