@@ -98,13 +98,15 @@ pub async fn evaluate(
                 (None, true) => "pass",
                 (None, false) => "fail",
             };
-            // Explanations can quote the run; a private run keeps scores only.
+            // Explanations can quote the run: a private run keeps scores only, and the
+            // trace gets one only where content may be captured.
             let explanation = (!private).then(|| v.error.clone().unwrap_or_else(|| v.explanation.clone()));
+            let traced = explanation.as_deref().filter(|_| runner.capture_content);
             tracing::info!(
                 "gen_ai.evaluation.name" = %criterion,
                 "gen_ai.evaluation.score.value" = v.score,
                 "gen_ai.evaluation.score.label" = label,
-                "gen_ai.evaluation.explanation" = explanation.as_deref().unwrap_or(""),
+                "gen_ai.evaluation.explanation" = traced.unwrap_or(""),
                 "gen_ai.evaluation.result"
             );
             let score = v.error.is_none().then_some(v.score);

@@ -362,14 +362,15 @@ impl ModelChain {
                         l.slowed(issued, err.retry_after);
                     }
                     let wait = self.retry.delay(slowed.min(4), &err);
-                    tracing::info!(error = %err, slowed, wait_ms = wait.as_millis() as u64, "the provider asked to slow down; waiting");
+                    // Kind and status only: a provider's message can quote the request.
+                    tracing::info!(provider = err.provider, kind = ?err.kind, status = ?err.status, slowed, wait_ms = wait.as_millis() as u64, "the provider asked to slow down; waiting");
                     failed.push(err);
                     noting(tokio::time::sleep(wait), request.stream, tell_at, &mut told).await;
                     slowed += 1;
                 }
                 Err(err) if err.kind.is_retryable() && attempt < self.retry.max_retries => {
                     let wait = self.retry.delay(attempt, &err);
-                    tracing::warn!(error = %err, attempt, wait_ms = wait.as_millis() as u64, "retrying model call");
+                    tracing::warn!(provider = err.provider, kind = ?err.kind, status = ?err.status, attempt, wait_ms = wait.as_millis() as u64, "retrying model call");
                     failed.push(err);
                     tokio::time::sleep(wait).await;
                     attempt += 1;

@@ -113,8 +113,16 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
                     .map_err(|e| {
                         RunError::Checkpoint(format!("cannot open it: {e} (as JSON: {plain_error})"))
                     })?;
-                serde_json::from_slice(&plain)
-                    .map_err(|e| RunError::Checkpoint(format!("unreadable: {e}")))?
+                // Where, never what: serde quotes the value it did not expect, and this
+                // one was sealed because it is private.
+                serde_json::from_slice(&plain).map_err(|e| {
+                    RunError::Checkpoint(format!(
+                        "unreadable ({:?} at line {}, column {})",
+                        e.classify(),
+                        e.line(),
+                        e.column()
+                    ))
+                })?
             }
             None if cx.trigger.private => {
                 return Err(RunError::Checkpoint(

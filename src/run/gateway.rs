@@ -143,6 +143,12 @@ impl Gateway {
         &self.parts.recorder
     }
 
+    /// Whether the run's content may go into traces and logs (content capture is on
+    /// and the run holds nothing private).
+    pub fn captures_content(&self) -> bool {
+        self.parts.capture_content && self.parts.recorder.privacy() == crate::types::Privacy::Recorded
+    }
+
     pub fn custody(&self) -> &Arc<super::custody::Custody> {
         &self.parts.custody
     }
@@ -470,18 +476,24 @@ impl Gateway {
             };
             recorder.record(event);
             let network = std::mem::take(&mut *ctx.network.lock().unwrap_or_else(|e| e.into_inner()));
+            // A private run's record names an unlisted host no more than its trace does.
+            let private = recorder.privacy() == crate::types::Privacy::Private;
             for r in &network {
+                let (host, refused) = match private {
+                    true => (r.shown_host(), r.shown_refusal()),
+                    false => (r.host.as_str(), r.refused.as_deref()),
+                };
                 recorder.record(RunEvent::NetRequest {
                     parent_call_id: call_id.to_string(),
                     method: r.method.clone(),
-                    host: r.host.clone(),
+                    host: host.to_string(),
                     port: r.port,
                     path: r.path.as_deref().map(|p| recorder.wrap(p)),
                     status: r.status,
                     bytes_sent: r.bytes_sent,
                     bytes_received: r.bytes_received,
                     duration_ms: r.ms,
-                    refused: r.refused.clone(),
+                    refused: refused.map(str::to_string),
                     secrets: r.secrets.clone(),
                 });
             }

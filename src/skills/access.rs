@@ -597,23 +597,34 @@ impl SkillError {
     }
 }
 
-/// Runs one skill load inside a `load_skill {name}` span with its size or error.
+/// Runs one skill load inside a `load_skill {name}` span with its size or error. The
+/// name and path are the model's words: a name no skill has is `(unknown)`, and the
+/// path of a failed load is left off, so a private run's text never reaches a trace
+/// through them.
 fn traced_load(
     name: &str,
     path: Option<&str>,
     load: impl FnOnce() -> Result<String, SkillError>,
 ) -> Result<String, SkillError> {
+    let result = load();
+    let known = !matches!(
+        &result,
+        Err(SkillError::Unknown { .. } | SkillError::NotAllowed(_) | SkillError::Prohibited(_))
+    );
+    let name = if known { name } else { "(unknown)" };
+    let file = match (&result, path) {
+        (Err(_), Some(_)) => "(not loaded)",
+        (_, path) => path.unwrap_or("SKILL.md"),
+    };
     let span = tracing::info_span!(
         parent: crate::telemetry::parent(),
         "load_skill",
         otel.name = %format!("load_skill {name}"),
         "steward.skill.name" = name,
-        "steward.skill.file" = path.unwrap_or("SKILL.md"),
+        "steward.skill.file" = file,
         "steward.skill.bytes" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
     );
-    let _entered = span.enter();
-    let result = load();
     match &result {
         Ok(text) => span.record("steward.skill.bytes", text.len() as u64),
         Err(e) => span.record("error.type", e.kind()),

@@ -82,7 +82,16 @@ pub struct NetRecord {
     /// ([`Run::charge`]), so [`Run::finish`] does not count them again.
     #[serde(skip)]
     pub(super) charged: u64,
+    /// Whether the host is one the rules list. One they do not is the program's own
+    /// word, which can carry what a private run holds (`<secret>.attacker.example`):
+    /// traces and logs name it [`UNLISTED`], and so does the run's record of a
+    /// private run.
+    #[serde(skip)]
+    pub listed: bool,
 }
+
+/// How traces, logs and private runs' records name a host the rules do not list.
+pub const UNLISTED: &str = "(a host not listed)";
 
 impl NetRecord {
     /// A record of a request just arrived.
@@ -101,7 +110,20 @@ impl NetRecord {
             secrets: Vec::new(),
             seq,
             charged: 0,
+            listed: false,
         }
+    }
+
+    /// The host as traces and logs may name it.
+    pub fn shown_host(&self) -> &str {
+        if self.listed { &self.host } else { UNLISTED }
+    }
+
+    /// Why it was refused, as traces and logs may say it.
+    pub fn shown_refusal(&self) -> Option<&str> {
+        self.refused
+            .as_deref()
+            .map(|why| if self.listed { why } else { "not in the allow list" })
     }
 }
 
@@ -147,6 +169,8 @@ impl Run {
     /// A record of a request just arrived, with its span open.
     pub fn record(&self, method: &str, host: &str, port: u16, path: Option<String>) -> NetRecord {
         let mut record = NetRecord::new(self.arrive(), method, host, port, path);
+        record.listed = self.rules.allows(host, port);
+        let host = record.shown_host();
         // No path on the span: a private run's paths are not kept.
         record.span = tracing::info_span!(
             parent: self.parent.clone(),
@@ -221,17 +245,17 @@ impl Run {
         if !record.secrets.is_empty() {
             span.record("steward.egress.secrets", record.secrets.join(",").as_str());
         }
-        if let Some(why) = &record.refused {
-            span.record("steward.egress.refused", why.as_str());
+        if let Some(why) = record.shown_refusal() {
+            span.record("steward.egress.refused", why);
             span.record("error.type", "refused");
         }
         drop(span);
         // No path here either (the run's own event keeps it, redacted when the run is
         // private): a path can carry what a private run holds.
         tracing::info!(
-            method = %record.method, host = %record.host, status = ?record.status,
+            method = %record.method, host = %record.shown_host(), status = ?record.status,
             bytes_sent = record.bytes_sent, bytes_received = record.bytes_received,
-            secrets = ?record.secrets, refused = ?record.refused,
+            secrets = ?record.secrets, refused = ?record.shown_refusal(),
             "sandbox egress request"
         );
         let mut t = self.tally();
@@ -256,5 +280,36 @@ impl Run {
         let mut records = std::mem::take(&mut self.tally().records);
         records.sort_by_key(|r| r.seq);
         records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host the rules do not list is the program's own word: traces, logs and a
+    /// private run's record name it only as unlisted, and say why without it.
+    #[test]
+    fn unlisted_hosts_are_not_named() {
+        let rules = EgressRules {
+            allow: vec!["api.example.com".into()],
+            listed_in: "this agent's skills.scripts.egress.allow",
+            within: None,
+            max_requests: 10,
+            max_bytes: 1 << 20,
+            secrets: Vec::new(),
+        };
+        let hub = Arc::new(EgressHub::new(crate::http::EgressPolicy::parse("").unwrap()));
+        let run = Run::new(rules, RunSecrets::default(), hub, None);
+        let listed = run.record("CONNECT", "api.example.com", 443, None);
+        assert_eq!(listed.shown_host(), "api.example.com");
+        let mut leak = run.record("CONNECT", "payroll-q3-cut-12pct.evil.example", 443, None);
+        leak.refused = run.rules.refusal(&leak.host, 443);
+        assert_eq!(leak.shown_host(), UNLISTED);
+        assert_eq!(leak.shown_refusal(), Some("not in the allow list"));
+        assert!(
+            leak.refused.as_deref().is_some_and(|r| r.contains("payroll")),
+            "the run itself is told"
+        );
     }
 }

@@ -136,8 +136,14 @@ impl Host {
         budget.lines_left -= 1;
         budget.bytes_left -= text.len();
         drop(budget);
+        // A log line in a span is exported with the trace: the text only where content
+        // may be captured, else its size (the run's own event keeps it).
+        if self.gateway.captures_content() {
+            tracing::info!(run = %self.recorder().run_id(), "script: {text}");
+        } else {
+            tracing::info!(run = %self.recorder().run_id(), bytes = text.len(), "script log line");
+        }
         let text = self.recorder().wrap(text);
-        tracing::info!(run = %self.recorder().run_id(), "script: {text}");
         self.recorder().record(RunEvent::ScriptLog {
             text: Some(text),
             truncated: None,
