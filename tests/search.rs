@@ -124,7 +124,9 @@ async fn fakes(world: Arc<World>) -> String {
         async move {
             w.record("slack", "conversations.info", json!(q));
             let private = q.get("channel").is_some_and(|c| c == "C0PRIV");
-            Json(json!({"ok": true, "channel": {"id": q.get("channel"), "is_private": private}}))
+            Json(
+                json!({"ok": true, "channel": {"id": q.get("channel"), "is_private": private, "is_ext_shared": false}}),
+            )
         }
     });
     let w = world.clone();

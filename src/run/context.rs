@@ -200,6 +200,10 @@ pub async fn prepare<'a>(
         },
         events: Some(crate::tools::search_grant::EventLogHandle(runner.store.clone())),
         team: custody.team().map(str::to_string),
+        conversation: match &trigger.origin {
+            crate::triggers::Origin::Slack { channel, .. } => Some(channel.clone()),
+            _ => None,
+        },
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

@@ -271,19 +271,38 @@ impl Custody {
         let Some(slack) = &self.slack else {
             return Ok(None);
         };
-        let elsewhere = if slack.is_private_channel(channel).await {
-            false
+        #[derive(PartialEq)]
+        enum Closed {
+            Private,
+            OtherWorkspace,
+            /// Public here, but the run answers where people of another organisation
+            /// read (Slack Connect), who cannot read it.
+            Internal,
+        }
+        let closed = if slack.is_private_channel(channel).await {
+            Closed::Private
         } else {
             match (&self.team, slack.channel_workspaces(channel).await) {
-                (Some(team), Some(teams)) if !teams.iter().any(|t| t == team) => true,
-                _ => return Ok(None),
+                (Some(team), Some(teams)) if !teams.iter().any(|t| t == team) => Closed::OtherWorkspace,
+                _ => match &self.home {
+                    Some(home) if !home.starts_with('D') && slack.is_shared_outside(home).await => {
+                        Closed::Internal
+                    }
+                    _ => return Ok(None),
+                },
             }
         };
-        let what = match elsewhere {
-            true => "a channel of another workspace",
-            false => "a private conversation",
+        let what = match closed {
+            Closed::OtherWorkspace => "a channel of another workspace",
+            Closed::Private => "a private conversation",
+            Closed::Internal => {
+                "a channel of this organisation only, and this conversation is shared with another"
+            }
         };
         match &self.asker {
+            // Any person of the organisation may read it: held as private, so the answer
+            // goes to the asker alone.
+            Some(_) if closed == Closed::Internal => Ok(Some(channel.to_string())),
             Some(person) => match slack.is_member(channel, person).await {
                 Ok(true) => Ok(Some(channel.to_string())),
                 Ok(false) => Err(ToolError::Model(format!(
@@ -590,6 +609,61 @@ mod tests {
         assert!(!c.answer_leaves(), "a DM's answer goes back to the DM");
         c.taint("C0PRIV");
         assert!(c.answer_leaves());
+    }
+
+    /// In a channel shared with another organisation (Slack Connect), an internal public
+    /// channel read for someone is held as private (the answer goes to them alone); a
+    /// run no person started may not read it. In an internal channel nothing changes.
+    #[tokio::test]
+    async fn internal_channels_read_from_a_shared_conversation_are_held_as_private() {
+        use axum::extract::Query;
+        use axum::{Json, Router, routing::get};
+        use serde_json::json;
+        use std::collections::HashMap;
+        let app = Router::new().route(
+            "/conversations.info",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                let shared = q["channel"].contains("SHARED");
+                Json(
+                    json!({"ok": true, "channel": {"id": q["channel"], "is_channel": true,
+                    "is_private": false, "is_ext_shared": shared, "shared_team_ids": ["T1"]}}),
+                )
+            }),
+        );
+        let (slack, server) = fake_slack(app).await;
+        let agent = agent();
+        let in_channel = |channel: &str, user: Option<&str>| {
+            let mut trigger = TriggerEvent::from_cli(json!({"text": "summarise #incidents"}));
+            trigger.origin = Origin::Slack {
+                team: Some("T1".into()),
+                channel: channel.into(),
+                channel_type: Some("channel".into()),
+                user: user.map(str::to_string),
+                ts: Some("1.1".into()),
+                thread_ts: None,
+                reaction: None,
+            };
+            Custody::new(&agent, &trigger, Some(slack.clone()))
+        };
+        let read = json!({"channel": "C0INCIDENTS"});
+        let shared = in_channel("C0SHAREDVENDOR", Some("U1"));
+        assert_eq!(
+            shared.check_read("slack_channel_history", &read).await,
+            Ok(Some("C0INCIDENTS".to_string()))
+        );
+        let unattended = in_channel("C0SHAREDVENDOR", None);
+        assert!(
+            unattended
+                .check_read("slack_channel_history", &read)
+                .await
+                .is_err()
+        );
+        let internal = in_channel("C0INTERNAL", Some("U1"));
+        assert_eq!(
+            internal.check_read("slack_channel_history", &read).await,
+            Ok(None)
+        );
+        server.abort();
     }
 
     /// On an Enterprise Grid org a public channel is public to its own workspaces: read

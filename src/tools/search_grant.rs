@@ -21,6 +21,10 @@ pub struct SearchGrant {
     /// The Slack workspace the run acts for: on Enterprise Grid a public channel of
     /// another workspace is as private as a private channel to those who read here.
     pub team: Option<String>,
+    /// The Slack conversation the run answers in: when it is shared with another
+    /// organisation (Slack Connect), hits from this organisation's other channels are
+    /// linked, never quoted.
+    pub conversation: Option<String>,
     /// The event log, for `event_outcome` ("why didn't you answer?").
     pub events: Option<EventLogHandle>,
 }

@@ -221,6 +221,12 @@ async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> 
             || match (&grant.team, client.channel_workspaces(channel).await) {
                 (Some(team), Some(teams)) => !teams.iter().any(|t| t == team),
                 _ => false,
+            }
+            || match &grant.conversation {
+                Some(here) => {
+                    here != channel && !here.starts_with('D') && client.is_shared_outside(here).await
+                }
+                None => false,
             });
     if private {
         return Some(Hit {
