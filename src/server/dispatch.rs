@@ -476,7 +476,7 @@ impl Dispatcher {
         // steward's own comment or change, which a rule on comments or updates would
         // answer again and again.
         if let Some(source) = self.runner.sources.for_origin(&trigger.origin)
-            && source.from_us(&trigger).await
+            && source.is_our_own(&trigger).await
         {
             let why = EventOutcome::because(OutcomeKind::Ignored, "steward's own comment or change");
             store.settle_event(&e.id, &why).await?;

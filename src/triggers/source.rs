@@ -262,7 +262,7 @@ pub trait Source: Send + Sync {
     /// Whether `trigger` is steward's own doing: a comment it wrote, an issue or page it
     /// changed. Such an event starts nothing, or a rule on comments would answer its own
     /// answer, and that one, without end. Slack's own messages are dropped on arrival.
-    async fn from_us(&self, _trigger: &TriggerEvent) -> bool {
+    async fn is_our_own(&self, _trigger: &TriggerEvent) -> bool {
         false
     }
 

@@ -57,7 +57,7 @@ impl Source for JiraSource {
     }
 
     /// An event whose actor, or whose comment's author, is the account steward acts as.
-    async fn from_us(&self, trigger: &TriggerEvent) -> bool {
+    async fn is_our_own(&self, trigger: &TriggerEvent) -> bool {
         let Some(client) = self.client.as_ref() else {
             return false;
         };

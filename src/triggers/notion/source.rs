@@ -104,7 +104,7 @@ impl Source for NotionSource {
     }
 
     /// An event one of whose authors is the integration's own bot user.
-    async fn from_us(&self, trigger: &TriggerEvent) -> bool {
+    async fn is_our_own(&self, trigger: &TriggerEvent) -> bool {
         let Some(client) = self.client.as_ref() else {
             return false;
         };
