@@ -33,6 +33,12 @@ struct Sizes {
 pub(crate) fn check(value: &Dynamic, limits: &SandboxLimits) -> Result<(), Box<EvalAltResult>> {
     let mut sizes = Sizes::default();
     let whole = add(value, &mut sizes, 0);
+    verdict(whole, &sizes, limits)
+}
+
+/// `Err(ErrorDataTooLarge)` naming the first limit `sizes` passes, or the walk's bound
+/// when it was not `whole`.
+fn verdict(whole: bool, sizes: &Sizes, limits: &SandboxLimits) -> Result<(), Box<EvalAltResult>> {
     let too_large = |what: &str| Err(EvalAltResult::ErrorDataTooLarge(what.into(), Position::NONE).into());
     if !whole {
         return too_large("Size of data");
@@ -47,6 +53,58 @@ pub(crate) fn check(value: &Dynamic, limits: &SandboxLimits) -> Result<(), Box<E
         return too_large("Size of object map");
     }
     Ok(())
+}
+
+/// A running measure of a container being built or changed element by element, against
+/// the sandbox's limits (`sandbox::built`): what each element adds, counted once.
+pub(crate) struct Tally {
+    sizes: Sizes,
+    limits: SandboxLimits,
+}
+
+impl Tally {
+    pub(crate) fn new(limits: &SandboxLimits) -> Tally {
+        Tally {
+            sizes: Sizes::default(),
+            limits: limits.clone(),
+        }
+    }
+
+    /// The measure of `value` alone (counts as they are, not checked).
+    pub(crate) fn of(limits: &SandboxLimits, value: &Dynamic) -> Tally {
+        let mut t = Tally::new(limits);
+        add(value, &mut t.sizes, 0);
+        t
+    }
+
+    /// Adds one element of an array and what it holds; `Err` once past the limits.
+    pub(crate) fn add_item(&mut self, value: &Dynamic) -> Result<(), Box<EvalAltResult>> {
+        self.sizes.array_items += 1;
+        self.walk(value)
+    }
+
+    /// Adds one entry of a map (its key's bytes too) and what it holds.
+    pub(crate) fn add_entry(&mut self, key_bytes: usize, value: &Dynamic) -> Result<(), Box<EvalAltResult>> {
+        self.sizes.map_items += 1;
+        self.sizes.string_bytes += key_bytes;
+        self.walk(value)
+    }
+
+    /// Counts `now` in place of `before` (an element changed in place); `Err` once past
+    /// the limits.
+    pub(crate) fn replace(&mut self, before: &Tally, now: &Dynamic) -> Result<(), Box<EvalAltResult>> {
+        self.sizes.array_items = self.sizes.array_items.saturating_sub(before.sizes.array_items);
+        self.sizes.map_items = self.sizes.map_items.saturating_sub(before.sizes.map_items);
+        self.sizes.string_bytes = self.sizes.string_bytes.saturating_sub(before.sizes.string_bytes);
+        self.walk(now)
+    }
+
+    fn walk(&mut self, value: &Dynamic) -> Result<(), Box<EvalAltResult>> {
+        // The visit bound is per value walked: the counts bound the whole.
+        self.sizes.visits = 0;
+        let whole = add(value, &mut self.sizes, 0);
+        verdict(whole, &self.sizes, &self.limits)
+    }
 }
 
 /// Adds `value` to `sizes`; `false` once [`MAX_VISITS`] is passed. A shared value being

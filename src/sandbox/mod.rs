@@ -2,6 +2,7 @@
 //! standard library and limits on operations, call depth, expression depth, string,
 //! array and map sizes, plus a wall-clock deadline checked from the progress callback.
 
+mod built;
 mod cgroup;
 mod data_size;
 pub mod filter;
@@ -66,6 +67,9 @@ pub fn engine(
     cancel: Option<tokio_util::sync::CancellationToken>,
 ) -> Engine {
     let mut e = bare(limits);
+    // `map`, `zip` and `for_each` build from closures' results, which Rhai measures
+    // one by one and the whole only at the end: these measure as they go.
+    built::register(&mut e, limits);
     // Rhai measures a container when a function changes it, but not when an index
     // assignment adds a key to a map (`m[k] = v`), so a loop could grow a map without
     // bound. Every read of a container variable measures it against the same limits.
