@@ -178,6 +178,18 @@ async fn file_urls_from_events_are_checked_and_the_slack_token_stays_home() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not a Slack file host"), "{err}");
+    // Nor does the API's own host on another port or scheme.
+    for elsewhere in [
+        format!("http://127.0.0.1:{}/secret", port.parse::<u16>().unwrap() ^ 1),
+        format!("https://{addr}/secret"),
+        "http://files.slack.com/files-pri/T1-F1/x".to_string(),
+    ] {
+        let err = slack.download(&egress, &elsewhere, 1000).await.unwrap_err();
+        assert!(
+            err.to_string().contains("not a Slack file host"),
+            "{elsewhere}: {err}"
+        );
+    }
     // A Notion `external` file pointing inside the network is refused by default.
     let notion = steward::integrations::notion::NotionClient::new(
         steward::http::client().unwrap(),

@@ -384,7 +384,7 @@ impl Dispatcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&e.id);
-        if let Some(t) = cached {
+        if let Some((_, t)) = cached {
             return Some((t, true));
         }
         // Sealed at ingest: readable by whichever process claims it.

@@ -20,7 +20,12 @@ const MAX_BATCH: usize = 1024;
 
 /// Full content of private events (and of events carrying an `action_token`), kept
 /// in memory only, by event id.
-pub type PrivateCache = Arc<Mutex<HashMap<String, TriggerEvent>>>;
+pub type PrivateCache = Arc<Mutex<HashMap<String, (std::time::Instant, TriggerEvent)>>>;
+
+/// How long a private event's text waits in memory for this process to claim it, when
+/// a sealed copy is stored too (`STEWARD_DATA_KEY`): another replica may claim it from
+/// the sealed copy, and this one would otherwise keep the text for ever.
+const PRIVATE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 struct Submission {
     row: EventRow,
@@ -110,6 +115,7 @@ impl Ingest {
         data_key: Option<DataKey>,
     ) -> Ingest {
         let (tx, mut rx) = mpsc::channel::<Submission>(8192);
+        let sealed_too = data_key.is_some();
         tracker.spawn(async move {
             loop {
                 let first = tokio::select! {
@@ -129,9 +135,13 @@ impl Ingest {
                 let rows: Vec<EventRow> = batch.iter().map(|s| s.row.clone()).collect();
                 {
                     let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
+                    let now = std::time::Instant::now();
+                    if sealed_too {
+                        cache.retain(|_, (at, _)| now.duration_since(*at) < PRIVATE_CACHE_TTL);
+                    }
                     for s in &mut batch {
                         if let Some(e) = s.private_event.take() {
-                            cache.insert(s.row.id.clone(), e);
+                            cache.insert(s.row.id.clone(), (now, e));
                         }
                     }
                 }

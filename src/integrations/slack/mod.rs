@@ -362,12 +362,21 @@ impl SlackClient {
     /// Whether `url` is on a host that may see the bot token: Slack's file host over
     /// https, or the host of the configured API URL (a fake Slack in tests, a proxy).
     pub fn is_file_host(&self, url: &reqwest::Url) -> bool {
-        let api_host = reqwest::Url::parse(&self.base_url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        // The API's own origin (scheme, host and port alike): the token never goes
+        // over plain HTTP or to another port of that host.
+        let origin = |u: &reqwest::Url| {
+            (
+                u.scheme().to_string(),
+                u.host_str().map(str::to_ascii_lowercase),
+                u.port_or_known_default(),
+            )
+        };
+        let api = reqwest::Url::parse(&self.base_url).ok().map(|u| origin(&u));
         let host = url.host_str().map(str::to_ascii_lowercase);
-        (url.scheme() == "https" && host.as_deref() == Some("files.slack.com"))
-            || (host.is_some() && host == api_host)
+        (url.scheme() == "https"
+            && host.as_deref() == Some("files.slack.com")
+            && url.port_or_known_default() == Some(443))
+            || (host.is_some() && Some(origin(url)) == api)
     }
 
     /// Downloads a private file URL with the bot token through the egress checks,
