@@ -801,6 +801,7 @@ async fn serve_service(h: &Harness) -> (String, tokio_util::sync::CancellationTo
             head: Duration::from_secs(10),
             idle: Duration::from_secs(75),
             write: Duration::from_secs(30),
+            max_connections: 1024,
         },
         Duration::from_secs(1),
     ));

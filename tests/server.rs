@@ -1305,6 +1305,7 @@ async fn request_heads_and_idle_keep_alive_connections_have_their_own_timers() {
         head,
         idle,
         write: Duration::from_secs(30),
+        max_connections: 1024,
     };
     let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1402,6 +1403,7 @@ async fn a_client_that_stops_reading_is_cut_off() {
         head: Duration::from_secs(5),
         idle: Duration::from_secs(60),
         write: Duration::from_millis(500),
+        max_connections: 1024,
     };
     let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1432,6 +1434,43 @@ async fn a_client_that_stops_reading_is_cut_off() {
     server.await.unwrap();
 }
 
+/// Connections past the cap are closed as soon as they are accepted, so idle ones
+/// cannot take every file descriptor; a closed one frees its place.
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let router = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
+    let timeouts = steward::server::ConnectionTimeouts {
+        head: Duration::from_secs(10),
+        idle: Duration::from_secs(60),
+        write: Duration::from_secs(30),
+        max_connections: 4,
+    };
+    let (addr, stop, server) = start_connections(router, timeouts).await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(read_health(&mut c).await.starts_with("HTTP/1.1 200"));
+        held.push(c);
+    }
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut byte)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "{closed:?}");
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
+    next.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_health(&mut next).await.starts_with("HTTP/1.1 200"));
+    stop.cancel();
+    server.await.unwrap();
+}
+
 /// hyper has a header timeout of its own, on at 30 s once a timer is set, which also
 /// counts idle time: it is off, so a connection idle for longer than that, within the
 /// idle timeout, still takes a request (a proxy's pooled connection). Takes 31 s.
@@ -1443,6 +1482,7 @@ async fn an_idle_connection_outlives_hypers_own_header_timeout() {
         head: Duration::from_secs(5),
         idle: Duration::from_secs(60),
         write: Duration::from_secs(30),
+        max_connections: 1024,
     };
     let (addr, stop, server) = start_connections(router, timeouts).await;
     const REQUEST: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";

@@ -48,6 +48,40 @@ pub struct ConnectionTimeouts {
     /// A response write that makes no progress (the client stopped reading) fails after
     /// this long, closing the connection.
     pub write: Duration,
+    /// Most connections served at once; one more is closed as soon as it is accepted.
+    /// Each holds a file descriptor for as long as the timers above allow, and
+    /// steward needs its own for the database, providers and scripts.
+    pub max_connections: usize,
+}
+
+/// [`ConnectionTimeouts::max_connections`] for `serve`: far above what Slack, Jira and
+/// the inspector open, and below the descriptors [`raise_open_files`] asks for.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// Raises this process's soft limit on open files to its hard limit, at most 65,536
+/// (systemd and many shells start services at 1,024, which [`MAX_CONNECTIONS`] alone
+/// would take); the limit after it.
+pub fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit for the call to fill in.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 0;
+    }
+    let wanted = limit.rlim_max.min(65_536);
+    if wanted > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit, within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return wanted;
+        }
+    }
+    limit.rlim_cur
 }
 
 /// Accepts HTTP/1.1 connections until `stop`, then lets open connections finish within
@@ -68,6 +102,7 @@ pub async fn serve_connections(
     builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = TaskTracker::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(timeouts.max_connections));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -80,6 +115,11 @@ pub async fn serve_connections(
                 }
             },
             _ = stop.cancelled() => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = timeouts.max_connections, "too many connections open; closed a new one");
+            drop(stream);
+            continue;
         };
         let in_flight = Arc::new(InFlight::default());
         let service = WithPeer {
@@ -94,6 +134,7 @@ pub async fn serve_connections(
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection closed with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);

@@ -402,7 +402,8 @@ pub async fn serve(
     keep_alive: Duration,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, agents = service.state.config.agents.len(), "steward listening");
+    let open_files = connections::raise_open_files();
+    tracing::info!(addr = %listener.local_addr()?, agents = service.state.config.agents.len(), open_files, "steward listening");
     let stop = service.shutdown.clone();
     let on_signal = stop.clone();
     let draining = service.state.draining.clone();
@@ -445,6 +446,7 @@ pub async fn serve(
             head: HEADER_READ_TIMEOUT,
             idle: keep_alive,
             write: WRITE_STALL_TIMEOUT,
+            max_connections: connections::MAX_CONNECTIONS,
         },
         grace,
     );
