@@ -62,18 +62,32 @@ fn bound_hosts(env: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<St
     Ok(bound)
 }
 
-/// `Ok` when the value of variable `env` may be sent to `host:port` as it is (an MCP
-/// server's token): any variable but a `STEWARD_SECRET_<NAME>`, and such a one only
-/// within its `_HOSTS` binding, so a config file cannot carry another team's secret to
-/// a host of its choosing by naming it where a value is sent whole.
+/// `Ok` when the value of variable `env` may be sent to `scheme://host:port` as it is
+/// (an MCP server's token): any variable but a `STEWARD_SECRET_<NAME>`, and such a one
+/// only over https (or to this machine) and within its `_HOSTS` binding, so a config
+/// file cannot carry another team's secret to a host of its choosing by naming it where
+/// a value is sent whole.
 pub fn may_send(
     env: &str,
+    scheme: &str,
     host: &str,
     port: u16,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), String> {
     if !env.starts_with(SECRET_VAR_PREFIX) {
         return Ok(());
+    }
+    // Never in clear text past this machine, as the proxy never puts one in plain HTTP.
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if scheme != "https" && !loopback {
+        return Err(format!(
+            "{env} goes only over https; this server is {scheme}://{host}: refused"
+        ));
     }
     let bound = bound_hosts(env, var).map_err(|unbound| format!("{env} {unbound}"))?;
     if host_listed(&bound, host, port) {
@@ -507,6 +521,27 @@ mod tests {
 
     /// The operator binds a secret to hosts beside its value; a config may name those
     /// or fewer, never others (one team's file cannot send another's token elsewhere).
+    /// A server's token named as a `STEWARD_SECRET_*` goes whole only over https (or to
+    /// this machine), within its binding; other variables are the operator's own.
+    #[test]
+    fn a_whole_secret_goes_only_over_https_within_its_binding() {
+        let var = |v: &str| match v {
+            "STEWARD_SECRET_NOTES_HOSTS" => Some("notes.corp, 127.0.0.1:8000".to_string()),
+            _ => None,
+        };
+        let send =
+            |scheme: &str, host: &str, port: u16| may_send("STEWARD_SECRET_NOTES", scheme, host, port, &var);
+        assert!(send("https", "notes.corp", 443).is_ok());
+        assert!(send("http", "127.0.0.1", 8000).is_ok());
+        assert!(send("http", "notes.corp", 80).is_err_and(|e| e.contains("only over https")));
+        assert!(send("https", "evil.example", 443).is_err_and(|e| e.contains("may go only to")));
+        assert!(
+            may_send("STEWARD_SECRET_OTHER", "https", "notes.corp", 443, &var)
+                .is_err_and(|e| e.contains("_HOSTS"))
+        );
+        assert!(may_send("GITHUB_MCP_TOKEN", "http", "anywhere.example", 80, &var).is_ok());
+    }
+
     #[test]
     fn a_config_sends_a_secret_only_where_the_operator_bound_it() {
         let rule = |hosts: &[&str]| SecretRule {

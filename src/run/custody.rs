@@ -285,9 +285,7 @@ impl Custody {
             match (&self.team, slack.channel_workspaces(channel).await) {
                 (Some(team), Some(teams)) if !teams.iter().any(|t| t == team) => Closed::OtherWorkspace,
                 _ => match &self.home {
-                    Some(home) if !home.starts_with('D') && slack.is_shared_outside(home).await => {
-                        Closed::Internal
-                    }
+                    Some(home) if slack.said_shared_outside(home).await => Closed::Internal,
                     _ => return Ok(None),
                 },
             }

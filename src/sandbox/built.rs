@@ -25,10 +25,12 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
         .register_into_engine(
             engine,
             move |ctx: NativeCallContext, array: &mut Array, f: FnPtr| -> Result<Array> {
+                let mut source = InPlace::of(&l, array.iter())?;
                 let mut tally = Tally::new(&l);
                 let mut out = Array::with_capacity(array.len());
                 for (i, item) in array.iter_mut().enumerate() {
                     let value = call_on(&ctx, &f, Some(item), [], [index(i)], Some(0))?;
+                    source.changed(i, item)?;
                     tally.add_item(&value)?;
                     out.push(value);
                 }
@@ -41,11 +43,13 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
         .register_into_engine(
             engine,
             move |ctx: NativeCallContext, map: &mut Map, f: FnPtr| -> Result<Map> {
+                let mut source = InPlace::of(&l, map.values())?;
                 let mut tally = Tally::new(&l);
                 let mut out = Map::new();
-                for (key, item) in map.iter_mut() {
+                for (i, (key, item)) in map.iter_mut().enumerate() {
                     let value = call_on(&ctx, &f, Some(item), [key.clone().into()], [], Some(1))?;
-                    tally.add_entry(key.len(), &value)?;
+                    source.changed(i, item)?;
+                    tally.add_entry(&value)?;
                     out.insert(key.clone(), value);
                 }
                 Ok(out)
@@ -73,20 +77,42 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
         .register_into_engine(
             engine,
             move |ctx: NativeCallContext, array: &mut Array, f: FnPtr| -> Result<()> {
-                // What the elements not yet visited hold, then each visited one as the
-                // closure left it (`this` may be changed in place).
-                let mut tally = Tally::new(&l);
-                for item in array.iter() {
-                    tally.add_item(item)?;
-                }
-                let before: Vec<Tally> = array.iter().map(|item| Tally::of(&l, item)).collect();
+                let mut source = InPlace::of(&l, array.iter())?;
                 for (i, item) in array.iter_mut().enumerate() {
                     let _changed_in_place = call_on(&ctx, &f, Some(item), [], [index(i)], None)?;
-                    tally.replace(&before[i], item)?;
+                    source.changed(i, item)?;
                 }
                 Ok(())
             },
         );
+}
+
+/// The elements a closure is handed as `this`, measured before and again after each
+/// call: a closure may change its element in place (`this = big`), in `map` as in
+/// `for_each`.
+struct InPlace {
+    tally: Tally,
+    before: Vec<Tally>,
+}
+
+impl InPlace {
+    fn of<'a>(limits: &SandboxLimits, items: impl Iterator<Item = &'a Dynamic>) -> Result<InPlace> {
+        let mut tally = Tally::new(limits);
+        let mut before = Vec::new();
+        for item in items {
+            tally.add_item(item)?;
+            before.push(Tally::of(limits, item));
+        }
+        Ok(InPlace { tally, before })
+    }
+
+    /// Element `i` as the closure left it; `Err` once the container passes the limits.
+    fn changed(&mut self, i: usize, item: &Dynamic) -> Result<()> {
+        match self.before.get(i) {
+            Some(before) => self.tally.replace(before, item),
+            None => Ok(()),
+        }
+    }
 }
 
 fn index(i: usize) -> Dynamic {
@@ -145,11 +171,19 @@ mod tests {
     /// ran twice, not a hundred times.
     #[test]
     fn building_from_closures_stops_at_the_limit() {
-        for build in [
-            "a.map(|i| { tick(); s + i })",
-            "a.zip(a, |x, y| { tick(); s + x })",
-            "a.for_each(|i| { tick(); this = s + i })",
-            "m.map(|k, v| { tick(); s + v })",
+        for (build, ticks) in [
+            ("a.map(|i| { tick(); s + i })", 2),
+            ("a.zip(a, |x, y| { tick(); s + x })", 2),
+            ("a.for_each(|i| { tick(); this = s + i })", 2),
+            ("m.map(|k, v| { tick(); s + v })", 2),
+            // Changing the element in place, in `map` too.
+            ("a.map(|| { tick(); this = s + this; 0 })", 2),
+            // Elements that share one captured value (counted once, and kept counted):
+            // replacing them must not make the measure fall while memory grows.
+            (
+                "let t = s; let f = || t; a.clear(); a.pad(100, f); a.for_each(|| { tick(); this = s + \"z\" })",
+                1,
+            ),
         ] {
             let limits = SandboxLimits {
                 max_string_bytes: 1000,
@@ -169,7 +203,7 @@ mod tests {
             );
             let err = e.eval::<Dynamic>(&src).unwrap_err().to_string();
             assert!(err.contains("too large"), "{build}: {err}");
-            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2, "{build}");
+            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), ticks, "{build}");
         }
     }
 

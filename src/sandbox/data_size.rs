@@ -27,6 +27,8 @@ struct Sizes {
     /// however many closures hold it, and a value that holds itself (`let f = || x;
     /// x = f;`) is not walked around forever.
     shared: std::collections::HashSet<usize>,
+    /// Shared values are not walked at all ([`Tally::of`]).
+    skip_shared: bool,
 }
 
 /// `Err(ErrorDataTooLarge)` when `value`, with everything it carries, passes `limits`.
@@ -70,9 +72,14 @@ impl Tally {
         }
     }
 
-    /// The measure of `value` alone (counts as they are, not checked).
+    /// The measure of `value` alone (not checked), without shared values (closures'
+    /// captured variables): what [`Tally::replace`] may take away when `value` is
+    /// replaced. A shared value stays counted once in the running measure, which may
+    /// then count more than is held, never less (taken away once per element that
+    /// shares it, the measure could fall while memory grows).
     pub(crate) fn of(limits: &SandboxLimits, value: &Dynamic) -> Tally {
         let mut t = Tally::new(limits);
+        t.sizes.skip_shared = true;
         add(value, &mut t.sizes, 0);
         t
     }
@@ -83,10 +90,10 @@ impl Tally {
         self.walk(value)
     }
 
-    /// Adds one entry of a map (its key's bytes too) and what it holds.
-    pub(crate) fn add_entry(&mut self, key_bytes: usize, value: &Dynamic) -> Result<(), Box<EvalAltResult>> {
+    /// Adds one entry of a map and what it holds (keys are not counted, as [`check`]
+    /// does not count them).
+    pub(crate) fn add_entry(&mut self, value: &Dynamic) -> Result<(), Box<EvalAltResult>> {
         self.sizes.map_items += 1;
-        self.sizes.string_bytes += key_bytes;
         self.walk(value)
     }
 
@@ -116,6 +123,9 @@ fn add(value: &Dynamic, sizes: &mut Sizes, depth: usize) -> bool {
         return false;
     }
     if value.is_shared() {
+        if sizes.skip_shared {
+            return true;
+        }
         return match value.read_lock::<Dynamic>() {
             Some(inner) => {
                 let cell = std::ptr::from_ref::<Dynamic>(&inner) as usize;

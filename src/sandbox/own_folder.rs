@@ -71,16 +71,45 @@ fn sweep(base: &Path) {
                 continue;
             };
             if try_lock(&lock) {
-                // Held while removing, so no one else sweeps it at the same time.
-                let _ = std::fs::remove_dir_all(base.join(format!("p-{id}")));
-                let _ = std::fs::remove_file(entry.path());
+                // Held while removing, so no one else sweeps it at the same time; kept
+                // when the folder stays, so the next start tries again.
+                if remove_all(&base.join(format!("p-{id}"))).is_ok() {
+                    let _ = std::fs::remove_file(entry.path());
+                }
             }
+        } else if name.ends_with(".lock.new") && old(&entry) {
+            // A process that died between making its lock and taking it.
+            let _ = std::fs::remove_file(entry.path());
         } else if !name.starts_with("p-") && !name.starts_with("proxy-") && old(&entry) {
             let _ = match entry.file_type() {
                 Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
                 _ => std::fs::remove_file(entry.path()),
             };
         }
+    }
+}
+
+/// Removes `dir` and everything in it, first giving back to steward's user the folder
+/// permissions a script may have taken away (`chmod 000` on a folder of its work
+/// folder would otherwise keep its files, and a private run's inputs, on disk). Links
+/// are removed, never followed.
+pub fn remove_all(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        match std::fs::symlink_metadata(&d) {
+            Ok(meta) if meta.is_dir() => {
+                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+                if let Ok(entries) = std::fs::read_dir(&d) {
+                    stack.extend(entries.flatten().map(|e| e.path()));
+                }
+            }
+            _ => {}
+        }
+    }
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -107,6 +136,13 @@ mod tests {
         let dead = claim(base.path()).unwrap();
         let dead_dir = dead.dir.clone();
         std::fs::write(dead_dir.join("input.pdf"), "private").unwrap();
+        // A script that locked its folder against steward does not keep it on disk.
+        std::fs::create_dir(dead_dir.join("kept")).unwrap();
+        std::fs::write(dead_dir.join("kept/input.pdf"), "private").unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dead_dir.join("kept"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
         drop(dead);
         let third = claim(base.path()).unwrap();
         assert!(live.dir.join("input.pdf").exists(), "a live process's files stay");

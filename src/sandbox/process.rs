@@ -918,8 +918,9 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        // remove_dir_all does not follow links the script may have left.
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Links the script may have left are not followed; folders it closed to
+        // steward are opened again first.
+        let _ = super::own_folder::remove_all(&self.0);
     }
 }
 

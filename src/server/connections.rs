@@ -117,7 +117,8 @@ pub async fn serve_connections(
             _ = stop.cancelled() => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max = timeouts.max_connections, "too many connections open; closed a new one");
+            // Debug, not warn: a flood of connections must not become a flood of logs.
+            tracing::debug!(%peer, max = timeouts.max_connections, "too many connections open; closed a new one");
             drop(stream);
             continue;
         };

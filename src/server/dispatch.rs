@@ -384,8 +384,8 @@ impl Dispatcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&e.id);
-        if let Some((_, t)) = cached {
-            return Some((t, true));
+        if let Some(held) = cached {
+            return Some((held.event, true));
         }
         // Sealed at ingest: readable by whichever process claims it.
         if let (Some(sealed), Some(key)) = (&e.sealed, &self.settings.data_key) {

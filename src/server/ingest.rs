@@ -20,11 +20,21 @@ const MAX_BATCH: usize = 1024;
 
 /// Full content of private events (and of events carrying an `action_token`), kept
 /// in memory only, by event id.
-pub type PrivateCache = Arc<Mutex<HashMap<String, (std::time::Instant, TriggerEvent)>>>;
+pub type PrivateCache = Arc<Mutex<HashMap<String, Held>>>;
+
+/// A private event's content kept in memory for the process that claims it.
+#[derive(Debug)]
+pub struct Held {
+    pub at: std::time::Instant,
+    /// A sealed copy is stored with the row, so any replica can claim it without this.
+    pub sealed: bool,
+    pub event: TriggerEvent,
+}
 
 /// How long a private event's text waits in memory for this process to claim it, when
-/// a sealed copy is stored too (`STEWARD_DATA_KEY`): another replica may claim it from
-/// the sealed copy, and this one would otherwise keep the text for ever.
+/// a sealed copy is stored too: another replica may claim it from the sealed copy, and
+/// this one would otherwise keep the text for ever. Content with no sealed copy (a
+/// person's search grant is never sealed) waits for its claim however long it queues.
 const PRIVATE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 struct Submission {
@@ -115,7 +125,6 @@ impl Ingest {
         data_key: Option<DataKey>,
     ) -> Ingest {
         let (tx, mut rx) = mpsc::channel::<Submission>(8192);
-        let sealed_too = data_key.is_some();
         tracker.spawn(async move {
             loop {
                 let first = tokio::select! {
@@ -136,12 +145,19 @@ impl Ingest {
                 {
                     let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
                     let now = std::time::Instant::now();
-                    if sealed_too {
-                        cache.retain(|_, (at, _)| now.duration_since(*at) < PRIVATE_CACHE_TTL);
-                    }
+                    cache.retain(|_, held| !held.sealed || now.duration_since(held.at) < PRIVATE_CACHE_TTL);
                     for s in &mut batch {
-                        if let Some(e) = s.private_event.take() {
-                            cache.insert(s.row.id.clone(), (now, e));
+                        if let Some(event) = s.private_event.take() {
+                            // The search grant is never sealed: kept until claimed.
+                            let sealed = s.row.sealed.is_some() && event.action_token.is_none();
+                            cache.insert(
+                                s.row.id.clone(),
+                                Held {
+                                    at: now,
+                                    sealed,
+                                    event,
+                                },
+                            );
                         }
                     }
                 }

@@ -446,7 +446,9 @@ pub async fn serve(
             head: HEADER_READ_TIMEOUT,
             idle: keep_alive,
             write: WRITE_STALL_TIMEOUT,
-            max_connections: connections::MAX_CONNECTIONS,
+            // Half the descriptors at most: the rest are the database's, the providers'
+            // and the scripts'.
+            max_connections: connections::MAX_CONNECTIONS.min((open_files / 2).max(64) as usize),
         },
         grace,
     );

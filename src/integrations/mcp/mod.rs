@@ -245,7 +245,8 @@ pub async fn connect(
                     parsed.port_or_known_default().unwrap_or_default(),
                 );
                 for env in bearer_env.iter().chain(headers_env.values()) {
-                    crate::http::secrets::may_send(env, host, port, var).map_err(|e| fail(server, e))?;
+                    crate::http::secrets::may_send(env, parsed.scheme(), host, port, var)
+                        .map_err(|e| fail(server, e))?;
                 }
                 if let Some(env) = bearer_env {
                     config = config.auth_header(needed(env)?);

@@ -223,9 +223,7 @@ async fn slack_message(client: &SlackClient, grant: &SearchGrant, m: &Value) -> 
                 _ => false,
             }
             || match &grant.conversation {
-                Some(here) => {
-                    here != channel && !here.starts_with('D') && client.is_shared_outside(here).await
-                }
+                Some(here) => here != channel && client.said_shared_outside(here).await,
                 None => false,
             });
     if private {

@@ -75,8 +75,10 @@ impl OwnIds {
 struct ChannelFacts {
     /// A DM, a group DM or a private channel.
     private: bool,
-    /// Shared with another organisation (Slack Connect).
+    /// Shared with another organisation (Slack Connect), or not said to be unshared.
     shared_outside: bool,
+    /// Slack said it is shared with another organisation (`is_ext_shared: true`).
+    said_shared: bool,
     /// The workspaces it is in (`shared_team_ids`), when Slack lists them.
     workspaces: Option<Arc<[String]>>,
     at: std::time::Instant,
@@ -192,6 +194,18 @@ impl SlackClient {
         }
     }
 
+    /// Whether Slack says channel `id` is shared with another organisation. Unlike
+    /// [`Self::is_shared_outside`] (who may act here: closed when Slack cannot say),
+    /// a channel Slack cannot say about counts as not shared: this decides whether a
+    /// run's ordinary answer goes by DM, which a slow or rate-limited Slack must not
+    /// turn on for every run.
+    pub async fn said_shared_outside(&self, id: &str) -> bool {
+        match self.cached_channel(id) {
+            Some(known) if known.at.elapsed() < UNSHARED_FOR => known.said_shared,
+            _ => self.channel_facts(id).await.is_some_and(|c| c.said_shared),
+        }
+    }
+
     fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {
         self.channels
             .lock()
@@ -211,6 +225,7 @@ impl SlackClient {
         let mut facts = ChannelFacts {
             private: c["is_private"].as_bool() != Some(false) || c["is_im"] == true || c["is_mpim"] == true,
             shared_outside: c["is_ext_shared"].as_bool() != Some(false),
+            said_shared: c["is_ext_shared"].as_bool() == Some(true),
             workspaces: c["shared_team_ids"]
                 .as_array()
                 .map(|ids| {

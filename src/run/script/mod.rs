@@ -63,7 +63,13 @@ pub async fn run(
     match result {
         Err(join) => {
             out.termination = Termination::ScriptError;
-            out.error = Some(format!("{path}: the script thread failed: {join}"));
+            // Not the panic's message: it can quote the value it failed on.
+            let how = if join.is_panic() {
+                "panicked"
+            } else {
+                "was cancelled"
+            };
+            out.error = Some(format!("{path}: the script thread {how}"));
         }
         Ok(Ok(())) => out.final_text = host.replied.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         Ok(Err(err)) => {

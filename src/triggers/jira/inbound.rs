@@ -109,17 +109,30 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
     Ok((event, dedupe))
 }
 
+/// Most bytes of one field kept for filters: labels, priority, status, components and
+/// most custom fields are far smaller; long text and histories are not for filtering.
+const MAX_FIELD_BYTES: usize = 1024;
+
 /// The fields for `when:` filters (`labels`, `fields.priority.name`), without
-/// those the event's text already carries or that can be large (description, comments,
-/// attachments, work logs).
+/// empty ones and those the event's text already carries or that are large
+/// (description, comments, attachments, work logs): the payload is also what the
+/// model reads.
 fn filter_fields(fields: &Value) -> Value {
-    let mut fields = fields.clone();
-    if let Some(map) = fields.as_object_mut() {
-        for big in ["description", "comment", "attachment", "worklog"] {
-            map.remove(big);
-        }
-    }
-    fields
+    let Some(map) = fields.as_object() else {
+        return Value::Null;
+    };
+    let kept: serde_json::Map<String, Value> = map
+        .iter()
+        .filter(|(name, value)| {
+            !matches!(
+                name.as_str(),
+                "description" | "comment" | "attachment" | "worklog"
+            ) && !value.is_null()
+                && value.to_string().len() <= MAX_FIELD_BYTES
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    Value::Object(kept)
 }
 
 /// What routing needs of a comment: its id, its author's account and the accounts it

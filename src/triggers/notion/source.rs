@@ -103,7 +103,8 @@ impl Source for NotionSource {
         matches!(origin, Origin::Notion { .. })
     }
 
-    /// An event one of whose authors is the integration's own bot user.
+    /// An event whose authors are all the integration's own bot user (Notion groups
+    /// edits close in time into one event: a person's among them is theirs).
     async fn is_our_own(&self, trigger: &TriggerEvent) -> bool {
         let Some(client) = self.client.as_ref() else {
             return false;
@@ -117,7 +118,7 @@ impl Source for NotionSource {
         let me = normalize_id(&me);
         authors
             .iter()
-            .any(|a| a["id"].as_str().map(normalize_id).as_deref() == Some(me.as_str()))
+            .all(|a| a["id"].as_str().map(normalize_id).as_deref() == Some(me.as_str()))
     }
 
     fn reply_destination(&self, origin: &Origin) -> Option<Value> {
