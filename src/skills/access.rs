@@ -198,7 +198,7 @@ impl RunSkills {
     pub fn load_many(&self, names: &[String]) -> Result<String, SkillError> {
         for n in names {
             if let Err(e) = self.check(n) {
-                return traced_load(n, None, || Err(e));
+                return traced_load(n, false, None, || Err(e));
             }
         }
         let mut parts = Vec::new();
@@ -218,7 +218,7 @@ impl RunSkills {
     /// The body of skill `name` (with its files, license and compatibility), counting
     /// the load.
     pub fn load(&self, name: &str) -> Result<String, SkillError> {
-        traced_load(name, None, || self.load_body(name))
+        traced_load(name, self.check(name).is_ok(), None, || self.load_body(name))
     }
 
     fn load_body(&self, name: &str) -> Result<String, SkillError> {
@@ -332,7 +332,9 @@ impl RunSkills {
     /// `SKILL.md`. Paths that are absolute, contain `..` or resolve (through links)
     /// outside the folder are refused.
     pub fn load_sub(&self, name: &str, path: &str, section: Option<&str>) -> Result<String, SkillError> {
-        traced_load(name, Some(path), || self.load_sub_body(name, path, section))
+        traced_load(name, self.check(name).is_ok(), Some(path), || {
+            self.load_sub_body(name, path, section)
+        })
     }
 
     fn load_sub_body(&self, name: &str, path: &str, section: Option<&str>) -> Result<String, SkillError> {
@@ -598,36 +600,43 @@ impl SkillError {
 }
 
 /// Runs one skill load inside a `load_skill {name}` span with its size or error. The
-/// name and path are the model's words: a name no skill has is `(unknown)`, and the
-/// path of a failed load is left off, so a private run's text never reaches a trace
-/// through them.
+/// name and path are the model's words: a name of no skill the agent may load
+/// (`known` false) is `(unknown)`, and the path of a failed load is left off, so a
+/// private run's text never reaches a trace through them.
 fn traced_load(
     name: &str,
+    known: bool,
     path: Option<&str>,
     load: impl FnOnce() -> Result<String, SkillError>,
 ) -> Result<String, SkillError> {
-    let result = load();
-    let known = !matches!(
-        &result,
-        Err(SkillError::Unknown { .. } | SkillError::NotAllowed(_) | SkillError::Prohibited(_))
-    );
     let name = if known { name } else { "(unknown)" };
-    let file = match (&result, path) {
-        (Err(_), Some(_)) => "(not loaded)",
-        (_, path) => path.unwrap_or("SKILL.md"),
-    };
     let span = tracing::info_span!(
         parent: crate::telemetry::parent(),
         "load_skill",
         otel.name = %format!("load_skill {name}"),
         "steward.skill.name" = name,
-        "steward.skill.file" = file,
+        "steward.skill.file" = tracing::field::Empty,
         "steward.skill.bytes" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
     );
+    let _entered = span.enter();
+    let result = load();
     match &result {
-        Ok(text) => span.record("steward.skill.bytes", text.len() as u64),
-        Err(e) => span.record("error.type", e.kind()),
+        Ok(text) => {
+            span.record("steward.skill.file", path.unwrap_or("SKILL.md"));
+            span.record("steward.skill.bytes", text.len() as u64)
+        }
+        Err(e) => {
+            span.record(
+                "steward.skill.file",
+                if path.is_some() {
+                    "(not loaded)"
+                } else {
+                    "SKILL.md"
+                },
+            );
+            span.record("error.type", e.kind())
+        }
     };
     result
 }
