@@ -328,8 +328,9 @@ async fn the_sandbox_hides_the_host_network_environment_and_processes() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let probe = format!(
-        r#"import os, socket, json
+        r#"import os, socket, json, resource
 out = {{}}
+out["nofile"] = resource.getrlimit(resource.RLIMIT_NOFILE)
 try:
     socket.create_connection(("127.0.0.1", {port}), timeout=2)
     out["net"] = "connected"
@@ -355,6 +356,17 @@ print(json.dumps(out))
         db = db.display()
     );
     let dir = skill_dir(&[("scripts/probe.py", &probe)]);
+    // `serve` raises its open-file limit to the hard one: the sandbox must not inherit it.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid rlimit structures for the calls to read and write.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
     let done = run_script(
         &sandbox,
         dir.path(),
@@ -367,6 +379,11 @@ print(json.dumps(out))
     assert_eq!(done.stop, Stop::Exited(0), "{}", text(&done.stderr));
     let seen: Value = serde_json::from_str(text(&done.stdout).trim()).unwrap();
     assert_ne!(seen["net"], "connected", "no network: {seen}");
+    let nofile = &seen["nofile"];
+    assert!(
+        nofile[0].as_u64().unwrap() <= 1024 && nofile[1].as_u64().unwrap() <= 1024,
+        "the sandbox keeps a session's open-file limit: {nofile}"
+    );
     assert_eq!(
         seen[db.display().to_string()],
         false,

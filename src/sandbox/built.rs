@@ -1,5 +1,6 @@
 //! The standard library's array and map functions that build or change a container
-//! from a closure's results (`map`, `zip`, `for_each`), measured as they go.
+//! from a closure's results (`map`, `zip`, `for_each`), measured as they go; those that
+//! only test or fold elements are in [`super::visited`].
 //!
 //! Rhai checks each closure result alone, and the container only once the function
 //! returns: `a.map(|i| s + i)` over 10,000 items with a 4 MB `s` built 40 GB before
@@ -15,7 +16,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, FuncRegistration, INT, 
 use super::SandboxLimits;
 use super::data_size::Tally;
 
-type Result<T> = std::result::Result<T, Box<EvalAltResult>>;
+pub(super) type Result<T> = std::result::Result<T, Box<EvalAltResult>>;
 
 /// Registers the measured functions on `engine`.
 pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
@@ -29,7 +30,7 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
                 let mut tally = Tally::new(&l);
                 let mut out = Array::with_capacity(array.len());
                 for (i, item) in array.iter_mut().enumerate() {
-                    let value = call_on(&ctx, &f, Some(item), [], [index(i)], Some(0))?;
+                    let value = call_on(&ctx, &f, "map", Some(item), [], [index(i)], Some(0))?;
                     source.changed(i, item)?;
                     tally.add_item(&value)?;
                     out.push(value);
@@ -47,7 +48,7 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
                 let mut tally = Tally::new(&l);
                 let mut out = Map::new();
                 for (i, (key, item)) in map.iter_mut().enumerate() {
-                    let value = call_on(&ctx, &f, Some(item), [key.clone().into()], [], Some(1))?;
+                    let value = call_on(&ctx, &f, "map", Some(item), [key.clone().into()], [], Some(1))?;
                     source.changed(i, item)?;
                     tally.add_entry(&value)?;
                     out.insert(key.clone(), value);
@@ -64,7 +65,7 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
                 let mut tally = Tally::new(&l);
                 let mut out = Array::with_capacity(array.len().min(other.len()));
                 for (i, (x, y)) in array.iter_mut().zip(other).enumerate() {
-                    let value = call_on(&ctx, &f, None, [x.clone(), y], [index(i)], None)?;
+                    let value = call_on(&ctx, &f, "zip", None, [x.clone(), y], [index(i)], None)?;
                     tally.add_item(&value)?;
                     out.push(value);
                 }
@@ -79,7 +80,7 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
             move |ctx: NativeCallContext, array: &mut Array, f: FnPtr| -> Result<()> {
                 let mut source = InPlace::of(&l, array.iter())?;
                 for (i, item) in array.iter_mut().enumerate() {
-                    let _changed_in_place = call_on(&ctx, &f, Some(item), [], [index(i)], None)?;
+                    let _changed_in_place = call_on(&ctx, &f, "for_each", Some(item), [], [index(i)], None)?;
                     source.changed(i, item)?;
                 }
                 Ok(())
@@ -90,13 +91,16 @@ pub(super) fn register(engine: &mut Engine, limits: &SandboxLimits) {
 /// The elements a closure is handed as `this`, measured before and again after each
 /// call: a closure may change its element in place (`this = big`), in `map` as in
 /// `for_each`.
-struct InPlace {
+pub(super) struct InPlace {
     tally: Tally,
     before: Vec<Tally>,
 }
 
 impl InPlace {
-    fn of<'a>(limits: &SandboxLimits, items: impl Iterator<Item = &'a Dynamic>) -> Result<InPlace> {
+    pub(super) fn of<'a>(
+        limits: &SandboxLimits,
+        items: impl Iterator<Item = &'a Dynamic>,
+    ) -> Result<InPlace> {
         let mut tally = Tally::new(limits);
         let mut before = Vec::new();
         for item in items {
@@ -107,7 +111,7 @@ impl InPlace {
     }
 
     /// Element `i` as the closure left it; `Err` once the container passes the limits.
-    fn changed(&mut self, i: usize, item: &Dynamic) -> Result<()> {
+    pub(super) fn changed(&mut self, i: usize, item: &Dynamic) -> Result<()> {
         match self.before.get(i) {
             Some(before) => self.tally.replace(before, item),
             None => Ok(()),
@@ -115,14 +119,35 @@ impl InPlace {
     }
 }
 
-fn index(i: usize) -> Dynamic {
+pub(super) fn index(i: usize) -> Dynamic {
     INT::try_from(i).unwrap_or(INT::MAX).into()
 }
 
 /// Calls `f` as the standard library does: bound to `this` with `args`; when `f` takes
 /// no such parameters and `move_this` says where, with `this` inserted into `args`
-/// there; then with `extras` (the index) after `args` as well.
-fn call_on<const N: usize, const E: usize>(
+/// there; then with `extras` (the index) after `args` as well. An error is wrapped as
+/// raised in a call to `caller`, as the standard library's are.
+pub(super) fn call_on<const N: usize, const E: usize>(
+    ctx: &NativeCallContext,
+    f: &FnPtr,
+    caller: &str,
+    this: Option<&mut Dynamic>,
+    args: [Dynamic; N],
+    extras: [Dynamic; E],
+    move_this: Option<usize>,
+) -> Result<Dynamic> {
+    call_forms(ctx, f, this, args, extras, move_this).map_err(|e| {
+        Box::new(EvalAltResult::ErrorInFunctionCall(
+            caller.to_string(),
+            ctx.call_source().unwrap_or_default().to_string(),
+            e,
+            rhai::Position::NONE,
+        ))
+    })
+}
+
+/// [`call_on`]'s forms, tried in turn.
+fn call_forms<const N: usize, const E: usize>(
     ctx: &NativeCallContext,
     f: &FnPtr,
     mut this: Option<&mut Dynamic>,
@@ -226,8 +251,12 @@ mod tests {
         ] {
             assert_eq!(run(src).map(|d| d.to_string()), Ok(want.to_string()), "{src}");
         }
-        // An error inside the closure is its own, not a search for another form.
+        // An error inside the closure is its own, not a search for another form, and
+        // says where it was raised, as the standard library's do.
         let err = run("[1].map(|x| x.nothing_here())").unwrap_err();
-        assert!(err.contains("nothing_here"), "{err}");
+        assert!(
+            err.contains("nothing_here") && err.contains("in call to function 'map'"),
+            "{err}"
+        );
     }
 }

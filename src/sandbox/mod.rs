@@ -11,6 +11,7 @@ mod own_folder;
 pub mod private_dir;
 pub mod process;
 pub mod seccomp;
+mod visited;
 
 use std::time::Instant;
 
@@ -70,6 +71,7 @@ pub fn engine(
     // `map`, `zip` and `for_each` build from closures' results, which Rhai measures
     // one by one and the whole only at the end: these measure as they go.
     built::register(&mut e, limits);
+    visited::register(&mut e, limits);
     // Rhai measures a container when a function changes it, but not when an index
     // assignment adds a key to a map (`m[k] = v`), so a loop could grow a map without
     // bound. Every read of a container variable measures it against the same limits.

@@ -584,6 +584,7 @@ impl ProcessSandbox {
                 Some(c) => c.procs_paths()?,
                 None => Vec::new(),
             },
+            open_files: SANDBOX_OPEN_FILES.min(hard_open_files()),
         };
         rlimits.apply(command);
         Ok(cgroup)
@@ -1136,6 +1137,25 @@ struct Rlimits {
     nproc: Option<u64>,
     /// `cgroup.procs` of the run's cgroups, joined before exec.
     cgroup_procs: Vec<CString>,
+    /// Open files, soft and hard: `serve` raises its own limit for connections, and a
+    /// sandboxed program must not inherit that.
+    open_files: u64,
+}
+
+/// The open-file limit of a sandboxed program: the usual default of a login session.
+const SANDBOX_OPEN_FILES: u64 = 1024;
+
+/// This process's hard limit on open files (a child may not go above it).
+fn hard_open_files() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit for the call to fill in.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => limit.rlim_max,
+        _ => SANDBOX_OPEN_FILES,
+    }
 }
 
 impl Rlimits {
@@ -1162,6 +1182,7 @@ impl Rlimits {
                 set(libc::RLIMIT_AS, self.address_space)?;
                 set(libc::RLIMIT_FSIZE, self.file_size)?;
                 set(libc::RLIMIT_CORE, 0)?;
+                set(libc::RLIMIT_NOFILE, self.open_files)?;
                 if let Some(n) = self.nproc {
                     set(libc::RLIMIT_NPROC, n)?;
                 }

@@ -12,6 +12,7 @@
 mod hub;
 mod opened;
 mod run;
+mod tunnel;
 
 pub use hub::EgressHub;
 pub use run::{EgressRules, NetRecord};
@@ -444,10 +445,6 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
                 return;
             }
             record.status = Some(200);
-            if !rest.is_empty() && upstream.write_all(rest).await.is_err() {
-                return;
-            }
-            record.bytes_sent = rest.len() as u64;
         }
         Some(request) => {
             if upstream.write_all(request).await.is_err() || upstream.write_all(rest).await.is_err() {
@@ -465,17 +462,65 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
             record.bytes_received = n as u64;
         }
     }
-    let relayed = relay(stream, upstream, &run).await;
+    // A tunnel's first bytes (those sent with the CONNECT among them) are checked
+    // before they go on; a plain request's were sent above.
+    let first = head.upstream.is_none().then_some((head.host.as_str(), rest));
+    let relayed = relay(stream, upstream, &run, first).await;
     record.bytes_sent += relayed.sent;
     record.bytes_received += relayed.received;
     record.charged = relayed.charged;
-    if relayed.capped {
-        record.refused = Some(format!(
-            "closed at the run's cap of {} bytes",
-            run.rules.max_bytes
-        ));
+    match relayed.ended {
+        Ended::Capped => {
+            record.refused = Some(format!(
+                "closed at the run's cap of {} bytes",
+                run.rules.max_bytes
+            ));
+        }
+        Ended::Refused(why) => record.refused = Some(why),
+        Ended::Done => {}
     }
     run.finish(record, started);
+}
+
+/// How one direction of [`relay`] ended.
+enum Ended {
+    /// Its sender finished (or the connection failed).
+    Done,
+    /// The run's byte cap stopped it.
+    Capped,
+    /// A tunnel's first bytes were refused ([`tunnel::judge`]).
+    Refused(String),
+}
+
+/// Reads a tunnel's first bytes, starting with `rest` (read with the `CONNECT`), until
+/// [`tunnel::judge`] decides: the bytes to pass on, or why the tunnel is closed. It waits
+/// as long as the program sends nothing (the host may speak first), and at most
+/// [`HEAD_TIMEOUT`] for the rest of a start it has begun.
+async fn first_bytes(
+    from: &mut (impl tokio::io::AsyncRead + Unpin),
+    host: &str,
+    rest: &[u8],
+) -> Result<Vec<u8>, String> {
+    let mut buf = rest.to_vec();
+    loop {
+        match tunnel::judge(&buf, host) {
+            tunnel::First::Pass => return Ok(buf),
+            tunnel::First::Refuse(why) => return Err(why),
+            tunnel::First::More => {}
+        }
+        let mut chunk = [0u8; 4096];
+        let read = match buf.is_empty() {
+            true => from.read(&mut chunk).await,
+            false => tokio::time::timeout(HEAD_TIMEOUT, from.read(&mut chunk))
+                .await
+                .map_err(|_| "the tunnel's first bytes did not arrive in time".to_string())?,
+        };
+        match read {
+            Ok(0) | Err(_) if buf.is_empty() => return Ok(buf),
+            Ok(0) | Err(_) => return Err("the tunnel closed before its first bytes could be checked".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }
 
 /// What [`relay`] moved.
@@ -484,62 +529,99 @@ struct Relayed {
     received: u64,
     /// Counted against the run's cap as it moved.
     charged: u64,
-    /// The run's byte cap ended it.
-    capped: bool,
+    /// Why it stopped early: the cap, or a tunnel's refused start.
+    ended: Ended,
 }
 
 /// Copies bytes both ways until both sides are done (one side's end is passed on as a
 /// shutdown of the other's write side), counting every chunk against the run's byte
 /// cap as it moves: a tunnel, or many at once, stops at the cap rather than after it.
-async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run) -> Relayed {
+/// With `first` (a tunnel's host and the bytes already read), the program's first
+/// bytes are checked before any go on; the host's come back meanwhile.
+async fn relay(
+    client: impl Conn,
+    upstream: tokio::net::TcpStream,
+    run: &Run,
+    first: Option<(&str, &[u8])>,
+) -> Relayed {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
     let (sent, received, charged) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let up = pump(&mut client_read, &mut upstream_write, run, &sent, &charged);
+    let up = async {
+        let start = match first {
+            Some((host, rest)) => match first_bytes(&mut client_read, host, rest).await {
+                Ok(start) => start,
+                Err(why) => return Ended::Refused(why),
+            },
+            None => Vec::new(),
+        };
+        if let Some(ended) = forward(&start, &mut upstream_write, run, &sent, &charged).await {
+            return ended;
+        }
+        pump(&mut client_read, &mut upstream_write, run, &sent, &charged).await
+    };
     let down = pump(&mut upstream_read, &mut client_write, run, &received, &charged);
     tokio::pin!(up, down);
-    let (mut up_done, mut down_done, mut capped) = (false, false, false);
-    while !(capped || up_done && down_done) {
+    let (mut up_done, mut down_done, mut ended) = (false, false, Ended::Done);
+    while matches!(ended, Ended::Done) && !(up_done && down_done) {
         tokio::select! {
-            hit = &mut up, if !up_done => { up_done = true; capped = hit; }
-            hit = &mut down, if !down_done => { down_done = true; capped = hit; }
+            end = &mut up, if !up_done => { up_done = true; ended = end; }
+            end = &mut down, if !down_done => { down_done = true; ended = end; }
         }
     }
     Relayed {
         sent: sent.load(Relaxed),
         received: received.load(Relaxed),
         charged: charged.load(Relaxed),
-        capped,
+        ended,
     }
 }
 
-/// One direction of [`relay`]; `true` when the run's byte cap stopped it.
+/// Passes one chunk on, counted against the run's cap; `None` while the way stays open.
+async fn forward(
+    chunk: &[u8],
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    run: &Run,
+    moved: &std::sync::atomic::AtomicU64,
+    charged: &std::sync::atomic::AtomicU64,
+) -> Option<Ended> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if chunk.is_empty() {
+        return None;
+    }
+    if !run.charge(chunk.len() as u64) {
+        return Some(Ended::Capped);
+    }
+    charged.fetch_add(chunk.len() as u64, Relaxed);
+    if to.write_all(chunk).await.is_err() {
+        let _ = to.shutdown().await;
+        return Some(Ended::Done);
+    }
+    moved.fetch_add(chunk.len() as u64, Relaxed);
+    None
+}
+
+/// One direction of [`relay`], until its sender finishes or the run's cap stops it.
 async fn pump(
     from: &mut (impl tokio::io::AsyncRead + Unpin),
     to: &mut (impl tokio::io::AsyncWrite + Unpin),
     run: &Run,
     moved: &std::sync::atomic::AtomicU64,
     charged: &std::sync::atomic::AtomicU64,
-) -> bool {
-    use std::sync::atomic::Ordering::Relaxed;
+) -> Ended {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if !run.charge(n as u64) {
-            return true;
+        if let Some(ended) = forward(&buf[..n], to, run, moved, charged).await {
+            return ended;
         }
-        charged.fetch_add(n as u64, Relaxed);
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-        moved.fetch_add(n as u64, Relaxed);
     }
     let _ = to.shutdown().await;
-    false
+    Ended::Done
 }
 
 #[cfg(test)]
@@ -702,6 +784,98 @@ mod tests {
             records[0].refused.as_deref(),
             Some(format!("closed at the run's cap of {cap} bytes").as_str())
         );
+    }
+
+    /// A tunnel carries TLS that names its own host (or none) and other protocols, and
+    /// closes before anything goes on when the program names another host in its TLS
+    /// hello or sends plain HTTP (whose `Host` nothing would check).
+    #[tokio::test]
+    async fn a_tunnel_carries_only_its_own_hosts_tls_and_no_plain_http() {
+        use tokio::io::AsyncWriteExt as _;
+        use tunnel::tests::client_hello;
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        // What each connection delivered to the host, in the order they ended.
+        let (delivered, mut arrived) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                let delivered = delivered.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let _ = s.read_to_end(&mut got).await;
+                    let _ = delivered.send(got);
+                });
+            }
+        });
+        let rules = EgressRules {
+            allow: vec![format!("localhost:{port}"), format!("127.0.0.1:{port}")],
+            listed_in: "this agent's skills.scripts.egress.allow",
+            within: None,
+            max_requests: 10,
+            max_bytes: 1 << 20,
+            secrets: Vec::new(),
+        };
+        let hub = Arc::new(EgressHub::new(
+            crate::http::EgressPolicy::parse("127.0.0.1").unwrap(),
+        ));
+        let proxy = Proxy::start_tcp(rules, hub).unwrap();
+        let through = |target: String, send: Vec<u8>| {
+            let addr = proxy.addr().unwrap();
+            async move {
+                let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+                client
+                    .write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+                    .await
+                    .unwrap();
+                let mut head = [0u8; 39];
+                client.read_exact(&mut head).await.unwrap();
+                assert_eq!(&head, b"HTTP/1.1 200 Connection established\r\n\r\n");
+                client.write_all(&send).await.unwrap();
+                let _ = client.shutdown().await;
+                let mut rest = Vec::new();
+                let read = client.read_to_end(&mut rest);
+                let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+            }
+        };
+        async fn next(arrived: &mut tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) -> Vec<u8> {
+            let got = tokio::time::timeout(Duration::from_secs(10), arrived.recv());
+            got.await.unwrap().unwrap()
+        }
+        let own = client_hello("localhost");
+        through(format!("localhost:{port}"), own.clone()).await;
+        assert_eq!(
+            next(&mut arrived).await,
+            own,
+            "its own host's hello goes on whole"
+        );
+        through(format!("127.0.0.1:{port}"), client_hello("evil.example")).await;
+        assert!(
+            next(&mut arrived).await.is_empty(),
+            "another host's hello never reaches it"
+        );
+        let fronted = b"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec();
+        through(format!("localhost:{port}"), fronted).await;
+        assert!(next(&mut arrived).await.is_empty(), "plain HTTP never reaches it");
+        let mut records = Vec::new();
+        for _ in 0..100 {
+            records = proxy.records();
+            if records.len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let refused: Vec<Option<&str>> = records.iter().map(|r| r.refused.as_deref()).collect();
+        assert_eq!(
+            refused,
+            [
+                None,
+                Some(
+                    "the TLS server name sent through the tunnel is not 127.0.0.1, the host it was opened to"
+                ),
+                Some("plain HTTP goes through the proxy as a request (an http:// URL), not through a tunnel"),
+            ]
+        );
+        assert_eq!(records[0].bytes_sent, own.len() as u64);
     }
 
     #[test]

@@ -1,0 +1,329 @@
+//! What a program sends first through a `CONNECT` tunnel, checked before any of it goes
+//! on. A tunnel is never decrypted, so this is the one look the proxy gets:
+//!
+//! - a TLS `ClientHello` must name the tunnel's own host as its server name, or none (a
+//!   shared ingress or CDN routes by that name, so another name would reach a host the
+//!   allow list never saw);
+//! - a plain HTTP request is refused: its `Host`, and any request pipelined after it,
+//!   would pass unchecked (plain HTTP goes through the proxy as a request, where `Host`
+//!   comes from the checked URL);
+//! - anything else (another protocol) passes as it is.
+
+/// The verdict on a tunnel's first bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum First {
+    /// Not enough bytes to tell yet.
+    More,
+    /// Relay them and everything after.
+    Pass,
+    /// Close the tunnel, for this reason (never quoting what the program sent).
+    Refuse(String),
+}
+
+/// Most bytes of a `ClientHello` read before deciding: TLS allows 16 KB a record, and a
+/// hello with post-quantum key shares is under 2 KB.
+const MAX_HELLO: usize = 20 * 1024;
+/// Longest first line of a plain-text protocol read before deciding whether it is HTTP.
+const MAX_LINE: usize = 8 * 1024;
+
+/// Judges the first bytes `buf` a program sent through a tunnel to `host` (lowercase,
+/// as the `CONNECT` named it). `More` only while `buf` is below the limits above: a
+/// caller that keeps reading always reaches `Pass` or `Refuse`.
+pub(super) fn judge(buf: &[u8], host: &str) -> First {
+    match buf.first() {
+        None => First::More,
+        Some(0x16) => tls(buf, host),
+        Some(_) => plain(buf),
+    }
+}
+
+/// A plain-text start: HTTP if its first line is `token SP ... SP HTTP/...`.
+fn plain(buf: &[u8]) -> First {
+    let method = buf.iter().take_while(|b| is_tchar(**b)).count();
+    match buf.get(method) {
+        // Only token characters so far: the start of a method, perhaps.
+        None if buf.len() < MAX_LINE => return First::More,
+        Some(b' ') if method > 0 => {}
+        _ if method >= MAX_LINE => {
+            return First::Refuse("the tunnel's first line is too long to check".into());
+        }
+        _ => return First::Pass,
+    }
+    let Some(end) = buf.iter().position(|b| *b == b'\n') else {
+        return match buf.len() < MAX_LINE {
+            true => First::More,
+            false => First::Refuse("the tunnel's first line is too long to check".into()),
+        };
+    };
+    let line = &buf[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
+    match version.len() >= 5 && version[..5].eq_ignore_ascii_case(b"HTTP/") {
+        true => First::Refuse(
+            "plain HTTP goes through the proxy as a request (an http:// URL), not through a tunnel".into(),
+        ),
+        false => First::Pass,
+    }
+}
+
+/// RFC 9110's token characters, of which a method is made.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A TLS start: handshake records until the `ClientHello` is whole, then its server
+/// name against `host`.
+fn tls(buf: &[u8], host: &str) -> First {
+    let mut handshake = Vec::new();
+    let mut at = 0;
+    loop {
+        let more = || match buf.len() < MAX_HELLO {
+            true => First::More,
+            false => First::Refuse("the tunnel's TLS ClientHello is too large to check".into()),
+        };
+        let Some(header) = buf.get(at..at + 5) else {
+            return more();
+        };
+        if header[0] != 0x16 || header[1] != 0x03 {
+            return First::Refuse("the tunnel's TLS handshake is malformed".into());
+        }
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        let Some(body) = buf.get(at + 5..at + 5 + len) else {
+            return more();
+        };
+        handshake.extend_from_slice(body);
+        at += 5 + len;
+        let Some(&[kind, a, b, c]) = handshake.get(..4) else {
+            continue;
+        };
+        if kind != 1 {
+            return First::Refuse("the tunnel's TLS handshake does not start with a ClientHello".into());
+        }
+        let need = 4 + (usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c));
+        if need > MAX_HELLO {
+            return First::Refuse("the tunnel's TLS ClientHello is too large to check".into());
+        }
+        let Some(hello) = handshake.get(4..need) else {
+            continue;
+        };
+        return match server_name(hello) {
+            None => First::Refuse("the tunnel's TLS ClientHello is malformed".into()),
+            Some(None) => First::Pass,
+            Some(Some(name)) if same_host(&name, host) => First::Pass,
+            Some(Some(_)) => First::Refuse(format!(
+                "the TLS server name sent through the tunnel is not {host}, the host it was opened to"
+            )),
+        };
+    }
+}
+
+/// `a` and `b` name the same host: ASCII case and a final `.` aside.
+fn same_host(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
+}
+
+/// The `server_name` extension's host name in a `ClientHello` body (RFC 8446 §4.1.2,
+/// RFC 6066 §3): `Some(None)` when it has none, `None` when the hello is malformed.
+fn server_name(hello: &[u8]) -> Option<Option<String>> {
+    let mut c = Cursor(hello);
+    c.take(2)?; // legacy_version
+    c.take(32)?; // random
+    c.vec8()?; // legacy_session_id
+    c.vec16()?; // cipher_suites
+    c.vec8()?; // legacy_compression_methods
+    if c.0.is_empty() {
+        return Some(None);
+    }
+    let mut extensions = Cursor(c.vec16()?);
+    while !extensions.0.is_empty() {
+        let kind = extensions.u16()?;
+        let data = extensions.vec16()?;
+        if kind != 0 {
+            continue;
+        }
+        let mut names = Cursor(Cursor(data).vec16()?);
+        while !names.0.is_empty() {
+            let name_type = names.take(1)?[0];
+            let name = names.vec16()?;
+            if name_type == 0 {
+                return String::from_utf8(name.to_vec()).ok().map(Some);
+            }
+        }
+        return Some(None);
+    }
+    Some(None)
+}
+
+/// Reads a TLS structure front to back; every read is bounds-checked.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (self.0.get(..n)?, self.0.get(n..)?);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    /// A vector with a one-byte length.
+    fn vec8(&mut self) -> Option<&'a [u8]> {
+        let n = self.take(1)?[0];
+        self.take(usize::from(n))
+    }
+
+    /// A vector with a two-byte length.
+    fn vec16(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()?;
+        self.take(usize::from(n))
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// The first flight of a real TLS client (rustls) connecting to `name`.
+    pub(in crate::http::proxy) fn client_hello(name: &str) -> Vec<u8> {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+        let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+        let mut out = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut out).unwrap();
+        }
+        out
+    }
+
+    /// `flight`'s handshake bytes re-cut into records of at most `size` bytes, as a
+    /// client may send them.
+    fn fragmented(flight: &[u8], size: usize) -> Vec<u8> {
+        let handshake = &flight[5..];
+        let mut out = Vec::new();
+        for piece in handshake.chunks(size) {
+            out.extend_from_slice(&[0x16, 0x03, 0x01]);
+            out.extend_from_slice(&(piece.len() as u16).to_be_bytes());
+            out.extend_from_slice(piece);
+        }
+        out
+    }
+
+    #[test]
+    fn a_client_hello_must_name_the_tunnels_host_or_none() {
+        let hello = client_hello("api.example.com");
+        assert_eq!(judge(&hello, "api.example.com"), First::Pass);
+        assert_eq!(
+            judge(&hello, "api.example.com."),
+            First::Pass,
+            "a final dot names the same host"
+        );
+        let refused = judge(&client_hello("evil.example"), "api.example.com");
+        assert_eq!(
+            refused,
+            First::Refuse(
+                "the TLS server name sent through the tunnel is not api.example.com, the host it was opened to"
+                    .into()
+            )
+        );
+        // rustls sends no server name for an address (RFC 6066 forbids one).
+        let by_address = client_hello("93.184.216.34");
+        assert_eq!(judge(&by_address, "93.184.216.34"), First::Pass);
+        // A name sent to a tunnel opened to an address is another host.
+        assert!(matches!(
+            judge(&client_hello("evil.example"), "93.184.216.34"),
+            First::Refuse(_)
+        ));
+    }
+
+    #[test]
+    fn a_client_hello_is_read_whole_across_reads_and_records() {
+        let hello = client_hello("api.example.com");
+        // Every prefix waits for more; the whole decides.
+        for cut in [0, 1, 4, 5, 6, 40, hello.len() - 1] {
+            assert_eq!(
+                judge(&hello[..cut], "api.example.com"),
+                First::More,
+                "cut at {cut}"
+            );
+        }
+        // One hello split over records of 100 bytes: still read, still checked.
+        let split = fragmented(&client_hello("evil.example"), 100);
+        assert!(split.len() > hello.len(), "the hello spans several records");
+        assert_eq!(judge(&split[..split.len() - 1], "api.example.com"), First::More);
+        assert!(matches!(judge(&split, "api.example.com"), First::Refuse(_)));
+        assert_eq!(judge(&fragmented(&hello, 100), "api.example.com"), First::Pass);
+    }
+
+    #[test]
+    fn malformed_or_oversized_handshakes_are_refused() {
+        let hello = client_hello("api.example.com");
+        // A record that is not a handshake after the first.
+        let mut mixed = fragmented(&hello, 100);
+        mixed[105] = 0x17;
+        assert!(matches!(judge(&mixed, "api.example.com"), First::Refuse(_)));
+        // A handshake that is not a ClientHello.
+        let mut not_hello = hello.clone();
+        not_hello[5] = 2;
+        assert!(matches!(judge(&not_hello, "api.example.com"), First::Refuse(_)));
+        // Extensions whose length runs past the hello.
+        let mut at = 5 + 4 + 2 + 32; // record and handshake headers, version, random
+        at += 1 + usize::from(hello[at]); // session id
+        at += 2 + usize::from(u16::from_be_bytes([hello[at], hello[at + 1]])); // suites
+        at += 1 + usize::from(hello[at]); // compression methods
+        let mut overlong = hello.clone();
+        overlong[at..at + 2].copy_from_slice(&[0xff, 0xff]);
+        assert_eq!(
+            judge(&overlong, "api.example.com"),
+            First::Refuse("the tunnel's TLS ClientHello is malformed".into())
+        );
+        // A hello claiming more than the limit is refused without waiting for it.
+        let huge = [0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x01, 0x00, 0x00];
+        assert!(matches!(judge(&huge, "api.example.com"), First::Refuse(_)));
+        // Records that never finish a hello stop at the limit.
+        let mut endless = Vec::new();
+        endless.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x00, 0x4f, 0x00]);
+        while endless.len() < MAX_HELLO {
+            endless.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x00]);
+        }
+        assert!(matches!(judge(&endless, "api.example.com"), First::Refuse(_)));
+    }
+
+    #[test]
+    fn plain_http_is_refused_and_other_protocols_pass() {
+        let host = "api.example.com";
+        for request in [
+            &b"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n"[..],
+            b"POST /x HTTP/1.0\n",
+            b"get / http/1.1\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"CUSTOMMETHOD /a%20b HTTP/1.1\r\n",
+        ] {
+            assert!(
+                matches!(judge(request, host), First::Refuse(ref why) if why.starts_with("plain HTTP")),
+                "{}",
+                String::from_utf8_lossy(request)
+            );
+        }
+        // A request line still arriving waits for its end.
+        assert_eq!(judge(b"GET", host), First::More);
+        assert_eq!(judge(b"GET / HTTP/1.", host), First::More);
+        // Other protocols, text or binary, pass at once or at their first line's end.
+        assert_eq!(judge(b"SSH-2.0-OpenSSH_9.6\r\n", host), First::Pass);
+        assert_eq!(judge(b"EHLO client.example\r\n", host), First::Pass);
+        assert_eq!(judge(b"*1\r\n$4\r\nPING\r\n", host), First::Pass);
+        assert_eq!(judge(&[0, 0, 0, 8, 4, 210, 22, 47], host), First::Pass);
+        // A first line too long to check is refused rather than passed unread.
+        let mut long = b"GET /".to_vec();
+        long.resize(MAX_LINE, b'a');
+        assert!(matches!(judge(&long, host), First::Refuse(_)));
+        assert!(matches!(judge(&vec![b'A'; MAX_LINE], host), First::Refuse(_)));
+    }
+}
