@@ -634,6 +634,57 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
     s.stop().await;
 }
 
+/// An approval past its deadline is never approved, whether or not the sweep that times
+/// it out has run yet (in a process just started, or one stopping): the click is
+/// refused, the tool never runs, and the request ends timed out.
+#[tokio::test]
+async fn a_request_past_its_deadline_cannot_be_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    model(&fake);
+    let deploys = Arc::new(AtomicU32::new(0));
+    let mut first = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
+    first.mention("EvLATE1").await;
+    let waiting = first.wait_status(RunStatus::Waiting).await;
+    let value = button_value(&calls).await;
+    let (approval, _) = value.split_once(':').unwrap();
+    first.stop().await;
+    // While no process runs, its deadline passes.
+    let url = format!("sqlite://{}", dir.path().join("steward.db").display());
+    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let moved = sqlx::query("UPDATE approvals SET deadline = ? WHERE id = ?")
+        .bind("2000-01-01T00:00:00.000Z")
+        .bind(approval)
+        .execute(&db)
+        .await
+        .unwrap();
+    assert_eq!(moved.rows_affected(), 1);
+    db.close().await;
+
+    let mut second = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
+    assert_eq!(
+        second.click(ASKER, "steward_approve", &value).await,
+        StatusCode::OK
+    );
+    eventually("the refusal", || {
+        posted(&calls, "chat.postEphemeral").iter().any(|b| {
+            let text = b["text"].as_str().unwrap();
+            b["user"] == ASKER
+                && (text.starts_with("This request timed out before it was decided")
+                    || text.starts_with("Already decided: timed out"))
+        })
+    })
+    .await;
+    let done = second.wait_status(RunStatus::Succeeded).await;
+    assert_eq!(done.id, waiting.id);
+    assert_eq!(deploys.load(Ordering::SeqCst), 0, "the tool never ran");
+    let row = second.store.get_approval(approval).await.unwrap().unwrap();
+    assert_eq!(row.decision.as_deref(), Some("timed_out"));
+    assert_eq!(row.decided_by, None);
+    second.stop().await;
+}
+
 #[tokio::test]
 async fn feedback_buttons_record_one_score_per_person() {
     let dir = tempfile::tempdir().unwrap();

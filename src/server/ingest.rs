@@ -37,6 +37,12 @@ pub struct Held {
 /// person's search grant is never sealed) waits for its claim however long it queues.
 const PRIVATE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// Drops from `cache` the private events whose sealed copy has waited past
+/// [`PRIVATE_CACHE_TTL`] at `now`; events with no sealed copy stay until claimed.
+fn forget_expired(cache: &mut HashMap<String, Held>, now: std::time::Instant) {
+    cache.retain(|_, held| !held.sealed || now.saturating_duration_since(held.at) < PRIVATE_CACHE_TTL);
+}
+
 struct Submission {
     row: EventRow,
     private_event: Option<TriggerEvent>,
@@ -145,7 +151,7 @@ impl Ingest {
                 {
                     let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
                     let now = std::time::Instant::now();
-                    cache.retain(|_, held| !held.sealed || now.duration_since(held.at) < PRIVATE_CACHE_TTL);
+                    forget_expired(&mut cache, now);
                     for s in &mut batch {
                         if let Some(event) = s.private_event.take() {
                             // The search grant is never sealed: kept until claimed.
@@ -248,5 +254,36 @@ impl Ingest {
         rx.await
             .map_err(|_| IngestError::ShuttingDown)?
             .map_err(IngestError::Store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sealed_private_events_expire_from_memory() {
+        let start = std::time::Instant::now();
+        let held = |sealed| Held {
+            at: start,
+            sealed,
+            event: TriggerEvent::from_cli(serde_json::json!({"text": "private words"})),
+        };
+        let mut cache = HashMap::from([
+            ("sealed".to_string(), held(true)),
+            ("grant".to_string(), held(false)),
+        ]);
+        let almost = PRIVATE_CACHE_TTL - std::time::Duration::from_secs(1);
+        forget_expired(&mut cache, start + almost);
+        assert_eq!(cache.len(), 2, "both wait inside the window");
+        forget_expired(&mut cache, start + PRIVATE_CACHE_TTL);
+        let left: Vec<&String> = cache.keys().collect();
+        assert_eq!(
+            left,
+            ["grant"],
+            "the sealed one goes; another replica claims it from the store"
+        );
+        forget_expired(&mut cache, start + PRIVATE_CACHE_TTL * 100);
+        assert_eq!(cache.len(), 1, "one with no sealed copy waits for its claim");
     }
 }
