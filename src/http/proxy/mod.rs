@@ -293,10 +293,15 @@ impl Listener {
 /// program's real fetches stay far below it.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// Accepts connections and serves each, at most [`MAX_CONNECTIONS`] at once (one more
-/// is closed at once), until `stop`.
+/// Connections past [`MAX_CONNECTIONS`] that wait for a place (a package installer's
+/// burst of parallel downloads); one more than these is closed at once.
+pub const MAX_WAITING: usize = 64;
+
+/// Accepts connections and serves each, at most [`MAX_CONNECTIONS`] at once and
+/// [`MAX_WAITING`] more waiting their turn (one more is closed at once), until `stop`.
 fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let queue = Arc::new(tokio::sync::Semaphore::new(MAX_WAITING));
     tokio::spawn(async move {
         loop {
             let conn = tokio::select! {
@@ -308,17 +313,24 @@ fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
+            let Ok(place) = queue.clone().try_acquire_owned() else {
                 drop(stream);
                 continue;
             };
-            let (run, stop) = (run.clone(), stop.clone());
+            let (run, stop, slots) = (run.clone(), stop.clone(), slots.clone());
             tokio::spawn(async move {
+                let slot = tokio::select! {
+                    slot = slots.acquire_owned() => slot,
+                    () = stop.cancelled() => return,
+                };
+                drop(place);
+                let Ok(_slot) = slot else {
+                    return;
+                };
                 tokio::select! {
                     () = serve(stream, run) => {}
                     () = stop.cancelled() => {}
                 }
-                drop(slot);
             });
         }
     });
@@ -675,11 +687,12 @@ mod tests {
         );
     }
 
-    /// Connections that send nothing hold at most [`MAX_CONNECTIONS`] of steward's
-    /// descriptors: one more is closed at once, and a slot frees when one closes.
+    /// Connections that send nothing hold at most [`MAX_CONNECTIONS`] places and
+    /// [`MAX_WAITING`] more wait in turn: one past both is closed at once, and a waiting
+    /// one is served, first come first served, when a place frees.
     #[tokio::test]
-    async fn idle_connections_are_capped() {
-        use tokio::io::AsyncReadExt as _;
+    async fn idle_connections_are_capped_and_a_burst_waits_its_turn() {
+        use tokio::io::AsyncWriteExt as _;
         let rules = EgressRules {
             allow: vec!["api.example.com".into()],
             listed_in: "this agent's skills.scripts.egress.allow",
@@ -691,34 +704,37 @@ mod tests {
         let hub = Arc::new(EgressHub::new(crate::http::EgressPolicy::parse("").unwrap()));
         let proxy = Proxy::start_tcp(rules, hub).unwrap();
         let addr = proxy.addr().unwrap();
-        let mut held = Vec::new();
+        let connect = || tokio::net::TcpStream::connect(addr);
+        let mut served = Vec::new();
         for _ in 0..MAX_CONNECTIONS {
-            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+            served.push(connect().await.unwrap());
         }
-        // The proxy has accepted them all once a further one is answered by a close.
-        let closed = |mut extra: tokio::net::TcpStream| async move {
-            let mut byte = [0u8; 1];
-            tokio::time::timeout(std::time::Duration::from_secs(5), extra.read(&mut byte))
-                .await
-                .map(|r| r.map_or(true, |n| n == 0))
-        };
-        let extra = tokio::net::TcpStream::connect(addr).await.unwrap();
-        assert_eq!(closed(extra).await, Ok(true), "one past the cap is closed");
-        // The held ones are still open: none has been answered.
+        // The first to wait has sent its request; it is not answered while it waits.
+        let mut first = connect().await.unwrap();
+        first
+            .write_all(b"CONNECT unlisted.example:443 HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut waiting = Vec::new();
+        for _ in 1..MAX_WAITING {
+            waiting.push(connect().await.unwrap());
+        }
         let mut byte = [0u8; 1];
-        let first = &mut held[0];
+        let quiet = tokio::time::timeout(Duration::from_millis(300), first.read(&mut byte)).await;
+        assert!(quiet.is_err(), "a waiting connection is not served yet");
+        // One past both is closed at once.
+        let mut extra = connect().await.unwrap();
+        let closed = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut byte)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "{closed:?}");
+        // A place frees: the first waiting connection is served.
+        drop(served.pop());
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), first.read_to_end(&mut answer)).await;
+        assert!(read.is_ok(), "served once a place freed");
+        let answer = String::from_utf8_lossy(&answer);
         assert!(
-            tokio::time::timeout(std::time::Duration::from_millis(200), first.read(&mut byte))
-                .await
-                .is_err()
-        );
-        drop(held.pop());
-        // A freed slot serves the next connection (which waits for its head).
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let next = tokio::net::TcpStream::connect(addr).await.unwrap();
-        assert!(
-            closed(next).await.is_err(),
-            "a freed slot takes the next connection"
+            answer.starts_with("HTTP/1.1 403 unlisted.example:443 is not in this agent's"),
+            "{answer}"
         );
     }
 
