@@ -11,6 +11,8 @@ mod own_folder;
 pub mod private_dir;
 pub mod process;
 pub mod seccomp;
+mod text;
+pub mod thread;
 mod visited;
 
 use std::time::Instant;
@@ -49,6 +51,10 @@ pub const DEADLINE: &str = "deadline";
 /// Marker a progress callback returns once the run is cancelled (a Stop, shutdown).
 pub const CANCELLED: &str = "cancelled";
 
+/// Marker the progress callback returns past `max_operations` (Rhai's own count misses
+/// the operations of closures that native functions call).
+pub const OPERATIONS: &str = "too many operations";
+
 /// The marker ([`DEADLINE`], [`CANCELLED`]) `e` was stopped with, looking through the
 /// function calls (closures included) it was raised in.
 pub fn stopped_by(e: &rhai::EvalAltResult) -> Option<String> {
@@ -72,6 +78,7 @@ pub fn engine(
     // one by one and the whole only at the end: these measure as they go.
     built::register(&mut e, limits);
     visited::register(&mut e, limits);
+    text::register(&mut e, limits);
     // Rhai measures a container when a function changes it, but not when an index
     // assignment adds a key to a map (`m[k] = v`), so a loop could grow a map without
     // bound. Every read of a container variable measures it against the same limits.
@@ -120,14 +127,71 @@ pub fn engine(
         }
         Ok(None)
     });
-    e.on_progress(move |ops| {
-        if ops % 4096 == 0 {
-            stopped().map(Dynamic::from)
-        } else {
-            None
+    // Rhai hands the callback the count of the frame it runs in, and a closure called
+    // from a native function (`some`, `sort`) runs in a copy whose count is thrown
+    // away: nested closures that read no variable ran for hours without reaching the
+    // limit or a multiple of 4096. Every call is counted here instead.
+    let ops = std::sync::atomic::AtomicU64::new(0);
+    let on_progress_stopped = stopped.clone();
+    e.on_progress(move |_| {
+        let n = ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n > max_operations {
+            return Some(Dynamic::from(OPERATIONS));
+        }
+        match n.is_multiple_of(4096) {
+            true => on_progress_stopped().map(Dynamic::from),
+            false => None,
         }
     });
+    // The standard library's `sleep` blocks the thread where no check runs: this one
+    // wakes every 50 ms to check the deadline and the run's cancellation.
+    let sleeping = stopped.clone();
+    let sleep = move |seconds: f64| -> Result<(), Box<rhai::EvalAltResult>> {
+        let until = Instant::now() + std::time::Duration::from_secs_f64(seconds.clamp(0.0, 86_400.0));
+        loop {
+            if let Some(why) = sleeping() {
+                return Err(
+                    rhai::EvalAltResult::ErrorTerminated(Dynamic::from(why), rhai::Position::NONE).into(),
+                );
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+        }
+    };
+    let sleep_int = sleep.clone();
+    e.register_fn("sleep", move |seconds: rhai::INT| sleep_int(seconds as f64));
+    e.register_fn("sleep", sleep);
     e
+}
+
+/// Deepest nesting of a value handed out of the sandbox (a tool's arguments, a
+/// script's result): steward turns it into JSON, and walks that, on threads with
+/// ordinary stacks.
+pub const MAX_HANDED_DEPTH: usize = 64;
+
+/// `Err(ErrorDataTooLarge)` when `value` nests arrays and maps deeper than
+/// [`MAX_HANDED_DEPTH`].
+pub fn check_depth(value: &Dynamic) -> Result<(), Box<rhai::EvalAltResult>> {
+    fn deeper(v: &Dynamic, left: usize) -> bool {
+        if let Some(a) = v.read_lock::<rhai::Array>() {
+            return left == 0 || a.iter().any(|x| deeper(x, left - 1));
+        }
+        if let Some(m) = v.read_lock::<rhai::Map>() {
+            return left == 0 || m.values().any(|x| deeper(x, left - 1));
+        }
+        false
+    }
+    match deeper(value, MAX_HANDED_DEPTH) {
+        true => Err(rhai::EvalAltResult::ErrorDataTooLarge(
+            format!("Nesting of a value handed out of the script (more than {MAX_HANDED_DEPTH} levels)"),
+            rhai::Position::NONE,
+        )
+        .into()),
+        false => Ok(()),
+    }
 }
 
 /// The raw engine with the standard library and `limits`, without the per-run checks
@@ -135,7 +199,11 @@ pub fn engine(
 pub(crate) fn bare(limits: &SandboxLimits) -> Engine {
     let mut e = Engine::new_raw();
     e.register_global_module(rhai::packages::StandardPackage::new().as_shared_module());
-    for symbol in ["eval", "import", "export", "print", "debug"] {
+    // `curry` copies its arguments into the pointer, and copying a pointer copies all
+    // it carries: a pointer curried with itself 17 times was 131,072 nodes, which
+    // `a.pad(10000, f)` copied into 100 GB, and one curried onto `this` 300,000 times
+    // overflowed the stack when dropped. Closures capture without it (shared values).
+    for symbol in ["eval", "import", "export", "print", "debug", "curry"] {
         e.disable_symbol(symbol);
     }
     e.set_max_operations(limits.max_operations)
@@ -152,6 +220,9 @@ pub fn describe(path: &str, e: &rhai::EvalAltResult) -> String {
     let pos = e.position();
     let what = match e {
         rhai::EvalAltResult::ErrorTooManyOperations(_) => {
+            "sandbox limit hit: too many operations (sandbox.max_operations)".to_string()
+        }
+        e if stopped_by(e).as_deref() == Some(OPERATIONS) => {
             "sandbox limit hit: too many operations (sandbox.max_operations)".to_string()
         }
         rhai::EvalAltResult::ErrorStackOverflow(_) => {
@@ -213,7 +284,10 @@ mod tests {
             None,
         )
         .eval::<Dynamic>(src)
-        .map_err(|e| e.to_string())
+        .map_err(|e| match stopped_by(&e).as_deref() {
+            Some(OPERATIONS) => "Too many operations (counted by the progress callback)".into(),
+            _ => e.to_string(),
+        })
     }
 
     #[test]
@@ -335,5 +409,110 @@ mod tests {
             assert_eq!(stopped_by(&err).as_deref(), Some(CANCELLED), "{src}: {err}");
             assert!(started.elapsed() < std::time::Duration::from_secs(10), "{src}");
         }
+    }
+
+    /// `curry` is refused when a script is compiled; closures, which capture without
+    /// it, still work.
+    #[test]
+    fn curry_is_refused_and_closures_still_capture() {
+        let l = SandboxLimits::default();
+        for src in [
+            r#"let f = Fn("x"); f = f.curry(f);"#,
+            r#"fn k(a) { a } let f = curry(Fn("k"), 1);"#,
+        ] {
+            let err = engine(&l, None, None).compile(src).unwrap_err().to_string();
+            assert!(
+                err.contains("reserved keyword 'curry' is disabled")
+                    || err.contains("Expecting name of a property"),
+                "{src}: {err}"
+            );
+        }
+        assert_eq!(
+            run("let x = 5; let f = |y| x + y; x = 7; f.call(1)", &l).map(|d| d.to_string()),
+            Ok("8".to_string())
+        );
+    }
+
+    /// `sleep` wakes for the deadline and for a cancellation.
+    #[test]
+    fn sleep_stops_at_the_deadline_and_on_cancel() {
+        let started = Instant::now();
+        let e = engine(
+            &SandboxLimits::default(),
+            Some(Instant::now() + std::time::Duration::from_millis(200)),
+            None,
+        );
+        let err = e.eval::<Dynamic>("sleep(1000000)").unwrap_err();
+        assert_eq!(stopped_by(&err).as_deref(), Some(DEADLINE), "{err}");
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let e = engine(&SandboxLimits::default(), None, Some(cancel.clone()));
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            cancel.cancel();
+        });
+        let err = e.eval::<Dynamic>("sleep(1000000.5)").unwrap_err();
+        canceller.join().unwrap();
+        assert_eq!(stopped_by(&err).as_deref(), Some(CANCELLED), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // A short one just sleeps.
+        assert!(
+            engine(&SandboxLimits::default(), None, None)
+                .eval::<Dynamic>("sleep(0.01); 1")
+                .is_ok()
+        );
+    }
+
+    /// Closures a native function calls, nested and reading no variable, still count
+    /// every operation: Rhai counted them on copies it threw away.
+    #[test]
+    fn nested_closures_that_read_no_variable_hit_the_operation_limit() {
+        let l = SandboxLimits {
+            max_operations: 100_000,
+            ..SandboxLimits::default()
+        };
+        let mut src = String::from("fn l0() { false }\n");
+        for i in 1..=6 {
+            src.push_str(&format!(
+                "fn l{i}() {{ [0,0,0,0,0,0,0,0,0,0].some(|| l{}()) }}\n",
+                i - 1
+            ));
+        }
+        src.push_str("l6()");
+        let err = engine(&l, None, None).eval::<Dynamic>(&src).unwrap_err();
+        assert_eq!(stopped_by(&err).as_deref(), Some(OPERATIONS), "{err}");
+        assert!(describe("s.rhai", &err).contains("too many operations (sandbox.max_operations)"));
+    }
+
+    /// A value nested as deep as the item limits allow is walked on a script's thread
+    /// without overflowing its stack, and is refused before it leaves the sandbox.
+    #[tokio::test]
+    async fn deep_nesting_stays_on_the_scripts_thread() {
+        let printed = thread::run("deep", || {
+            let src = "fn deep() { for i in 0..9999 { this = [this.take()]; } this.to_string().len() }
+                       let v = 0; v.deep()";
+            engine(&SandboxLimits::default(), None, None)
+                .eval::<Dynamic>(src)
+                .map(|d| d.to_string())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap();
+        assert_eq!(printed, Ok("19999".to_string()), "[[...0...]] printed whole");
+        let deep = thread::run("deep", || {
+            let src = "fn deep() { for i in 0..100 { this = [this.take()]; } this } let v = 0; v.deep()";
+            let v = engine(&SandboxLimits::default(), None, None)
+                .eval::<Dynamic>(src)
+                .unwrap();
+            (check_depth(&v).map_err(|e| e.to_string()), v.is_array())
+        })
+        .await
+        .unwrap();
+        assert!(deep.1);
+        assert!(deep.0.unwrap_err().contains("more than 64 levels"));
+        let mut shallow = Dynamic::from(1_i64);
+        for _ in 0..MAX_HANDED_DEPTH {
+            shallow = Dynamic::from_array(vec![shallow]);
+        }
+        assert!(check_depth(&shallow).is_ok());
     }
 }

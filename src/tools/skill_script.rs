@@ -215,7 +215,7 @@ async fn run_rhai(
     // must end the run, not just this script.
     let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let fatal_seen = fatal.clone();
-    let task = tokio::task::spawn_blocking(move || {
+    let task = sandbox::thread::run("steward-skill-script", move || {
         let mut engine = sandbox::engine(&limits, Some(Instant::now() + TIMEOUT), Some(ctx.cancel.clone()));
         engine.register_fn(
             "tool",
@@ -224,7 +224,9 @@ async fn run_rhai(
                     .nested
                     .clone()
                     .ok_or_else(|| runtime_error("tools cannot be called here".into()))?;
-                let json_args = rhai::serde::from_dynamic::<Value>(&Dynamic::from_map(a))?;
+                let a = Dynamic::from_map(a);
+                sandbox::check_depth(&a)?;
+                let json_args = rhai::serde::from_dynamic::<Value>(&a)?;
                 match rt.block_on(nested.call_nested(&ctx, &grant, name, json_args)) {
                     Ok(out) => rhai::serde::to_dynamic(out.value),
                     Err(ToolError::Fatal(e)) => {
@@ -240,7 +242,13 @@ async fn run_rhai(
         );
         let mut scope = Scope::new();
         scope.push_constant("args", input);
-        engine.eval_with_scope::<Dynamic>(&mut scope, &source)
+        // Converted on the script's thread: its deep stack is where a deeply nested
+        // value can be walked.
+        let v = engine.eval_with_scope::<Dynamic>(&mut scope, &source)?;
+        sandbox::check_depth(&v)?;
+        Ok::<_, Box<EvalAltResult>>(
+            rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string())),
+        )
     });
     let result = task
         .await
@@ -249,11 +257,7 @@ async fn run_rhai(
         return Err(ToolError::Fatal(e));
     }
     match result {
-        Ok(v) => {
-            let value =
-                rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string()));
-            Ok(ToolOutput::json(value))
-        }
+        Ok(value) => Ok(ToolOutput::json(value)),
         Err(e) => Err(ToolError::Model(sandbox::describe(&label, &e))),
     }
 }

@@ -188,6 +188,45 @@ struct Head {
     /// CONNECT.
     upstream: Option<Vec<u8>>,
     path: Option<String>,
+    /// The request body's length (`Content-Length`; none is 0): exactly this much more
+    /// goes upstream, so nothing can follow the request on its connection.
+    body: u64,
+}
+
+/// Refuses a head that servers could read otherwise than the proxy does: lines must end
+/// in CRLF (a bare LF ends a line for nginx and Go, which would see headers, or a
+/// second request, the proxy never checked), no line may be folded, and header names
+/// are tokens and values hold no control character but tab.
+fn well_formed(head: &[u8]) -> Result<(), String> {
+    let bad = || {
+        Err("a malformed request head (every line must end in CRLF, with no folded lines or control characters)".to_string())
+    };
+    for (i, b) in head.iter().enumerate() {
+        let ok = match b {
+            b'\n' => i > 0 && head[i - 1] == b'\r',
+            b'\r' => head.get(i + 1) == Some(&b'\n'),
+            b'\t' => true,
+            0..=31 | 127 => false,
+            _ => true,
+        };
+        if !ok {
+            return bad();
+        }
+    }
+    let text = String::from_utf8_lossy(head);
+    for line in text.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
+        let Some((name, _)) = line.split_once(':') else {
+            return bad();
+        };
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return bad();
+        }
+    }
+    Ok(())
 }
 
 fn parse_head(head: &str) -> Result<Head, String> {
@@ -216,6 +255,7 @@ fn parse_head(head: &str) -> Result<Head, String> {
             port,
             upstream: None,
             path: None,
+            body: 0,
         });
     }
     let url =
@@ -241,13 +281,29 @@ fn parse_head(head: &str) -> Result<Head, String> {
         None => url.host_str().unwrap_or_default().to_string(),
     };
     let mut upstream = format!("{method} {origin} {version}\r\nHost: {authority}\r\n");
+    let mut body = None;
     for line in lines.filter(|l| !l.is_empty()) {
-        let name = line
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        let name = name.trim().to_ascii_lowercase();
+        match name.as_str() {
+            "transfer-encoding" => {
+                return Err(
+                    "a request body needs a Content-Length through the proxy (chunked bodies are refused)"
+                        .into(),
+                );
+            }
+            "content-length" => {
+                let length = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| "the Content-Length is not a number".to_string())?;
+                if body.is_some_and(|b| b != length) {
+                    return Err("the request has two different Content-Lengths".into());
+                }
+                body = Some(length);
+            }
+            _ => {}
+        }
         // `Host` comes from the URL that was checked, never from the program.
         if matches!(
             name.as_str(),
@@ -265,6 +321,7 @@ fn parse_head(head: &str) -> Result<Head, String> {
         port,
         upstream: Some(upstream.into_bytes()),
         path: Some(url.path().to_string()),
+        body: body.unwrap_or(0),
     })
 }
 
@@ -382,7 +439,8 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
             return;
         }
     };
-    let head = match parse_head(&String::from_utf8_lossy(&buf[..end])) {
+    let head = match well_formed(&buf[..end]).and_then(|()| parse_head(&String::from_utf8_lossy(&buf[..end])))
+    {
         Ok(h) => h,
         Err(why) => {
             refuse(&mut stream, &why).await;
@@ -420,6 +478,11 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
         return;
     }
     let admitted = match &head.upstream {
+        // One request a connection: bytes past its body would reach the host as a
+        // second request the proxy never checked.
+        Some(_) if rest.len() as u64 > head.body => {
+            Err("data after the request's body (the proxy takes one request a connection)".into())
+        }
         Some(_) => run
             .secrets
             .check_plain(&buf, &head.host)
@@ -463,24 +526,26 @@ async fn serve(mut stream: impl Conn, run: Arc<Run>) {
                 return;
             }
             record.bytes_sent = (request.len() + rest.len()) as u64;
-            // The status line, for the record; passed on as is.
-            let mut first = [0u8; 1024];
-            let n = upstream.read(&mut first).await.unwrap_or(0);
-            let line = String::from_utf8_lossy(&first[..n]);
-            record.status = line.split(' ').nth(1).and_then(|s| s.parse().ok());
-            if stream.write_all(&first[..n]).await.is_err() {
-                return;
-            }
-            record.bytes_received = n as u64;
         }
     }
     // A tunnel's first bytes (those sent with the CONNECT among them) are checked
-    // before they go on; a plain request's were sent above.
-    let first = head.upstream.is_none().then_some((head.host.as_str(), rest));
-    let relayed = relay(stream, upstream, &run, first).await;
+    // before they go on; a plain request's head went above, and the rest of its body
+    // follows, nothing more.
+    let up = match head.upstream {
+        None => Up::Tunnel {
+            host: &head.host,
+            port: head.port,
+            rest,
+        },
+        Some(_) => Up::Body(head.body - rest.len() as u64),
+    };
+    let relayed = relay(stream, upstream, &run, up).await;
     record.bytes_sent += relayed.sent;
     record.bytes_received += relayed.received;
     record.charged = relayed.charged;
+    if let Some(status) = relayed.status {
+        record.status = Some(status);
+    }
     match relayed.ended {
         Ended::Capped => {
             record.refused = Some(format!(
@@ -511,11 +576,12 @@ enum Ended {
 async fn first_bytes(
     from: &mut (impl tokio::io::AsyncRead + Unpin),
     host: &str,
+    port: u16,
     rest: &[u8],
 ) -> Result<Vec<u8>, String> {
     let mut buf = rest.to_vec();
     loop {
-        match tunnel::judge(&buf, host) {
+        match tunnel::judge(&buf, host, port) {
             tunnel::First::Pass => return Ok(buf),
             tunnel::First::Refuse(why) => return Err(why),
             tunnel::First::More => {}
@@ -535,6 +601,19 @@ async fn first_bytes(
     }
 }
 
+/// What [`relay`] sends the host from the program.
+enum Up<'a> {
+    /// A tunnel's bytes, its first (`rest` among them) checked before any go on.
+    Tunnel {
+        host: &'a str,
+        port: u16,
+        rest: &'a [u8],
+    },
+    /// This much more of a plain request's body; the host's status line is read from
+    /// the first bytes back.
+    Body(u64),
+}
+
 /// What [`relay`] moved.
 struct Relayed {
     sent: u64,
@@ -543,37 +622,75 @@ struct Relayed {
     charged: u64,
     /// Why it stopped early: the cap, or a tunnel's refused start.
     ended: Ended,
+    /// A plain request's response status.
+    status: Option<u16>,
 }
 
 /// Copies bytes both ways until both sides are done (one side's end is passed on as a
 /// shutdown of the other's write side), counting every chunk against the run's byte
 /// cap as it moves: a tunnel, or many at once, stops at the cap rather than after it.
-/// With `first` (a tunnel's host and the bytes already read), the program's first
-/// bytes are checked before any go on; the host's come back meanwhile.
-async fn relay(
-    client: impl Conn,
-    upstream: tokio::net::TcpStream,
-    run: &Run,
-    first: Option<(&str, &[u8])>,
-) -> Relayed {
+/// A tunnel's first bytes are checked before any go on (the host's come back
+/// meanwhile); a plain request's body goes on to its length and no further.
+async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run, up: Up<'_>) -> Relayed {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
     let (sent, received, charged) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let plain = matches!(up, Up::Body(_));
+    let status = std::sync::OnceLock::new();
     let up = async {
-        let start = match first {
-            Some((host, rest)) => match first_bytes(&mut client_read, host, rest).await {
-                Ok(start) => start,
-                Err(why) => return Ended::Refused(why),
-            },
-            None => Vec::new(),
-        };
-        if let Some(ended) = forward(&start, &mut upstream_write, run, &sent, &charged).await {
-            return ended;
+        match up {
+            Up::Tunnel { host, port, rest } => {
+                let start = match first_bytes(&mut client_read, host, port, rest).await {
+                    Ok(start) => start,
+                    Err(why) => return Ended::Refused(why),
+                };
+                if let Some(ended) = forward(&start, &mut upstream_write, run, &sent, &charged).await {
+                    return ended;
+                }
+                pump(&mut client_read, &mut upstream_write, run, &sent, &charged, None).await
+            }
+            Up::Body(0) => Ended::Done,
+            Up::Body(left) => {
+                pump(
+                    &mut client_read,
+                    &mut upstream_write,
+                    run,
+                    &sent,
+                    &charged,
+                    Some(left),
+                )
+                .await
+            }
         }
-        pump(&mut client_read, &mut upstream_write, run, &sent, &charged).await
     };
-    let down = pump(&mut upstream_read, &mut client_write, run, &received, &charged);
+    let down = async {
+        if plain {
+            // The status line, for the record; passed on as is.
+            let mut first = [0u8; 1024];
+            let n: usize = upstream_read.read(&mut first).await.unwrap_or_default();
+            let line = String::from_utf8_lossy(&first[..n]);
+            if let Some(code) = line.split(' ').nth(1).and_then(|s| s.parse().ok()) {
+                let _ = status.set(code);
+            }
+            if let Some(ended) = forward(&first[..n], &mut client_write, run, &received, &charged).await {
+                return ended;
+            }
+            if n == 0 {
+                let _ = client_write.shutdown().await;
+                return Ended::Done;
+            }
+        }
+        pump(
+            &mut upstream_read,
+            &mut client_write,
+            run,
+            &received,
+            &charged,
+            None,
+        )
+        .await
+    };
     tokio::pin!(up, down);
     let (mut up_done, mut down_done, mut ended) = (false, false, Ended::Done);
     while matches!(ended, Ended::Done) && !(up_done && down_done) {
@@ -587,6 +704,7 @@ async fn relay(
         received: received.load(Relaxed),
         charged: charged.load(Relaxed),
         ended,
+        status: status.get().copied(),
     }
 }
 
@@ -614,22 +732,33 @@ async fn forward(
     None
 }
 
-/// One direction of [`relay`], until its sender finishes or the run's cap stops it.
+/// One direction of [`relay`], until its sender finishes, `limit` bytes have gone (the
+/// write side then stays open: the host is still answering), or the run's cap stops it.
 async fn pump(
     from: &mut (impl tokio::io::AsyncRead + Unpin),
     to: &mut (impl tokio::io::AsyncWrite + Unpin),
     run: &Run,
     moved: &std::sync::atomic::AtomicU64,
     charged: &std::sync::atomic::AtomicU64,
+    mut limit: Option<u64>,
 ) -> Ended {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
+        let room = limit.map_or(buf.len(), |l| {
+            buf.len().min(usize::try_from(l).unwrap_or(usize::MAX))
+        });
+        let n = match from.read(&mut buf[..room]).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         if let Some(ended) = forward(&buf[..n], to, run, moved, charged).await {
             return ended;
+        }
+        if let Some(left) = limit.as_mut() {
+            *left -= n as u64;
+            if *left == 0 {
+                return Ended::Done;
+            }
         }
     }
     let _ = to.shutdown().await;
@@ -892,6 +1021,133 @@ mod tests {
             ]
         );
         assert_eq!(records[0].bytes_sent, own.len() as u64);
+    }
+
+    /// A head servers could read otherwise than the proxy is refused: a bare LF (nginx
+    /// and Go end a line there, so `X: a\n\nGET ...` is a second request to them),
+    /// a bare CR, a folded line, a name that is not a token, a control character.
+    #[test]
+    fn heads_servers_could_read_otherwise_are_refused() {
+        let ok = b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nX-Tab: a\tb\r\n\r\n";
+        assert!(well_formed(ok).is_ok());
+        for head in [
+            &b"GET http://a.example/ HTTP/1.1\r\nX: a\n\nGET /x?d=1 HTTP/1.1\nHost: b.example\n\r\n\r\n"[..],
+            b"GET http://a.example/ HTTP/1.1\r\nX: a\rY: b\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX Y: a\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\n: a\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+            b"GET http://a.example/ HTTP/1.1\r\nno colon\r\n\r\n",
+        ] {
+            assert!(well_formed(head).is_err(), "{}", String::from_utf8_lossy(head));
+        }
+        // A body has one length; chunked bodies are refused.
+        let parse = |h: &str| parse_head(h).map(|h| h.body);
+        assert_eq!(
+            parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 12\r\n\r\n"),
+            Ok(12)
+        );
+        assert_eq!(parse("GET http://a.example/ HTTP/1.1\r\n\r\n"), Ok(0));
+        assert!(parse("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        assert!(
+            parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+                .is_err()
+        );
+        assert!(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n").is_err());
+    }
+
+    /// A plain request's body reaches the host whole however it arrives, and nothing
+    /// after it: a request pipelined behind it is refused before anything goes on.
+    #[tokio::test]
+    async fn a_plain_request_carries_its_body_and_nothing_after_it() {
+        use tokio::io::AsyncWriteExt as _;
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let (delivered, mut arrived) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                let delivered = delivered.clone();
+                tokio::spawn(async move {
+                    // Reads the head and a 100 KB body, answers, and reports what came.
+                    let mut got = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+                    while got.len() < 100_000 {
+                        match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
+                            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&chunk[..n]),
+                            _ => break,
+                        }
+                    }
+                    let _ = s
+                        .write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                        .await;
+                    let _ = delivered.send(got);
+                });
+            }
+        });
+        let rules = EgressRules {
+            allow: vec![format!("127.0.0.1:{port}")],
+            listed_in: "this agent's skills.scripts.egress.allow",
+            within: None,
+            max_requests: 10,
+            max_bytes: 1 << 20,
+            secrets: Vec::new(),
+        };
+        let hub = Arc::new(EgressHub::new(
+            crate::http::EgressPolicy::parse("127.0.0.1").unwrap(),
+        ));
+        let proxy = Proxy::start_tcp(rules, hub).unwrap();
+        let body = vec![b'b'; 100_000];
+        let mut client = tokio::net::TcpStream::connect(proxy.addr().unwrap())
+            .await
+            .unwrap();
+        let head = format!(
+            "POST http://127.0.0.1:{port}/up HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        client.write_all(head.as_bytes()).await.unwrap();
+        for piece in body.chunks(7_000) {
+            client.write_all(piece).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer)).await;
+        assert!(read.is_ok(), "answered");
+        assert!(
+            answer.starts_with(b"HTTP/1.1 201 Created"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+        let got = tokio::time::timeout(Duration::from_secs(5), arrived.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(got.ends_with(&body), "the whole body arrived");
+        // A second request sent behind a bodiless first: refused, nothing goes on.
+        let mut client = tokio::net::TcpStream::connect(proxy.addr().unwrap())
+            .await
+            .unwrap();
+        let two = format!(
+            "GET http://127.0.0.1:{port}/a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nHost: other.example\r\n\r\n"
+        );
+        client.write_all(two.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 403 data after the request's body"),
+            "{answer}"
+        );
+        let records = proxy.records();
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(records[0].status, Some(201));
+        assert!(records[1].refused.is_some());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), arrived.recv())
+                .await
+                .is_err(),
+            "the host saw no second connection"
+        );
     }
 
     #[test]

@@ -27,42 +27,60 @@ const MAX_HELLO: usize = 20 * 1024;
 const MAX_LINE: usize = 8 * 1024;
 
 /// Judges the first bytes `buf` a program sent through a tunnel to `host` (lowercase,
-/// as the `CONNECT` named it). `More` only while `buf` is below the limits above: a
-/// caller that keeps reading always reaches `Pass` or `Refuse`.
-pub(super) fn judge(buf: &[u8], host: &str) -> First {
+/// as the `CONNECT` named it) on `port`. `More` only while `buf` is below the limits
+/// above: a caller that keeps reading always reaches `Pass` or `Refuse`.
+pub(super) fn judge(buf: &[u8], host: &str, port: u16) -> First {
     match buf.first() {
         None => First::More,
-        Some(0x16) => tls(buf, host),
+        // ChangeCipherSpec, alert, handshake, application data, heartbeat: a TLS
+        // record, of which only a handshake may come first.
+        Some(0x14..=0x18) => tls(buf, host),
+        Some(_) if matches!(port, 80 | 443) => First::Refuse(format!(
+            "a tunnel to port {port} carries TLS only (plain HTTP goes through the proxy as a request, an http:// URL)"
+        )),
         Some(_) => plain(buf),
     }
 }
 
-/// A plain-text start: HTTP if its first line is `token SP ... SP HTTP/...`.
+/// Blanks a server skips before or between a request line's parts.
+fn blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// A plain-text start: HTTP if its first line is a request line (`token SP target`,
+/// with an `HTTP/` version, or a target that is a path, `*` or a URL, as HTTP/0.9's
+/// was), or a PROXY protocol header; blank lines before it are skipped, as servers do.
 fn plain(buf: &[u8]) -> First {
-    let method = buf.iter().take_while(|b| is_tchar(**b)).count();
-    match buf.get(method) {
-        // Only token characters so far: the start of a method, perhaps.
+    let too_long = || First::Refuse("the tunnel's first line is too long to check".into());
+    let start = buf.iter().take_while(|b| blank(**b)).count();
+    let line = &buf[start..];
+    let method = line.iter().take_while(|b| is_tchar(**b)).count();
+    match line.get(method) {
+        // Blanks, or token characters, so far: perhaps the start of a request.
         None if buf.len() < MAX_LINE => return First::More,
-        Some(b' ') if method > 0 => {}
-        _ if method >= MAX_LINE => {
-            return First::Refuse("the tunnel's first line is too long to check".into());
-        }
-        _ => return First::Pass,
+        None => return too_long(),
+        Some(b' ' | b'\t') if method > 0 => {}
+        Some(_) => return First::Pass,
     }
-    let Some(end) = buf.iter().position(|b| *b == b'\n') else {
+    let Some(end) = line.iter().position(|b| *b == b'\n') else {
         return match buf.len() < MAX_LINE {
             true => First::More,
-            false => First::Refuse("the tunnel's first line is too long to check".into()),
+            false => too_long(),
         };
     };
-    let line = &buf[..end];
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
-    match version.len() >= 5 && version[..5].eq_ignore_ascii_case(b"HTTP/") {
-        true => First::Refuse(
+    let mut words = line[..end].split(|b| blank(*b)).filter(|w| !w.is_empty());
+    let (first, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+    let version = words.next_back().unwrap_or(target);
+    let http = version.len() >= 5 && version[..5].eq_ignore_ascii_case(b"HTTP/")
+        || target.starts_with(b"/")
+        || target == b"*"
+        || target.windows(3).any(|w| w == b"://");
+    match (http, first == b"PROXY") {
+        (true, _) => First::Refuse(
             "plain HTTP goes through the proxy as a request (an http:// URL), not through a tunnel".into(),
         ),
-        false => First::Pass,
+        (_, true) => First::Refuse("a PROXY protocol header is refused in a tunnel".into()),
+        _ => First::Pass,
     }
 }
 
@@ -108,9 +126,13 @@ fn tls(buf: &[u8], host: &str) -> First {
         };
         return match server_name(hello) {
             None => First::Refuse("the tunnel's TLS ClientHello is malformed".into()),
-            Some(None) => First::Pass,
-            Some(Some(name)) if same_host(&name, host) => First::Pass,
-            Some(Some(_)) => First::Refuse(format!(
+            Some(Hello { hidden: true, .. }) => First::Refuse(
+                "an encrypted ClientHello (ECH) is refused in a tunnel: the server name it hides cannot be checked"
+                    .into(),
+            ),
+            Some(Hello { name: None, .. }) => First::Pass,
+            Some(Hello { name: Some(name), .. }) if same_host(&name, host) => First::Pass,
+            Some(Hello { name: Some(_), .. }) => First::Refuse(format!(
                 "the TLS server name sent through the tunnel is not {host}, the host it was opened to"
             )),
         };
@@ -123,36 +145,52 @@ fn same_host(a: &str, b: &str) -> bool {
         .eq_ignore_ascii_case(b.trim_end_matches('.'))
 }
 
-/// The `server_name` extension's host name in a `ClientHello` body (RFC 8446 §4.1.2,
-/// RFC 6066 §3): `Some(None)` when it has none, `None` when the hello is malformed.
-fn server_name(hello: &[u8]) -> Option<Option<String>> {
+/// What a `ClientHello` says of the server it wants.
+#[derive(Debug, Default)]
+struct Hello {
+    /// The `server_name` extension's host name.
+    name: Option<String>,
+    /// It carries an encrypted inner hello (ECH, `0xfe0d`, or the older ESNI, `0xffce`),
+    /// whose server name is not `name`.
+    hidden: bool,
+}
+
+/// Reads a `ClientHello` body (RFC 8446 §4.1.2, RFC 6066 §3); `None` when malformed.
+fn server_name(hello: &[u8]) -> Option<Hello> {
     let mut c = Cursor(hello);
     c.take(2)?; // legacy_version
     c.take(32)?; // random
     c.vec8()?; // legacy_session_id
     c.vec16()?; // cipher_suites
     c.vec8()?; // legacy_compression_methods
+    let mut found = Hello::default();
     if c.0.is_empty() {
-        return Some(None);
+        return Some(found);
     }
     let mut extensions = Cursor(c.vec16()?);
+    let mut named = false;
     while !extensions.0.is_empty() {
         let kind = extensions.u16()?;
         let data = extensions.vec16()?;
-        if kind != 0 {
-            continue;
-        }
-        let mut names = Cursor(Cursor(data).vec16()?);
-        while !names.0.is_empty() {
-            let name_type = names.take(1)?[0];
-            let name = names.vec16()?;
-            if name_type == 0 {
-                return String::from_utf8(name.to_vec()).ok().map(Some);
+        match kind {
+            0xfe0d | 0xffce => found.hidden = true,
+            // A second server_name extension: a hello no server takes.
+            0 if named => return None,
+            0 => {
+                named = true;
+                let mut names = Cursor(Cursor(data).vec16()?);
+                while !names.0.is_empty() {
+                    let name_type = names.take(1)?[0];
+                    let name = names.vec16()?;
+                    if name_type == 0 && found.name.is_none() {
+                        found.name = Some(String::from_utf8(name.to_vec()).ok()?);
+                    }
+                }
             }
+            _ => {}
         }
-        return Some(None);
     }
-    Some(None)
+    Some(found)
 }
 
 /// Reads a TLS structure front to back; every read is bounds-checked.
@@ -219,13 +257,13 @@ pub(super) mod tests {
     #[test]
     fn a_client_hello_must_name_the_tunnels_host_or_none() {
         let hello = client_hello("api.example.com");
-        assert_eq!(judge(&hello, "api.example.com"), First::Pass);
+        assert_eq!(judge(&hello, "api.example.com", 443), First::Pass);
         assert_eq!(
-            judge(&hello, "api.example.com."),
+            judge(&hello, "api.example.com.", 443),
             First::Pass,
             "a final dot names the same host"
         );
-        let refused = judge(&client_hello("evil.example"), "api.example.com");
+        let refused = judge(&client_hello("evil.example"), "api.example.com", 443);
         assert_eq!(
             refused,
             First::Refuse(
@@ -235,10 +273,10 @@ pub(super) mod tests {
         );
         // rustls sends no server name for an address (RFC 6066 forbids one).
         let by_address = client_hello("93.184.216.34");
-        assert_eq!(judge(&by_address, "93.184.216.34"), First::Pass);
+        assert_eq!(judge(&by_address, "93.184.216.34", 443), First::Pass);
         // A name sent to a tunnel opened to an address is another host.
         assert!(matches!(
-            judge(&client_hello("evil.example"), "93.184.216.34"),
+            judge(&client_hello("evil.example"), "93.184.216.34", 443),
             First::Refuse(_)
         ));
     }
@@ -249,7 +287,7 @@ pub(super) mod tests {
         // Every prefix waits for more; the whole decides.
         for cut in [0, 1, 4, 5, 6, 40, hello.len() - 1] {
             assert_eq!(
-                judge(&hello[..cut], "api.example.com"),
+                judge(&hello[..cut], "api.example.com", 443),
                 First::More,
                 "cut at {cut}"
             );
@@ -257,9 +295,15 @@ pub(super) mod tests {
         // One hello split over records of 100 bytes: still read, still checked.
         let split = fragmented(&client_hello("evil.example"), 100);
         assert!(split.len() > hello.len(), "the hello spans several records");
-        assert_eq!(judge(&split[..split.len() - 1], "api.example.com"), First::More);
-        assert!(matches!(judge(&split, "api.example.com"), First::Refuse(_)));
-        assert_eq!(judge(&fragmented(&hello, 100), "api.example.com"), First::Pass);
+        assert_eq!(
+            judge(&split[..split.len() - 1], "api.example.com", 443),
+            First::More
+        );
+        assert!(matches!(judge(&split, "api.example.com", 443), First::Refuse(_)));
+        assert_eq!(
+            judge(&fragmented(&hello, 100), "api.example.com", 443),
+            First::Pass
+        );
     }
 
     #[test]
@@ -268,11 +312,14 @@ pub(super) mod tests {
         // A record that is not a handshake after the first.
         let mut mixed = fragmented(&hello, 100);
         mixed[105] = 0x17;
-        assert!(matches!(judge(&mixed, "api.example.com"), First::Refuse(_)));
+        assert!(matches!(judge(&mixed, "api.example.com", 443), First::Refuse(_)));
         // A handshake that is not a ClientHello.
         let mut not_hello = hello.clone();
         not_hello[5] = 2;
-        assert!(matches!(judge(&not_hello, "api.example.com"), First::Refuse(_)));
+        assert!(matches!(
+            judge(&not_hello, "api.example.com", 443),
+            First::Refuse(_)
+        ));
         // Extensions whose length runs past the hello.
         let mut at = 5 + 4 + 2 + 32; // record and handshake headers, version, random
         at += 1 + usize::from(hello[at]); // session id
@@ -281,19 +328,22 @@ pub(super) mod tests {
         let mut overlong = hello.clone();
         overlong[at..at + 2].copy_from_slice(&[0xff, 0xff]);
         assert_eq!(
-            judge(&overlong, "api.example.com"),
+            judge(&overlong, "api.example.com", 443),
             First::Refuse("the tunnel's TLS ClientHello is malformed".into())
         );
         // A hello claiming more than the limit is refused without waiting for it.
         let huge = [0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x01, 0x00, 0x00];
-        assert!(matches!(judge(&huge, "api.example.com"), First::Refuse(_)));
+        assert!(matches!(judge(&huge, "api.example.com", 443), First::Refuse(_)));
         // Records that never finish a hello stop at the limit.
         let mut endless = Vec::new();
         endless.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x00, 0x4f, 0x00]);
         while endless.len() < MAX_HELLO {
             endless.extend_from_slice(&[0x16, 0x03, 0x01, 0x00, 0x00]);
         }
-        assert!(matches!(judge(&endless, "api.example.com"), First::Refuse(_)));
+        assert!(matches!(
+            judge(&endless, "api.example.com", 443),
+            First::Refuse(_)
+        ));
     }
 
     #[test]
@@ -307,23 +357,104 @@ pub(super) mod tests {
             b"CUSTOMMETHOD /a%20b HTTP/1.1\r\n",
         ] {
             assert!(
-                matches!(judge(request, host), First::Refuse(ref why) if why.starts_with("plain HTTP")),
+                matches!(judge(request, host, 8443), First::Refuse(ref why) if why.starts_with("plain HTTP")),
                 "{}",
                 String::from_utf8_lossy(request)
             );
         }
         // A request line still arriving waits for its end.
-        assert_eq!(judge(b"GET", host), First::More);
-        assert_eq!(judge(b"GET / HTTP/1.", host), First::More);
+        assert_eq!(judge(b"GET", host, 8443), First::More);
+        assert_eq!(judge(b"GET / HTTP/1.", host, 8443), First::More);
         // Other protocols, text or binary, pass at once or at their first line's end.
-        assert_eq!(judge(b"SSH-2.0-OpenSSH_9.6\r\n", host), First::Pass);
-        assert_eq!(judge(b"EHLO client.example\r\n", host), First::Pass);
-        assert_eq!(judge(b"*1\r\n$4\r\nPING\r\n", host), First::Pass);
-        assert_eq!(judge(&[0, 0, 0, 8, 4, 210, 22, 47], host), First::Pass);
+        assert_eq!(judge(b"SSH-2.0-OpenSSH_9.6\r\n", host, 8443), First::Pass);
+        assert_eq!(judge(b"EHLO client.example\r\n", host, 8443), First::Pass);
+        assert_eq!(judge(b"*1\r\n$4\r\nPING\r\n", host, 8443), First::Pass);
+        assert_eq!(judge(&[0, 0, 0, 8, 4, 210, 22, 47], host, 8443), First::Pass);
         // A first line too long to check is refused rather than passed unread.
         let mut long = b"GET /".to_vec();
         long.resize(MAX_LINE, b'a');
-        assert!(matches!(judge(&long, host), First::Refuse(_)));
-        assert!(matches!(judge(&vec![b'A'; MAX_LINE], host), First::Refuse(_)));
+        assert!(matches!(judge(&long, host, 8443), First::Refuse(_)));
+        assert!(matches!(
+            judge(&vec![b'A'; MAX_LINE], host, 8443),
+            First::Refuse(_)
+        ));
+        // Request lines servers take though they bend the form: blank lines first, a
+        // blank after the version, tabs, no version with a path or URL (HTTP/0.9).
+        for request in [
+            &b"\r\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n"[..],
+            b"\n\n\nGET / HTTP/1.1\r\n",
+            b"GET / HTTP/1.1 \r\n",
+            b"GET\t/\tHTTP/1.1\r\n",
+            b"GET http://evil.example/?d=1\r\n",
+            b"GET /\r\n",
+            b"OPTIONS *\r\n",
+        ] {
+            assert!(
+                matches!(judge(request, host, 8443), First::Refuse(ref why) if why.starts_with("plain HTTP")),
+                "{}",
+                String::from_utf8_lossy(request)
+            );
+        }
+        assert_eq!(judge(b"\r\n\r\n", host, 8443), First::More);
+        assert!(matches!(
+            judge(b"PROXY TCP4 10.0.0.1 10.0.0.2 1 2\r\n", host, 8443),
+            First::Refuse(ref why) if why.contains("PROXY")
+        ));
+    }
+
+    /// To ports 80 and 443 a tunnel carries TLS and nothing else, and any TLS record
+    /// first counts as TLS: an alert before the hello cannot take it past the check.
+    #[test]
+    fn web_ports_carry_tls_only_and_a_leading_record_cannot_skip_the_hello() {
+        let host = "api.example.com";
+        for port in [80, 443] {
+            for start in [
+                &b"SSH-2.0-x\r\n"[..],
+                b"EHLO x\r\n",
+                &[0u8, 0, 0, 8],
+                &[0x80, 0x2e, 0x01],
+            ] {
+                assert!(
+                    matches!(judge(start, host, port), First::Refuse(ref why) if why.contains("carries TLS only")),
+                    "{port}: {start:?}"
+                );
+            }
+        }
+        // A warning alert, then a hello naming another host.
+        let mut alerted = vec![0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a];
+        alerted.extend_from_slice(&client_hello("evil.example"));
+        assert_eq!(
+            judge(&alerted, host, 443),
+            First::Refuse("the tunnel's TLS handshake is malformed".into())
+        );
+        // The same after a ChangeCipherSpec, on another port too.
+        let mut ccs = vec![0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
+        ccs.extend_from_slice(&client_hello("evil.example"));
+        assert!(matches!(judge(&ccs, host, 8443), First::Refuse(_)));
+    }
+
+    /// A hello carrying an encrypted inner hello (ECH) hides the name a CDN routes by.
+    #[test]
+    fn an_encrypted_client_hello_is_refused() {
+        let hello = client_hello("api.example.com");
+        // Append an ECH extension (type 0xfe0d, four bytes) and fix the three lengths.
+        let mut at = 5 + 4 + 2 + 32;
+        at += 1 + usize::from(hello[at]);
+        at += 2 + usize::from(u16::from_be_bytes([hello[at], hello[at + 1]]));
+        at += 1 + usize::from(hello[at]);
+        let mut ech = hello.clone();
+        ech.extend_from_slice(&[0xfe, 0x0d, 0x00, 0x04, 0, 0, 0, 0]);
+        let grow = |bytes: &mut [u8], by: usize| {
+            let n = usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) + by;
+            bytes.copy_from_slice(&(n as u16).to_be_bytes());
+        };
+        grow(&mut ech[3..5], 8);
+        grow(&mut ech[7..9], 8); // the handshake length's low two bytes
+        grow(&mut ech[at..at + 2], 8);
+        assert!(
+            matches!(judge(&ech, "api.example.com", 443), First::Refuse(ref why) if why.contains("ECH")),
+            "{:?}",
+            judge(&ech, "api.example.com", 443)
+        );
     }
 }

@@ -153,6 +153,7 @@ impl Host {
 }
 
 fn to_json(d: &Dynamic) -> RhaiResult<Value> {
+    crate::sandbox::check_depth(d)?;
     rhai::serde::from_dynamic::<Value>(d)
 }
 

@@ -49,27 +49,32 @@ pub async fn run(
         "error.type" = tracing::field::Empty,
     );
     let on_thread = span.clone();
-    let task = tokio::task::spawn_blocking(move || {
+    let task = sandbox::thread::run("steward-script", move || {
         let _entered = on_thread.enter();
         engine.run_ast_with_scope(&mut scope, &ast)
     });
+    // The engine stops itself at the deadline; a native call that never returns to it
+    // still ends the run a moment later (its thread is left to finish).
+    let overdue = tokio::time::Instant::from_std(deadline) + std::time::Duration::from_secs(5);
     let result = tokio::select! {
         r = task => r,
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
+        _ = tokio::time::sleep_until(overdue) => return failed(
+            Termination::Timeout,
+            format!(
+                "{path}: the script exceeded its timeout of {}",
+                crate::types::duration::format_duration(host.timeout)
+            ),
+            &host,
+        ),
     };
     let mut out = RunOutcome::new(host.recorder().run_id());
     out.tool_calls = host.gateway.calls();
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match result {
-        Err(join) => {
+        Err(e) => {
             out.termination = Termination::ScriptError;
-            // Not the panic's message: it can quote the value it failed on.
-            let how = if join.is_panic() {
-                "panicked"
-            } else {
-                "was cancelled"
-            };
-            out.error = Some(format!("{path}: the script thread {how}"));
+            out.error = Some(format!("{path}: {e}"));
         }
         Ok(Ok(())) => out.final_text = host.replied.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         Ok(Err(err)) => {
