@@ -1876,7 +1876,8 @@ async fn slack_connect_outsiders_clicks_are_refused() {
 /// is of another workspace (`user_team`, Slack's shape for shared channels) is
 /// acknowledged, counted and refused, even with `SLACK_TEAM_IDS` unset; the receiving
 /// workspace's own people are taken, a partner workspace once `SLACK_TEAM_IDS` lists
-/// it, and an author the payload does not place is looked up with `users.info`.
+/// it, and an author the payload does not place is looked up with `users.info`. What
+/// is taken is held as private (no text at rest).
 #[tokio::test]
 async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
     let (slack, _) = slack_connect_api().await;
@@ -1917,6 +1918,15 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
         let body: Value = serde_json::from_slice(&bytes).unwrap();
         if taken {
             assert_eq!(body["duplicate"], json!(false), "{id}: {body}");
+            // Held as private: what is said in a shared channel is not stored as text.
+            let in_db = ["steward.db", "steward.db-wal"].iter().any(|name| {
+                std::fs::read(dir.path().join(name))
+                    .is_ok_and(|bytes| bytes.windows(18).any(|w| w == b"summarise #finance"))
+            });
+            assert!(
+                !in_db,
+                "{id}: a shared channel's text is not at rest in plaintext"
+            );
         } else {
             assert_eq!(body["refused"], "author of another organisation", "{id}: {body}");
             let refused = refused_events(store.as_ref(), 1).await;

@@ -274,6 +274,9 @@ impl Custody {
         #[derive(PartialEq)]
         enum Closed {
             Private,
+            /// Public here, and shared with another organisation (Slack Connect): what
+            /// its outside members say is theirs, held as private text is.
+            SharedOutside,
             OtherWorkspace,
             /// Public here, but the run answers where people of another organisation
             /// read (Slack Connect), who cannot read it.
@@ -281,6 +284,8 @@ impl Custody {
         }
         let closed = if slack.is_private_channel(channel).await {
             Closed::Private
+        } else if slack.said_shared_outside(channel).await {
+            Closed::SharedOutside
         } else {
             match (&self.team, slack.channel_workspaces(channel).await) {
                 (Some(team), Some(teams)) if !teams.iter().any(|t| t == team) => Closed::OtherWorkspace,
@@ -293,6 +298,7 @@ impl Custody {
         let what = match closed {
             Closed::OtherWorkspace => "a channel of another workspace",
             Closed::Private => "a private conversation",
+            Closed::SharedOutside => "a channel shared with another organisation",
             Closed::Internal => {
                 "a channel of this organisation only, and this conversation is shared with another"
             }
@@ -300,7 +306,9 @@ impl Custody {
         match &self.asker {
             // Any person of the organisation may read it: held as private, so the answer
             // goes to the asker alone.
-            Some(_) if closed == Closed::Internal => Ok(Some(channel.to_string())),
+            Some(_) if matches!(closed, Closed::Internal | Closed::SharedOutside) => {
+                Ok(Some(channel.to_string()))
+            }
             Some(person) => match slack.is_member(channel, person).await {
                 Ok(true) => Ok(Some(channel.to_string())),
                 Ok(false) => Err(ToolError::Model(format!(
@@ -660,6 +668,20 @@ mod tests {
         assert_eq!(
             internal.check_read("slack_channel_history", &read).await,
             Ok(None)
+        );
+        // The other way: a shared channel read from an internal one is held as private
+        // (its outside members' words), and needs a person who asked.
+        let shared_read = json!({"channel": "C0SHAREDCUSTOMER"});
+        assert_eq!(
+            internal.check_read("slack_channel_history", &shared_read).await,
+            Ok(Some("C0SHAREDCUSTOMER".to_string()))
+        );
+        let unattended = in_channel("C0INTERNAL", None);
+        assert!(
+            unattended
+                .check_read("slack_channel_history", &shared_read)
+                .await
+                .is_err_and(|e| e.to_string().contains("shared with another organisation"))
         );
         server.abort();
     }

@@ -146,10 +146,11 @@ async fn act(
 const PRIVACY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Decides, before anything is stored, whether a Slack event comes from a private
-/// conversation: its id (D, G) or `channel_type` say so, or else `conversations.info`
-/// (private channels can have C ids and `app_mention` has no `channel_type`). Asked
-/// once per channel and cached; no answer, or no Slack client to ask, counts as
-/// private.
+/// conversation: its id (D, G), `channel_type` or the envelope's
+/// `is_ext_shared_channel` say so, or else `conversations.info` (private channels can
+/// have C ids and `app_mention` has no `channel_type`; a channel shared with another
+/// organisation counts as private). Asked once per channel and cached; no answer, or
+/// no Slack client to ask, counts as private.
 async fn settle_privacy(state: &AppState, event: &mut TriggerEvent) {
     let crate::triggers::Origin::Slack { channel, .. } = &event.origin else {
         return;
@@ -158,9 +159,11 @@ async fn settle_privacy(state: &AppState, event: &mut TriggerEvent) {
         return;
     }
     let private = match &state.slack {
-        Some(client) => tokio::time::timeout(PRIVACY_WAIT, client.is_private_channel(channel))
-            .await
-            .unwrap_or(true),
+        Some(client) => tokio::time::timeout(PRIVACY_WAIT, async {
+            client.is_private_channel(channel).await || client.said_shared_outside(channel).await
+        })
+        .await
+        .unwrap_or(true),
         None => true,
     };
     if private {

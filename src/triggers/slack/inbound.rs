@@ -345,10 +345,13 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         .channel
         .ok_or_else(|| PayloadError(format!("{kind} event without a channel")))?;
     let channel_type = said.channel_type;
-    // Private channels and DMs: ids starting with G or D, or a non-public channel_type.
+    // Private channels and DMs: ids starting with G or D, or a non-public channel_type;
+    // and channels shared with another organisation (Slack Connect): what a customer or
+    // vendor says there is theirs, and is held as private text is.
     let private = channel.starts_with('G')
         || channel.starts_with('D')
-        || matches!(channel_type.as_deref(), Some("group" | "im" | "mpim"));
+        || matches!(channel_type.as_deref(), Some("group" | "im" | "mpim"))
+        || body["is_ext_shared_channel"] == true;
     let (text, ts, thread_ts, reaction, user) =
         (said.text, said.ts, said.thread_ts, said.reaction, said.user);
     // Slack sends a mention again, under a new event id, each time its message is
