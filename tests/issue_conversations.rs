@@ -71,9 +71,15 @@ async fn fake_jira(comments: Comments) -> String {
                 let store = write.clone();
                 async move {
                     let id = format!("{}", 10_100 + store.all().len());
-                    let c = json!({"id": id, "self": format!("https://example.atlassian.net/rest/api/3/issue/{key}/comment/{id}"),
+                    let mut c = json!({"id": id, "self": format!("https://example.atlassian.net/rest/api/3/issue/{key}/comment/{id}"),
                                    "author": {"accountId": BOT_ACCOUNT, "displayName": "Steward"},
                                    "body": body["body"], "created": "2026-11-24T10:05:00.000+0000"});
+                    // As Jira keeps them: a restriction, a service desk's properties.
+                    for field in ["visibility", "properties"] {
+                        if !body[field].is_null() {
+                            c[field] = body[field].clone();
+                        }
+                    }
                     store.push(c.clone());
                     (StatusCode::CREATED, Json(c))
                 }
@@ -309,6 +315,72 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
             .to_string()
             .contains("Because it affects one office only.")
     );
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
+/// A comment shown only to a role, or a service desk's internal note, is restricted
+/// text: held as private (not at rest in plaintext), and steward's answer carries the
+/// same restriction, so a customer never reads an answer to an internal note.
+#[tokio::test]
+async fn an_answer_to_restricted_jira_text_is_restricted_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let jira = Comments::default();
+    let jira_url = fake_jira(jira.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Triage: P2.")));
+    fake.push(Reply::ok(openai_text("For developers only.")));
+    fake.push(Reply::ok(openai_text("An internal note.")));
+    let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
+    let created = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_created",
+                         "user": {"displayName": "Ana"}, "issue": issue()});
+    assert_eq!(s.send(jira_request(&created)).await, StatusCode::OK);
+    s.runs(1).await;
+    let asking = |text: &str| {
+        json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
+            {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
+            {"type": "text", "text": text}]}]})
+    };
+    let mut restricted = comment_created(
+        "10300",
+        ("acct-ana", "Ana Lee"),
+        asking(" cause is rotation-bug-4471?"),
+    );
+    restricted["comment"]["visibility"] =
+        json!({"type": "role", "value": "Developers", "identifier": "Developers"});
+    jira.push(restricted["comment"].clone());
+    assert_eq!(s.send(jira_request(&restricted)).await, StatusCode::OK);
+    s.runs(2).await;
+    let answer = jira.all().last().unwrap().clone();
+    assert!(
+        answer["body"].to_string().contains("For developers only."),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["visibility"],
+        json!({"type": "role", "value": "Developers"})
+    );
+    assert!(answer["properties"].is_null(), "{answer}");
+
+    let mut note = comment_created("10301", ("acct-ana", "Ana Lee"), asking(" agent-only detail"));
+    note["comment"]["jsdPublic"] = json!(false);
+    jira.push(note["comment"].clone());
+    assert_eq!(s.send(jira_request(&note)).await, StatusCode::OK);
+    s.runs(3).await;
+    let answer = jira.all().last().unwrap().clone();
+    assert!(
+        answer["body"].to_string().contains("An internal note."),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["properties"],
+        json!([{"key": "sd.public.comment", "value": {"internal": true}}])
+    );
+    assert!(answer["visibility"].is_null(), "{answer}");
+    let at_rest = ["steward.db", "steward.db-wal"].iter().any(|name| {
+        std::fs::read(dir.path().join(name))
+            .is_ok_and(|bytes| bytes.windows(14).any(|w| w == b"rotation-bug-4"))
+    });
+    assert!(!at_rest, "restricted text is not at rest in plaintext");
     s.service.stop(Duration::from_secs(5)).await;
 }
 

@@ -26,6 +26,15 @@ pub struct JiraClient {
     account: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
+/// Who may read a comment steward writes: the restriction of the one it answers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Restriction {
+    /// A comment `visibility` (`{"type": "role", "value": "Developers"}`).
+    pub visibility: Option<Value>,
+    /// A service desk internal note.
+    pub internal: bool,
+}
+
 impl JiraClient {
     pub fn new(http: reqwest::Client, base_url: &str, email: &str, token: &str) -> Self {
         JiraClient {
@@ -206,8 +215,27 @@ impl JiraClient {
 
     /// Adds a comment; `body` is Markdown, converted to ADF.
     pub async fn add_comment(&self, key: &str, body: &str) -> Result<Value, ApiError> {
+        self.add_comment_restricted(key, body, &Restriction::default())
+            .await
+    }
+
+    /// [`Self::add_comment`] restricted as `restriction` says: to a role or group
+    /// (`visibility`), or as a service desk's internal note (the `sd.public.comment`
+    /// property), so an answer to restricted text is restricted the same way.
+    pub async fn add_comment_restricted(
+        &self,
+        key: &str,
+        body: &str,
+        restriction: &Restriction,
+    ) -> Result<Value, ApiError> {
         let key = issue_key(key)?;
-        let body = json!({"body": super::adf::markdown_to_adf(body)});
+        let mut body = json!({"body": super::adf::markdown_to_adf(body)});
+        if let Some(visibility) = &restriction.visibility {
+            body["visibility"] = json!({"type": visibility["type"], "value": visibility["value"]});
+        }
+        if restriction.internal {
+            body["properties"] = json!([{"key": "sd.public.comment", "value": {"internal": true}}]);
+        }
         self.send(
             reqwest::Method::POST,
             &format!("/rest/api/3/issue/{key}/comment"),

@@ -28,6 +28,14 @@ pub enum Origin {
         project: String,
         webhook_event: String,
         changed_fields: Vec<String>,
+        /// The triggering comment's `visibility` (a role or group): a reply is
+        /// restricted the same way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        visibility: Option<Value>,
+        /// The triggering comment is a service desk's internal note (`jsdPublic:
+        /// false`): a reply is internal too, never shown to the customer.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        internal: bool,
     },
     Notion {
         entity_id: Option<String>,

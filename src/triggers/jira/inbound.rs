@@ -82,10 +82,21 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
         .map(|i| json!({"field": i["field"], "from": i["fromString"], "to": i["toString"]}))
         .collect();
     let dedupe = format!("jira:{body_sha256}");
+    // Restricted content: an issue with a security level, a comment shown only to a
+    // role or group, a service desk's internal note. It is held as private text is, and
+    // a reply keeps the comment's restriction.
+    let visibility = body["comment"]["visibility"]
+        .is_object()
+        .then(|| body["comment"]["visibility"].clone());
+    let internal = body["comment"]["jsdPublic"] == false;
+    let private = !issue["fields"]["security"].is_null() || visibility.is_some() || internal;
     let event = TriggerEvent {
         source: "jira".into(),
         kind: webhook_event.clone(),
-        summary: one_line(&format!("{webhook_event} {key} {summary}"), 120),
+        summary: match private {
+            true => format!("{webhook_event} {key}"),
+            false => one_line(&format!("{webhook_event} {key} {summary}"), 120),
+        },
         text: Some(text),
         payload: json!({
             "webhookEvent": webhook_event, "issue_key": key, "project": project,
@@ -95,12 +106,14 @@ pub fn parse(body: &Value, body_sha256: &str, now_secs: i64) -> Result<(TriggerE
             "comment": comment_facts(&body["comment"]),
             "fields": filter_fields(&issue["fields"]),
         }),
-        private: false,
+        private,
         origin: Origin::Jira {
             issue_key: key,
             project,
             webhook_event,
             changed_fields,
+            visibility,
+            internal,
         },
         attachments: Vec::new(),
         traceparent: None,

@@ -36,7 +36,13 @@ impl Source for JiraSource {
     }
 
     async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError> {
-        let Origin::Jira { issue_key, .. } = origin else {
+        let Origin::Jira {
+            issue_key,
+            visibility,
+            internal,
+            ..
+        } = origin
+        else {
             return Err(ApiError::NotConfigured("a Jira origin"));
         };
         let client = self
@@ -53,7 +59,13 @@ impl Source for JiraSource {
             body.push_str("\n\n");
             body.push_str(&links.join(" · "));
         }
-        client.add_comment(issue_key, &body).await
+        let restriction = crate::integrations::jira::Restriction {
+            visibility: visibility.clone(),
+            internal: *internal,
+        };
+        client
+            .add_comment_restricted(issue_key, &body, &restriction)
+            .await
     }
 
     /// An event whose actor, or whose comment's author, is the account steward acts as.
