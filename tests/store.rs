@@ -715,6 +715,20 @@ async fn approvals_park_decide_once_and_time_out(s: Arc<dyn Store>) {
     );
     assert!(s.decide_approval("a2", "timed_out", None, now).await.unwrap());
     assert!(s.overdue_approvals(now).await.unwrap().is_empty());
+    // A run that ends keeps no checkpoint (it never resumes); one still waiting does.
+    assert!(
+        s.transition("parked", RunStatus::Queued, RunStatus::Running)
+            .await
+            .unwrap()
+    );
+    let outcome = RunOutcome::new("parked");
+    assert!(
+        s.finish_run("parked", RunStatus::Running, &outcome, Privacy::Private)
+            .await
+            .unwrap()
+    );
+    assert!(s.get_approval("a1").await.unwrap().unwrap().checkpoint.is_empty());
+    assert!(!s.get_approval("a2").await.unwrap().unwrap().checkpoint.is_empty());
 }
 both!(approvals_on_both, approvals_park_decide_once_and_time_out);
 

@@ -325,6 +325,15 @@ impl RunStore for PgStore {
         .bind(privacy.is_private())
         .execute(&self.pool)
         .await?;
+        if done.rows_affected() == 1 {
+            // An ended run never resumes: its checkpoints (the whole conversation, sealed
+            // or not) are erased rather than kept beside the key for ever.
+            sqlx::query("UPDATE approvals SET checkpoint = $1 WHERE run_id = $2")
+                .bind(Vec::<u8>::new())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(done.rows_affected() == 1)
     }
 

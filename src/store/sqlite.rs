@@ -349,6 +349,15 @@ impl RunStore for SqliteStore {
         .bind(from.as_str())
         .execute(&self.writer)
         .await?;
+        if done.rows_affected() == 1 {
+            // An ended run never resumes: its checkpoints (the whole conversation, sealed
+            // or not) are erased rather than kept beside the key for ever.
+            sqlx::query("UPDATE approvals SET checkpoint = ? WHERE run_id = ?")
+                .bind(Vec::<u8>::new())
+                .bind(id)
+                .execute(&self.writer)
+                .await?;
+        }
         Ok(done.rows_affected() == 1)
     }
 
