@@ -332,6 +332,16 @@ async fn openai_requests_carry_one_cache_key_per_agent_and_the_retention_asked_f
     assert_eq!(bodies[2]["prompt_cache_key"], "steward:hourly");
     assert!(bodies[0].get("prompt_cache_retention").is_none());
     assert_eq!(bodies[2]["prompt_cache_retention"], "24h");
+    // A private run's prompt is kept no longer than the provider's default.
+    let mut private = trigger();
+    private.private = true;
+    runner
+        .run(&hourly, &private, None, CancellationToken::new())
+        .await
+        .unwrap();
+    let last = fake.requests().last().unwrap().body.clone();
+    assert_eq!(last["prompt_cache_key"], "steward:hourly");
+    assert!(last.get("prompt_cache_retention").is_none(), "{last}");
 }
 
 #[tokio::test]

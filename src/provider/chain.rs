@@ -142,6 +142,24 @@ impl ModelChain {
         self
     }
 
+    /// The cache hints for a call now: once the run holds private content, its prompt is
+    /// kept in the provider's cache no longer than the provider's default (no 24-hour
+    /// retention, no one-hour lifetime).
+    fn caching_now(&self) -> std::borrow::Cow<'_, Caching> {
+        let private = self
+            .muted
+            .as_ref()
+            .is_some_and(|m| m.load(std::sync::atomic::Ordering::SeqCst));
+        match private && (self.caching.long_ttl || self.caching.retention.is_some()) {
+            true => std::borrow::Cow::Owned(Caching {
+                long_ttl: false,
+                key: self.caching.key.clone(),
+                retention: None,
+            }),
+            false => std::borrow::Cow::Borrowed(&self.caching),
+        }
+    }
+
     /// Whether this call's content goes on its span.
     fn captures(&self) -> bool {
         self.capture_content
@@ -184,6 +202,7 @@ impl ModelChain {
         stream: Option<&dyn super::Deltas>,
     ) -> Result<ChatOutcome, ProviderError> {
         let mut failed = Vec::new();
+        let caching = self.caching_now();
         for (index, (model, provider)) in self.entries.iter().enumerate() {
             let request = ChatRequest {
                 model: &model.model,
@@ -193,7 +212,7 @@ impl ModelChain {
                 tools,
                 max_output_tokens,
                 stream,
-                caching: &self.caching,
+                caching: &caching,
                 reasoning: &self.reasoning,
             };
             let span = tracing::info_span!(
@@ -253,7 +272,7 @@ impl ModelChain {
                     let bill = self
                         .prices
                         .price(&model.provider, &model.model)
-                        .map(|p| p.bill(u, self.caching.long_ttl));
+                        .map(|p| p.bill(u, caching.long_ttl));
                     let retries = (failed.len() - failed_before) as u64;
                     crate::telemetry::record_fields(
                         &span,
