@@ -920,6 +920,17 @@ async fn fifty_wrong_tokens_are_throttled_and_counted() {
         None,
     );
     let client = steward::http::client().unwrap();
+    // A login posted from another site's page is refused before it counts.
+    let foreign = client
+        .post(format!("{base}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", "https://evil.example")
+        .body("token=the-right-token-1234")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    assert_eq!(foreign.headers()["x-content-type-options"], "nosniff");
     let mut statuses = Vec::new();
     for i in 0..50 {
         let r = client

@@ -190,6 +190,47 @@ impl AdminAccess {
         }
     }
 
+    /// Whether a request that may change something (not `GET` or `HEAD`) comes from a
+    /// page of this steward: a browser names the page's origin in `Origin`, which must be
+    /// the host the request is for; a page of another site (which may post to
+    /// `http://127.0.0.1:8080/mcp` from a browser on the same machine) is refused. No
+    /// `Origin` (a program, not a browser) passes; so does `STEWARD_PUBLIC_URL`'s host,
+    /// which a proxy in front of steward may not pass on as `Host`. The origin refused
+    /// is the error.
+    pub fn origin_allowed(&self, headers: &HeaderMap) -> Result<(), String> {
+        let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+            return Ok(());
+        };
+        let origin = origin.to_str().unwrap_or("(not text)").to_string();
+        let Some(url) = url::Url::parse(&origin).ok().filter(|u| u.host_str().is_some()) else {
+            return Err(origin);
+        };
+        let authority = |host: &str, port: Option<u16>| match port {
+            Some(p) => format!("{}:{p}", host.to_ascii_lowercase()),
+            None => host.to_ascii_lowercase(),
+        };
+        let from = authority(url.host_str().unwrap_or_default(), url.port());
+        // The Host as the browser wrote it, its scheme's default port left off as in
+        // an origin.
+        let to = headers
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(|h| {
+                let h = h.trim().to_ascii_lowercase();
+                let default = match url.scheme() {
+                    "https" => ":443",
+                    _ => ":80",
+                };
+                h.strip_suffix(default).map(str::to_string).unwrap_or(h)
+            });
+        let public = self.hosts.public.as_deref() == url.host_str().map(str::to_ascii_lowercase).as_deref();
+        match to {
+            Some(to) if to == from => Ok(()),
+            _ if public => Ok(()),
+            _ => Err(origin),
+        }
+    }
+
     /// Whether a `/metrics` request may read the metrics.
     pub fn metrics_allowed(&self, headers: &HeaderMap) -> bool {
         match &self.metrics_token {
@@ -280,9 +321,13 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-/// Constant-time comparison.
+/// Constant-time comparison, of the two sides' SHA-256 digests: comparing the values
+/// themselves returned early on a length mismatch, which told a guesser the token's
+/// length.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use sha2::Digest;
+    let (a, b) = (sha2::Sha256::digest(a), sha2::Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -296,6 +341,59 @@ mod tests {
             h.append(*k, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    /// A browser's post from another site names that site in `Origin` and is refused;
+    /// one from this steward's own page, or a program's (no `Origin`), passes.
+    #[test]
+    fn posts_from_other_sites_are_refused() {
+        let access = AdminAccess::default();
+        for (host, origin) in [
+            ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("steward.corp.example", "https://steward.corp.example"),
+            ("steward.corp.example:443", "https://steward.corp.example"),
+            ("LOCALHOST:8080", "http://localhost:8080"),
+        ] {
+            assert_eq!(
+                access.origin_allowed(&headers(&[("host", host), ("origin", origin)])),
+                Ok(()),
+                "{host} {origin}"
+            );
+        }
+        assert_eq!(
+            access.origin_allowed(&headers(&[("host", "127.0.0.1:8080")])),
+            Ok(())
+        );
+        // Behind a proxy that passes its own upstream as `Host`: the public name passes.
+        let proxied = AdminAccess {
+            hosts: Hosts {
+                bind: None,
+                public: Some("steward.corp.example".into()),
+            },
+            ..AdminAccess::default()
+        };
+        assert_eq!(
+            proxied.origin_allowed(&headers(&[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "https://steward.corp.example")
+            ])),
+            Ok(())
+        );
+        for (host, origin) in [
+            ("127.0.0.1:8080", "https://evil.example"),
+            ("127.0.0.1:8080", "http://203.0.113.9"),
+            ("127.0.0.1:8080", "http://127.0.0.1:9999"),
+            ("127.0.0.1:8080", "null"),
+        ] {
+            assert_eq!(
+                access.origin_allowed(&headers(&[("host", host), ("origin", origin)])),
+                Err(origin.to_string()),
+                "{host} {origin}"
+            );
+        }
+        // Comparing digests keeps a token's length to itself: unequal lengths compare
+        // as any other mismatch.
+        assert!(same(b"s3cret", b"s3cret") && !same(b"s3cret", b"s3cre") && !same(b"", b"x"));
     }
 
     #[test]

@@ -205,12 +205,28 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(scrape::metrics))
         .merge(triggers)
         .merge(inspector::routes(state.clone()))
+        .layer(axum::middleware::map_response(plain_hardening))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
         .with_state(state)
+}
+
+/// Every answer is what its `Content-Type` says and is never kept by a shared cache
+/// (health, metrics and webhook answers included; the inspector adds its own policy).
+async fn plain_hardening(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("x-content-type-options", "nosniff"),
+        ("cache-control", "no-store"),
+    ] {
+        if !headers.contains_key(name) {
+            headers.insert(name, axum::http::HeaderValue::from_static(value));
+        }
+    }
+    response
 }
 
 /// Liveness: the process serves requests. It does not look at the database, so an

@@ -86,14 +86,27 @@ fn harden(mut response: Response) -> Response {
 /// Refuses (403) inspector requests whose `Host` is not this steward's, so a page that
 /// rebinds its own name to steward's address cannot read runs in a local browser.
 async fn host_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match state.secrets.admin.host_allowed(request.headers()) {
-        Ok(()) => harden(next.run(request).await),
+    let admin = &state.secrets.admin;
+    let changes = !matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    match admin.host_allowed(request.headers()) {
+        Ok(()) => match admin.origin_allowed(request.headers()) {
+            Err(origin) if changes => {
+                tracing::warn!(%origin, path = %request.uri().path(), "refused an inspector request posted from another site");
+                let message =
+                    format!("this steward takes requests only from its own pages, not from '{origin}'");
+                harden((StatusCode::FORBIDDEN, Json(json!({"error": message}))).into_response())
+            }
+            _ => harden(next.run(request).await),
+        },
         Err(host) => {
             tracing::warn!(%host, path = %request.uri().path(), "refused an inspector request for another host");
             let message = format!(
                 "this steward does not answer to the host '{host}': use localhost, its address, or STEWARD_PUBLIC_URL"
             );
-            (StatusCode::FORBIDDEN, Json(json!({"error": message}))).into_response()
+            harden((StatusCode::FORBIDDEN, Json(json!({"error": message}))).into_response())
         }
     }
 }
