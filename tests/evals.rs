@@ -143,6 +143,52 @@ async fn record_then_replay_without_a_key_gives_the_same_result() {
     assert!(out.contains("1/1 cases passed"));
 }
 
+/// A cassette is committed with the cases: a case whose run holds private content (a
+/// DM's message here) is not recorded, and says why.
+#[tokio::test]
+async fn a_run_holding_private_content_is_not_recorded() {
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "evals/clock/from-a-dm.yaml",
+        r#"description: Asked in a DM.
+trigger:
+  slack:
+    token: XXYYZZ
+    team_id: T123ABC456
+    api_app_id: A123ABC456
+    type: event_callback
+    event_id: Ev0DM00001
+    event_time: 1767607200
+    event:
+      type: message
+      channel_type: im
+      user: U061F7AUR
+      text: "What time is it in Tokyo? (our merger closes then)"
+      ts: "1767607200.000100"
+      channel: D0PRIVATE1
+      event_ts: "1767607200.000100"
+mocks:
+  current_time: { result: "2026-01-05 18:00 JST" }
+expect:
+  reply: { contains: ["18:00"] }
+"#,
+    );
+    let fake = FakeModel::start().await;
+    clock_model(&fake);
+    let base = format!("{}/v1", fake.url);
+    let live = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    let out = eval_async(root, &["--record", "clock/from-a-dm"], &live).await;
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("not recorded: the run held private content"),
+        "{text}"
+    );
+    assert!(!root.join("evals/cassettes/clock/from-a-dm.json").exists());
+}
+
 #[tokio::test]
 async fn a_prompt_edit_misses_the_cassette_with_a_diff() {
     let dir = tree();

@@ -67,7 +67,7 @@ async fn slack_tools_resolve_entities_and_handle_errors() {
                         return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], Json(json!({"ok": false, "error": "ratelimited"}))).into_response();
                     }
                     Json(json!({"ok": true, "has_more": false, "messages": [
-                        {"type": "message", "user": "U0ANA", "text": "<@U0BO> can you check <#C0OPS|ops-alerts> and <#C0HELP>?", "ts": "1700000000.000100"}]}))
+                        {"type": "message", "user": "U0ANA", "text": "<@U0BO> can you check <#C0OPS|ops-alerts> and <#C0HELP>? Not <#C0ACQUIRE>.", "ts": "1700000000.000100"}]}))
                     .into_response()
                 }
             }),
@@ -89,6 +89,8 @@ async fn slack_tools_resolve_entities_and_handle_errors() {
                 match q.0["channel"].as_str() {
                     "C0HELP" => Json(json!({"ok": true, "channel": {"id": "C0HELP", "name": "help-platform", "created": 1449252889, "is_channel": true, "is_private": false,
                                                                      "topic": {"value": "Ask us"}, "purpose": {"value": ""}}})),
+                    // A private channel whose name is the secret.
+                    "C0ACQUIRE" => Json(json!({"ok": true, "channel": {"id": "C0ACQUIRE", "name": "acme-acquisition", "created": 1449252889, "is_channel": true, "is_private": true}})),
                     _ => Json(json!({"ok": false, "error": "channel_not_found"})),
                 }
             }),
@@ -135,7 +137,10 @@ async fn slack_tools_resolve_entities_and_handle_errors() {
         "retried after Retry-After"
     );
     let m = &thread["messages"][0];
-    assert_eq!(m["text"], "@Bo can you check #ops-alerts and #help-platform?");
+    assert_eq!(
+        m["text"], "@Bo can you check #ops-alerts and #help-platform? Not #C0ACQUIRE.",
+        "a private channel is not named"
+    );
     assert_eq!(m["user_name"], "Ana Lee");
 
     // The model's @names and #names go back out as ids.

@@ -72,6 +72,10 @@ pub struct Trial {
     /// The case could not run (a cassette miss, a bad trigger).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The run held private content (a private trigger, or a private conversation it
+    /// read): a recording of it is not saved.
+    #[serde(skip)]
+    pub held_private: bool,
 }
 
 /// A case's result over its trials.
@@ -121,6 +125,7 @@ pub fn broken(id: &str, agent: &str, error: String) -> CaseResult {
             cost_usd: 0.0,
             latency_ms: 0,
             error: Some(error),
+            held_private: false,
         }],
     }
 }
@@ -244,6 +249,15 @@ impl Suite {
             }
             results
         };
+        // A cassette is committed with the cases: what a run read from a private
+        // conversation must not go into the repository with it.
+        if self.mode == EvalMode::Record && results.iter().any(|t| t.held_private) {
+            return broken(
+                &case.id,
+                &case.agent,
+                "not recorded: the run held private content (a private trigger, or a private conversation it read), and a cassette is committed with the cases; mock the tools that read it".into(),
+            );
+        }
         if self.mode == EvalMode::Record
             && let Err(e) = cassette.save()
         {
@@ -273,6 +287,7 @@ impl Suite {
             cost_usd: 0.0,
             latency_ms: started.elapsed().as_millis() as u64,
             error: Some(error),
+            held_private: false,
         };
         let agent = match self.config.agents.get(&case.agent) {
             Some(a) => a.clone(),
@@ -358,6 +373,7 @@ impl Suite {
             cost_usd: outcome.cost_usd + judge_cost,
             latency_ms,
             error: miss,
+            held_private: trigger.private || !outcome.private_sources.is_empty(),
         }
     }
 }

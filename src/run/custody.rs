@@ -351,6 +351,13 @@ impl Custody {
                 "sends a request to {}, an address this run made up",
                 escape(&shown)
             )
+        } else if sends_query_outside(name, args) {
+            // A search query is text the run chose: it can carry what the run read
+            // ("Falcon acquisition of Acme") to a service outside the organisation.
+            if self.egress.iter().any(|e| e == name) {
+                return None;
+            }
+            "sends its query to GitHub's search".to_string()
         } else if name == crate::tools::skill_script::SKILL_SCRIPT_TOOL
             && self.scripts_reach_out
             && !args["script"].as_str().unwrap_or_default().ends_with(".rhai")
@@ -398,6 +405,18 @@ impl Custody {
     /// The person the run acts for.
     pub fn asker(&self) -> Option<&str> {
         self.asker.as_deref()
+    }
+}
+
+/// Whether call `name` with `args` sends a search query to GitHub: `github_search`, or
+/// `search` unless its `sources` leave GitHub out.
+fn sends_query_outside(name: &str, args: &Value) -> bool {
+    match name {
+        "github_search" => true,
+        "search" => args["sources"]
+            .as_array()
+            .is_none_or(|sources| sources.iter().any(|s| s.as_str() == Some("github"))),
+        _ => false,
     }
 }
 
@@ -571,6 +590,44 @@ mod tests {
         };
         let post = |ch: &str| json!({"channel": ch, "text": "x"});
         let fetch = |u: &str| json!({"url": u});
+        // A search query reaching GitHub can carry what the run read; other sources
+        // are the organisation's own.
+        let query = |sources: Value| json!({"query": "Falcon acquisition", "sources": sources});
+        assert!(needs(
+            "s1",
+            "github_search",
+            Effect::ReadOnly,
+            json!({"query": "Falcon"})
+        ));
+        assert!(needs(
+            "s2",
+            "search",
+            Effect::ReadOnly,
+            json!({"query": "Falcon"})
+        ));
+        assert!(needs(
+            "s3",
+            "search",
+            Effect::ReadOnly,
+            query(json!(["slack", "github"]))
+        ));
+        assert!(!needs(
+            "s4",
+            "search",
+            Effect::ReadOnly,
+            query(json!(["slack", "jira", "notion"]))
+        ));
+        assert!(!needs(
+            "s5",
+            "slack_search",
+            Effect::ReadOnly,
+            json!({"query": "Falcon"})
+        ));
+        assert!(
+            c.egress_note("s6", "github_search", Effect::ReadOnly, &json!({"query": "x"}))
+                .unwrap_or_default()
+                .contains("sends its query to GitHub's search")
+        );
         assert!(!needs(
             "1",
             "slack_post_message",

@@ -485,7 +485,8 @@ impl SlackClient {
 
     /// `text` as people read it: mentions as `@display-name`, channels as `#name`,
     /// links as Markdown (see [`entities::humanize`]). Names are looked up once per
-    /// [`entities::DEFAULT_TTL`]; an id that cannot be looked up stays an id.
+    /// [`entities::DEFAULT_TTL`]; an id that cannot be looked up, or a private
+    /// conversation's, stays an id.
     pub async fn humanize(&self, text: &str) -> String {
         for entity in entities::named(text) {
             match &entity {
@@ -526,9 +527,15 @@ impl SlackClient {
                         .find(|n| !n.is_empty())
                 })
         } else {
+            // A private conversation's name can be the secret ("#acme-acquisition"):
+            // it stays an id, as Slack shows it to those outside.
             self.get_typed::<SlackApiConversationsInfoResponse>(method, &[(param, id.clone())])
                 .await
-                .map(|r| r.channel.name)
+                .map(|r| {
+                    let f = &r.channel.flags;
+                    let private = [f.is_private, f.is_im, f.is_mpim].contains(&Some(true));
+                    r.channel.name.filter(|_| !private)
+                })
         };
         let name = match looked_up {
             Ok(name) => name?,
