@@ -202,6 +202,12 @@ async fn fakes(world: Arc<World>) -> String {
         let w = w.clone();
         async move {
             w.record("jira", "/rest/api/3/issue", json!({"key": key}));
+            if key == "OPS-13" {
+                // An issue with a security level (Jira's `security` field).
+                let restricted = json!({"id": "10013", "key": "OPS-13", "fields": {"summary": "Payroll export leaked",
+                    "security": {"id": "10000", "name": "Security team only"}, "comment": {"comments": []}}});
+                return (StatusCode::OK, Json(restricted));
+            }
             if key != "OPS-12" {
                 let missing = "Issue does not exist or you do not have permission to see it.";
                 return (
@@ -622,6 +628,19 @@ async fn scopes_drop_what_the_agent_may_not_see() {
         .await
         .unwrap();
     assert!(tool_result(&fake, "c1").contains("this agent may not search 'notion'"));
+}
+
+/// An issue with a security level is restricted text: the run that reads it holds it
+/// as it would a private conversation's (redacted at rest, its answer to the asker).
+#[tokio::test]
+async fn a_restricted_jira_issue_is_held_as_private() {
+    let world = Arc::new(World::default());
+    let (result, out) = run_search(world.clone(), "jira_get_issue", r#"{"key": "OPS-13"}"#).await;
+    assert!(result.contains("\"restricted\": true"), "{result}");
+    assert_eq!(out.private_sources, ["jira:OPS-13"]);
+    let (result, out) = run_search(world, "jira_get_issue", r#"{"key": "OPS-12"}"#).await;
+    assert!(result.contains("\"restricted\": false"), "{result}");
+    assert!(out.private_sources.is_empty());
 }
 
 /// The read tools keep to the agent's search scope as its searches do: an issue of

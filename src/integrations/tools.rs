@@ -511,12 +511,21 @@ impl Tool for Api {
                 let text = super::adf_text::field_text;
                 let comments: Vec<Value> = f["comment"]["comments"].as_array().into_iter().flatten()
                     .map(|c| json!({"author": c["author"]["displayName"], "created": c["created"], "body": text(&c["body"])})).collect();
+                // An issue with a security level, or a comment shown to a role or group
+                // or kept internal: the run holds restricted text (run::custody).
+                let restricted = !f["security"].is_null()
+                    || f["comment"]["comments"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["visibility"].is_object() || c["jsdPublic"] == false);
                 let attachments: Vec<Value> = f["attachment"].as_array().into_iter().flatten()
                     .map(|a| json!({"id": a["id"], "filename": a["filename"], "size": a["size"], "mime": a["mimeType"]})).collect();
                 Ok(ToolOutput::json(
                     json!({"key": raw["key"], "summary": f["summary"], "status": f["status"]["name"],
                     "type": f["issuetype"]["name"], "reporter": f["reporter"]["displayName"], "assignee": f["assignee"]["displayName"],
-                    "description": text(&f["description"]), "comments": comments, "attachments": attachments}),
+                    "description": text(&f["description"]), "comments": comments, "attachments": attachments,
+                    "restricted": restricted}),
                 ))
             }
             ApiKind::JiraAttachment(c) => {

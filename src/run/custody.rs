@@ -179,6 +179,18 @@ impl Custody {
         }
     }
 
+    /// Notes restricted text a call's result brought (a Jira issue with a security level
+    /// or a restricted comment: `restricted` in `jira_get_issue`'s result), held as a
+    /// private conversation's is; the source it is held under.
+    pub fn saw_restricted(&self, name: &str, value: &Value) -> Option<String> {
+        if name != "jira_get_issue" || value["restricted"] != true {
+            return None;
+        }
+        let source = format!("jira:{}", value["key"].as_str().unwrap_or_default());
+        self.taint(&source);
+        Some(source)
+    }
+
     /// Restores the sources of a run resumed from its checkpoint.
     pub fn restore(&self, sources: &[String]) {
         for s in sources {

@@ -428,6 +428,9 @@ impl Gateway {
             if let (Ok(Some(channel)), Ok(_)) = (&checked, &result) {
                 self.hold_private(channel).await;
             }
+            if let Ok(output) = &result {
+                self.parts.custody.saw_restricted(name, &output.value);
+            }
             let read = checked.as_ref().ok().and_then(Option::as_deref);
             for source in self.parts.custody.sources().iter().skip(held_before) {
                 if Some(source.as_str()) != read {
