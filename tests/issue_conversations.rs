@@ -272,6 +272,14 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
     // A comment that does not mention the bot, and the bot's own comment, start nothing.
     let chatter = comment_created("10200", ("acct-ana", "Ana Lee"), adf("I see it too."));
     jira.push(chatter["comment"].clone());
+    // An internal note on the issue: never in a public run's context.
+    let mut note = comment_created(
+        "10199",
+        ("acct-bo", "Bo Chen"),
+        adf("Internal: customer owes 40k."),
+    );
+    note["comment"]["jsdPublic"] = json!(false);
+    jira.push(note["comment"].clone());
     assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
     let own = comment_created(
         "10100",
@@ -306,6 +314,10 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
     );
     let (_, request) = second.last().unwrap();
     assert!(request.contains("why P2 and not P1?"), "{request}");
+    assert!(
+        !fake.requests()[1].body.to_string().contains("customer owes"),
+        "an internal note stays out of a public run"
+    );
     // The answer is a comment on the same issue.
     let all = jira.all();
     let last = all.last().unwrap();

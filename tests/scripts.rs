@@ -409,6 +409,40 @@ async fn a_stopped_script_calls_no_more_tools() {
     assert_eq!(calls().await, settled, "tools were called after the stop");
 }
 
+/// A value nested 9,999 deep, thrown: told and dropped on the script's own thread (on
+/// an async worker's stack it overflowed and took the whole process with it).
+#[tokio::test]
+async fn a_thrown_deeply_nested_value_fails_only_its_run() {
+    let s = setup(
+        Vec::new(),
+        &[
+            (
+                "scripts/deep.rhai",
+                "fn deep() { for i in 0..9999 { this = [this.take()]; } this } let v = 0; throw v.deep();",
+            ),
+            (
+                "agents/deep.yaml",
+                "coordinator: script\nscript: scripts/deep.rhai\nlimits: { timeout: 120s }\nsandbox: { max_array_len: 20000 }\n",
+            ),
+        ],
+    )
+    .await;
+    let agent = s.config.agent("deep").unwrap();
+    let trigger = TriggerEvent::from_cli(json!({"text": "hi"}));
+    let out = s
+        .runner
+        .run(&agent, &trigger, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.status(), RunStatus::Failed);
+    let err = out.error.unwrap();
+    assert!(
+        err.starts_with("scripts/deep.rhai") && err.contains("runtime error: [[["),
+        "{}",
+        &err[..200.min(err.len())]
+    );
+}
+
 #[tokio::test]
 async fn sandbox_limits_fail_the_run_while_the_server_keeps_serving() {
     let cases = [

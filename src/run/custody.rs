@@ -94,6 +94,9 @@ impl Custody {
             Origin::Slack {
                 user, channel, team, ..
             } => (user.clone(), Some(channel.clone()), team.clone()),
+            // The issue is the conversation: its own restricted text read back, and an
+            // answer on it, stay where they came from.
+            Origin::Jira { issue_key, .. } => (None, Some(jira_source(issue_key)), None),
             _ => (None, None, None),
         };
         let mut named: Vec<String> = agent.triggers.iter().flat_map(trigger_channels).collect();
@@ -186,7 +189,7 @@ impl Custody {
         if name != "jira_get_issue" || value["restricted"] != true {
             return None;
         }
-        let source = format!("jira:{}", value["key"].as_str().unwrap_or_default());
+        let source = jira_source(value["key"].as_str().unwrap_or_default());
         self.taint(&source);
         Some(source)
     }
@@ -363,6 +366,16 @@ impl Custody {
                 "sends a request to {}, an address this run made up",
                 escape(&shown)
             )
+        } else if name == "jira_add_comment"
+            && self.home.as_deref() == Some(jira_source(args["key"].as_str().unwrap_or_default()).as_str())
+            && state
+                .sources
+                .iter()
+                .all(|s| Some(s.as_str()) == self.home.as_deref())
+        {
+            // A comment on the very issue the restricted text came from (the answer
+            // steward posts itself keeps the triggering comment's restriction).
+            return None;
         } else if sends_query_outside(name, args) {
             // A search query is text the run chose: it can carry what the run read
             // ("Falcon acquisition of Acme") to a service outside the organisation.
@@ -418,6 +431,11 @@ impl Custody {
     pub fn asker(&self) -> Option<&str> {
         self.asker.as_deref()
     }
+}
+
+/// The custody source a Jira issue's restricted text is held under.
+fn jira_source(key: &str) -> String {
+    format!("jira:{}", key.to_ascii_uppercase())
 }
 
 /// Whether call `name` with `args` sends a search query to GitHub: `github_search`, or
@@ -577,6 +595,49 @@ mod tests {
     fn urls_are_found_as_written() {
         let found = urls_in("see <https://status.example.com/a?b=1|status> and http://x.test/p.");
         assert_eq!(found, ["https://status.example.com/a?b=1", "http://x.test/p"]);
+    }
+
+    /// A Jira-triggered run's conversation is its issue: reading that issue's
+    /// restricted text keeps its answer there, and a comment on it needs no approval;
+    /// another restricted issue's text does not go back on this one unasked.
+    #[test]
+    fn a_jira_runs_own_restricted_issue_is_its_conversation() {
+        use serde_json::json;
+        let mut trigger = TriggerEvent::from_cli(json!({"text": "why P2?"}));
+        trigger.origin = Origin::Jira {
+            issue_key: "OPS-7".into(),
+            project: "OPS".into(),
+            webhook_event: "comment_created".into(),
+            changed_fields: Vec::new(),
+            visibility: None,
+            internal: false,
+        };
+        let c = Custody::new(&agent(), &trigger, None);
+        let issue = |key: &str| json!({"key": key, "restricted": true});
+        assert_eq!(
+            c.saw_restricted("jira_get_issue", &issue("OPS-7")).as_deref(),
+            Some("jira:OPS-7")
+        );
+        assert!(c.tainted() && !c.answer_leaves(), "its own issue");
+        let comment = |key: &str| json!({"key": key, "body": "x"});
+        assert!(
+            c.egress_note("1", "jira_add_comment", Effect::Irreversible, &comment("OPS-7"))
+                .is_none()
+        );
+        assert!(
+            c.egress_note("2", "jira_add_comment", Effect::Irreversible, &comment("OPS-8"))
+                .is_some()
+        );
+        assert_eq!(
+            c.saw_restricted("jira_get_issue", &json!({"key": "OPS-7", "restricted": false})),
+            None
+        );
+        c.saw_restricted("jira_get_issue", &issue("HR-1"));
+        assert!(c.answer_leaves(), "another restricted issue's text");
+        assert!(
+            c.egress_note("3", "jira_add_comment", Effect::Irreversible, &comment("OPS-7"))
+                .is_some()
+        );
     }
 
     #[test]

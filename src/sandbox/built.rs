@@ -136,13 +136,15 @@ pub(super) fn call_on<const N: usize, const E: usize>(
     extras: [Dynamic; E],
     move_this: Option<usize>,
 ) -> Result<Dynamic> {
-    call_forms(ctx, f, this, args, extras, move_this).map_err(|e| {
-        Box::new(EvalAltResult::ErrorInFunctionCall(
+    call_forms(ctx, f, this, args, extras, move_this).map_err(|e| match e.is_system_exception() {
+        // A stop, a deadline, a limit: passed on as it is, which no `try` can catch.
+        true => e,
+        false => Box::new(EvalAltResult::ErrorInFunctionCall(
             caller.to_string(),
             ctx.call_source().unwrap_or_default().to_string(),
             e,
             rhai::Position::NONE,
-        ))
+        )),
     })
 }
 

@@ -96,19 +96,37 @@ pub fn engine(
     let max_operations = limits.max_operations;
     let measured = limits.clone();
     // Why evaluation must stop now, checked every 4096 operations or reads: the clock
-    // and the token are cheap, but not free.
+    // and the token are cheap, but not free. Once it has said stop it says so at every
+    // operation and read after (`halt`): a script that catches the stop in a closure
+    // (`try { a.map(...) } catch {}`) meets it again at its next step, not 4096 later.
+    let halt: std::sync::Arc<std::sync::OnceLock<&'static str>> = Default::default();
+    let halted = halt.clone();
     let stopped = move || {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if let Some(why) = halted.get() {
+            return Some(*why);
+        }
+        let why = if deadline.is_some_and(|d| Instant::now() >= d) {
             Some(DEADLINE)
         } else if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
             Some(CANCELLED)
         } else {
             None
+        };
+        if let Some(why) = why {
+            let _ = halted.set(why);
         }
+        why
     };
+    let terminated = |why: &'static str| -> Box<rhai::EvalAltResult> {
+        rhai::EvalAltResult::ErrorTerminated(Dynamic::from(why), rhai::Position::NONE).into()
+    };
+    let on_var_halt = halt.clone();
     let on_var_stopped = stopped.clone();
     #[allow(deprecated)] // `on_var` is marked volatile, not deprecated.
     e.on_var(move |name, _, ctx| {
+        if let Some(why) = on_var_halt.get() {
+            return Err(terminated(why));
+        }
         let n = reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if n > max_operations {
             return Err(rhai::EvalAltResult::ErrorTooManyOperations(rhai::Position::NONE).into());
@@ -116,9 +134,7 @@ pub fn engine(
         if n.is_multiple_of(4096)
             && let Some(why) = on_var_stopped()
         {
-            return Err(
-                rhai::EvalAltResult::ErrorTerminated(Dynamic::from(why), rhai::Position::NONE).into(),
-            );
+            return Err(terminated(why));
         }
         if let Some(value) = ctx.scope().get(name)
             && data_size::worth_measuring(value)
@@ -133,9 +149,14 @@ pub fn engine(
     // limit or a multiple of 4096. Every call is counted here instead.
     let ops = std::sync::atomic::AtomicU64::new(0);
     let on_progress_stopped = stopped.clone();
+    let on_progress_halt = halt.clone();
     e.on_progress(move |_| {
+        if let Some(why) = on_progress_halt.get() {
+            return Some(Dynamic::from(*why));
+        }
         let n = ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if n > max_operations {
+            let _ = on_progress_halt.set(OPERATIONS);
             return Some(Dynamic::from(OPERATIONS));
         }
         match n.is_multiple_of(4096) {
@@ -147,12 +168,16 @@ pub fn engine(
     // wakes every 50 ms to check the deadline and the run's cancellation.
     let sleeping = stopped.clone();
     let sleep = move |seconds: f64| -> Result<(), Box<rhai::EvalAltResult>> {
-        let until = Instant::now() + std::time::Duration::from_secs_f64(seconds.clamp(0.0, 86_400.0));
+        // NaN sleeps for no time (`clamp` passes it through, and a NaN duration panics).
+        let seconds = if seconds.is_nan() {
+            0.0
+        } else {
+            seconds.clamp(0.0, 86_400.0)
+        };
+        let until = Instant::now() + std::time::Duration::from_secs_f64(seconds);
         loop {
             if let Some(why) = sleeping() {
-                return Err(
-                    rhai::EvalAltResult::ErrorTerminated(Dynamic::from(why), rhai::Position::NONE).into(),
-                );
+                return Err(terminated(why));
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -460,6 +485,29 @@ mod tests {
                 .eval::<Dynamic>("sleep(0.01); 1")
                 .is_ok()
         );
+    }
+
+    /// A stop raised inside a closure a native function calls cannot be caught: it is
+    /// passed on unwrapped, and once raised it is raised again at every step.
+    #[test]
+    fn a_stop_inside_a_closure_cannot_be_caught() {
+        let started = Instant::now();
+        for src in [
+            "loop { try { [0].map(|x| { loop { } }) } catch {} }",
+            "loop { try { [0, 1].filter(|x| { loop { } }) } catch {} }",
+        ] {
+            let e = engine(
+                &SandboxLimits {
+                    max_operations: u64::MAX,
+                    ..SandboxLimits::default()
+                },
+                Some(Instant::now() + std::time::Duration::from_millis(200)),
+                None,
+            );
+            let err = e.eval::<Dynamic>(src).unwrap_err();
+            assert_eq!(stopped_by(&err).as_deref(), Some(DEADLINE), "{src}: {err}");
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 
     /// Closures a native function calls, nested and reading no variable, still count

@@ -1182,7 +1182,6 @@ impl Rlimits {
                 set(libc::RLIMIT_AS, self.address_space)?;
                 set(libc::RLIMIT_FSIZE, self.file_size)?;
                 set(libc::RLIMIT_CORE, 0)?;
-                set(libc::RLIMIT_NOFILE, self.open_files)?;
                 if let Some(n) = self.nproc {
                     set(libc::RLIMIT_NPROC, n)?;
                 }
@@ -1197,6 +1196,9 @@ impl Rlimits {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                // Last: until exec the child holds steward's descriptors, and an `open`
+                // above could find every number under the limit taken.
+                set(libc::RLIMIT_NOFILE, self.open_files)?;
                 Ok(())
             });
         }

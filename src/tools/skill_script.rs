@@ -215,6 +215,7 @@ async fn run_rhai(
     // must end the run, not just this script.
     let fatal: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let fatal_seen = fatal.clone();
+    let shown = label.clone();
     let task = sandbox::thread::run("steward-skill-script", move || {
         let mut engine = sandbox::engine(&limits, Some(Instant::now() + TIMEOUT), Some(ctx.cancel.clone()));
         engine.register_fn(
@@ -242,11 +243,14 @@ async fn run_rhai(
         );
         let mut scope = Scope::new();
         scope.push_constant("args", input);
-        // Converted on the script's thread: its deep stack is where a deeply nested
-        // value can be walked.
-        let v = engine.eval_with_scope::<Dynamic>(&mut scope, &source)?;
-        sandbox::check_depth(&v)?;
-        Ok::<_, Box<EvalAltResult>>(
+        // Converted, and an error told, on the script's thread: its deep stack is where
+        // a deeply nested value can be walked (and dropped).
+        let told = |e: Box<EvalAltResult>| sandbox::describe(&shown, &e);
+        let v = engine
+            .eval_with_scope::<Dynamic>(&mut scope, &source)
+            .map_err(told)?;
+        sandbox::check_depth(&v).map_err(told)?;
+        Ok::<_, String>(
             rhai::serde::from_dynamic::<Value>(&v).unwrap_or_else(|_| Value::String(v.to_string())),
         )
     });
@@ -258,7 +262,7 @@ async fn run_rhai(
     }
     match result {
         Ok(value) => Ok(ToolOutput::json(value)),
-        Err(e) => Err(ToolError::Model(sandbox::describe(&label, &e))),
+        Err(told) => Err(ToolError::Model(told)),
     }
 }
 

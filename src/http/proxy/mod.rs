@@ -357,8 +357,10 @@ pub const MAX_WAITING: usize = 64;
 /// Accepts connections and serves each, at most [`MAX_CONNECTIONS`] at once and
 /// [`MAX_WAITING`] more waiting their turn (one more is closed at once), until `stop`.
 fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
+    // Places for every connection held, served or waiting (taken at accept, kept for
+    // the connection's life), and the slots of those served.
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS + MAX_WAITING));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let queue = Arc::new(tokio::sync::Semaphore::new(MAX_WAITING));
     tokio::spawn(async move {
         loop {
             let conn = tokio::select! {
@@ -370,17 +372,17 @@ fn listen(listener: Listener, run: Arc<Run>, stop: CancellationToken) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             };
-            let Ok(place) = queue.clone().try_acquire_owned() else {
+            let Ok(place) = places.clone().try_acquire_owned() else {
                 drop(stream);
                 continue;
             };
             let (run, stop, slots) = (run.clone(), stop.clone(), slots.clone());
             tokio::spawn(async move {
+                let _place = place;
                 let slot = tokio::select! {
                     slot = slots.acquire_owned() => slot,
                     () = stop.cancelled() => return,
                 };
-                drop(place);
                 let Ok(_slot) = slot else {
                     return;
                 };

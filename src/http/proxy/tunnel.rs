@@ -3,11 +3,14 @@
 //!
 //! - a TLS `ClientHello` must name the tunnel's own host as its server name, or none (a
 //!   shared ingress or CDN routes by that name, so another name would reach a host the
-//!   allow list never saw);
-//! - a plain HTTP request is refused: its `Host`, and any request pipelined after it,
-//!   would pass unchecked (plain HTTP goes through the proxy as a request, where `Host`
-//!   comes from the checked URL);
-//! - anything else (another protocol) passes as it is.
+//!   allow list never saw); any TLS record type first counts as TLS, so a leading alert
+//!   cannot skip the check. An Encrypted Client Hello's inner name is not seen
+//!   (browsers send a decoy one to every site), like a `Host` inside TLS;
+//! - to ports 80 and 443, nothing but TLS;
+//! - elsewhere (a port an allow entry names), a plain HTTP request is refused: its
+//!   `Host`, and any request pipelined after it, would pass unchecked (plain HTTP goes
+//!   through the proxy as a request, where `Host` comes from the checked URL), and so is
+//!   a PROXY protocol header; anything else (another protocol) passes as it is.
 
 /// The verdict on a tunnel's first bytes.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,7 +37,8 @@ pub(super) fn judge(buf: &[u8], host: &str, port: u16) -> First {
         None => First::More,
         // ChangeCipherSpec, alert, handshake, application data, heartbeat: a TLS
         // record, of which only a handshake may come first.
-        Some(0x14..=0x18) => tls(buf, host),
+        Some(0x14..=0x18) if buf.len() < 2 => First::More,
+        Some(0x14..=0x18) if buf[1] == 0x03 => tls(buf, host),
         Some(_) if matches!(port, 80 | 443) => First::Refuse(format!(
             "a tunnel to port {port} carries TLS only (plain HTTP goes through the proxy as a request, an http:// URL)"
         )),
@@ -126,13 +130,9 @@ fn tls(buf: &[u8], host: &str) -> First {
         };
         return match server_name(hello) {
             None => First::Refuse("the tunnel's TLS ClientHello is malformed".into()),
-            Some(Hello { hidden: true, .. }) => First::Refuse(
-                "an encrypted ClientHello (ECH) is refused in a tunnel: the server name it hides cannot be checked"
-                    .into(),
-            ),
-            Some(Hello { name: None, .. }) => First::Pass,
-            Some(Hello { name: Some(name), .. }) if same_host(&name, host) => First::Pass,
-            Some(Hello { name: Some(_), .. }) => First::Refuse(format!(
+            Some(None) => First::Pass,
+            Some(Some(name)) if same_host(&name, host) => First::Pass,
+            Some(Some(_)) => First::Refuse(format!(
                 "the TLS server name sent through the tunnel is not {host}, the host it was opened to"
             )),
         };
@@ -145,49 +145,42 @@ fn same_host(a: &str, b: &str) -> bool {
         .eq_ignore_ascii_case(b.trim_end_matches('.'))
 }
 
-/// What a `ClientHello` says of the server it wants.
-#[derive(Debug, Default)]
-struct Hello {
-    /// The `server_name` extension's host name.
-    name: Option<String>,
-    /// It carries an encrypted inner hello (ECH, `0xfe0d`, or the older ESNI, `0xffce`),
-    /// whose server name is not `name`.
-    hidden: bool,
-}
-
-/// Reads a `ClientHello` body (RFC 8446 §4.1.2, RFC 6066 §3); `None` when malformed.
-fn server_name(hello: &[u8]) -> Option<Hello> {
+/// The `server_name` extension's host name in a `ClientHello` body (RFC 8446 §4.1.2,
+/// RFC 6066 §3): `Some(None)` when it has none, `None` when the hello is malformed or
+/// names more than one host (which no server takes: RFC 6066 allows one of a kind).
+fn server_name(hello: &[u8]) -> Option<Option<String>> {
     let mut c = Cursor(hello);
     c.take(2)?; // legacy_version
     c.take(32)?; // random
     c.vec8()?; // legacy_session_id
     c.vec16()?; // cipher_suites
     c.vec8()?; // legacy_compression_methods
-    let mut found = Hello::default();
     if c.0.is_empty() {
-        return Some(found);
+        return Some(None);
     }
     let mut extensions = Cursor(c.vec16()?);
+    let mut found = None;
     let mut named = false;
     while !extensions.0.is_empty() {
         let kind = extensions.u16()?;
         let data = extensions.vec16()?;
-        match kind {
-            0xfe0d | 0xffce => found.hidden = true,
-            // A second server_name extension: a hello no server takes.
-            0 if named => return None,
-            0 => {
-                named = true;
-                let mut names = Cursor(Cursor(data).vec16()?);
-                while !names.0.is_empty() {
-                    let name_type = names.take(1)?[0];
-                    let name = names.vec16()?;
-                    if name_type == 0 && found.name.is_none() {
-                        found.name = Some(String::from_utf8(name.to_vec()).ok()?);
-                    }
+        if kind != 0 {
+            continue;
+        }
+        if named {
+            return None;
+        }
+        named = true;
+        let mut names = Cursor(Cursor(data).vec16()?);
+        while !names.0.is_empty() {
+            let name_type = names.take(1)?[0];
+            let name = names.vec16()?;
+            if name_type == 0 {
+                if found.is_some() {
+                    return None;
                 }
+                found = Some(String::from_utf8(name.to_vec()).ok()?);
             }
-            _ => {}
         }
     }
     Some(found)
@@ -433,28 +426,43 @@ pub(super) mod tests {
         assert!(matches!(judge(&ccs, host, 8443), First::Refuse(_)));
     }
 
-    /// A hello carrying an encrypted inner hello (ECH) hides the name a CDN routes by.
+    /// A hello carrying an Encrypted Client Hello extension passes on its outer name
+    /// (browsers send a decoy one to every site); a hello naming two hosts is refused;
+    /// a binary protocol whose first byte is a TLS record type is not taken for TLS.
     #[test]
-    fn an_encrypted_client_hello_is_refused() {
+    fn ech_passes_on_its_outer_name_two_names_are_refused_and_binary_starts_pass() {
         let hello = client_hello("api.example.com");
-        // Append an ECH extension (type 0xfe0d, four bytes) and fix the three lengths.
         let mut at = 5 + 4 + 2 + 32;
         at += 1 + usize::from(hello[at]);
         at += 2 + usize::from(u16::from_be_bytes([hello[at], hello[at + 1]]));
         at += 1 + usize::from(hello[at]);
-        let mut ech = hello.clone();
-        ech.extend_from_slice(&[0xfe, 0x0d, 0x00, 0x04, 0, 0, 0, 0]);
-        let grow = |bytes: &mut [u8], by: usize| {
-            let n = usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) + by;
-            bytes.copy_from_slice(&(n as u16).to_be_bytes());
+        // Appends `extension` and fixes the record, handshake and extensions lengths.
+        let with = |extension: &[u8]| {
+            let mut out = hello.clone();
+            out.extend_from_slice(extension);
+            let grow = |bytes: &mut [u8]| {
+                let n = usize::from(u16::from_be_bytes([bytes[0], bytes[1]])) + extension.len();
+                bytes.copy_from_slice(&(n as u16).to_be_bytes());
+            };
+            grow(&mut out[3..5]);
+            grow(&mut out[7..9]);
+            grow(&mut out[at..at + 2]);
+            out
         };
-        grow(&mut ech[3..5], 8);
-        grow(&mut ech[7..9], 8); // the handshake length's low two bytes
-        grow(&mut ech[at..at + 2], 8);
-        assert!(
-            matches!(judge(&ech, "api.example.com", 443), First::Refuse(ref why) if why.contains("ECH")),
-            "{:?}",
-            judge(&ech, "api.example.com", 443)
+        let ech = with(&[0xfe, 0x0d, 0x00, 0x04, 0, 0, 0, 0]);
+        assert_eq!(judge(&ech, "api.example.com", 443), First::Pass);
+        // A second server_name extension naming another host.
+        let mut second = vec![0x00, 0x00, 0x00, 0x11, 0x00, 0x0f, 0x00, 0x00, 0x0c];
+        second.extend_from_slice(b"evil.example");
+        assert_eq!(
+            judge(&with(&second), "api.example.com", 443),
+            First::Refuse("the tunnel's TLS ClientHello is malformed".into())
         );
+        // MongoDB's first bytes are a little-endian length, here 0x16 bytes long.
+        assert_eq!(
+            judge(&[0x16, 0x00, 0x00, 0x00, 0x01], "db.example.com", 27017),
+            First::Pass
+        );
+        assert_eq!(judge(&[0x16], "db.example.com", 27017), First::More);
     }
 }

@@ -49,9 +49,14 @@ pub async fn run(
         "error.type" = tracing::field::Empty,
     );
     let on_thread = span.clone();
+    let shown = path.to_string();
+    // An error is told (and dropped) on the script's thread: a value it throws can
+    // nest deeper than an async worker's stack can walk.
     let task = sandbox::thread::run("steward-script", move || {
         let _entered = on_thread.enter();
-        engine.run_ast_with_scope(&mut scope, &ast)
+        engine
+            .run_ast_with_scope(&mut scope, &ast)
+            .map_err(|e| (sandbox::stopped_by(&e), sandbox::describe(&shown, &e)))
     });
     // The engine stops itself at the deadline; a native call that never returns to it
     // still ends the run a moment later (its thread is left to finish).
@@ -77,18 +82,18 @@ pub async fn run(
             out.error = Some(format!("{path}: {e}"));
         }
         Ok(Ok(())) => out.final_text = host.replied.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-        Ok(Err(err)) => {
-            let (termination, message) = match (&*err, stop) {
-                (_, Some((HostStop::MaxToolCalls, m))) => (Termination::MaxToolCalls, m),
-                (_, Some((HostStop::FatalTool, m))) => (Termination::ToolError, m),
-                (e, _) if sandbox::stopped_by(e).as_deref() == Some(sandbox::DEADLINE) => (
+        Ok(Err((stopped_by, described))) => {
+            let (termination, message) = match stop {
+                Some((HostStop::MaxToolCalls, m)) => (Termination::MaxToolCalls, m),
+                Some((HostStop::FatalTool, m)) => (Termination::ToolError, m),
+                _ if stopped_by.as_deref() == Some(sandbox::DEADLINE) => (
                     Termination::Timeout,
                     format!(
                         "{path}: the script exceeded its timeout of {}",
                         crate::types::duration::format_duration(host.timeout)
                     ),
                 ),
-                (e, _) => (Termination::ScriptError, crate::sandbox::describe(path, e)),
+                _ => (Termination::ScriptError, described),
             };
             out.termination = termination;
             out.error = Some(message);

@@ -113,6 +113,13 @@ impl Source for JiraSource {
                 };
                 let mut after = false;
                 for c in comments {
+                    // A comment shown to a role or group, or a service desk's internal
+                    // note, stays out of a run others than those may read.
+                    let restricted = c["visibility"].is_object() || c["jsdPublic"] == false;
+                    if restricted && !trigger.private {
+                        thread.omitted += 1;
+                        continue;
+                    }
                     let id = c["id"].as_str().unwrap_or_default().to_string();
                     if Some(id.as_str()) == this {
                         after = true;
