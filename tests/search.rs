@@ -476,7 +476,7 @@ impl std::io::Write for LogWriter {
 /// Runs one call of `tool` in a run no person started; the model's view of the
 /// result, the outcome, and how long the call took.
 async fn run_search(world: Arc<World>, tool: &str, args: &str) -> (String, steward::run::RunOutcome) {
-    let (result, out, _) = run_search_timed(world, tool, args).await;
+    let (result, out, _, _) = run_search_timed(world, tool, args).await;
     (result, out)
 }
 
@@ -484,7 +484,7 @@ async fn run_search_timed(
     world: Arc<World>,
     tool: &str,
     args: &str,
-) -> (String, steward::run::RunOutcome, Duration) {
+) -> (String, steward::run::RunOutcome, Duration, Vec<String>) {
     let base = fakes(world).await;
     let clients = clients(&base);
     let trigger = TriggerEvent {
@@ -512,7 +512,21 @@ async fn run_search_timed(
         .find(|e| e.kind == "tool_result")
         .and_then(|e| e.data["duration_ms"].as_u64())
         .unwrap_or(u64::MAX);
-    (tool_result(&fake, "c1"), out, Duration::from_millis(took))
+    // Where each file the run kept came from.
+    let sources = runner
+        .store
+        .run_files(&out.run_id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.meta["source"].as_str().unwrap_or_default().to_string())
+        .collect();
+    (
+        tool_result(&fake, "c1"),
+        out,
+        Duration::from_millis(took),
+        sources,
+    )
 }
 
 #[tokio::test]
@@ -535,7 +549,7 @@ async fn search_asks_every_source_at_once_and_survives_one_failing() {
     let world = Arc::new(World::default());
     *world.delay.lock().unwrap() = Duration::from_millis(300);
     *world.failing.lock().unwrap() = vec!["jira"];
-    let (result, out, took) = run_search_timed(
+    let (result, out, took, files) = run_search_timed(
         world.clone(),
         "search",
         r#"{"query": "runbook", "sources": ["notion", "jira", "github"]}"#,
@@ -550,6 +564,9 @@ async fn search_asks_every_source_at_once_and_survives_one_failing() {
         "{result}"
     );
     assert!(result.contains("All hits with their ids: file f_"), "{result}");
+    // One person's results: kept with the run, never carried into the thread's later
+    // runs (those carry tool outputs only).
+    assert_eq!(files, ["search_results"]);
     // The 300 ms sources overlapped: they were all waiting at once (the fakes count
     // it; a wall-clock bound would flake on a loaded machine).
     assert!(took >= Duration::from_millis(300), "took {took:?}");

@@ -28,6 +28,9 @@ pub enum FileSource {
     Message,
     /// Written by a sandboxed skill script.
     ScriptOutput,
+    /// What one person's search found (with their own access): kept with its run, never
+    /// carried into later runs of the conversation, which others may start.
+    SearchResults,
 }
 
 impl FileSource {
@@ -39,6 +42,7 @@ impl FileSource {
             FileSource::CompactedContext => "compacted context",
             FileSource::Message => "message",
             FileSource::ScriptOutput => "script output",
+            FileSource::SearchResults => "search results",
         }
     }
 }

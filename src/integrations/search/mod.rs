@@ -214,7 +214,7 @@ impl SearchTool {
                     mime: "application/json".into(),
                     content: listed,
                 },
-                FileSource::ToolOutput,
+                FileSource::SearchResults,
                 None,
             )
             .await
