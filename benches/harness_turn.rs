@@ -166,6 +166,10 @@ impl RunStore for NullStore {
         Ok(())
     }
 
+    async fn prune_runs(&self, _before: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     async fn list_runs(&self, _limit: u32) -> Result<Vec<RunRow>, StoreError> {
         Ok(Vec::new())
     }

@@ -732,6 +732,70 @@ async fn approvals_park_decide_once_and_time_out(s: Arc<dyn Store>) {
 }
 both!(approvals_on_both, approvals_park_decide_once_and_time_out);
 
+/// `STEWARD_RUN_RETENTION`: a run that ended before the cut-off goes with its subagent
+/// runs, steps and scores; a tree with a run still going stays whole, and so does a run
+/// still going.
+async fn ended_runs_past_the_retention_go_with_everything_they_hold(s: Arc<dyn Store>) {
+    let child = |id: &str, parent: &str| NewRun {
+        parent_id: Some(parent.into()),
+        ..run(id, "a")
+    };
+    for new in [
+        run("old", "a"),
+        child("old-child", "old"),
+        run("busy", "a"),
+        child("busy-child", "busy"),
+        run("going", "a"),
+    ] {
+        s.create_run(&new).await.unwrap();
+        assert!(
+            s.transition(&new.id, RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap()
+        );
+    }
+    for id in ["old-child", "old", "busy"] {
+        assert!(
+            s.finish_run(id, RunStatus::Running, &RunOutcome::new(id), Privacy::Recorded)
+                .await
+                .unwrap()
+        );
+    }
+    s.append_event("old", "tool_call", &json!({"name": "x"}))
+        .await
+        .unwrap();
+    s.append_event("old-child", "tool_call", &json!({"name": "y"}))
+        .await
+        .unwrap();
+    let score = Score {
+        kind: "judge".into(),
+        criterion: "c".into(),
+        passed: Some(true),
+        score: 1.0,
+        explanation: None,
+        source: None,
+        cost_usd: 0.0,
+        at: Utc::now(),
+    };
+    assert!(s.add_score("old", &score).await.unwrap());
+    // Nothing ended before a cut-off in the past.
+    assert_eq!(s.prune_runs(Utc::now() - Span::hours(1)).await.unwrap(), 0);
+    assert_eq!(s.prune_runs(Utc::now() + Span::minutes(1)).await.unwrap(), 2);
+    for id in ["old", "old-child"] {
+        assert!(s.get_run(id).await.unwrap().is_none(), "{id}");
+        assert!(s.run_events(id).await.unwrap().is_empty(), "{id}");
+    }
+    assert!(s.run_scores("old").await.unwrap().is_empty());
+    for id in ["busy", "busy-child", "going"] {
+        assert!(s.get_run(id).await.unwrap().is_some(), "{id} is kept");
+    }
+    assert_eq!(s.prune_runs(Utc::now() + Span::minutes(1)).await.unwrap(), 0);
+}
+both!(
+    run_retention_on_both,
+    ended_runs_past_the_retention_go_with_everything_they_hold
+);
+
 async fn a_conversation_runs_one_at_a_time_in_order(s: Arc<dyn Store>) {
     // uuid v7 ids sort by creation: "t1" before "t2".
     for id in ["t1", "t2"] {

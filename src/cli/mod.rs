@@ -663,6 +663,7 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
                     event_retention: env
                         .event_retention
                         .unwrap_or(crate::server::dispatch::DEFAULT_EVENT_RETENTION),
+                    run_retention: env.run_retention,
                     global_concurrency: concurrency as usize,
                     agent_concurrency: agent_concurrency as usize,
                     // Digests' "Propose a fix" runs `steward improve` on this tree (the

@@ -122,6 +122,9 @@ pub struct Settings {
     /// `STEWARD_EVENT_RETENTION` (`14d`, `72h`, ...): how long the event log keeps
     /// each delivery's outcome. Unset: 14 days.
     pub event_retention: Option<std::time::Duration>,
+    /// `STEWARD_RUN_RETENTION` (`90d`, ...): how long an ended run is kept, with its
+    /// steps, files, scores and approvals. Unset: for ever.
+    pub run_retention: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -258,6 +261,21 @@ impl Settings {
                     })?,
             ),
         };
+        let run_retention = match vars.get("STEWARD_RUN_RETENTION") {
+            None => None,
+            Some(v) => Some(
+                crate::types::duration::parse_duration(v)
+                    .ok()
+                    // A day at least: a run's thread, scores and budget are read back
+                    // within it.
+                    .filter(|d| *d >= MIN_EVENT_RETENTION)
+                    .ok_or_else(|| SettingError {
+                        name: "STEWARD_RUN_RETENTION",
+                        value: v.clone(),
+                        expected: "a duration of at least 24h, such as 90d",
+                    })?,
+            ),
+        };
         let trusted_proxies = match vars.get("STEWARD_TRUSTED_PROXIES") {
             None => Default::default(),
             Some(v) => crate::http::networks::Networks::parse(v).map_err(|_| SettingError {
@@ -305,6 +323,7 @@ impl Settings {
         }
         Ok(Settings {
             event_retention,
+            run_retention,
             named: vars.clone(),
             openai_api_key: get("OPENAI_API_KEY"),
             openai_base_url: get("OPENAI_BASE_URL"),
@@ -441,6 +460,21 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "STEWARD_MAX_ATTACHMENT_BYTES='20MB' is not valid: a whole number of bytes"
+        );
+    }
+
+    #[test]
+    fn run_retention_is_unset_by_default_and_a_day_at_least() {
+        assert_eq!(Settings::from_vars(vars(&[])).unwrap().run_retention, None);
+        let s = Settings::from_vars(vars(&[("STEWARD_RUN_RETENTION", "90d")])).unwrap();
+        assert_eq!(
+            s.run_retention,
+            Some(std::time::Duration::from_secs(90 * 24 * 3600))
+        );
+        let e = Settings::from_vars(vars(&[("STEWARD_RUN_RETENTION", "1h")])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "STEWARD_RUN_RETENTION='1h' is not valid: a duration of at least 24h, such as 90d"
         );
     }
 

@@ -56,6 +56,8 @@ pub struct DispatchSettings {
     pub data_key: Option<crate::types::seal::DataKey>,
     /// How long the event log keeps deliveries (`STEWARD_EVENT_RETENTION`).
     pub event_retention: Duration,
+    /// How long ended runs are kept (`STEWARD_RUN_RETENTION`); `None`: for ever.
+    pub run_retention: Option<Duration>,
     /// `steward improve` for digests' "Propose a fix" (the config tree's, from
     /// `steward serve`).
     pub improver: Option<super::digest::Improver>,
@@ -72,6 +74,7 @@ impl Default for DispatchSettings {
             lease: Duration::from_secs(60),
             data_key: None,
             event_retention: DEFAULT_EVENT_RETENTION,
+            run_retention: None,
             improver: None,
         }
     }

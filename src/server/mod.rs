@@ -268,7 +268,12 @@ pub struct Service {
 
 /// Runs the store's housekeeping ([`crate::store::EventQueue::maintain`]) once a second
 /// until shutdown.
-async fn maintain(store: Arc<dyn crate::store::Store>, retention: Duration, shutdown: CancellationToken) {
+async fn maintain(
+    store: Arc<dyn crate::store::Store>,
+    retention: Duration,
+    run_retention: Option<Duration>,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first prune runs at start, then every PRUNE_EVERY.
@@ -288,6 +293,28 @@ async fn maintain(store: Arc<dyn crate::store::Store>, retention: Duration, shut
                 Ok(n) => tracing::info!(events = n, "pruned the event log"),
                 Err(e) => tracing::warn!(error = %e, "cannot prune the event log"),
             }
+            if let Some(keep) = run_retention {
+                // In batches, so a store that kept years catches up without holding
+                // the writer for long.
+                loop {
+                    match store.prune_runs(crate::store::ago(keep)).await {
+                        Ok(n) if n < u64::from(crate::store::PRUNE_BATCH) => {
+                            if n > 0 {
+                                tracing::info!(runs = n, "pruned ended runs past STEWARD_RUN_RETENTION");
+                            }
+                            break;
+                        }
+                        Ok(n) => tracing::info!(runs = n, "pruned ended runs past STEWARD_RUN_RETENTION"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot prune ended runs");
+                            break;
+                        }
+                    }
+                    if shutdown.is_cancelled() {
+                        break;
+                    }
+                }
+            }
         }
     }
 }
@@ -306,6 +333,7 @@ impl Service {
         settings: DispatchSettings,
     ) -> Service {
         let retention = settings.event_retention;
+        let run_retention = settings.run_retention;
         let improver = settings.improver.clone();
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
@@ -336,7 +364,12 @@ impl Service {
             draining.clone(),
         ));
         tracker.spawn(dispatcher.clone().run());
-        tracker.spawn(maintain(runner.store.clone(), retention, shutdown.clone()));
+        tracker.spawn(maintain(
+            runner.store.clone(),
+            retention,
+            run_retention,
+            shutdown.clone(),
+        ));
         tracker.spawn(model_watch::watch(
             runner.providers.clone(),
             config.clone(),

@@ -6,6 +6,7 @@ pub mod event_log;
 mod group_commit;
 mod nodelay;
 pub mod postgres;
+mod prune;
 mod rows;
 pub mod sqlite;
 
@@ -327,6 +328,10 @@ pub trait RunStore: Send + Sync {
         self.append_events(run_id, std::slice::from_ref(&event)).await
     }
     async fn get_run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
+    /// Deletes runs that ended before `before` (and whose subagent runs did too), with
+    /// their steps, files, scores, approvals and escalations; at most [`PRUNE_BATCH`]
+    /// runs a call. How many runs went.
+    async fn prune_runs(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
     /// Marks run `id` private now (it came to hold a private conversation), so a run
     /// that never finishes by itself (its process died) is still shown and kept as
     /// private. Never unmarks.
@@ -577,6 +582,13 @@ pub fn ago(d: std::time::Duration) -> DateTime<Utc> {
 
 /// A time as SQLite stores it: RFC 3339 UTC with milliseconds, which sorts and compares
 /// correctly as text.
+/// Most runs one [`RunStore::prune_runs`] call deletes: a long-idle store catches up
+/// over several calls instead of holding the writer for one long transaction.
+pub const PRUNE_BATCH: u32 = 500;
+
+/// Run statuses that have ended (a run in any other is never pruned).
+pub const ENDED: &str = "'succeeded', 'failed', 'interrupted', 'cancelled'";
+
 pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

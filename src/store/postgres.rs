@@ -353,6 +353,48 @@ impl RunStore for PgStore {
         Ok(())
     }
 
+    async fn prune_runs(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        use sqlx::Row;
+        let cut = timestamp(before);
+        let found = sqlx::query(sqlx::AssertSqlSafe(super::prune::trees_sql("$1")))
+            .bind(&cut)
+            .fetch_all(&self.pool)
+            .await?;
+        let members = found
+            .iter()
+            .map(|r| {
+                Ok(super::prune::Member {
+                    id: r.try_get("id")?,
+                    root: r.try_get("root")?,
+                    depth: i64::from(r.try_get::<i32, _>("depth")?),
+                    status: r.try_get("status")?,
+                    finished_at: r.try_get("finished_at")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let doomed = super::prune::deletable(members, &cut);
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        for id in &doomed {
+            for table in super::prune::DEPENDENTS {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DELETE FROM {table} WHERE run_id = $1"
+                )))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query("DELETE FROM runs WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(doomed.len() as u64)
+    }
+
     async fn mark_private(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE runs SET private = TRUE WHERE id = $1")
             .bind(id)

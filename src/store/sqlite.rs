@@ -365,6 +365,48 @@ impl RunStore for SqliteStore {
         self.appender.append(&self.writer, run_id, events).await
     }
 
+    async fn prune_runs(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        use sqlx::Row;
+        let cut = timestamp(before);
+        let found = sqlx::query(sqlx::AssertSqlSafe(super::prune::trees_sql("?")))
+            .bind(&cut)
+            .fetch_all(&self.writer)
+            .await?;
+        let members = found
+            .iter()
+            .map(|r| {
+                Ok(super::prune::Member {
+                    id: r.try_get("id")?,
+                    root: r.try_get("root")?,
+                    depth: r.try_get("depth")?,
+                    status: r.try_get("status")?,
+                    finished_at: r.try_get("finished_at")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let doomed = super::prune::deletable(members, &cut);
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.writer.begin().await?;
+        for id in &doomed {
+            for table in super::prune::DEPENDENTS {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DELETE FROM {table} WHERE run_id = ?"
+                )))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query("DELETE FROM runs WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(doomed.len() as u64)
+    }
+
     async fn mark_private(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE runs SET private = 1 WHERE id = ?")
             .bind(id)
