@@ -159,15 +159,16 @@ impl SlackClient {
 
     /// Whether channel `id` is private (a DM, a group DM or a private channel; private
     /// channels can have C ids), from `conversations.info`. A private answer is kept
-    /// for the process's life; a public one for [`UNSHARED_FOR`] only, since a channel
-    /// made private must not have its words stored as public for long. When Slack
+    /// for the process's life; a public one for [`PUBLIC_FOR`], since a channel can be
+    /// made private (shorter would ask once a minute for every busy channel, past
+    /// Slack's rate limit for `conversations.info` in a large workspace). When Slack
     /// cannot say, it counts as private (and is asked again).
     pub async fn is_private_channel(&self, id: &str) -> bool {
         if id.starts_with('D') || id.starts_with('G') {
             return true;
         }
         match self.cached_channel(id) {
-            Some(known) if known.private || known.at.elapsed() < UNSHARED_FOR => known.private,
+            Some(known) if known.private || known.at.elapsed() < PUBLIC_FOR => known.private,
             _ => self.channel_facts(id).await.is_none_or(|c| c.private),
         }
     }
