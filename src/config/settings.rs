@@ -185,6 +185,27 @@ pub struct SettingError {
     pub expected: &'static str,
 }
 
+/// Retention variable `name`, set to `value`: unset, or a duration of at least
+/// [`MIN_EVENT_RETENTION`] (else an error saying it should be `expected`).
+fn retention(
+    name: &'static str,
+    value: Option<&String>,
+    expected: &'static str,
+) -> Result<Option<std::time::Duration>, SettingError> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    crate::types::duration::parse_duration(v)
+        .ok()
+        .filter(|d| *d >= MIN_EVENT_RETENTION)
+        .map(Some)
+        .ok_or_else(|| SettingError {
+            name,
+            value: v.clone(),
+            expected,
+        })
+}
+
 impl Settings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Settings, SettingError> {
@@ -246,36 +267,19 @@ impl Settings {
                 expected: "responses or chat_completions",
             })?),
         };
-        let event_retention = match vars.get("STEWARD_EVENT_RETENTION") {
-            None => None,
-            Some(v) => Some(
-                crate::types::duration::parse_duration(v)
-                    .ok()
-                    // Dedupe keys must outlive the 24-hour replay window of signed Jira
-                    // and Notion events, or a captured delivery could be replayed.
-                    .filter(|d| *d >= MIN_EVENT_RETENTION)
-                    .ok_or_else(|| SettingError {
-                        name: "STEWARD_EVENT_RETENTION",
-                        value: v.clone(),
-                        expected: "a duration of at least 24h (the replay window of signed events), such as 14d or 72h",
-                    })?,
-            ),
-        };
-        let run_retention = match vars.get("STEWARD_RUN_RETENTION") {
-            None => None,
-            Some(v) => Some(
-                crate::types::duration::parse_duration(v)
-                    .ok()
-                    // A day at least: a run's thread, scores and budget are read back
-                    // within it.
-                    .filter(|d| *d >= MIN_EVENT_RETENTION)
-                    .ok_or_else(|| SettingError {
-                        name: "STEWARD_RUN_RETENTION",
-                        value: v.clone(),
-                        expected: "a duration of at least 24h, such as 90d",
-                    })?,
-            ),
-        };
+        // Dedupe keys must outlive the 24-hour replay window of signed Jira and Notion
+        // events, or a captured delivery could be replayed.
+        let event_retention = retention(
+            "STEWARD_EVENT_RETENTION",
+            vars.get("STEWARD_EVENT_RETENTION"),
+            "a duration of at least 24h (the replay window of signed events), such as 14d or 72h",
+        )?;
+        // A day at least: a run's thread, scores and budget are read back within it.
+        let run_retention = retention(
+            "STEWARD_RUN_RETENTION",
+            vars.get("STEWARD_RUN_RETENTION"),
+            "a duration of at least 24h, such as 90d",
+        )?;
         let trusted_proxies = match vars.get("STEWARD_TRUSTED_PROXIES") {
             None => Default::default(),
             Some(v) => crate::http::networks::Networks::parse(v).map_err(|_| SettingError {

@@ -179,7 +179,7 @@ fn call_forms<const N: usize, const E: usize>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{SandboxLimits, engine};
     use rhai::Dynamic;
 
@@ -212,26 +212,33 @@ mod tests {
                 1,
             ),
         ] {
-            let limits = SandboxLimits {
-                max_string_bytes: 1000,
-                ..SandboxLimits::default()
-            };
-            let mut e = engine(&limits, None, None);
-            let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let counted = calls.clone();
-            e.register_fn("tick", move || {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            });
             let src = format!(
                 r#"let s = "x"; s.pad(600, "y");
                    let a = []; a.pad(100, 0);
                    let m = #{{}}; for i in 0..100 {{ m[`k${{i}}`] = i; }}
                    {build}"#
             );
-            let err = e.eval::<Dynamic>(&src).unwrap_err().to_string();
+            let (err, calls) = refused_after(&src);
             assert!(err.contains("too large"), "{build}: {err}");
-            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), ticks, "{build}");
+            assert_eq!(calls, ticks, "{build}");
         }
+    }
+
+    /// Runs `src` with 1,000-byte strings, where `tick()` counts closure calls: the
+    /// error it stopped with, and how many calls ran first.
+    pub(in crate::sandbox) fn refused_after(src: &str) -> (String, usize) {
+        let limits = SandboxLimits {
+            max_string_bytes: 1000,
+            ..SandboxLimits::default()
+        };
+        let mut e = engine(&limits, None, None);
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        e.register_fn("tick", move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let err = e.eval::<Dynamic>(src).unwrap_err().to_string();
+        (err, calls.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// The standard library's calling conventions hold: the element as `this` or as the

@@ -328,16 +328,6 @@ mod tests {
             ("m.drain(|k| GROW)", "false"),
             ("m.retain(|k| GROW)", "true"),
         ] {
-            let limits = SandboxLimits {
-                max_string_bytes: 1000,
-                ..SandboxLimits::default()
-            };
-            let mut e = engine(&limits, None, None);
-            let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let counted = calls.clone();
-            e.register_fn("tick", move || {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            });
             let call = call.replace("GROW", &grow.replace("VERDICT", verdict));
             let src = format!(
                 r#"let s = "x"; s.pad(600, "y");
@@ -345,9 +335,9 @@ mod tests {
                    let m = #{{}}; for i in 0..100 {{ m[`k${{i}}`] = ""; }}
                    {call}"#
             );
-            let err = e.eval::<Dynamic>(&src).unwrap_err().to_string();
+            let (err, calls) = super::super::built::tests::refused_after(&src);
             assert!(err.contains("too large"), "{call}: {err}");
-            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2, "{call}");
+            assert_eq!(calls, 2, "{call}");
         }
     }
 
