@@ -1942,6 +1942,88 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
     }
 }
 
+/// A channel made private (`channel_convert_to_private`) is private at once on the
+/// replica that heard it, with no `conversations.info` asked, and its next mention is
+/// held as private (no text at rest); another replica, whose Slack client had it as
+/// public, takes it from the store at its next sync (here its first, at start). A
+/// channel shared with another organisation (`channel_shared`) is shared at once.
+#[tokio::test]
+async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica() {
+    let (slack_a, asked) = slack_connect_api().await;
+    let (slack_b, _) = slack_connect_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    let (service, _store) = slack_service(dir.path(), &fake, vec![], Some(slack_a.clone())).await;
+    assert!(!slack_a.is_private_channel("C0PUBLIC01").await);
+    assert!(!slack_b.is_private_channel("C0PUBLIC01").await);
+    assert!(!slack_a.said_shared_outside("C0PUBLIC02").await);
+    let before = asked.load(std::sync::atomic::Ordering::SeqCst);
+
+    // Slack's example of the event, in the channel steward had as public.
+    let converted = slack_event(
+        "EvCONVERT1",
+        json!({"subtype": "channel_convert_to_private", "user": "U1234ABCD",
+            "text": "made this channel *private*. Now, it can only be viewed or joined by invitation.",
+            "type": "message", "ts": "1730984822.596869", "channel": "C0PUBLIC01",
+            "event_ts": "1730984822.596869", "channel_type": "group"}),
+    );
+    let shared = slack_event(
+        "EvSHARED1",
+        json!({"type": "channel_shared", "connected_team_id": "E163Q94DX", "channel": "C0PUBLIC02",
+            "event_ts": "1561064063.001100"}),
+    );
+    for event in [&converted, &shared] {
+        let resp = service
+            .router()
+            .oneshot(slack_request(event, now(), SLACK_SECRET, None))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    assert!(slack_a.is_private_channel("C0PUBLIC01").await);
+    assert!(slack_a.said_shared_outside("C0PUBLIC02").await);
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "taken from the events, not asked again"
+    );
+
+    // The next mention there is private: its text is not stored.
+    let said = slack_event(
+        "EvAFTER1",
+        json!({"type": "app_mention", "user": "U0INSIDER", "text": "<@UBOT> read the layoff plan",
+            "ts": "1730984900.000100", "channel": "C0PUBLIC01", "event_ts": "1730984900.000100"}),
+    );
+    let resp = service
+        .router()
+        .oneshot(slack_request(&said, now(), SLACK_SECRET, None))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let in_db = ["steward.db", "steward.db-wal"].iter().any(|name| {
+        std::fs::read(dir.path().join(name))
+            .is_ok_and(|bytes| bytes.windows(15).any(|w| w == b"the layoff plan"))
+    });
+    assert!(
+        !in_db,
+        "a channel made private keeps its text out of the database"
+    );
+
+    // Another replica over the same store, whose client still had the channel as public.
+    let (replica, _) = slack_service(dir.path(), &fake, vec![], Some(slack_b.clone())).await;
+    let mut taken = false;
+    for _ in 0..100 {
+        if slack_b.is_private_channel("C0PUBLIC01").await {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(taken, "the other replica takes the change from the store");
+    replica.stop(Duration::from_secs(5)).await;
+    service.stop(Duration::from_secs(5)).await;
+}
+
 /// `serve`'s daily look at OpenAI's model list: a configured model with a
 /// `shutdown_date` is reported and exported as a metric; models listed without one, or
 /// not configured, are not.

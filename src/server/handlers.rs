@@ -138,6 +138,9 @@ async fn act(
             Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())
         }
         Inbound::VerificationToken(token) => park_notion_token(state, &token).await,
+        Inbound::SlackChannelChanged { channel, change } => {
+            super::channel_changes::take(state, &channel, change).await
+        }
     }
 }
 

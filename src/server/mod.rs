@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod agent_view;
+pub mod channel_changes;
 pub mod click;
 mod connections;
 pub mod digest;
@@ -370,6 +371,13 @@ impl Service {
             run_retention,
             shutdown.clone(),
         ));
+        if let Some(slack) = &slack {
+            tracker.spawn(channel_changes::sync(
+                runner.store.clone(),
+                slack.clone(),
+                shutdown.clone(),
+            ));
+        }
         tracker.spawn(model_watch::watch(
             runner.providers.clone(),
             config.clone(),

@@ -50,9 +50,21 @@ pub enum Inbound {
     },
     /// Join a newly created public Slack channel, then acknowledge.
     JoinChannel(String),
+    /// Slack said a channel now reaches fewer or other people: made private, or shared
+    /// with another organisation. Taken at once (every replica), then acknowledged.
+    SlackChannelChanged { channel: String, change: ChannelChange },
     /// A Notion subscription's verification token, received during a setup window: kept
     /// for `steward notion-token --listen` to show, never used to sign anything.
     VerificationToken(String),
+}
+
+/// What Slack said of a channel ([`Inbound::SlackChannelChanged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelChange {
+    /// `message` of subtype `channel_convert_to_private`.
+    MadePrivate,
+    /// `channel_shared`: shared with another organisation (Slack Connect).
+    SharedOutside,
 }
 
 /// Why an inbound request is refused.

@@ -53,6 +53,9 @@ pub struct SlackClient {
     members: Arc<std::sync::Mutex<std::collections::HashMap<String, Members>>>,
     /// What `conversations.info` said of a channel, by id.
     channels: Arc<std::sync::Mutex<std::collections::HashMap<String, ChannelFacts>>>,
+    /// Channels Slack said were made private while this process ran: private whatever
+    /// `conversations.info` says after (its answer may lag the event).
+    made_private: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// Who a token is (`auth.test`).
@@ -104,6 +107,7 @@ impl SlackClient {
             own: Arc::default(),
             channels: Arc::default(),
             members: Arc::default(),
+            made_private: Arc::default(),
         }
     }
 
@@ -164,7 +168,7 @@ impl SlackClient {
     /// Slack's rate limit for `conversations.info` in a large workspace). When Slack
     /// cannot say, it counts as private (and is asked again).
     pub async fn is_private_channel(&self, id: &str) -> bool {
-        if id.starts_with('D') || id.starts_with('G') {
+        if id.starts_with('D') || id.starts_with('G') || self.said_made_private(id) {
             return true;
         }
         match self.cached_channel(id) {
@@ -208,6 +212,44 @@ impl SlackClient {
         }
     }
 
+    /// Takes channel `id` as private from now on, without asking Slack: Slack said it
+    /// was made private (`channel_convert_to_private`), here or to another replica.
+    /// Like a private answer from `conversations.info`, it holds for the process's life.
+    pub fn made_private(&self, id: &str) {
+        if let Some(facts) = self
+            .channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(id)
+        {
+            facts.private = true;
+        }
+        self.made_private
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+
+    /// Whether Slack said channel `id` was made private ([`Self::made_private`]).
+    fn said_made_private(&self, id: &str) -> bool {
+        self.made_private
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id)
+    }
+
+    /// Takes channel `id` as shared with another organisation, without asking Slack:
+    /// Slack said so (`channel_shared`). A channel not asked about yet is left to be
+    /// asked (Slack's answer then says so).
+    pub fn made_shared_outside(&self, id: &str) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(facts) = channels.get_mut(id) {
+            facts.shared_outside = true;
+            facts.said_shared = true;
+            facts.at = std::time::Instant::now();
+        }
+    }
+
     fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {
         self.channels
             .lock()
@@ -239,6 +281,7 @@ impl SlackClient {
                 .map(Arc::from),
             at: std::time::Instant::now(),
         };
+        facts.private |= self.said_made_private(id);
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // A private answer is kept for the process's life, whatever comes after.
         facts.private |= channels.get(id).is_some_and(|old| old.private);

@@ -12,7 +12,7 @@ use reqwest::header::HeaderMap;
 
 use crate::triggers::auth;
 use crate::triggers::event::{PayloadError, one_line};
-use crate::triggers::source::{Inbound, InboundError, header, json_body};
+use crate::triggers::source::{ChannelChange, Inbound, InboundError, header, json_body};
 use crate::triggers::{Origin, TriggerEvent};
 
 /// What a Slack payload asks of us.
@@ -34,6 +34,8 @@ pub enum SlackPayload {
     },
     /// A new public channel: join it (answering there only when mentioned).
     ChannelCreated { channel: String, dedupe_key: String },
+    /// A channel made private or shared with another organisation.
+    ChannelChanged { channel: String, change: ChannelChange },
     /// Authenticated but nothing to do (our own message, an unhandled subtype, ...).
     Ignored(String),
 }
@@ -124,6 +126,19 @@ fn without_strings(message: &str) -> String {
     out
 }
 
+/// The channel and what changed, when `event` says a channel was made private or
+/// shared with another organisation (read from the raw event: slack-morphism models
+/// neither the subtype nor `channel_shared`).
+fn channel_change(event: &Value) -> Option<(String, ChannelChange)> {
+    let change = match (event["type"].as_str()?, event["subtype"].as_str()) {
+        ("message", Some("channel_convert_to_private")) => ChannelChange::MadePrivate,
+        ("channel_shared", _) => ChannelChange::SharedOutside,
+        _ => return None,
+    };
+    let channel = event["channel"].as_str().filter(|c| !c.is_empty())?;
+    Some((channel.to_string(), change))
+}
+
 /// Parses an Events API body through slack-morphism's [`SlackPushEvent`]. `bot_user`
 /// is the bot's user id, when known, so its own messages are ignored (the payload's
 /// `authorizations` also name it). Event types steward does not act on, and known
@@ -163,6 +178,9 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
             .and_then(|a| a.iter().find(|a| a.is_bot == Some(true)))
             .map(|a| a.user_id.to_string())
     });
+    if let Some((channel, change)) = channel_change(&body["event"]) {
+        return Ok(SlackPayload::ChannelChanged { channel, change });
+    }
     let said = match callback.event {
         // Another app's mention is a bot's message, ignored like its plain messages (two
         // bots answering each other would loop).
@@ -485,6 +503,7 @@ pub fn receive_payload(value: &Value, bot_user: Option<&str>) -> Result<Inbound,
             team,
         },
         SlackPayload::ChannelCreated { channel, .. } => Inbound::JoinChannel(channel),
+        SlackPayload::ChannelChanged { channel, change } => Inbound::SlackChannelChanged { channel, change },
         SlackPayload::Ignored(why) => {
             tracing::debug!(%why, "slack event ignored");
             let kind = value["event"]["type"]
@@ -508,6 +527,34 @@ mod tests {
         json!({"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "event": event,
                "type": "event_callback", "event_id": "Ev123ABC456", "event_time": 1515449522,
                "authorizations": [{"enterprise_id": null, "team_id": "T123ABC456", "user_id": "UBOT", "is_bot": true}]})
+    }
+
+    /// Slack's own examples of a channel made private (a `message` subtype, from the
+    /// Events API reference) and of one shared with another organisation.
+    #[test]
+    fn a_channel_made_private_or_shared_outside_is_a_channel_change() {
+        let converted = envelope(
+            json!({"subtype": "channel_convert_to_private", "user": "U1234ABCD",
+            "text": "made this channel *private*. Now, it can only be viewed or joined by invitation.",
+            "type": "message", "ts": "1730984822.596869", "channel": "C1234ABCD",
+            "event_ts": "1730984822.596869", "channel_type": "group"}),
+        );
+        assert!(matches!(
+            parse(&converted, None).unwrap(),
+            SlackPayload::ChannelChanged { channel, change: ChannelChange::MadePrivate } if channel == "C1234ABCD"
+        ));
+        let shared = envelope(json!({"type": "channel_shared", "connected_team_id": "E163Q94DX",
+            "channel": "C123ABC456", "event_ts": "1561064063.001100"}));
+        assert!(matches!(
+            parse(&shared, None).unwrap(),
+            SlackPayload::ChannelChanged { channel, change: ChannelChange::SharedOutside } if channel == "C123ABC456"
+        ));
+        let nameless = envelope(json!({"type": "channel_shared", "connected_team_id": "E163Q94DX",
+            "event_ts": "1561064063.001100"}));
+        assert!(matches!(
+            parse(&nameless, None).unwrap(),
+            SlackPayload::Ignored(_)
+        ));
     }
 
     /// A payload that does not fit the models is refused with what did not fit, never
@@ -687,7 +734,7 @@ mod tests {
             matches!(parse(&novel, None).unwrap(), SlackPayload::Ignored(w) if w == "event type huddle_started")
         );
         let odd_subtype = envelope(
-            json!({"type": "message", "subtype": "channel_convert_to_private", "channel": "C1", "ts": "1.2"}),
+            json!({"type": "message", "subtype": "channel_join", "channel": "C1", "ts": "1.2", "user": "U1"}),
         );
         assert!(matches!(
             parse(&odd_subtype, None).unwrap(),
