@@ -12,6 +12,7 @@
 mod hub;
 mod opened;
 mod run;
+mod status;
 mod tunnel;
 
 pub use hub::EgressHub;
@@ -639,7 +640,8 @@ async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run, up
     let (mut upstream_read, mut upstream_write) = upstream.into_split();
     let (sent, received, charged) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let plain = matches!(up, Up::Body(_));
-    let status = std::sync::OnceLock::new();
+    // The status as last read (0: none yet); both directions run in this task.
+    let status = std::sync::atomic::AtomicU16::new(0);
     let up = async {
         match up {
             Up::Tunnel { host, port, rest } => {
@@ -668,19 +670,21 @@ async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run, up
     };
     let down = async {
         if plain {
-            // The status line, for the record; passed on as is.
-            let mut first = [0u8; 1024];
-            let n: usize = upstream_read.read(&mut first).await.unwrap_or_default();
-            let line = String::from_utf8_lossy(&first[..n]);
-            if let Some(code) = line.split(' ').nth(1).and_then(|s| s.parse().ok()) {
-                let _ = status.set(code);
-            }
-            if let Some(ended) = forward(&first[..n], &mut client_write, run, &received, &charged).await {
-                return ended;
-            }
-            if n == 0 {
-                let _ = client_write.shutdown().await;
-                return Ended::Done;
+            // The final status, for the record (past any `100 Continue`); the bytes
+            // pass on as they are.
+            let mut watch = status::StatusWatch::default();
+            let mut buf = vec![0u8; 16 * 1024];
+            while !watch.done() {
+                let n: usize = upstream_read.read(&mut buf).await.unwrap_or_default();
+                watch.feed(&buf[..n]);
+                status.store(watch.status().unwrap_or(0), Relaxed);
+                if let Some(ended) = forward(&buf[..n], &mut client_write, run, &received, &charged).await {
+                    return ended;
+                }
+                if n == 0 {
+                    let _ = client_write.shutdown().await;
+                    return Ended::Done;
+                }
             }
         }
         pump(
@@ -706,7 +710,7 @@ async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run, up
         received: received.load(Relaxed),
         charged: charged.load(Relaxed),
         ended,
-        status: status.get().copied(),
+        status: Some(status.load(Relaxed)).filter(|&s| s != 0),
     }
 }
 
@@ -1080,6 +1084,10 @@ mod tests {
                             _ => break,
                         }
                     }
+                    // An interim answer first (as to `Expect: 100-continue`), in a
+                    // write of its own: the record keeps the final status.
+                    let _ = s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                     let _ = s
                         .write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                         .await;
@@ -1116,7 +1124,7 @@ mod tests {
         let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer)).await;
         assert!(read.is_ok(), "answered");
         assert!(
-            answer.starts_with(b"HTTP/1.1 201 Created"),
+            answer.starts_with(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created"),
             "{}",
             String::from_utf8_lossy(&answer)
         );
