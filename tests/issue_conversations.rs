@@ -456,6 +456,42 @@ async fn steward_never_answers_its_own_comments_and_changes() {
     s.service.stop(Duration::from_secs(5)).await;
 }
 
+/// When Jira will not say which account steward is (here, no Jira answers), a comment
+/// cannot be told from steward's own: it starts nothing, and its outcome says why,
+/// rather than risk answering steward's own answers without end.
+#[tokio::test]
+async fn a_comment_steward_cannot_place_starts_nothing_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "agents/watcher.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - jira: {events: [comment_created]}\n",
+    );
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Noted.")));
+    let s = start(dir.path(), &fake, "http://127.0.0.1:9", "http://127.0.0.1:9").await;
+    let chatter = comment_created("10200", ("acct-ana", "Ana Lee"), adf("I see it too."));
+    assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
+    s.routed().await;
+    assert!(s.store.list_runs(10).await.unwrap().is_empty());
+    let ignored = s
+        .store
+        .list_events(&steward::store::EventFilter {
+            outcome: Some(steward::types::event_outcome::OutcomeKind::Ignored),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ignored.len(), 1, "{ignored:?}");
+    let reason = ignored[0].detail["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("cannot tell whether this is steward's own comment or change (jira"),
+        "{reason}"
+    );
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_notion_comment_mentioning_the_integration_continues_its_discussion() {
     let dir = tempfile::tempdir().unwrap();

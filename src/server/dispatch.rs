@@ -478,12 +478,25 @@ impl Dispatcher {
         }
         // steward's own comment or change, which a rule on comments or updates would
         // answer again and again.
-        if let Some(source) = self.runner.sources.for_origin(&trigger.origin)
-            && source.is_our_own(&trigger).await
-        {
-            let why = EventOutcome::because(OutcomeKind::Ignored, "steward's own comment or change");
-            store.settle_event(&e.id, &why).await?;
-            return Ok(None);
+        if let Some(source) = self.runner.sources.for_origin(&trigger.origin) {
+            let why = match source.is_our_own(&trigger).await {
+                Ok(false) => None,
+                Ok(true) => Some("steward's own comment or change".to_string()),
+                // Acting could answer steward's own comment, and that answer, without
+                // end: an event it cannot place starts nothing, and says why.
+                Err(error) => {
+                    tracing::warn!(event = %e.id, %error, "cannot tell whether an event is steward's own; not acting on it");
+                    Some(format!(
+                        "cannot tell whether this is steward's own comment or change ({error}); not acted on, so steward cannot answer itself"
+                    ))
+                }
+            };
+            if let Some(why) = why {
+                store
+                    .settle_event(&e.id, &EventOutcome::because(OutcomeKind::Ignored, why))
+                    .await?;
+                return Ok(None);
+            }
         }
         super::agent_view::add_context(store, &mut trigger).await?;
         self.record_feedback(&trigger).await?;

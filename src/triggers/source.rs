@@ -274,8 +274,10 @@ pub trait Source: Send + Sync {
     /// Whether `trigger` is steward's own doing: a comment it wrote, an issue or page it
     /// changed. Such an event starts nothing, or a rule on comments would answer its own
     /// answer, and that one, without end. Slack's own messages are dropped on arrival.
-    async fn is_our_own(&self, _trigger: &TriggerEvent) -> bool {
-        false
+    /// An error when it cannot tell (the service would not say who steward is there):
+    /// the caller then acts on nothing, since acting could answer itself without end.
+    async fn is_our_own(&self, _trigger: &TriggerEvent) -> Result<bool, ApiError> {
+        Ok(false)
     }
 
     /// Files shared in it come along, each at most `cap` bytes.

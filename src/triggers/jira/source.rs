@@ -69,15 +69,13 @@ impl Source for JiraSource {
     }
 
     /// An event whose actor, or whose comment's author, is the account steward acts as.
-    async fn is_our_own(&self, trigger: &TriggerEvent) -> bool {
+    async fn is_our_own(&self, trigger: &TriggerEvent) -> Result<bool, ApiError> {
         let Some(client) = self.client.as_ref() else {
-            return false;
+            return Ok(false);
         };
-        let Ok(me) = client.account_id().await else {
-            return false;
-        };
+        let me = client.account_id().await?;
         let me = Some(me.as_str());
-        trigger.payload["account"].as_str() == me || trigger.payload["comment"]["author"].as_str() == me
+        Ok(trigger.payload["account"].as_str() == me || trigger.payload["comment"]["author"].as_str() == me)
     }
 
     /// A comment that mentions the account steward comments as, written by someone else.

@@ -105,20 +105,17 @@ impl Source for NotionSource {
 
     /// An event whose authors are all the integration's own bot user (Notion groups
     /// edits close in time into one event: a person's among them is theirs).
-    async fn is_our_own(&self, trigger: &TriggerEvent) -> bool {
+    async fn is_our_own(&self, trigger: &TriggerEvent) -> Result<bool, ApiError> {
         let Some(client) = self.client.as_ref() else {
-            return false;
+            return Ok(false);
         };
         let Some(authors) = trigger.payload["authors"].as_array().filter(|a| !a.is_empty()) else {
-            return false;
+            return Ok(false);
         };
-        let Ok(me) = client.bot_user_id().await else {
-            return false;
-        };
-        let me = normalize_id(&me);
-        authors
+        let me = normalize_id(&client.bot_user_id().await?);
+        Ok(authors
             .iter()
-            .all(|a| a["id"].as_str().map(normalize_id).as_deref() == Some(me.as_str()))
+            .all(|a| a["id"].as_str().map(normalize_id).as_deref() == Some(me.as_str())))
     }
 
     fn reply_destination(&self, origin: &Origin) -> Option<Value> {
