@@ -1028,3 +1028,36 @@ async fn conversations_info_decides_privacy_and_a_failure_counts_as_private() {
     );
     assert!(!asked.iter().any(|c| c.starts_with('D') || c.starts_with('G')));
 }
+
+/// A channel link's label names the channel in its own text only: it never renames the
+/// channel in other text, nor turns a model's `#name` into a link to it (anyone can
+/// post `<#C0EVIL|incidents>` through the API). A channel made private loses the name
+/// Slack gave it while public.
+#[tokio::test]
+async fn a_channel_links_label_stays_in_its_own_text() {
+    let app = Router::new().route(
+        "/conversations.info",
+        get(|q: Query<Value>| async move {
+            match q.0["channel"].as_str() {
+                Some("C0INCIDENTS") => Json(json!({"ok": true, "channel": {"id": "C0INCIDENTS", "name": "incidents", "created": 1449252889, "is_channel": true, "is_private": false}})),
+                _ => Json(json!({"ok": false, "error": "channel_not_found"})),
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
+    assert_eq!(slack.humanize("see <#C0INCIDENTS>").await, "see #incidents");
+    assert_eq!(
+        slack.humanize("<#C0EVIL|incidents> <#C0INCIDENTS|zz>").await,
+        "#incidents #incidents",
+        "a label is used only where Slack gives no name"
+    );
+    assert_eq!(slack.mentionize("ask #incidents"), "ask <#C0INCIDENTS>");
+    assert_eq!(
+        slack.humanize("back to <#C0EVIL>").await,
+        "back to #C0EVIL",
+        "the label did not name the channel"
+    );
+    slack.made_private("C0INCIDENTS");
+    assert_eq!(slack.mentionize("ask #incidents"), "ask #incidents");
+}

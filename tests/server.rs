@@ -1953,7 +1953,13 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
     let (slack_b, _) = slack_connect_api().await;
     let dir = tempfile::tempdir().unwrap();
     let fake = FakeModel::start().await;
-    let (service, _store) = slack_service(dir.path(), &fake, vec![], Some(slack_a.clone())).await;
+    let (service, _store) = slack_service(
+        dir.path(),
+        &fake,
+        vec!["T123ABC456".into()],
+        Some(slack_a.clone()),
+    )
+    .await;
     assert!(!slack_a.is_private_channel("C0PUBLIC01").await);
     assert!(!slack_b.is_private_channel("C0PUBLIC01").await);
     assert!(!slack_a.said_shared_outside("C0PUBLIC02").await);
@@ -1982,6 +1988,19 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
     }
     assert!(slack_a.is_private_channel("C0PUBLIC01").await);
     assert!(slack_a.said_shared_outside("C0PUBLIC02").await);
+    // The same event from a workspace SLACK_TEAM_IDS does not list is refused.
+    let mut foreign = converted.clone();
+    foreign["event_id"] = json!("EvCONVERT2");
+    foreign["team_id"] = json!("T0OTHERORG");
+    foreign["event"]["channel"] = json!("C0PUBLIC03");
+    let resp = service
+        .router()
+        .oneshot(slack_request(&foreign, now(), SLACK_SECRET, None))
+        .await
+        .unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["refused"], "workspace not allowed", "{body}");
     assert_eq!(
         asked.load(std::sync::atomic::Ordering::SeqCst),
         before,
@@ -2020,6 +2039,10 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(taken, "the other replica takes the change from the store");
+    assert!(
+        !slack_b.is_private_channel("C0PUBLIC03").await,
+        "another workspace's change is not taken"
+    );
     replica.stop(Duration::from_secs(5)).await;
     service.stop(Duration::from_secs(5)).await;
 }

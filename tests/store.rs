@@ -545,7 +545,8 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     lines.sort();
     assert_eq!(lines, ["t0", "t1", "t2", "t3", "t4", "t5"]);
     for i in 6..12 {
-        s.add_setting_line("list", &format!("t{i}"), 8).await.unwrap();
+        let added = s.add_setting_line("list", &format!("t{i}"), 8).await.unwrap();
+        assert_eq!(added, i < 8, "t{i}: added only while there is room");
     }
     assert_eq!(
         s.get_setting("list").await.unwrap().unwrap().lines().count(),
@@ -556,9 +557,12 @@ async fn settings_and_scores(s: Arc<dyn Store>) {
     s.add_setting_line("list", "again", 8).await.unwrap();
     assert_eq!(s.get_setting("list").await.unwrap().as_deref(), Some("again"));
     // A line that is part of another is its own line.
-    s.add_setting_line("list", "again1", 8).await.unwrap();
-    s.add_setting_line("list", "gain", 8).await.unwrap();
-    s.add_setting_line("list", "again", 8).await.unwrap();
+    assert!(s.add_setting_line("list", "again1", 8).await.unwrap());
+    assert!(s.add_setting_line("list", "gain", 8).await.unwrap());
+    assert!(
+        !s.add_setting_line("list", "again", 8).await.unwrap(),
+        "already there: not added"
+    );
     assert_eq!(
         s.get_setting("list").await.unwrap().as_deref(),
         Some("again\nagain1\ngain")

@@ -44,12 +44,25 @@ pub async fn take(state: &AppState, channel: &str, change: ChannelChange) -> Res
         }
     }
     if change == ChannelChange::MadePrivate {
-        state
-            .runner
-            .store
+        let store = &state.runner.store;
+        let unavailable = |e: crate::store::StoreError| HookError::Unavailable(e.to_string());
+        let added = store
             .add_setting_line(MADE_PRIVATE_KEY, channel, MAX_MADE_PRIVATE)
             .await
-            .map_err(|e| HookError::Unavailable(e.to_string()))?;
+            .map_err(unavailable)?;
+        let listed = added
+            || store
+                .get_setting(MADE_PRIVATE_KEY)
+                .await
+                .map_err(unavailable)?
+                .is_some_and(|list| list.lines().any(|id| id == channel));
+        if !listed {
+            tracing::warn!(
+                %channel,
+                max = MAX_MADE_PRIVATE,
+                "the list of channels made private is full: other replicas take this one as private only when Slack's public answer expires (10 minutes)"
+            );
+        }
     }
     tracing::info!(%channel, ?change, "Slack says a channel now reaches fewer or other people");
     Ok((StatusCode::OK, Json(json!({"ok": true}))).into_response())

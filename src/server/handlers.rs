@@ -13,7 +13,7 @@ use super::AppState;
 use crate::config::TriggerSpec;
 use crate::metrics::TriggerOutcome;
 use crate::triggers::TriggerEvent;
-use crate::triggers::source::Inbound;
+use crate::triggers::source::{ChannelChange, Inbound};
 use crate::triggers::{jira, notion, slack, webhook};
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
@@ -208,7 +208,7 @@ pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Res
     act(state, inbound, None).await
 }
 
-/// The refusal of a join or an ignored event sent by a workspace `SLACK_TEAM_IDS` does
+/// The refusal of a join, a channel change or an ignored event sent by a workspace `SLACK_TEAM_IDS` does
 /// not list (events for agents are checked where they are accepted); `None` to go on.
 /// `payload` is read only when there is a list.
 fn other_workspace(
@@ -219,6 +219,14 @@ fn other_workspace(
     let kind = match inbound {
         Inbound::Ignored { kind, .. } => kind.as_str(),
         Inbound::JoinChannel(_) => "channel_created",
+        Inbound::SlackChannelChanged {
+            change: ChannelChange::MadePrivate,
+            ..
+        } => "channel_convert_to_private",
+        Inbound::SlackChannelChanged {
+            change: ChannelChange::SharedOutside,
+            ..
+        } => "channel_shared",
         _ => return None,
     };
     if state.secrets.slack_team_allowed(None) {

@@ -519,8 +519,8 @@ pub trait SettingStore: Send + Sync {
     async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError>;
     /// Adds `line` to the newline-separated list under `key` in one statement, so two
     /// writers at once both land: unless it is there already or the list holds
-    /// `max_lines`. `line` must be non-empty and hold no newline.
-    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError>;
+    /// `max_lines`. `line` must be non-empty and hold no newline. Whether it was added.
+    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<bool, StoreError>;
     /// Removes `key` and returns what it held, in one statement: nothing added between
     /// a read and a clear is lost.
     async fn take_setting(&self, key: &str) -> Result<Option<String>, StoreError>;

@@ -1006,10 +1006,10 @@ impl SettingStore for PgStore {
         )
     }
 
-    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError> {
+    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<bool, StoreError> {
         super::check_setting_line(line)?;
         // One statement: the check and the append cannot interleave with another's.
-        sqlx::query(concat!(
+        let done = sqlx::query(concat!(
             "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = ",
             "CASE WHEN settings.value = '' THEN excluded.value ELSE settings.value || chr(10) || excluded.value END ",
             "WHERE strpos(chr(10) || settings.value || chr(10), chr(10) || excluded.value || chr(10)) = 0 ",
@@ -1021,7 +1021,7 @@ impl SettingStore for PgStore {
         .bind(i64::from(max_lines))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 }
 

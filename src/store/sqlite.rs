@@ -1023,10 +1023,10 @@ impl SettingStore for SqliteStore {
         )
     }
 
-    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<(), StoreError> {
+    async fn add_setting_line(&self, key: &str, line: &str, max_lines: u32) -> Result<bool, StoreError> {
         super::check_setting_line(line)?;
         // One statement: the check and the append cannot interleave with another's.
-        sqlx::query(concat!(
+        let done = sqlx::query(concat!(
             "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ",
             "CASE WHEN settings.value = '' THEN excluded.value ELSE settings.value || char(10) || excluded.value END ",
             "WHERE instr(char(10) || settings.value || char(10), char(10) || excluded.value || char(10)) = 0 ",
@@ -1038,7 +1038,7 @@ impl SettingStore for SqliteStore {
         .bind(i64::from(max_lines))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 }
 

@@ -46,6 +46,12 @@ impl Directory {
             .map(|(name, _)| name.clone())
     }
 
+    /// Drops what is known of `id`.
+    pub fn forget(&self, id: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.remove(id);
+    }
+
     pub fn put(&self, id: &str, name: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.insert(id.to_string(), (name.to_string(), Instant::now()));
@@ -115,8 +121,8 @@ pub fn parse_entity(inner: &str) -> Entity {
 }
 
 /// Rewrites Slack text for a reader: each entity through `name_of` (which returns a
-/// user's or channel's name, or `None` to keep the id), links as Markdown, and Slack's
-/// escapes undone.
+/// user's or channel's name, or `None` to keep the id; a channel link's own label
+/// stands in when it gives none), links as Markdown, and Slack's escapes undone.
 pub fn humanize(text: &str, name_of: impl Fn(&Entity) -> Option<String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -134,10 +140,10 @@ pub fn humanize(text: &str, name_of: impl Fn(&Entity) -> Option<String>) -> Stri
             }
             Entity::Channel { id, name } => {
                 out.push('#');
+                // Slack's name first: the label is whatever the text's author wrote.
                 out.push_str(
-                    &name
-                        .clone()
-                        .or_else(|| name_of(&entity))
+                    &name_of(&entity)
+                        .or_else(|| name.clone())
                         .unwrap_or_else(|| id.clone()),
                 );
             }

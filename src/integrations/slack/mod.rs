@@ -216,6 +216,8 @@ impl SlackClient {
     /// was made private (`channel_convert_to_private`), here or to another replica.
     /// Like a private answer from `conversations.info`, it holds for the process's life.
     pub fn made_private(&self, id: &str) {
+        // Its name was a public one's: it no longer goes into text.
+        self.directory.forget(id);
         if let Some(facts) = self
             .channels
             .lock()
@@ -243,10 +245,10 @@ impl SlackClient {
     /// asked (Slack's answer then says so).
     pub fn made_shared_outside(&self, id: &str) {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        // `at` stays: the other facts (public, the workspaces) still expire when due.
         if let Some(facts) = channels.get_mut(id) {
             facts.shared_outside = true;
             facts.said_shared = true;
-            facts.at = std::time::Instant::now();
         }
     }
 
@@ -530,14 +532,14 @@ impl SlackClient {
     /// `text` as people read it: mentions as `@display-name`, channels as `#name`,
     /// links as Markdown (see [`entities::humanize`]). Names are looked up once per
     /// [`entities::DEFAULT_TTL`]; an id that cannot be looked up, or a private
-    /// conversation's, stays an id.
+    /// conversation's, stays an id. A channel link's own label (`<#C1|ops>`) names it in
+    /// this text only, when Slack has not named it: whoever wrote the text chose the
+    /// label, so it never enters the shared directory (where it would rename the
+    /// channel in other runs' text and turn a model's `#ops` into a link to it).
     pub async fn humanize(&self, text: &str) -> String {
         for entity in entities::named(text) {
-            match &entity {
-                entities::Entity::Channel { id, name: Some(name) } => self.directory.put(id, name),
-                _ => {
-                    self.name_of(&entity).await;
-                }
+            if !matches!(entity, entities::Entity::Channel { name: Some(_), .. }) {
+                self.name_of(&entity).await;
             }
         }
         entities::humanize(text, |e| match e {
