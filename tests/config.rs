@@ -527,3 +527,25 @@ fn a_duplicate_name_is_reported_on_the_file_that_names_itself() {
         "agents/a-copy.yaml:3:1: duplicate name 'helpdesk': agents/helpdesk.yaml is called that too; rename one (name: or the file name)"
     );
 }
+
+/// Hook names that differ only in case and `-`/`_` would open with one token variable:
+/// refused, pointing at the second and naming the first and the variable. The same
+/// name twice (two agents on one hook) is fine.
+#[test]
+fn webhooks_that_would_share_a_token_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "prompts/p.md", "Prompt.");
+    let hook = |name: &str| {
+        format!("model: openai/gpt-4.1\nprompt: prompts/p.md\ntriggers:\n  - webhook: {{name: {name}}}\n")
+    };
+    write(dir.path(), "agents/a.yaml", &hook("deploy-prod"));
+    write(dir.path(), "agents/b.yaml", &hook("deploy-prod"));
+    Config::load(dir.path(), &tools()).unwrap_or_else(|d| panic!("{d}"));
+    write(dir.path(), "agents/c.yaml", &hook("DEPLOY_prod"));
+    let err = Config::load(dir.path(), &tools()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "agents/c.yaml:4:5: webhook 'DEPLOY_prod' and webhook 'deploy-prod' (agents/a.yaml:4:5) would share one token, \
+         STEWARD_HOOK_DEPLOY_PROD_TOKEN; give one a name that differs in more than case and '-'/'_'"
+    );
+}

@@ -100,6 +100,7 @@ pub(super) fn load_tree(root: &Path, known: &Known) -> Result<Config, Diagnostic
         }
     }
     diags.extend(super::overlap::unordered(&config.agents, &texts));
+    diags.extend(super::overlap::shared_hook_tokens(&config.agents, &texts));
 
     if diags.is_empty() {
         Ok(config)

@@ -138,6 +138,44 @@ pub fn overlaps(agents: &BTreeMap<String, Arc<AgentConfig>>, texts: &Texts) -> V
     out
 }
 
+/// Webhooks whose different names share one token variable (`deploy-prod`,
+/// `deploy_prod` and `DEPLOY-PROD` are all `STEWARD_HOOK_DEPLOY_PROD_TOKEN`): two hooks
+/// that look apart in review would open with the same token. One error per such name.
+pub fn shared_hook_tokens(agents: &BTreeMap<String, Arc<AgentConfig>>, texts: &Texts) -> Vec<Diagnostic> {
+    let mut first: BTreeMap<String, (String, PathBuf, usize, usize)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for agent in agents.values() {
+        let (file, text) = texts
+            .get(&agent.name)
+            .map_or((agent.file.as_path(), ""), |(f, t)| (f.as_path(), t.as_str()));
+        for (i, rule) in agent.triggers.iter().enumerate() {
+            let TriggerSpec::Webhook(hook) = rule else {
+                continue;
+            };
+            let var = super::settings::hook_token_var(&hook.name);
+            let (line, col) = rule_position(text, &agent.triggers, i);
+            match first.get(&var) {
+                Some((name, ofile, oline, ocol)) if *name != hook.name => out.push(Diagnostic::new(
+                    file,
+                    line,
+                    col,
+                    format!(
+                        "webhook '{}' and webhook '{name}' ({}:{oline}:{ocol}) would share one token, {var}; \
+                         give one a name that differs in more than case and '-'/'_'",
+                        hook.name,
+                        ofile.display()
+                    ),
+                )),
+                Some(_) => {}
+                None => {
+                    first.insert(var, (hook.name.clone(), file.to_path_buf(), line, col));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The config errors: Slack overlaps precedence cannot order, each pointing at the
 /// first rule and naming the second's file, line and column.
 pub fn unordered(agents: &BTreeMap<String, Arc<AgentConfig>>, texts: &Texts) -> Vec<Diagnostic> {

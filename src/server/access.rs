@@ -17,6 +17,7 @@
 //! `authorization` setting); with none set it is open only as the inspector is (and to
 //! this steward's own host names, against DNS rebinding), and closed everywhere else.
 
+use crate::triggers::auth::token_eq;
 use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
 
@@ -159,7 +160,7 @@ impl AdminAccess {
             }
         }
         if let Some(token) = &self.token {
-            if bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())) {
+            if bearer(headers).is_some_and(|b| token_eq(b.as_bytes(), token.as_bytes())) {
                 return Ok(Viewer::Admin);
             }
             if cookie(headers, self.cookie_name())
@@ -235,14 +236,14 @@ impl AdminAccess {
     pub fn metrics_allowed(&self, headers: &HeaderMap) -> bool {
         match &self.metrics_token {
             None => self.metrics_open && !proxied(headers) && self.host_allowed(headers).is_ok(),
-            Some(token) => bearer(headers).is_some_and(|b| same(b.as_bytes(), token.as_bytes())),
+            Some(token) => bearer(headers).is_some_and(|b| token_eq(b.as_bytes(), token.as_bytes())),
         }
     }
 
     /// The `Set-Cookie` value for a correct login token; `None` when it is wrong.
     pub fn login(&self, typed: &str) -> Option<String> {
         let token = self.token.as_ref()?;
-        same(typed.trim().as_bytes(), token.as_bytes()).then(|| {
+        token_eq(typed.trim().as_bytes(), token.as_bytes()).then(|| {
             let expires = chrono::Utc::now().timestamp() + SESSION_SECS;
             format!(
                 "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{}",
@@ -298,7 +299,7 @@ fn valid_session(token: &str, value: &str, now: i64) -> bool {
     };
     expires > now
         && expires <= now + SESSION_SECS
-        && same(value.as_bytes(), session_value(token, expires).as_bytes())
+        && token_eq(value.as_bytes(), session_value(token, expires).as_bytes())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -319,15 +320,6 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
-}
-
-/// Constant-time comparison, of the two sides' SHA-256 digests: comparing the values
-/// themselves returned early on a length mismatch, which told a guesser the token's
-/// length.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    use sha2::Digest;
-    let (a, b) = (sha2::Sha256::digest(a), sha2::Sha256::digest(b));
-    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -393,7 +385,7 @@ mod tests {
         }
         // Comparing digests keeps a token's length to itself: unequal lengths compare
         // as any other mismatch.
-        assert!(same(b"s3cret", b"s3cret") && !same(b"s3cret", b"s3cre") && !same(b"", b"x"));
+        assert!(token_eq(b"s3cret", b"s3cret") && !token_eq(b"s3cret", b"s3cre") && !token_eq(b"", b"x"));
     }
 
     #[test]

@@ -112,9 +112,13 @@ pub fn verify_sha256_header(
     verify_hex(secret.as_bytes(), &[body], hex_sig)
 }
 
-/// Constant-time equality for bearer tokens (only the length can leak).
-pub fn token_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Constant-time equality for tokens, of the two sides' SHA-256 digests: comparing the
+/// values themselves would return early on a length mismatch and tell a guesser the
+/// token's length.
+pub fn token_eq(a: &[u8], b: &[u8]) -> bool {
+    use sha2::Digest;
+    let (a, b) = (sha2::Sha256::digest(a), sha2::Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -176,6 +180,6 @@ mod tests {
             verify_sha256_header("s3cret", Some("md5=00"), "X-Hub-Signature", b"{}"),
             Err(AuthError::Malformed("X-Hub-Signature"))
         );
-        assert!(token_eq("abc", "abc") && !token_eq("abc", "abd") && !token_eq("abc", "abcd"));
+        assert!(token_eq(b"abc", b"abc") && !token_eq(b"abc", b"abd") && !token_eq(b"abc", b"abcd"));
     }
 }

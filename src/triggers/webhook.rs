@@ -57,7 +57,7 @@ pub fn receive(
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
     match expected {
-        Some(expected) if auth::token_eq(given.trim(), expected) => {}
+        Some(expected) if auth::token_eq(given.trim().as_bytes(), expected.as_bytes()) => {}
         _ => return Err(AuthError::Mismatch.into()),
     }
     Ok(Inbound::Event {
