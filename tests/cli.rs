@@ -200,6 +200,43 @@ fn missing_api_key_fails_the_run_with_a_clear_message() {
     assert_eq!(runs[0]["termination"], "provider_error");
 }
 
+/// A model endpoint's redirect is not followed (reqwest would carry a custom key
+/// header such as Anthropic's `x-api-key` to the host it names): the run fails as a
+/// provider error and the other host hears nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_endpoints_redirect_is_not_followed() {
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = heard.clone();
+    let elsewhere = serve(axum::Router::new().fallback(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { "{}" }
+    }))
+    .await;
+    let redirector = serve(axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let to = format!("{elsewhere}{uri}");
+        async move { axum::response::Redirect::temporary(&to) }
+    }))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let ev = dir.path().join("e.json");
+    std::fs::write(&ev, r#"{"text": "summarize https://example.com"}"#).unwrap();
+    let base = format!("{redirector}/v1");
+    let env = [("OPENAI_BASE_URL", base.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    let o = steward_async(
+        repo(),
+        &db,
+        &["run", "page-summarizer", "--event", ev.to_str().unwrap()],
+        &env,
+    )
+    .await;
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(heard.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let o = steward(repo(), &db, &["runs", "list", "--json"], &[]);
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs[0]["termination"], "provider_error");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_with_mock_tools_prints_the_answer_and_the_record() {
     let fake = FakeModel::start().await;

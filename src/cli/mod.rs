@@ -933,6 +933,9 @@ struct Outside {
     /// values read from the environment; the CA, made on first use).
     proxies: Arc<crate::http::proxy::EgressHub>,
     clients: crate::integrations::Clients,
+    /// For model providers: redirects are not followed, since reqwest would carry a
+    /// custom key header (Anthropic's `x-api-key`) to whatever host a gateway names.
+    models_http: reqwest::Client,
 }
 
 impl Outside {
@@ -944,7 +947,12 @@ impl Outside {
         let proxies = crate::http::proxy::EgressHub::new(policy.clone())
             .with_secrets(move |name| named.named_var(name))
             .with_host_bundle(settings.ssl_cert_file.clone());
+        let models_http = crate::http::client_builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("cannot build the HTTP client")?;
         Ok(Outside {
+            models_http,
             egress: crate::http::Egress::new(policy),
             proxies: Arc::new(proxies),
             clients: crate::integrations::Clients::from_settings(http.clone(), &settings),
@@ -1021,7 +1029,7 @@ impl Outside {
     }
 
     fn providers(&self) -> ProviderSet {
-        ProviderSet::from_settings(&self.settings, self.http.clone(), MODEL_TIMEOUT)
+        ProviderSet::from_settings(&self.settings, self.models_http.clone(), MODEL_TIMEOUT)
     }
 
     /// The skills under `root`, with the script sandbox probed when any skill ships

@@ -62,6 +62,17 @@ fn bound_hosts(env: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<St
     Ok(bound)
 }
 
+/// Whether `host` (as a URL spells it) is this machine: `localhost` or a loopback
+/// address.
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// `Ok` when the value of variable `env` may be sent to `scheme://host:port` as it is
 /// (an MCP server's token): any variable but a `STEWARD_SECRET_<NAME>`, and such a one
 /// only over https (or to this machine) and within its `_HOSTS` binding, so a config
@@ -78,13 +89,7 @@ pub fn may_send(
         return Ok(());
     }
     // Never in clear text past this machine, as the proxy never puts one in plain HTTP.
-    let loopback = host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if scheme != "https" && !loopback {
+    if scheme != "https" && !is_loopback(host) {
         return Err(format!(
             "{env} goes only over https; this server is {scheme}://{host}: refused"
         ));

@@ -189,6 +189,7 @@ impl JiraClient {
             .get(format!("{}/rest/api/3/attachment/content/{id}", self.base_url))
             .basic_auth(&self.email, Some(&self.token))
             .timeout(Duration::from_secs(120));
+        let request = crate::telemetry::propagation::outgoing(request);
         super::download_capped(
             SERVICE,
             &format!("GET /rest/api/3/attachment/content/{id}"),

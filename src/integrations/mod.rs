@@ -184,7 +184,9 @@ pub(crate) fn failure(
 }
 
 /// Sends a download request and reads the body, refusing more than `cap` bytes (checked
-/// while streaming, so a lying or missing size cannot fill memory).
+/// while streaming, so a lying or missing size cannot fill memory). The request carries
+/// no trace context unless the caller added it: a download can go to a host the text's
+/// author chose (a Notion `external` file), which must not learn steward's trace ids.
 pub(crate) async fn download_capped(
     service: &'static str,
     what: &str,
@@ -196,7 +198,7 @@ pub(crate) async fn download_capped(
         method: what.to_string(),
         message,
     };
-    let mut resp = crate::telemetry::propagation::outgoing(request)
+    let mut resp = request
         .send()
         .await
         .map_err(|e| match crate::http::egress::refusal(&e) {

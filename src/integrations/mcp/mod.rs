@@ -262,10 +262,13 @@ pub async fn connect(
                 // A redirect is not followed: reqwest would carry the server's headers
                 // (tokens other than Authorization) to wherever it points, and past
                 // steward's address checks.
-                let http = crate::http::client_builder()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .map_err(|e| fail(server, e))?;
+                let mut http = crate::http::client_builder().redirect(reqwest::redirect::Policy::none());
+                // A server on this machine is reached directly: an `HTTP_PROXY` from the
+                // environment would otherwise get its plain-http token.
+                if crate::http::secrets::is_loopback(host) {
+                    http = http.no_proxy();
+                }
+                let http = http.build().map_err(|e| fail(server, e))?;
                 let transport =
                     StreamableHttpClientTransport::with_client(http, config.custom_headers(headers));
                 Ok((handler.serve(transport).await.map_err(|e| fail(server, e))?, None))
