@@ -649,8 +649,29 @@ async fn relay(client: impl Conn, upstream: tokio::net::TcpStream, run: &Run, up
                     Ok(start) => start,
                     Err(why) => return Ended::Refused(why),
                 };
-                if let Some(ended) = forward(&start, &mut upstream_write, run, &sent, &charged).await {
-                    return ended;
+                // A TLS client's later hellos (after a HelloRetryRequest) are checked
+                // as its first was, each before it goes on.
+                let mut hellos = tunnel::LaterHellos::new(host);
+                let tls = matches!(start.first(), Some(0x14..=0x18)) && start.get(1) == Some(&0x03);
+                let mut chunk = start;
+                loop {
+                    if tls && let Err(why) = hellos.feed(&chunk) {
+                        return Ended::Refused(why);
+                    }
+                    if let Some(ended) = forward(&chunk, &mut upstream_write, run, &sent, &charged).await {
+                        return ended;
+                    }
+                    if !tls || hellos.done() {
+                        break;
+                    }
+                    chunk = vec![0u8; 16 * 1024];
+                    match client_read.read(&mut chunk).await {
+                        Ok(0) | Err(_) => {
+                            let _ = upstream_write.shutdown().await;
+                            return Ended::Done;
+                        }
+                        Ok(n) => chunk.truncate(n),
+                    }
                 }
                 pump(&mut client_read, &mut upstream_write, run, &sent, &charged, None).await
             }

@@ -4,7 +4,8 @@
 //! - a TLS `ClientHello` must name the tunnel's own host as its server name, or none (a
 //!   shared ingress or CDN routes by that name, so another name would reach a host the
 //!   allow list never saw); any TLS record type first counts as TLS, so a leading alert
-//!   cannot skip the check. An Encrypted Client Hello's inner name is not seen
+//!   cannot skip the check; a second hello after a server's HelloRetryRequest is held
+//!   to the same name ([`LaterHellos`]). An Encrypted Client Hello's inner name is not seen
 //!   (browsers send a decoy one to every site), like a `Host` inside TLS;
 //! - to ports 80 and 443, nothing but TLS;
 //! - elsewhere (a port an allow entry names), a plain HTTP request is refused: its
@@ -186,6 +187,103 @@ fn server_name(hello: &[u8]) -> Option<Option<String>> {
     Some(found)
 }
 
+/// Client bytes of a TLS tunnel watched past the first hello before the encrypted part
+/// starts: enough for a second `ClientHello` (sent after a server's HelloRetryRequest)
+/// and a client certificate.
+const MAX_WATCHED: usize = 64 * 1024;
+
+/// Watches a TLS tunnel's client bytes after the first hello passed: a server's
+/// HelloRetryRequest has the client send a second `ClientHello` in the clear, which a
+/// shared ingress may route by, so it must name the same host as the first. Stops at
+/// the first application-data record (from then on all is encrypted), at something
+/// that is not a TLS record, or after [`MAX_WATCHED`] bytes. A handshake message that
+/// does not read as a whole `ClientHello` is let through (TLS 1.2's encrypted
+/// `Finished` travels in a handshake record).
+pub(super) struct LaterHellos<'h> {
+    host: &'h str,
+    pending: Vec<u8>,
+    handshake: Vec<u8>,
+    seen: usize,
+    done: bool,
+}
+
+impl<'h> LaterHellos<'h> {
+    /// A watch over a tunnel to `host` whose client bytes are all fed from the first.
+    pub(super) fn new(host: &'h str) -> Self {
+        LaterHellos {
+            host,
+            pending: Vec::new(),
+            handshake: Vec::new(),
+            seen: 0,
+            done: false,
+        }
+    }
+
+    /// Whether nothing more is looked at.
+    pub(super) fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Takes the next client bytes; the reason to close the tunnel when a hello names
+    /// another host.
+    pub(super) fn feed(&mut self, chunk: &[u8]) -> Result<(), String> {
+        if self.done {
+            return Ok(());
+        }
+        self.seen += chunk.len();
+        self.pending.extend_from_slice(chunk);
+        let mut at = 0;
+        while let Some(header) = self.pending.get(at..at + 5) {
+            let (kind, len) = (header[0], usize::from(u16::from_be_bytes([header[3], header[4]])));
+            if !(0x14..=0x16).contains(&kind) || header[1] != 0x03 {
+                // Application data (encrypted from here on), or not TLS at all.
+                self.finish();
+                return Ok(());
+            }
+            let Some(body) = self.pending.get(at + 5..at + 5 + len) else {
+                break;
+            };
+            if kind == 0x16 {
+                self.handshake.extend_from_slice(body);
+            }
+            at += 5 + len;
+            self.hellos()?;
+        }
+        self.pending.drain(..at);
+        if self.seen > MAX_WATCHED || self.handshake.len() > MAX_HELLO {
+            self.finish();
+        }
+        Ok(())
+    }
+
+    /// Checks each whole handshake message gathered so far that reads as a hello.
+    fn hellos(&mut self) -> Result<(), String> {
+        while let Some(&[kind, a, b, c]) = self.handshake.get(..4) {
+            let end = 4 + (usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c));
+            let Some(message) = self.handshake.get(4..end) else {
+                return Ok(());
+            };
+            if kind == 1
+                && let Some(Some(name)) = server_name(message)
+                && !same_host(&name, self.host)
+            {
+                return Err(format!(
+                    "the TLS server name sent through the tunnel is not {}, the host it was opened to",
+                    self.host
+                ));
+            }
+            self.handshake.drain(..end);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        self.pending = Vec::new();
+        self.handshake = Vec::new();
+    }
+}
+
 /// Reads a TLS structure front to back; every read is bounds-checked.
 struct Cursor<'a>(&'a [u8]);
 
@@ -245,6 +343,65 @@ pub(super) mod tests {
             out.extend_from_slice(piece);
         }
         out
+    }
+
+    /// A record of `kind` around `body`.
+    fn record(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![kind, 0x03, 0x03];
+        out.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    fn watched(bytes: &[u8], step: usize) -> (Result<(), String>, bool) {
+        let mut hellos = LaterHellos::new("api.example.com");
+        for piece in bytes.chunks(step) {
+            if let Err(why) = hellos.feed(piece) {
+                return (Err(why), hellos.done());
+            }
+        }
+        (Ok(()), hellos.done())
+    }
+
+    /// After a HelloRetryRequest, the client's second hello (after a compatibility
+    /// ChangeCipherSpec) must name the same host as its first, however the bytes
+    /// arrive; encrypted records end the watch, and TLS 1.2's encrypted Finished in a
+    /// handshake record is not taken for a hello.
+    #[test]
+    fn a_later_hello_must_name_the_same_host() {
+        let ccs = record(0x14, &[1]);
+        let mut retried = client_hello("api.example.com");
+        retried.extend_from_slice(&ccs);
+        retried.extend_from_slice(&client_hello("evil.example"));
+        for step in [1, 7, retried.len()] {
+            let (verdict, _) = watched(&retried, step);
+            assert!(
+                verdict.is_err_and(|why| why.contains("not api.example.com")),
+                "step {step}"
+            );
+        }
+        let mut honest = client_hello("api.example.com");
+        honest.extend_from_slice(&ccs);
+        honest.extend_from_slice(&client_hello("api.example.com"));
+        assert_eq!(watched(&honest, 3), (Ok(()), false));
+        honest.extend_from_slice(&record(0x17, &[0xab; 40]));
+        honest.extend_from_slice(&client_hello("evil.example"));
+        assert_eq!(
+            watched(&honest, 5),
+            (Ok(()), true),
+            "encrypted from the first application data"
+        );
+        // TLS 1.2: ClientKeyExchange, ChangeCipherSpec, then a Finished that is
+        // encrypted, here starting with the byte a hello starts with.
+        let mut tls12 = client_hello("api.example.com");
+        tls12.extend_from_slice(&record(0x16, &[16, 0, 0, 3, 2, 0xaa, 0xbb]));
+        tls12.extend_from_slice(&ccs);
+        let mut finished = vec![1u8, 0, 0, 36];
+        finished.extend_from_slice(&[0x5a; 36]);
+        tls12.extend_from_slice(&record(0x16, &finished));
+        assert_eq!(watched(&tls12, 11).0, Ok(()));
+        // Not TLS after all: nothing more is looked at.
+        assert_eq!(watched(b"SSH-2.0-x\r\n", 4), (Ok(()), true));
     }
 
     #[test]
