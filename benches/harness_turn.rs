@@ -374,8 +374,8 @@ impl SettingStore for NullStore {
         Ok(())
     }
 
-    async fn add_setting_line(&self, _key: &str, _line: &str, _max_lines: u32) -> Result<(), StoreError> {
-        Ok(())
+    async fn add_setting_line(&self, _key: &str, _line: &str, _max_lines: u32) -> Result<bool, StoreError> {
+        Ok(true)
     }
 
     async fn take_setting(&self, _key: &str) -> Result<Option<String>, StoreError> {
