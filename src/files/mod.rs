@@ -123,6 +123,11 @@ struct Entry {
     content: Arc<Vec<u8>>,
 }
 
+/// Most bytes one run's files hold together. Each is at most an attachment's or a
+/// fetch's cap (20 MiB), but a run that fetched or made file after file would otherwise
+/// hold them all in memory, up to 20 MiB × `max_tool_calls`, per run at once.
+pub const MAX_RUN_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// The files of one run. Cheap to share (`Arc`); every change is written to the store
 /// (except for private runs, whose files stay in memory).
 pub struct RunFiles {
@@ -139,6 +144,8 @@ pub struct RunFiles {
     extractor: Arc<extractor::Extractor>,
     /// Set once the run holds private content: files made from then on stay in memory.
     in_memory: std::sync::atomic::AtomicBool,
+    /// [`MAX_RUN_FILE_BYTES`] (smaller in tests).
+    max_bytes: u64,
 }
 
 impl RunFiles {
@@ -159,7 +166,35 @@ impl RunFiles {
             budget: AtomicU64::new(u64::MAX),
             extractor: Default::default(),
             in_memory: Default::default(),
+            max_bytes: MAX_RUN_FILE_BYTES,
         }
+    }
+
+    /// These files with a smaller cap than [`MAX_RUN_FILE_BYTES`].
+    #[cfg(test)]
+    pub(crate) fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Why `bytes` more would not fit among this run's files, if they would not.
+    pub fn room_for(&self, bytes: u64) -> Result<(), String> {
+        let held: u64 = self.lock().iter().map(|e| e.content.len() as u64).sum();
+        self.fits(held, bytes)
+    }
+
+    fn fits(&self, held: u64, bytes: u64) -> Result<(), String> {
+        if held.saturating_add(bytes) <= self.max_bytes {
+            return Ok(());
+        }
+        let mb = |b: u64| b.div_ceil(1024 * 1024);
+        Err(format!(
+            "this run's files hold {} MB, and {} MB more would pass {} MB, the most one run keeps; \
+             work from the files it has (file_regex, file_read), or start a new run",
+            mb(held),
+            mb(bytes),
+            mb(self.max_bytes)
+        ))
     }
 
     /// From now on, new files of this run stay in memory (the run read a private
@@ -243,6 +278,9 @@ impl RunFiles {
         };
         let meta = {
             let mut entries = self.lock();
+            let held = entries.iter().map(|e| e.content.len() as u64).sum();
+            self.fits(held, content.len() as u64)
+                .map_err(StoreError::Invalid)?;
             // After the highest id held: a subagent's files keep its parent's ids
             // (`f_2` alone), so a count would hand out an id already taken.
             let next = entries
@@ -378,4 +416,53 @@ pub fn line_count(text: &str) -> u64 {
 /// File metadata as the store keeps it.
 fn meta_json(meta: &FileMeta) -> Result<serde_json::Value, StoreError> {
     serde_json::to_value(meta).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    fn files(max_bytes: u64) -> RunFiles {
+        RunFiles::new("r", None, Arc::new(TokenCounter::new()), Encoding::O200k, 10_000)
+            .with_max_bytes(max_bytes)
+    }
+
+    fn text(n: usize) -> NewFile {
+        NewFile {
+            name: "out.txt".into(),
+            mime: "text/plain".into(),
+            content: vec![b'x'; n],
+        }
+    }
+
+    /// A run's files hold at most the cap together: the file that would pass it is
+    /// refused with the reason, and what the run holds stays.
+    #[tokio::test]
+    async fn a_runs_files_stop_at_the_cap() {
+        let files = files(3 * 1024 * 1024);
+        files
+            .add(text(2 * 1024 * 1024), FileSource::ToolOutput, None)
+            .await
+            .unwrap();
+        assert!(files.room_for(1024 * 1024).is_ok());
+        let why = files.room_for(1024 * 1024 + 1).unwrap_err();
+        assert_eq!(
+            why,
+            "this run's files hold 2 MB, and 2 MB more would pass 3 MB, the most one run keeps; \
+             work from the files it has (file_regex, file_read), or start a new run"
+        );
+        let refused = files
+            .add(text(1024 * 1024 + 1), FileSource::ToolOutput, None)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("the most one run keeps"),
+            "{refused}"
+        );
+        assert!(files.get("f_1").is_ok() && files.get("f_2").is_err());
+        files
+            .add(text(1024 * 1024), FileSource::ToolOutput, None)
+            .await
+            .unwrap();
+    }
 }

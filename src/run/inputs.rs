@@ -43,6 +43,17 @@ pub async fn inline_or_file(
         .tokens()
         .prefix(files.encoding(), &text, preview_tokens)
         .to_string();
+    // The run's files are full: the preview goes in, the rest is let go, and the model
+    // is told so rather than the run failing.
+    if let Err(why) = files.room_for(text.len() as u64) {
+        let shown = format!(
+            "{}\n\n[steward: this is {} tokens, over the {threshold}-token limit; only its first {preview_tokens} tokens or fewer are shown above, and the rest was not kept: {why}.]",
+            preview.trim_end(),
+            count.tokens,
+        );
+        let estimate = quick_estimate(&shown);
+        return Ok((shown, Some(estimate)));
+    }
     let mime = mime::for_tool_output(&text);
     let ext = if mime == "application/json" { "json" } else { "txt" };
     let meta = files
@@ -158,4 +169,48 @@ pub async fn opening_message(
         content: text,
         images,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long tool output that would take the run's files past their cap is shown as
+    /// its preview with the reason, and the run goes on; one that fits becomes a file.
+    #[tokio::test]
+    async fn an_output_past_the_files_cap_is_a_preview_with_the_reason() {
+        let agent = AgentConfig::new(
+            "a",
+            crate::types::ModelRef::parse("openai/gpt-4.1").unwrap_or_else(|e| panic!("{e}")),
+            "p",
+            vec![],
+        );
+        let files = RunFiles::new(
+            "r",
+            None,
+            std::sync::Arc::new(crate::tokens::TokenCounter::new()),
+            crate::tokens::Encoding::O200k,
+            10_000,
+        )
+        .with_max_bytes(300_000);
+        let long = "word ".repeat(50_000);
+        let (kept, counted) =
+            inline_or_file(&files, &agent, long.clone(), "http_fetch", FileSource::ToolOutput)
+                .await
+                .unwrap();
+        assert!(
+            counted.is_none() && kept.contains("The whole text is file f_1"),
+            "{kept}"
+        );
+        let (shown, counted) = inline_or_file(&files, &agent, long, "http_fetch", FileSource::ToolOutput)
+            .await
+            .unwrap();
+        assert!(counted.is_some());
+        assert!(shown.starts_with("word word"), "{shown}");
+        assert!(
+            shown.contains("the rest was not kept: this run's files hold 1 MB"),
+            "{shown}"
+        );
+        assert!(files.get("f_2").is_err(), "no second file");
+    }
 }
