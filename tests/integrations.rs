@@ -1060,4 +1060,7 @@ async fn a_channel_links_label_stays_in_its_own_text() {
     );
     slack.made_private("C0INCIDENTS");
     assert_eq!(slack.mentionize("ask #incidents"), "ask #incidents");
+    // Slack's answer still says public (it can lag the change): the name stays gone.
+    assert_eq!(slack.humanize("in <#C0INCIDENTS>").await, "in #C0INCIDENTS");
+    assert_eq!(slack.mentionize("ask #incidents"), "ask #incidents");
 }

@@ -1978,7 +1978,13 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
         json!({"type": "channel_shared", "connected_team_id": "E163Q94DX", "channel": "C0PUBLIC02",
             "event_ts": "1561064063.001100"}),
     );
-    for event in [&converted, &shared] {
+    // One steward never asked about: Slack's answer (still "not shared") cannot undo it.
+    let unasked = slack_event(
+        "EvSHARED2",
+        json!({"type": "channel_shared", "connected_team_id": "E163Q94DX", "channel": "C0PUBLIC04",
+            "event_ts": "1561064063.001200"}),
+    );
+    for event in [&converted, &shared, &unasked] {
         let resp = service
             .router()
             .oneshot(slack_request(event, now(), SLACK_SECRET, None))
@@ -1988,6 +1994,8 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
     }
     assert!(slack_a.is_private_channel("C0PUBLIC01").await);
     assert!(slack_a.said_shared_outside("C0PUBLIC02").await);
+    assert!(slack_a.said_shared_outside("C0PUBLIC04").await);
+    assert!(slack_a.is_shared_outside("C0PUBLIC04").await);
     // The same event from a workspace SLACK_TEAM_IDS does not list is refused.
     let mut foreign = converted.clone();
     foreign["event_id"] = json!("EvCONVERT2");

@@ -279,8 +279,7 @@ impl RunFiles {
         let meta = {
             let mut entries = self.lock();
             let held = entries.iter().map(|e| e.content.len() as u64).sum();
-            self.fits(held, content.len() as u64)
-                .map_err(StoreError::Invalid)?;
+            self.fits(held, content.len() as u64).map_err(StoreError::Full)?;
             // After the highest id held: a subagent's files keep its parent's ids
             // (`f_2` alone), so a count would hand out an id already taken.
             let next = entries

@@ -43,20 +43,9 @@ pub async fn inline_or_file(
         .tokens()
         .prefix(files.encoding(), &text, preview_tokens)
         .to_string();
-    // The run's files are full: the preview goes in, the rest is let go, and the model
-    // is told so rather than the run failing.
-    if let Err(why) = files.room_for(text.len() as u64) {
-        let shown = format!(
-            "{}\n\n[steward: this is {} tokens, over the {threshold}-token limit; only its first {preview_tokens} tokens or fewer are shown above, and the rest was not kept: {why}.]",
-            preview.trim_end(),
-            count.tokens,
-        );
-        let estimate = quick_estimate(&shown);
-        return Ok((shown, Some(estimate)));
-    }
     let mime = mime::for_tool_output(&text);
     let ext = if mime == "application/json" { "json" } else { "txt" };
-    let meta = files
+    let added = files
         .add(
             NewFile {
                 name: format!("{name}.{ext}"),
@@ -66,7 +55,23 @@ pub async fn inline_or_file(
             source,
             None,
         )
-        .await?;
+        .await;
+    let meta = match added {
+        Ok(meta) => meta,
+        // The run's files are full (checked as the file is added, so nothing races
+        // it): the preview goes in, the rest is let go, and the model is told so
+        // rather than the run failing.
+        Err(StoreError::Full(why)) => {
+            let shown = format!(
+                "{}\n\n[steward: this is {} tokens, over the {threshold}-token limit; only its first {preview_tokens} tokens or fewer are shown above, and the rest was not kept: {why}.]",
+                preview.trim_end(),
+                count.tokens,
+            );
+            let estimate = quick_estimate(&shown);
+            return Ok((shown, Some(estimate)));
+        }
+        Err(e) => return Err(e),
+    };
     files
         .mark_read(&meta.id, ReadKind::Bytes(0, preview.len() as u64))
         .await?;

@@ -115,6 +115,12 @@ async fn carried(cx: &RunContext<'_>) -> Result<Vec<(String, FileMeta)>, RunErro
     let skip = produced.len().saturating_sub(MAX_CARRIED_FILES);
     let mut out = Vec::new();
     for (run, meta, content) in produced.into_iter().skip(skip) {
+        // Past the run's files cap, an earlier run's file stays behind rather than
+        // failing this run (and every later one of the conversation).
+        if let Err(why) = cx.files.room_for(content.len() as u64) {
+            tracing::info!(file = %meta.id, %run, %why, "an earlier run's file is not carried");
+            continue;
+        }
         let file = NewFile {
             name: meta.name.clone(),
             mime: meta.mime.clone(),

@@ -221,6 +221,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("invalid value: {0}")]
     Invalid(String),
+    /// A run's files would pass their cap (`files::MAX_RUN_FILE_BYTES`).
+    #[error("{0}")]
+    Full(String),
     #[error("cannot migrate the database schema: {0}")]
     Migrate(String),
 }

@@ -1028,10 +1028,21 @@ mod tests {
         let fronted = b"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec();
         through(format!("localhost:{port}"), fronted).await;
         assert!(next(&mut arrived).await.is_empty(), "plain HTTP never reaches it");
+        // A retried hello (after a HelloRetryRequest) naming another host goes no further.
+        let evil = client_hello("evil.example");
+        let mut retried = own.clone();
+        retried.extend_from_slice(&[0x14, 0x03, 0x03, 0x00, 0x01, 0x01]);
+        retried.extend_from_slice(&evil);
+        through(format!("localhost:{port}"), retried).await;
+        let got = next(&mut arrived).await;
+        assert!(
+            !got.windows(evil.len()).any(|w| w == evil.as_slice()),
+            "the second hello never reaches it"
+        );
         let mut records = Vec::new();
         for _ in 0..100 {
             records = proxy.records();
-            if records.len() == 3 {
+            if records.len() == 4 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1045,6 +1056,9 @@ mod tests {
                     "the TLS server name sent through the tunnel is not 127.0.0.1, the host it was opened to"
                 ),
                 Some("plain HTTP goes through the proxy as a request (an http:// URL), not through a tunnel"),
+                Some(
+                    "the TLS server name sent through the tunnel is not localhost, the host it was opened to"
+                ),
             ]
         );
         assert_eq!(records[0].bytes_sent, own.len() as u64);

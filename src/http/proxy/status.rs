@@ -10,6 +10,9 @@ const MAX_HEADS: usize = 64 * 1024;
 #[derive(Default)]
 pub(super) struct StatusWatch {
     heads: Vec<u8>,
+    /// How much of `heads` was searched for a head's end already (a response sent a
+    /// byte a read is not searched again from its start each time).
+    searched: usize,
     status: Option<u16>,
     done: bool,
 }
@@ -21,9 +24,16 @@ impl StatusWatch {
             return;
         }
         self.heads.extend_from_slice(chunk);
-        while let Some(end) = head_end(&self.heads) {
+        loop {
+            // A head's end is at most 4 bytes long: it may begin just before the new ones.
+            let from = self.searched.saturating_sub(3);
+            let Some(end) = head_end(&self.heads[from..]).map(|e| e + from) else {
+                self.searched = self.heads.len();
+                break;
+            };
             let code = status_code(&self.heads[..end]);
             self.heads.drain(..end);
+            self.searched = 0;
             self.status = code.or(self.status);
             // 101 Switching Protocols is final: what follows is another protocol.
             if !code.is_some_and(|c| (100..200).contains(&c) && c != 101) {

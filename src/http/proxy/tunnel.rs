@@ -263,14 +263,22 @@ impl<'h> LaterHellos<'h> {
             let Some(message) = self.handshake.get(4..end) else {
                 return Ok(());
             };
-            if kind == 1
-                && let Some(Some(name)) = server_name(message)
-                && !same_host(&name, self.host)
-            {
-                return Err(format!(
-                    "the TLS server name sent through the tunnel is not {}, the host it was opened to",
-                    self.host
-                ));
+            if kind == 1 {
+                match server_name(message) {
+                    Some(Some(name)) if !same_host(&name, self.host) => {
+                        return Err(format!(
+                            "the TLS server name sent through the tunnel is not {}, the host it was opened to",
+                            self.host
+                        ));
+                    }
+                    // A hello's legacy_version, yet not a hello that reads (two names,
+                    // a name that is not text): refused as a first one would be. An
+                    // encrypted `Finished` starts so about once in 2^40.
+                    None if message.starts_with(&[0x03, 0x03]) => {
+                        return Err("the tunnel's later TLS ClientHello is malformed".into());
+                    }
+                    _ => {}
+                }
             }
             self.handshake.drain(..end);
         }
@@ -400,6 +408,22 @@ pub(super) mod tests {
         finished.extend_from_slice(&[0x5a; 36]);
         tls12.extend_from_slice(&record(0x16, &finished));
         assert_eq!(watched(&tls12, 11).0, Ok(()));
+        // A later hello that does not read (here, cut short inside its extensions) is
+        // refused as a first one would be.
+        let mut malformed = client_hello("api.example.com");
+        malformed.extend_from_slice(&ccs);
+        let second = client_hello("api.example.com");
+        let mut body = second[5..].to_vec();
+        let cut = body.len() - 10;
+        body.truncate(cut);
+        let len = (cut - 4) as u32;
+        body[1..4].copy_from_slice(&len.to_be_bytes()[1..]);
+        malformed.extend_from_slice(&record(0x16, &body));
+        assert!(
+            watched(&malformed, 9)
+                .0
+                .is_err_and(|why| why.contains("malformed"))
+        );
         // Not TLS after all: nothing more is looked at.
         assert_eq!(watched(b"SSH-2.0-x\r\n", 4), (Ok(()), true));
     }

@@ -56,6 +56,9 @@ pub struct SlackClient {
     /// Channels Slack said were made private while this process ran: private whatever
     /// `conversations.info` says after (its answer may lag the event).
     made_private: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Channels Slack said were shared with another organisation while this process
+    /// ran: shared whatever `conversations.info` says after.
+    made_shared: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// Who a token is (`auth.test`).
@@ -108,6 +111,7 @@ impl SlackClient {
             channels: Arc::default(),
             members: Arc::default(),
             made_private: Arc::default(),
+            made_shared: Arc::default(),
         }
     }
 
@@ -193,6 +197,9 @@ impl SlackClient {
     /// must not let outsiders through for long. When Slack cannot say, it counts as
     /// shared.
     pub async fn is_shared_outside(&self, id: &str) -> bool {
+        if self.said_made_shared(id) {
+            return true;
+        }
         match self.cached_channel(id) {
             Some(known) if known.shared_outside && known.at.elapsed() < PUBLIC_FOR => true,
             Some(known) if !known.shared_outside && known.at.elapsed() < UNSHARED_FOR => false,
@@ -206,6 +213,9 @@ impl SlackClient {
     /// run's ordinary answer goes by DM, which a slow or rate-limited Slack must not
     /// turn on for every run.
     pub async fn said_shared_outside(&self, id: &str) -> bool {
+        if self.said_made_shared(id) {
+            return true;
+        }
         match self.cached_channel(id) {
             Some(known) if known.at.elapsed() < UNSHARED_FOR => known.said_shared,
             _ => self.channel_facts(id).await.is_some_and(|c| c.said_shared),
@@ -241,15 +251,32 @@ impl SlackClient {
     }
 
     /// Takes channel `id` as shared with another organisation, without asking Slack:
-    /// Slack said so (`channel_shared`). A channel not asked about yet is left to be
-    /// asked (Slack's answer then says so).
+    /// Slack said so (`channel_shared`). Like "made private", it holds for the
+    /// process's life, whatever `conversations.info` says after (its answer may lag the
+    /// event; a channel unshared later is taken as shared until a restart).
     pub fn made_shared_outside(&self, id: &str) {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // `at` stays: the other facts (public, the workspaces) still expire when due.
-        if let Some(facts) = channels.get_mut(id) {
+        if let Some(facts) = self
+            .channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(id)
+        {
             facts.shared_outside = true;
             facts.said_shared = true;
         }
+        self.made_shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+
+    /// Whether Slack said channel `id` was shared outside ([`Self::made_shared_outside`]).
+    fn said_made_shared(&self, id: &str) -> bool {
+        self.made_shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id)
     }
 
     fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {
@@ -284,6 +311,9 @@ impl SlackClient {
             at: std::time::Instant::now(),
         };
         facts.private |= self.said_made_private(id);
+        let shared = self.said_made_shared(id);
+        facts.shared_outside |= shared;
+        facts.said_shared |= shared;
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // A private answer is kept for the process's life, whatever comes after.
         facts.private |= channels.get(id).is_some_and(|old| old.private);
@@ -556,6 +586,10 @@ impl SlackClient {
             entities::Entity::Channel { id, .. } => (id, "conversations.info", "channel"),
             _ => return None,
         };
+        if param == "channel" && self.said_made_private(id) {
+            // Slack's answer may lag the change: its old name must not come back.
+            return None;
+        }
         if let Some(name) = self.directory.get(id) {
             return Some(name);
         }
