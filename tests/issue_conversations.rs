@@ -214,6 +214,18 @@ impl Steward {
     async fn routed(&self) {
         all_routed(self.store.as_ref()).await
     }
+
+    /// The events settled as ignored.
+    async fn ignored(&self) -> Vec<steward::store::EventRecord> {
+        self.store
+            .list_events(&steward::store::EventFilter {
+                outcome: Some(steward::types::event_outcome::OutcomeKind::Ignored),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
 }
 
 fn jira_request(body: &Value) -> Request<Body> {
@@ -437,15 +449,7 @@ async fn steward_never_answers_its_own_comments_and_changes() {
     assert_eq!(s.send(notion_request(&page)).await, StatusCode::OK);
     s.routed().await;
     assert_eq!(s.store.list_runs(10).await.unwrap().len(), 1);
-    let ignored = s
-        .store
-        .list_events(&steward::store::EventFilter {
-            outcome: Some(steward::types::event_outcome::OutcomeKind::Ignored),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let ignored = s.ignored().await;
     assert_eq!(ignored.len(), 3, "{ignored:?}");
     assert!(
         ignored
@@ -474,15 +478,7 @@ async fn a_comment_steward_cannot_place_starts_nothing_and_says_why() {
     assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
     s.routed().await;
     assert!(s.store.list_runs(10).await.unwrap().is_empty());
-    let ignored = s
-        .store
-        .list_events(&steward::store::EventFilter {
-            outcome: Some(steward::types::event_outcome::OutcomeKind::Ignored),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let ignored = s.ignored().await;
     assert_eq!(ignored.len(), 1, "{ignored:?}");
     let reason = ignored[0].detail["reason"].as_str().unwrap();
     assert!(

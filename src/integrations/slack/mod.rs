@@ -55,10 +55,27 @@ pub struct SlackClient {
     channels: Arc<std::sync::Mutex<std::collections::HashMap<String, ChannelFacts>>>,
     /// Channels Slack said were made private while this process ran: private whatever
     /// `conversations.info` says after (its answer may lag the event).
-    made_private: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    made_private: Marked,
     /// Channels Slack said were shared with another organisation while this process
     /// ran: shared whatever `conversations.info` says after.
-    made_shared: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    made_shared: Marked,
+}
+
+/// Channel ids an event said something of, shared by the clones of a client.
+#[derive(Clone, Default)]
+struct Marked(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl Marked {
+    fn mark(&self, id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+
+    fn has(&self, id: &str) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
+    }
 }
 
 /// Who a token is (`auth.test`).
@@ -110,8 +127,8 @@ impl SlackClient {
             own: Arc::default(),
             channels: Arc::default(),
             members: Arc::default(),
-            made_private: Arc::default(),
-            made_shared: Arc::default(),
+            made_private: Marked::default(),
+            made_shared: Marked::default(),
         }
     }
 
@@ -172,7 +189,7 @@ impl SlackClient {
     /// Slack's rate limit for `conversations.info` in a large workspace). When Slack
     /// cannot say, it counts as private (and is asked again).
     pub async fn is_private_channel(&self, id: &str) -> bool {
-        if id.starts_with('D') || id.starts_with('G') || self.said_made_private(id) {
+        if id.starts_with('D') || id.starts_with('G') || self.made_private.has(id) {
             return true;
         }
         match self.cached_channel(id) {
@@ -197,7 +214,7 @@ impl SlackClient {
     /// must not let outsiders through for long. When Slack cannot say, it counts as
     /// shared.
     pub async fn is_shared_outside(&self, id: &str) -> bool {
-        if self.said_made_shared(id) {
+        if self.made_shared.has(id) {
             return true;
         }
         match self.cached_channel(id) {
@@ -213,7 +230,7 @@ impl SlackClient {
     /// run's ordinary answer goes by DM, which a slow or rate-limited Slack must not
     /// turn on for every run.
     pub async fn said_shared_outside(&self, id: &str) -> bool {
-        if self.said_made_shared(id) {
+        if self.made_shared.has(id) {
             return true;
         }
         match self.cached_channel(id) {
@@ -236,18 +253,7 @@ impl SlackClient {
         {
             facts.private = true;
         }
-        self.made_private
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string());
-    }
-
-    /// Whether Slack said channel `id` was made private ([`Self::made_private`]).
-    fn said_made_private(&self, id: &str) -> bool {
-        self.made_private
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id)
+        self.made_private.mark(id);
     }
 
     /// Takes channel `id` as shared with another organisation, without asking Slack:
@@ -265,18 +271,7 @@ impl SlackClient {
             facts.shared_outside = true;
             facts.said_shared = true;
         }
-        self.made_shared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string());
-    }
-
-    /// Whether Slack said channel `id` was shared outside ([`Self::made_shared_outside`]).
-    fn said_made_shared(&self, id: &str) -> bool {
-        self.made_shared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id)
+        self.made_shared.mark(id);
     }
 
     fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {
@@ -310,8 +305,8 @@ impl SlackClient {
                 .map(Arc::from),
             at: std::time::Instant::now(),
         };
-        facts.private |= self.said_made_private(id);
-        let shared = self.said_made_shared(id);
+        facts.private |= self.made_private.has(id);
+        let shared = self.made_shared.has(id);
         facts.shared_outside |= shared;
         facts.said_shared |= shared;
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
@@ -586,7 +581,7 @@ impl SlackClient {
             entities::Entity::Channel { id, .. } => (id, "conversations.info", "channel"),
             _ => return None,
         };
-        if param == "channel" && self.said_made_private(id) {
+        if param == "channel" && self.made_private.has(id) {
             // Slack's answer may lag the change: its old name must not come back.
             return None;
         }
