@@ -2014,6 +2014,19 @@ async fn a_channel_made_private_or_shared_is_taken_at_once_and_by_every_replica(
         before,
         "taken from the events, not asked again"
     );
+    // Shared with no other organisation any more: Slack is asked again, and says so.
+    let unshared = slack_event(
+        "EvUNSHARED1",
+        json!({"type": "channel_unshared", "previously_connected_team_id": "E163Q94DX",
+            "channel": "C0PUBLIC04", "is_ext_shared": false, "event_ts": "1561064063.001300"}),
+    );
+    let resp = service
+        .router()
+        .oneshot(slack_request(&unshared, now(), SLACK_SECRET, None))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(!slack_a.said_shared_outside("C0PUBLIC04").await);
 
     // The next mention there is private: its text is not stored.
     let said = slack_event(

@@ -41,6 +41,7 @@ pub async fn take(state: &AppState, channel: &str, change: ChannelChange) -> Res
         match change {
             ChannelChange::MadePrivate => slack.made_private(channel),
             ChannelChange::SharedOutside => slack.made_shared_outside(channel),
+            ChannelChange::UnsharedOutside => slack.made_unshared_outside(channel),
         }
     }
     if change == ChannelChange::MadePrivate {

@@ -227,6 +227,10 @@ fn other_workspace(
             change: ChannelChange::SharedOutside,
             ..
         } => "channel_shared",
+        Inbound::SlackChannelChanged {
+            change: ChannelChange::UnsharedOutside,
+            ..
+        } => "channel_unshared",
         _ => return None,
     };
     if state.secrets.slack_team_allowed(None) {

@@ -65,6 +65,9 @@ pub enum ChannelChange {
     MadePrivate,
     /// `channel_shared`: shared with another organisation (Slack Connect).
     SharedOutside,
+    /// `channel_unshared` with `is_ext_shared: false`: shared with no other
+    /// organisation any more.
+    UnsharedOutside,
 }
 
 /// Why an inbound request is refused.

@@ -73,6 +73,10 @@ impl Marked {
             .insert(id.to_string());
     }
 
+    fn unmark(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+
     fn has(&self, id: &str) -> bool {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
     }
@@ -259,7 +263,7 @@ impl SlackClient {
     /// Takes channel `id` as shared with another organisation, without asking Slack:
     /// Slack said so (`channel_shared`). Like "made private", it holds for the
     /// process's life, whatever `conversations.info` says after (its answer may lag the
-    /// event; a channel unshared later is taken as shared until a restart).
+    /// event), until Slack says it is shared with no other organisation any more.
     pub fn made_shared_outside(&self, id: &str) {
         // `at` stays: the other facts (public, the workspaces) still expire when due.
         if let Some(facts) = self
@@ -272,6 +276,22 @@ impl SlackClient {
             facts.said_shared = true;
         }
         self.made_shared.mark(id);
+    }
+
+    /// Takes channel `id` as shared with no other organisation any more: Slack said so
+    /// (`channel_unshared` with `is_ext_shared: false`). What was known of it is asked
+    /// again when due; a private answer stays.
+    pub fn made_unshared_outside(&self, id: &str) {
+        self.made_shared.unmark(id);
+        if let Some(facts) = self
+            .channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(id)
+        {
+            facts.shared_outside = false;
+            facts.said_shared = false;
+        }
     }
 
     fn cached_channel(&self, id: &str) -> Option<ChannelFacts> {

@@ -133,6 +133,8 @@ fn channel_change(event: &Value) -> Option<(String, ChannelChange)> {
     let change = match (event["type"].as_str()?, event["subtype"].as_str()) {
         ("message", Some("channel_convert_to_private")) => ChannelChange::MadePrivate,
         ("channel_shared", _) => ChannelChange::SharedOutside,
+        // Still shared with another organisation, or not said: nothing changes.
+        ("channel_unshared", _) if event["is_ext_shared"] == false => ChannelChange::UnsharedOutside,
         _ => return None,
     };
     let channel = event["channel"].as_str().filter(|c| !c.is_empty())?;
@@ -548,6 +550,25 @@ mod tests {
         assert!(matches!(
             parse(&shared, None).unwrap(),
             SlackPayload::ChannelChanged { channel, change: ChannelChange::SharedOutside } if channel == "C123ABC456"
+        ));
+        let unshared = envelope(
+            json!({"type": "channel_unshared", "previously_connected_team_id": "E163Q94DX",
+            "channel": "C123ABC456", "is_ext_shared": false, "event_ts": "1561064063.001100"}),
+        );
+        assert!(matches!(
+            parse(&unshared, None).unwrap(),
+            SlackPayload::ChannelChanged {
+                change: ChannelChange::UnsharedOutside,
+                ..
+            }
+        ));
+        let still_shared = envelope(
+            json!({"type": "channel_unshared", "previously_connected_team_id": "E163Q94DX",
+            "channel": "C123ABC456", "is_ext_shared": true, "event_ts": "1561064063.001100"}),
+        );
+        assert!(matches!(
+            parse(&still_shared, None).unwrap(),
+            SlackPayload::Ignored(_)
         ));
         let nameless = envelope(json!({"type": "channel_shared", "connected_team_id": "E163Q94DX",
             "event_ts": "1561064063.001100"}));
