@@ -13,7 +13,7 @@ use super::AppState;
 use crate::config::TriggerSpec;
 use crate::metrics::TriggerOutcome;
 use crate::triggers::TriggerEvent;
-use crate::triggers::source::{ChannelChange, Inbound};
+use crate::triggers::source::Inbound;
 use crate::triggers::{jira, notion, slack, webhook};
 use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 
@@ -219,18 +219,7 @@ fn other_workspace(
     let kind = match inbound {
         Inbound::Ignored { kind, .. } => kind.as_str(),
         Inbound::JoinChannel(_) => "channel_created",
-        Inbound::SlackChannelChanged {
-            change: ChannelChange::MadePrivate,
-            ..
-        } => "channel_convert_to_private",
-        Inbound::SlackChannelChanged {
-            change: ChannelChange::SharedOutside,
-            ..
-        } => "channel_shared",
-        Inbound::SlackChannelChanged {
-            change: ChannelChange::UnsharedOutside,
-            ..
-        } => "channel_unshared",
+        Inbound::SlackChannelChanged { change, .. } => change.event_type(),
         _ => return None,
     };
     if state.secrets.slack_team_allowed(None) {

@@ -70,6 +70,17 @@ pub enum ChannelChange {
     UnsharedOutside,
 }
 
+impl ChannelChange {
+    /// The Slack event that says it.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            ChannelChange::MadePrivate => "channel_convert_to_private",
+            ChannelChange::SharedOutside => "channel_shared",
+            ChannelChange::UnsharedOutside => "channel_unshared",
+        }
+    }
+}
+
 /// Why an inbound request is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum InboundError {

@@ -249,14 +249,7 @@ impl SlackClient {
     pub fn made_private(&self, id: &str) {
         // Its name was a public one's: it no longer goes into text.
         self.directory.forget(id);
-        if let Some(facts) = self
-            .channels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(id)
-        {
-            facts.private = true;
-        }
+        self.change_cached(id, |facts| facts.private = true);
         self.made_private.mark(id);
     }
 
@@ -265,16 +258,10 @@ impl SlackClient {
     /// process's life, whatever `conversations.info` says after (its answer may lag the
     /// event), until Slack says it is shared with no other organisation any more.
     pub fn made_shared_outside(&self, id: &str) {
-        // `at` stays: the other facts (public, the workspaces) still expire when due.
-        if let Some(facts) = self
-            .channels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(id)
-        {
+        self.change_cached(id, |facts| {
             facts.shared_outside = true;
             facts.said_shared = true;
-        }
+        });
         self.made_shared.mark(id);
     }
 
@@ -283,14 +270,22 @@ impl SlackClient {
     /// again when due; a private answer stays.
     pub fn made_unshared_outside(&self, id: &str) {
         self.made_shared.unmark(id);
+        self.change_cached(id, |facts| {
+            facts.shared_outside = false;
+            facts.said_shared = false;
+        });
+    }
+
+    /// Applies `change` to what is cached of channel `id`, if anything is. Its `at`
+    /// stays: the facts the change leaves alone still expire when due.
+    fn change_cached(&self, id: &str, change: impl FnOnce(&mut ChannelFacts)) {
         if let Some(facts) = self
             .channels
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(id)
         {
-            facts.shared_outside = false;
-            facts.said_shared = false;
+            change(facts);
         }
     }
 
