@@ -610,3 +610,17 @@ async fn measure(label: &str, store: Arc<dyn Store>, context_chars: usize) {
         "  CPU per turn    {cpu_per_turn_us:.0} µs (process user+sys, all threads; 10 ms tick resolution)"
     );
 }
+
+#[async_trait]
+impl steward::store::SealedStore for NullStore {
+    async fn sealed_values(&self) -> Result<Vec<steward::store::SealedValue>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn replace_sealed(
+        &self,
+        _value: &steward::store::SealedValue,
+        _with: &[u8],
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}

@@ -736,6 +736,149 @@ async fn approvals_park_decide_once_and_time_out(s: Arc<dyn Store>) {
 }
 both!(approvals_on_both, approvals_park_decide_once_and_time_out);
 
+/// A value sealed as steward did before values were bound to their row (no associated
+/// data), written here with ring directly rather than with steward's own code.
+fn sealed_unbound(plain: &[u8]) -> Vec<u8> {
+    use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+    let bytes: Vec<u8> = (0u8..32).collect();
+    let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &bytes).unwrap());
+    let nonce = [7u8; 12];
+    let mut data = plain.to_vec();
+    key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut data)
+        .unwrap();
+    [nonce.to_vec(), data].concat()
+}
+
+/// The start-up pass: a value sealed before binding is sealed again bound to its row
+/// (and then opens only there); a bound one, a plain checkpoint and one under another
+/// key are left as they are; a routed event nothing will read loses its sealed text.
+async fn unbound_sealed_values_are_bound_to_their_rows(s: Arc<dyn Store>) {
+    use steward::run::approval::checkpoint_place;
+    use steward::server::ingest::sealed_event_place;
+    use steward::server::reseal::{Resealed, bind_unbound};
+    use steward::types::seal::DataKey;
+    // The bytes 0..32, as `sealed_unbound` uses.
+    let key = DataKey::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+    let other = DataKey::parse("AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let sealed = |id: &str, bytes: Vec<u8>| EventRow {
+        private: true,
+        sealed: Some(bytes),
+        ..event(id, &format!("key-{id}"))
+    };
+    let bound = key.seal_at(&sealed_event_place("ev-bound"), b"bound").unwrap();
+    let foreign = other
+        .seal_at(&sealed_event_place("ev-foreign"), b"foreign")
+        .unwrap();
+    let rows = [
+        sealed("ev-old", sealed_unbound(b"the merger closes friday")),
+        sealed("ev-bound", bound.clone()),
+        sealed("ev-foreign", foreign.clone()),
+        sealed("ev-done", sealed_unbound(b"nothing reads this")),
+    ];
+    s.insert_events(&rows).await.unwrap();
+    // `ev-done` was routed to no run by a process that stopped before erasing it.
+    let claimed = s.claim_events(10).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    // The others have a run each, still queued.
+    for e in claimed.iter().filter(|e| e.id != "ev-done") {
+        let runs = [NewRun {
+            event_id: Some(e.id.clone()),
+            ..run(&format!("r-{}", e.id), "dm")
+        }];
+        assert!(
+            s.route_event(&e.id, &runs, Utc::now() + Span::minutes(5))
+                .await
+                .unwrap()
+        );
+    }
+    let no_agent = EventOutcome::because(OutcomeKind::NoAgent, "no agent matched");
+    assert!(s.settle_event("ev-done", &no_agent).await.unwrap());
+    // Two parked runs: one held private content (sealed, unbound), one did not.
+    let now = Utc::now();
+    let approval = |id: &str, run_id: &str, checkpoint: Vec<u8>| steward::store::ApprovalRow {
+        id: id.into(),
+        run_id: run_id.into(),
+        tool: "deploy".into(),
+        call_id: "call_1".into(),
+        requester: Some("U1".into()),
+        approvers: vec![],
+        channel: None,
+        message_ts: None,
+        checkpoint,
+        created_at: now,
+        deadline: now + Span::hours(1),
+        decision: None,
+        decided_by: None,
+        decided_at: None,
+    };
+    let plain = b"{\"messages\": []}".to_vec();
+    for (run_id, approval_id, checkpoint) in [
+        (
+            "p-private",
+            "a-private",
+            sealed_unbound(b"{\"messages\": [\"secret\"]}"),
+        ),
+        ("p-plain", "a-plain", plain.clone()),
+    ] {
+        s.create_run(&run(run_id, "ops")).await.unwrap();
+        assert!(
+            s.transition(run_id, RunStatus::Queued, RunStatus::Running)
+                .await
+                .unwrap()
+        );
+        assert!(
+            s.suspend_run(&approval(approval_id, run_id, checkpoint))
+                .await
+                .unwrap()
+        );
+    }
+
+    let first = bind_unbound(s.as_ref(), &key).await.unwrap();
+    assert_eq!(
+        first,
+        Resealed {
+            bound: 2,
+            unreadable: 1
+        }
+    );
+    let old = s.get_event("ev-old").await.unwrap().unwrap().sealed.unwrap();
+    assert_eq!(
+        key.open_at(&sealed_event_place("ev-old"), &old).unwrap(),
+        b"the merger closes friday"
+    );
+    assert!(key.open_unbound(&old).is_err(), "no longer opens anywhere");
+    assert!(key.open_at(&sealed_event_place("ev-bound"), &old).is_err());
+    let get = |id: &'static str| {
+        let s = s.clone();
+        async move { s.get_event(id).await.unwrap().unwrap().sealed }
+    };
+    assert_eq!(get("ev-bound").await, Some(bound));
+    assert_eq!(get("ev-foreign").await, Some(foreign), "left for its key");
+    assert_eq!(get("ev-done").await, None, "erased: nothing reads it");
+    let checkpoint = s.get_approval("a-private").await.unwrap().unwrap().checkpoint;
+    assert_eq!(
+        key.open_at(&checkpoint_place("p-private"), &checkpoint).unwrap(),
+        b"{\"messages\": [\"secret\"]}"
+    );
+    assert_eq!(
+        s.get_approval("a-plain").await.unwrap().unwrap().checkpoint,
+        plain
+    );
+    // A second start finds nothing left to bind.
+    let second = bind_unbound(s.as_ref(), &key).await.unwrap();
+    assert_eq!(
+        second,
+        Resealed {
+            bound: 0,
+            unreadable: 1
+        }
+    );
+}
+both!(
+    unbound_sealed_values_on_both,
+    unbound_sealed_values_are_bound_to_their_rows
+);
+
 /// `STEWARD_RUN_RETENTION`: a run that ended before the cut-off goes with its subagent
 /// runs, steps and scores; a tree with a run still going stays whole, and so does a run
 /// still going.

@@ -164,7 +164,7 @@ pub async fn resume_point(cx: &RunContext<'_>) -> Result<Option<Resume>, RunErro
 }
 
 /// Where a run's sealed checkpoint is bound (`DataKey::seal_at`): its run.
-fn checkpoint_place(run_id: &str) -> String {
+pub fn checkpoint_place(run_id: &str) -> String {
     format!("checkpoint:{run_id}")
 }
 

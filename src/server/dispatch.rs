@@ -232,6 +232,10 @@ impl Dispatcher {
 
     /// Routes events, fires cron slots and reconciles dead runs until shutdown.
     pub async fn run(self: Arc<Self>) {
+        // Before anything here opens a sealed value.
+        if let Some(key) = &self.settings.data_key {
+            super::reseal::at_start(self.runner.store.as_ref(), key).await;
+        }
         self.requeue_orphans().await;
         if let Err(e) = self.reconcile().await {
             tracing::error!(error = %e, "reconciling runs failed");

@@ -21,6 +21,7 @@ pub mod mcp;
 pub mod model_watch;
 pub mod outcomes;
 pub mod refusals;
+pub mod reseal;
 pub mod scrape;
 mod slack_teams;
 pub mod socket_mode;

@@ -8,6 +8,7 @@ mod nodelay;
 pub mod postgres;
 mod prune;
 mod rows;
+pub mod sealed;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ use crate::types::{Privacy, RunOutcome, Usage};
 pub use escalation::{EscalationRow, EscalationStore};
 pub use event_log::{EventFilter, EventLog, EventRecord, StoredBody};
 pub use postgres::PgStore;
+pub use sealed::{SealedKind, SealedStore, SealedValue};
 pub use sqlite::SqliteStore;
 
 /// A run about to be queued.
@@ -247,7 +249,15 @@ pub async fn resolve_run_id(store: &dyn Store, id: &str) -> Result<Result<String
 /// Run persistence, split by concern. SQLite is the embedded default; a Postgres
 /// implementation shares these contracts (and the same test suite).
 pub trait Store:
-    RunStore + EventQueue + EventLog + FileStore + SettingStore + ScoreStore + ApprovalStore + EscalationStore
+    RunStore
+    + EventQueue
+    + EventLog
+    + FileStore
+    + SettingStore
+    + ScoreStore
+    + ApprovalStore
+    + EscalationStore
+    + SealedStore
 {
 }
 
@@ -259,7 +269,8 @@ impl<
         + SettingStore
         + ScoreStore
         + ApprovalStore
-        + EscalationStore,
+        + EscalationStore
+        + SealedStore,
 > Store for T
 {
 }

@@ -14,6 +14,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::escalation::{self, EscalationRow, EscalationStore};
 use super::rows;
+use super::sealed::{self, SealedStore, SealedValue};
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
     FileStore, NewEvent, NewRun, Route, RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore,
@@ -1190,6 +1191,30 @@ impl EscalationStore for PgStore {
             .bind(run_id)
             .execute(&self.pool)
             .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl SealedStore for PgStore {
+    async fn sealed_values(&self) -> Result<Vec<SealedValue>, StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(sealed::ERASE_UNREAD)))
+            .execute(&self.pool)
+            .await?;
+        let events = sqlx::query_as(sealed::EVENTS).fetch_all(&self.pool).await?;
+        let checkpoints = sqlx::query_as(sealed::CHECKPOINTS).fetch_all(&self.pool).await?;
+        Ok(sealed::values(events, checkpoints))
+    }
+
+    async fn replace_sealed(&self, value: &SealedValue, with: &[u8]) -> Result<bool, StoreError> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(escalation::numbered(
+            sealed::replace_statement(value.kind),
+        )))
+        .bind(with)
+        .bind(&value.id)
+        .bind(&value.bytes)
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -16,6 +16,7 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::escalation::{self, EscalationRow, EscalationStore};
 use super::group_commit::Appender;
 use super::rows;
+use super::sealed::{self, SealedStore, SealedValue};
 use super::{
     ApprovalRow, ApprovalStore, EventFilter, EventLog, EventQueue, EventRecord, EventRow, ExpiredRun,
     FileStore, NewEvent, NewRun, Route, RunFilter, RunRow, RunStatus, RunStore, Score, ScoreStore,
@@ -1200,6 +1201,26 @@ impl EscalationStore for SqliteStore {
             .bind(by)
             .bind(timestamp(at))
             .bind(run_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl SealedStore for SqliteStore {
+    async fn sealed_values(&self) -> Result<Vec<SealedValue>, StoreError> {
+        sqlx::query(sealed::ERASE_UNREAD).execute(&self.writer).await?;
+        let events = sqlx::query_as(sealed::EVENTS).fetch_all(&self.pool).await?;
+        let checkpoints = sqlx::query_as(sealed::CHECKPOINTS).fetch_all(&self.pool).await?;
+        Ok(sealed::values(events, checkpoints))
+    }
+
+    async fn replace_sealed(&self, value: &SealedValue, with: &[u8]) -> Result<bool, StoreError> {
+        let done = sqlx::query(sealed::replace_statement(value.kind))
+            .bind(with)
+            .bind(&value.id)
+            .bind(&value.bytes)
             .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() == 1)

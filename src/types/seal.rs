@@ -47,23 +47,24 @@ impl DataKey {
             .map_err(|_| SealError::BadKey)
     }
 
-    /// `nonce ‖ ciphertext ‖ tag`, with a fresh random nonce.
-    pub fn seal(&self, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
-        self.seal_with(plaintext, &[])
-    }
-
-    /// [`DataKey::seal`] bound to `place` (the row it is kept in, `event:<id>`): it opens
-    /// only with the same `place` ([`DataKey::open_at`]), so a sealed value moved to
-    /// another row by someone who can write the database does not open there.
+    /// `nonce ‖ ciphertext ‖ tag`, with a fresh random nonce, bound to `place` (the row
+    /// it is kept in, `event:<id>`): it opens only with the same `place`
+    /// ([`DataKey::open_at`]), so a sealed value moved to another row by someone who can
+    /// write the database does not open there.
     pub fn seal_at(&self, place: &str, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
         self.seal_with(plaintext, place.as_bytes())
     }
 
-    /// The plaintext of [`DataKey::seal_at`]'s output at `place`; a value sealed before
-    /// values were bound to their place ([`DataKey::seal`]) opens too.
+    /// The plaintext of [`DataKey::seal_at`]'s output at `place`, and only there.
     pub fn open_at(&self, place: &str, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
         self.open_with(sealed, place.as_bytes())
-            .or_else(|_| self.open_with(sealed, &[]))
+    }
+
+    /// The plaintext of a value sealed before values were bound to their place (before
+    /// 2026-11-27), which opens wherever it is kept. Only for binding such values at
+    /// start-up (`server::reseal`); nothing else opens them.
+    pub fn open_unbound(&self, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.open_with(sealed, &[])
     }
 
     fn seal_with(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
@@ -82,11 +83,6 @@ impl DataKey {
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
         Ok(out)
-    }
-
-    /// The plaintext of [`DataKey::seal`]'s output.
-    pub fn open(&self, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
-        self.open_with(sealed, &[])
     }
 
     fn open_with(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
@@ -111,15 +107,15 @@ mod tests {
     #[test]
     fn seals_and_opens_and_refuses_tampering() {
         let key = DataKey::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
-        let sealed = key.seal(b"rotate the prod key").unwrap();
+        let sealed = key.seal_at("event:1", b"rotate the prod key").unwrap();
         assert!(!sealed.windows(6).any(|w| w == b"rotate"));
-        assert_eq!(key.open(&sealed).unwrap(), b"rotate the prod key");
+        assert_eq!(key.open_at("event:1", &sealed).unwrap(), b"rotate the prod key");
         let mut bad = sealed.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert_eq!(key.open(&bad), Err(SealError::Open));
+        assert_eq!(key.open_at("event:1", &bad), Err(SealError::Open));
         let other = DataKey::parse("AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-        assert_eq!(other.open(&sealed), Err(SealError::Open));
+        assert_eq!(other.open_at("event:1", &sealed), Err(SealError::Open));
         assert_eq!(DataKey::parse("c2hvcnQ=").unwrap_err(), SealError::BadKey);
         assert!(!format!("{key:?}").contains("AAEC"));
     }
@@ -130,9 +126,10 @@ mod tests {
         let sealed = key.seal_at("event:1", b"merger plans").unwrap();
         assert_eq!(key.open_at("event:1", &sealed).unwrap(), b"merger plans");
         assert_eq!(key.open_at("event:2", &sealed), Err(SealError::Open));
-        assert_eq!(key.open(&sealed), Err(SealError::Open));
-        // Sealed before values were bound: still opens where it is.
-        let old = key.seal(b"older").unwrap();
-        assert_eq!(key.open_at("event:1", &old).unwrap(), b"older");
+        assert_eq!(key.open_unbound(&sealed), Err(SealError::Open));
+        // Sealed before values were bound: opens only as such, never at a place.
+        let old = key.seal_with(b"older", &[]).unwrap();
+        assert_eq!(key.open_at("event:1", &old), Err(SealError::Open));
+        assert_eq!(key.open_unbound(&old).unwrap(), b"older");
     }
 }
