@@ -24,12 +24,20 @@ pub fn markdown_to_adf(md: &str) -> Value {
     )
 }
 
+/// Most block nodes nested in one another. Deeper quotes and lists are flattened into
+/// the block at this depth: a model's (or an injected prompt's) `>` repeated thousands of
+/// times would otherwise make a document so deep that serializing or freeing it (both
+/// recursive in serde_json) overflows a worker thread's stack and aborts the process.
+pub const MAX_DEPTH: usize = 16;
+
 /// An open ADF node and the children collected so far.
 struct Node {
     node: Value,
     content: Vec<Value>,
     /// A paragraph opened for loose inline content (tight list items, quotes).
     implicit: bool,
+    /// Opened past [`MAX_DEPTH`]: its children go to its parent, not into it.
+    flat: bool,
 }
 
 impl Node {
@@ -38,6 +46,7 @@ impl Node {
             node,
             content: Vec::new(),
             implicit: false,
+            flat: false,
         }
     }
 
@@ -106,7 +115,9 @@ impl Builder {
             _ => return,
         };
         self.close_implicit();
-        self.stack.push(Node::new(node));
+        let mut node = Node::new(node);
+        node.flat = self.stack.len() >= MAX_DEPTH;
+        self.stack.push(node);
     }
 
     fn end(&mut self, end: TagEnd) {
@@ -131,10 +142,12 @@ impl Builder {
     fn close(&mut self) {
         if self.stack.len() > 1
             && let Some(node) = self.stack.pop()
+            && let Some(parent) = self.stack.last_mut()
         {
-            let value = node.finish();
-            if let Some(parent) = self.stack.last_mut() {
-                parent.content.push(value);
+            if node.flat {
+                parent.content.extend(node.content);
+            } else {
+                parent.content.push(node.finish());
             }
         }
     }
@@ -178,7 +191,23 @@ impl Builder {
         let marks: Vec<Value> = if in_code {
             Vec::new()
         } else {
-            self.marks.iter().cloned().chain(extra).collect()
+            // One mark of each type (ADF allows no more), the innermost: `***a***` nests
+            // emphasis, and thousands of nested marks would be copied onto every text.
+            let mut seen = Vec::new();
+            let mut marks: Vec<Value> = extra
+                .into_iter()
+                .chain(self.marks.iter().rev().cloned())
+                .filter(|m| {
+                    let kind = m["type"].clone();
+                    let new = !seen.contains(&kind);
+                    if new {
+                        seen.push(kind);
+                    }
+                    new
+                })
+                .collect();
+            marks.reverse();
+            marks
         };
         if !marks.is_empty() {
             node.insert("marks".into(), Value::Array(marks));
@@ -252,5 +281,45 @@ mod tests {
             json!({"type": "codeBlock", "attrs": {"language": "rust"}, "content": [{"type": "text", "text": "fn main() {}"}]})
         );
         assert_eq!(doc["version"], 1);
+    }
+
+    fn depth(v: &Value) -> usize {
+        // Iterative, as the point is a value too deep to recurse over.
+        let mut deepest = 0;
+        let mut todo = vec![(v, 1)];
+        while let Some((v, d)) = todo.pop() {
+            deepest = deepest.max(d);
+            if let Some(items) = v["content"].as_array() {
+                todo.extend(items.iter().map(|c| (c, d + 1)));
+            }
+        }
+        deepest
+    }
+
+    #[test]
+    fn deep_nesting_is_flattened_and_its_text_kept() {
+        for md in [
+            format!("{}deep", ">".repeat(100_000)),
+            format!("{}deep", "- ".repeat(50_000)),
+            format!("{}deep", "> - ".repeat(20_000)),
+        ] {
+            let doc = markdown_to_adf(&md);
+            assert!(depth(&doc) <= MAX_DEPTH + 3, "depth {}", depth(&doc));
+            // Serializing and dropping it on this (2 MiB) test thread does not overflow.
+            assert!(serde_json::to_string(&doc).unwrap().contains("deep"));
+        }
+        // Shallow nesting keeps its shape.
+        let doc = markdown_to_adf("> > > three");
+        assert_eq!(doc["content"][0]["content"][0]["content"][0]["type"], "blockquote");
+    }
+
+    #[test]
+    fn nested_marks_are_one_of_each_type() {
+        let doc = markdown_to_adf(&format!("{}x{}", "**a ".repeat(40), "**".repeat(40)));
+        // Forty nested strong emphases are one `strong`: the texts merge into one.
+        assert_eq!(
+            doc["content"][0]["content"],
+            json!([{"type": "text", "text": format!("{}x", "a ".repeat(40)), "marks": [{"type": "strong"}]}])
+        );
     }
 }
