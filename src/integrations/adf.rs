@@ -310,7 +310,10 @@ mod tests {
         }
         // Shallow nesting keeps its shape.
         let doc = markdown_to_adf("> > > three");
-        assert_eq!(doc["content"][0]["content"][0]["content"][0]["type"], "blockquote");
+        assert_eq!(
+            doc["content"][0]["content"][0]["content"][0]["type"],
+            "blockquote"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod forward;
 mod own_folder;
 pub mod private_dir;
 pub mod process;
+mod remove;
 pub mod seccomp;
 mod text;
 pub mod thread;

@@ -12,6 +12,8 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::remove::remove_all;
+
 /// How old something of an earlier layout (a run folder straight under the base) must
 /// be to be removed: older than any script may run.
 const LEFTOVER_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -81,35 +83,8 @@ fn sweep(base: &Path) {
             // A process that died between making its lock and taking it.
             let _ = std::fs::remove_file(entry.path());
         } else if !name.starts_with("p-") && !name.starts_with("proxy-") && old(&entry) {
-            let _ = match entry.file_type() {
-                Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
-                _ => std::fs::remove_file(entry.path()),
-            };
+            let _ = remove_all(&entry.path());
         }
-    }
-}
-
-/// Removes `dir` and everything in it, first giving back to steward's user the folder
-/// permissions a script may have taken away (`chmod 000` on a folder of its work
-/// folder would otherwise keep its files, and a private run's inputs, on disk). Links
-/// are removed, never followed.
-pub fn remove_all(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        match std::fs::symlink_metadata(&d) {
-            Ok(meta) if meta.is_dir() => {
-                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
-                if let Ok(entries) = std::fs::read_dir(&d) {
-                    stack.extend(entries.flatten().map(|e| e.path()));
-                }
-            }
-            _ => {}
-        }
-    }
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
     }
 }
 

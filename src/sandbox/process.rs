@@ -921,7 +921,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         // Links the script may have left are not followed; folders it closed to
         // steward are opened again first.
-        let _ = super::own_folder::remove_all(&self.0);
+        let _ = super::remove::remove_all(&self.0);
     }
 }
 
@@ -973,22 +973,31 @@ fn exit_stop(status: std::process::ExitStatus) -> Stop {
 }
 
 /// Regular files under `dir` (links and special files skipped), with the number of
-/// entries seen; stops counting once past `max_entries`.
-fn walk(dir: &Path, max_entries: usize) -> (Vec<(String, u64)>, usize) {
+/// entries seen; stops counting once past `max_entries`. A folder that cannot be read
+/// is the reason it failed: a script that closes a folder to steward (`chmod 000`), or
+/// nests one past the longest path, would otherwise write there unseen by the limits.
+fn walk(dir: &Path, max_entries: usize) -> Result<(Vec<(String, u64)>, usize), String> {
+    let unreadable = |e: std::io::Error| format!("it made a folder of its work folder unreadable ({e})");
     let mut files = Vec::new();
     let mut entries = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(read) = std::fs::read_dir(&d) else {
-            continue;
+        let read = match std::fs::read_dir(&d) {
+            Ok(read) => read,
+            // Removed by the script since it was listed.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(unreadable(e)),
         };
-        for e in read.flatten() {
+        for e in read {
+            let e = e.map_err(unreadable)?;
             entries += 1;
             if entries > max_entries {
-                return (files, entries);
+                return Ok((files, entries));
             }
-            let Ok(meta) = e.path().symlink_metadata() else {
-                continue;
+            let meta = match e.path().symlink_metadata() {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(unreadable(e)),
             };
             if meta.is_dir() {
                 stack.push(e.path());
@@ -999,12 +1008,15 @@ fn walk(dir: &Path, max_entries: usize) -> (Vec<(String, u64)>, usize) {
             }
         }
     }
-    (files, entries)
+    Ok((files, entries))
 }
 
 /// Why the work folder is over its limits, if it is.
 fn over_written(dir: &Path, limits: &ProcessLimits) -> Option<String> {
-    let (files, entries) = walk(dir, limits.max_files);
+    let (files, entries) = match walk(dir, limits.max_files) {
+        Ok(found) => found,
+        Err(why) => return Some(why),
+    };
     if entries > limits.max_files {
         return Some(format!(
             "it created more than {} files in its work folder",
@@ -1072,7 +1084,10 @@ fn written_files(
     max_bytes: u64,
 ) -> std::io::Result<Result<Vec<WorkFile>, String>> {
     use std::io::Read as _;
-    let (found, _) = walk(dir, max_files);
+    let found = match walk(dir, max_files) {
+        Ok((found, _)) => found,
+        Err(why) => return Ok(Err(why)),
+    };
     let mut out = Vec::new();
     let mut total: u64 = 0;
     for (name, _) in found {
@@ -1230,5 +1245,34 @@ mod tests {
         let files = written_files(work.path(), &[], 100, 1 << 20).unwrap().unwrap();
         let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["d/out.txt"]);
+    }
+
+    /// Files nested past the longest path the walk can name are not hidden from the
+    /// limits: the walk fails, and so does reading the results.
+    #[test]
+    fn a_folder_the_walk_cannot_read_is_over_the_limits() {
+        use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+        let work = tempfile::tempdir().unwrap();
+        // 30 levels of 200-byte names (6,000 bytes of path), made one level at a time
+        // through descriptors, as a script's `mkdir` and `cd` would.
+        let name = std::ffi::CString::new("d".repeat(200)).unwrap();
+        let mut at = std::fs::File::open(work.path()).map(OwnedFd::from).unwrap();
+        for _ in 0..30 {
+            // SAFETY: valid names and descriptors.
+            let fd = unsafe {
+                assert_eq!(libc::mkdirat(at.as_raw_fd(), name.as_ptr(), 0o700), 0);
+                libc::openat(at.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY)
+            };
+            assert!(fd >= 0);
+            // SAFETY: just opened.
+            at = unsafe { OwnedFd::from_raw_fd(fd) };
+        }
+        let limits = ProcessLimits {
+            max_files: 1_000_000,
+            ..ProcessLimits::default()
+        };
+        let why = over_written(work.path(), &limits).expect("over");
+        assert!(why.contains("unreadable"), "{why}");
+        assert!(written_files(work.path(), &[], 100, 1 << 20).unwrap().is_err());
     }
 }
