@@ -408,6 +408,77 @@ async fn an_answer_to_restricted_jira_text_is_restricted_the_same_way() {
     s.service.stop(Duration::from_secs(5)).await;
 }
 
+/// An internal note that arrives while a public comment's run is working is not handed
+/// to that run (whose answer the customer reads): it starts a run of its own, answered
+/// internally.
+#[tokio::test]
+async fn an_internal_note_is_never_handed_to_a_public_comments_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let jira = Comments::default();
+    let jira_url = fake_jira(jira.clone()).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::ok(openai_text("Triage: P2.")));
+    fake.push(Reply::ok(openai_text("Public answer.")).delay(Duration::from_millis(800)));
+    fake.push(Reply::ok(openai_text("Internal answer.")));
+    let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
+    let created = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_created",
+                         "user": {"displayName": "Ana"}, "issue": issue()});
+    assert_eq!(s.send(jira_request(&created)).await, StatusCode::OK);
+    s.runs(1).await;
+    let asking = |text: &str| {
+        json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
+            {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
+            {"type": "text", "text": text}]}]})
+    };
+    let public = comment_created("10400", ("acct-cus", "Customer"), asking(" is it fixed yet?"));
+    jira.push(public["comment"].clone());
+    assert_eq!(s.send(jira_request(&public)).await, StatusCode::OK);
+    for _ in 0..300 {
+        if fake.requests().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(fake.requests().len(), 2, "the public comment's run is working");
+    let mut note = comment_created(
+        "10401",
+        ("acct-ana", "Ana Lee"),
+        asking(" customer is on the fraud list"),
+    );
+    note["comment"]["jsdPublic"] = json!(false);
+    jira.push(note["comment"].clone());
+    assert_eq!(s.send(jira_request(&note)).await, StatusCode::OK);
+    let runs = s.runs(3).await;
+    assert_eq!(runs.len(), 3, "the note started a run of its own");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        !requests[1].body.to_string().contains("fraud list"),
+        "the public run never read the note"
+    );
+    assert!(requests[2].body.to_string().contains("fraud list"));
+    let answers: Vec<Value> = jira
+        .all()
+        .into_iter()
+        .filter(|c| c["body"].to_string().contains("answer."))
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let public_answer = answers
+        .iter()
+        .find(|c| c["body"].to_string().contains("Public answer."))
+        .unwrap();
+    assert!(public_answer["properties"].is_null(), "{public_answer}");
+    let internal_answer = answers
+        .iter()
+        .find(|c| c["body"].to_string().contains("Internal answer."))
+        .unwrap();
+    assert_eq!(
+        internal_answer["properties"],
+        json!([{"key": "sd.public.comment", "value": {"internal": true}}])
+    );
+    s.service.stop(Duration::from_secs(5)).await;
+}
+
 /// A rule on comments and updates answers people, never its own answer: a comment or
 /// an issue change by the account steward acts as, and a Notion event the integration
 /// wrote, start nothing (else each answer would start the next, without end).

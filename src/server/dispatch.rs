@@ -565,8 +565,9 @@ impl Dispatcher {
         // A run of the same conversation and agent that is queued or working here
         // takes the message instead of a new run starting.
         let conversation = trigger.conversation_key();
+        let handoff = trigger.handoff_key();
         let (handed, agents): (Vec<_>, Vec<_>) = agents.into_iter().partition(|a| {
-            conversation
+            handoff
                 .as_deref()
                 .is_some_and(|c| a.takes_handoffs() && self.handoffs.has(c, &a.name))
         });
@@ -662,8 +663,12 @@ impl Dispatcher {
         trigger: &TriggerEvent,
     ) -> Result<(), StoreError> {
         let message = crate::run::inbox::Handed::from_trigger(&self.runner.sources, trigger).await;
+        let key = trigger.handoff_key();
         for agent in agents {
-            if self.handoffs.offer(conversation, &agent.name, message.clone()) {
+            if key
+                .as_deref()
+                .is_some_and(|k| self.handoffs.offer(k, &agent.name, message.clone()))
+            {
                 tracing::debug!(event = %event_id, agent = %agent.name, "handed to the conversation's run");
                 continue;
             }
@@ -742,11 +747,15 @@ impl Dispatcher {
         let per_agent = self.per_agent.get(&agent.name).cloned();
         let lease = self.settings.lease;
         let thread = trigger.conversation_key();
-        // From now until it ends, the run takes its conversation's later messages.
-        let inbox = thread
-            .as_deref()
+        // From now until it ends, the run takes its conversation's later messages (those
+        // meant for the same readers).
+        let inbox = trigger
+            .handoff_key()
             .filter(|_| agent.takes_handoffs())
-            .map(|c| (c.to_string(), self.handoffs.open(c, &agent.name)));
+            .map(|key| {
+                let inbox = self.handoffs.open(&key, &agent.name);
+                (key, inbox)
+            });
         let handoffs = self.handoffs.clone();
         let stop = Arc::new(crate::run::stop::StopSignal::new(&runner.interrupt));
         let stops = self.stops.clone();

@@ -197,6 +197,26 @@ impl TriggerEvent {
         }
     }
 
+    /// Where a run of this trigger takes its conversation's later messages: the
+    /// [`Self::conversation_key`] and who may read what is said there (private or not;
+    /// a Jira comment's visibility and internal flag). A later message meant for fewer
+    /// people (an internal note on a customer's ticket, a channel made private meanwhile)
+    /// starts its own run rather than going to a run that answers more.
+    pub fn handoff_key(&self) -> Option<String> {
+        let conversation = self.conversation_key()?;
+        let (visibility, internal) = match &self.origin {
+            Origin::Jira {
+                visibility, internal, ..
+            } => (visibility.as_ref().map(Value::to_string), *internal),
+            _ => (None, false),
+        };
+        Some(format!(
+            "{conversation}\u{1f}private={}\u{1f}visibility={}\u{1f}internal={internal}",
+            self.private,
+            visibility.unwrap_or_default()
+        ))
+    }
+
     /// The first user message of an LLM run.
     pub fn to_prompt(&self) -> String {
         self.to_prompt_with(self.text.as_deref())
@@ -234,6 +254,35 @@ pub fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handoff_key_names_the_conversation_and_its_readers() {
+        let jira = |visibility: Option<Value>, internal: bool, private: bool| TriggerEvent {
+            private,
+            kind: "comment_created".into(),
+            origin: Origin::Jira {
+                issue_key: "HELP-12".into(),
+                project: "HELP".into(),
+                webhook_event: "comment_created".into(),
+                changed_fields: vec![],
+                visibility,
+                internal,
+            },
+            source: "jira".into(),
+            ..TriggerEvent::from_cli(Value::Null)
+        };
+        let public = jira(None, false, false).handoff_key().unwrap();
+        assert_eq!(Some(public.clone()), jira(None, false, false).handoff_key());
+        assert!(public.starts_with("jira:HELP-12"), "{public}");
+        let role = Some(serde_json::json!({"type": "role", "value": "Developers"}));
+        for other in [
+            jira(None, true, true),
+            jira(role, false, true),
+            jira(None, false, true),
+        ] {
+            assert_ne!(other.handoff_key().unwrap(), public);
+        }
+    }
     use serde_json::json;
 
     #[test]
