@@ -705,7 +705,7 @@ async fn jira_issue_and_attachments_become_files() {
         .invoke(
             &allowed,
             "jira_get_attachment",
-            &json!({"id": "10001", "filename": "gateway.log"}).to_string(),
+            &json!({"id": "10001", "issue": "OPS-7", "filename": "gateway.log"}).to_string(),
             &c,
             false,
         )
@@ -758,7 +758,7 @@ async fn jira_issue_and_attachments_become_files() {
     for (tool, args) in [
         (
             "jira_get_attachment",
-            json!({"id": "../../search/jql?jql=project=HR"}),
+            json!({"id": "../../search/jql?jql=project=HR", "issue": "OPS-7"}),
         ),
         ("jira_get_issue", json!({"key": "OPS-7/../../myself"})),
         ("jira_add_comment", json!({"key": "..", "body": "hi"})),
@@ -769,11 +769,141 @@ async fn jira_issue_and_attachments_become_files() {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("is not an attachment id") || err.contains("is not an issue key"),
+            err.contains("is not on OPS-7") || err.contains("is not an issue key"),
             "{tool}: {err}"
         );
     }
     assert!(strays.lock().unwrap().is_empty(), "{:?}", strays.lock().unwrap());
+}
+
+/// On the issue a run answers on, `jira_get_issue` shows only the comments its answer's
+/// readers may read, and `jira_add_comment` there is restricted as the answer is; from
+/// elsewhere (a Slack run) the whole issue is read and held as restricted text.
+#[tokio::test]
+async fn a_runs_own_issue_is_read_and_written_under_its_triggers_restriction() {
+    use axum::extract::Path as UrlPath;
+    use steward::types::jira_restriction::Restriction;
+    let posted = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let p = posted.clone();
+    let comment = |id: &str, body: &str, extra: Value| {
+        let mut c = json!({"id": id, "author": {"displayName": "Bo"}, "created": "2026-11-20T10:00:00.000+0000", "body": body});
+        if let Value::Object(extra) = extra {
+            c.as_object_mut().unwrap().extend(extra);
+        }
+        c
+    };
+    let comments = json!([
+        comment("1", "public note", json!({})),
+        comment(
+            "2",
+            "developers only",
+            json!({"visibility": {"type": "role", "value": "Developers", "identifier": "Developers"}})
+        ),
+        comment("3", "agents only", json!({"jsdPublic": false})),
+    ]);
+    let app = Router::new()
+        .route("/rest/api/3/issue/{key}", get(move |UrlPath(key): UrlPath<String>| {
+            let comments = comments.clone();
+            async move {
+                Json(json!({"id": "10007", "key": key, "fields": {"summary": "Login fails", "comment": {"comments": comments}}}))
+            }
+        }))
+        .route("/rest/api/3/issue/{key}/comment", axum::routing::post(move |UrlPath(key): UrlPath<String>, Json(mut body): Json<Value>| {
+            let p = p.clone();
+            async move {
+                body["issue"] = json!(key);
+                p.lock().unwrap().push(body);
+                (StatusCode::CREATED, Json(json!({"id": "10100"})))
+            }
+        }));
+    let url = serve(app).await;
+    let reg = registry(
+        None,
+        Some(JiraClient::new(
+            steward::http::client().unwrap(),
+            &url,
+            "bot@acme.com",
+            "t",
+        )),
+    );
+    let allowed: Vec<String> = reg.names().into_iter().collect();
+    let developers = Restriction {
+        visibility: Some(json!({"type": "role", "value": "Developers"})),
+        internal: false,
+    };
+    let at_home = |restriction: Option<Restriction>| ToolCtx {
+        call_id: "call-1".into(),
+        ..support::tool_ctx(
+            "run-1",
+            Arc::new(steward::tools::search_grant::SearchGrant {
+                jira_home: restriction.map(|r| ("OPS-7".to_string(), r)),
+                ..Default::default()
+            }),
+        )
+    };
+    let read = |c: ToolCtx| {
+        let (reg, allowed) = (&reg, &allowed);
+        async move {
+            reg.invoke(
+                allowed,
+                "jira_get_issue",
+                &json!({"key": "OPS-7"}).to_string(),
+                &c,
+                false,
+            )
+            .await
+            .unwrap()
+            .value
+        }
+    };
+    let bodies = |v: &Value| -> Vec<String> {
+        v["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["body"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // A public comment's run: the public comment only, and nothing restricted held.
+    let public = read(at_home(Some(Restriction::default()))).await;
+    assert_eq!(bodies(&public), ["public note"]);
+    assert_eq!(
+        (public["comments_left_out"].clone(), public["restricted"].clone()),
+        (json!(2), json!(false))
+    );
+    // A Developers-only comment's run: the public one and the Developers' one.
+    let devs = read(at_home(Some(developers.clone()))).await;
+    assert_eq!(bodies(&devs), ["public note", "developers only"]);
+    assert_eq!(
+        (devs["comments_left_out"].clone(), devs["restricted"].clone()),
+        (json!(1), json!(true))
+    );
+    // From elsewhere: everything, held as restricted text by the run.
+    let elsewhere = read(at_home(None)).await;
+    assert_eq!(bodies(&elsewhere).len(), 3);
+    assert!(elsewhere["comments_left_out"].is_null());
+    assert_eq!(elsewhere["restricted"], true);
+
+    // A comment on the run's own issue carries its restriction; on another issue none.
+    for key in ["OPS-7", "OPS-8"] {
+        reg.invoke(
+            &allowed,
+            "jira_add_comment",
+            &json!({"key": key, "body": "Rotated."}).to_string(),
+            &at_home(Some(developers.clone())),
+            false,
+        )
+        .await
+        .unwrap();
+    }
+    let posted = posted.lock().unwrap().clone();
+    assert_eq!(posted[0]["issue"], "OPS-7");
+    assert_eq!(
+        posted[0]["visibility"],
+        json!({"type": "role", "value": "Developers"})
+    );
+    assert_eq!(posted[1]["issue"], "OPS-8");
+    assert!(posted[1]["visibility"].is_null(), "{}", posted[1]);
 }
 
 #[tokio::test]

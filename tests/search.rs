@@ -188,10 +188,14 @@ async fn fakes(world: Arc<World>) -> String {
                 json!({"id": "10001", "key": key, "fields": {"summary": summary, "status": {"name": "In Progress"},
                        "assignee": {"displayName": "Dana"}, "updated": "2026-01-03T09:00:00.000+0000"}})
             };
+            // An issue with a security level (asked for in `fields`).
+            let mut restricted_hit = issue("OPS-13", "Payroll export leaked: runbook");
+            restricted_hit["fields"]["security"] = json!({"id": "10000", "name": "Security team only"});
             (
                 StatusCode::OK,
                 Json(
-                    json!({"issues": [issue("OPS-12", "Update the on-call runbook"), issue("HR-7", "Payroll runbook")], "isLast": true}),
+                    json!({"issues": [issue("OPS-12", "Update the on-call runbook"), issue("HR-7", "Payroll runbook"),
+                                      restricted_hit], "isLast": true}),
                 ),
             )
         }
@@ -205,8 +209,15 @@ async fn fakes(world: Arc<World>) -> String {
             if key == "OPS-13" {
                 // An issue with a security level (Jira's `security` field).
                 let restricted = json!({"id": "10013", "key": "OPS-13", "fields": {"summary": "Payroll export leaked",
-                    "security": {"id": "10000", "name": "Security team only"}, "comment": {"comments": []}}});
+                    "security": {"id": "10000", "name": "Security team only"}, "comment": {"comments": []},
+                    "attachment": [{"id": "10031", "filename": "export.csv", "size": 10, "mimeType": "text/csv"}]}});
                 return (StatusCode::OK, Json(restricted));
+            }
+            if key == "OPS-9" {
+                // Moved to HR since: Jira answers the old key with the issue where it is.
+                let moved = json!({"id": "10009", "key": "HR-9", "fields": {"summary": "Salary review",
+                    "comment": {"comments": []}, "attachment": [{"id": "10091", "filename": "salaries.csv"}]}});
+                return (StatusCode::OK, Json(moved));
             }
             if key != "OPS-12" {
                 let missing = "Issue does not exist or you do not have permission to see it.";
@@ -598,6 +609,8 @@ async fn scopes_drop_what_the_agent_may_not_see() {
     )
     .await;
     assert!(all.contains("OPS-12") && !all.contains("HR-7"), "{all}");
+    // An issue with a security level is named and linked, never quoted.
+    assert!(all.contains("OPS-13") && !all.contains("Payroll export"), "{all}");
     assert!(
         all.contains("acme/infra#42") && !all.contains("acme/secret"),
         "{all}"
@@ -655,9 +668,44 @@ async fn a_restricted_jira_issue_is_held_as_private() {
     let (result, out) = run_search(world.clone(), "jira_get_issue", r#"{"key": "OPS-13"}"#).await;
     assert!(result.contains("\"restricted\": true"), "{result}");
     assert_eq!(out.private_sources, ["jira:OPS-13"]);
-    let (result, out) = run_search(world, "jira_get_issue", r#"{"key": "OPS-12"}"#).await;
+    let (result, out) = run_search(world.clone(), "jira_get_issue", r#"{"key": "OPS-12"}"#).await;
     assert!(result.contains("\"restricted\": false"), "{result}");
     assert!(out.private_sources.is_empty());
+    // Its attachments are restricted text too.
+    let (result, out) = run_search(
+        world.clone(),
+        "jira_get_attachment",
+        r#"{"id": "10031", "issue": "OPS-13"}"#,
+    )
+    .await;
+    assert!(result.contains("\"restricted\": true"), "{result}");
+    assert_eq!(out.private_sources, ["jira:OPS-13"]);
+    // Found by jira_search: named, never quoted.
+    let (result, out) = run_search(world, "jira_search", r#"{"jql": "text ~ runbook"}"#).await;
+    assert!(
+        result.contains("OPS-13") && !result.contains("Payroll export"),
+        "{result}"
+    );
+    assert!(out.private_sources.is_empty());
+}
+
+/// Jira answers a moved issue's old key with the issue where it is now: the scope is
+/// checked on that issue, not on the key the model gave.
+#[tokio::test]
+async fn a_moved_issue_is_checked_where_it_is_now() {
+    let world = Arc::new(World::default());
+    for (tool, args) in [
+        ("jira_get_issue", r#"{"key": "OPS-9"}"#),
+        ("jira_get_attachment", r#"{"id": "10091", "issue": "OPS-9"}"#),
+    ] {
+        let (result, _) = run_search(world.clone(), tool, args).await;
+        assert!(
+            result.contains("issue HR-9 is outside this agent's Jira projects"),
+            "{tool}: {result}"
+        );
+        assert!(!result.contains("Salary"), "{result}");
+    }
+    assert!(world.calls_to("/rest/api/3/attachment/content").is_empty());
 }
 
 /// The read tools keep to the agent's search scope as its searches do: an issue of
@@ -680,10 +728,7 @@ async fn read_tools_keep_to_the_agents_scope() {
     // in its projects and hold the attachment, before anything is downloaded.
     let world = Arc::new(World::default());
     for (args, refusal) in [
-        (
-            r#"{"id": "10001"}"#,
-            "name the issue attachment 10001 is on (issue): this agent reads only Jira projects OPS (search.jira.projects)",
-        ),
+        (r#"{"id": "10001"}"#, "missing required property 'issue'"),
         (
             r#"{"id": "10001", "issue": "HR-7"}"#,
             "issue HR-7 is outside this agent's Jira projects (OPS; search.jira.projects)",
@@ -716,6 +761,35 @@ async fn read_tools_keep_to_the_agents_scope() {
         world.calls_to("/rest/api/3/attachment/content"),
         vec![json!({"id": "10001"})]
     );
+
+    // Writes keep to it as well: nothing is sent for an issue, project or page outside.
+    let world = Arc::new(World::default());
+    for (tool, args, refusal) in [
+        (
+            "jira_create_issue",
+            r#"{"project": "HR", "summary": "Raise for Dana"}"#,
+            "project HR is outside this agent's Jira projects (OPS; search.jira.projects)",
+        ),
+        (
+            "jira_add_comment",
+            r#"{"key": "HR-7", "body": "Done."}"#,
+            "issue HR-7 is outside this agent's Jira projects (OPS; search.jira.projects)",
+        ),
+        (
+            "notion_update_property",
+            r#"{"page_id": "9a000000-0000-4000-8000-000000000009", "properties": {}}"#,
+            "outside this agent's Notion roots (search.notion.roots)",
+        ),
+        (
+            "notion_add_comment",
+            r#"{"page_id": "9a000000-0000-4000-8000-000000000009", "text": "Seen."}"#,
+            "outside this agent's Notion roots (search.notion.roots)",
+        ),
+    ] {
+        let (result, _) = run_search(world.clone(), tool, args).await;
+        assert!(result.contains(refusal), "{tool}: {result}");
+    }
+    assert!(world.calls_to("/rest/api/3/issue").is_empty());
 
     let world = Arc::new(World::default());
     let (outside, _) = run_search(

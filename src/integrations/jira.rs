@@ -27,12 +27,16 @@ pub struct JiraClient {
 }
 
 /// Who may read a comment steward writes: the restriction of the one it answers.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Restriction {
-    /// A comment `visibility` (`{"type": "role", "value": "Developers"}`).
-    pub visibility: Option<Value>,
-    /// A service desk internal note.
-    pub internal: bool,
+pub use crate::types::jira_restriction::Restriction;
+
+/// An issue's attachments, as [`JiraClient::attachment_ids`] reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IssueAttachments {
+    /// The issue's key as Jira answers it (a moved issue's new key).
+    pub key: String,
+    pub ids: Vec<String>,
+    /// The issue has a security level: what is attached is restricted text.
+    pub restricted: bool,
 }
 
 impl JiraClient {
@@ -162,22 +166,28 @@ impl JiraClient {
             .await
     }
 
-    /// The ids of the attachments on issue `key` (`GET /rest/api/3/issue/{key}?fields=attachment`).
-    pub async fn attachment_ids(&self, key: &str) -> Result<Vec<String>, ApiError> {
+    /// The attachments on issue `key` (`GET /rest/api/3/issue/{key}?fields=attachment,security`):
+    /// the issue's own key (Jira answers a moved issue's old key too), the attachments'
+    /// ids, and whether the issue has a security level.
+    pub async fn attachment_ids(&self, key: &str) -> Result<IssueAttachments, ApiError> {
         let key = issue_key(key)?;
         let raw = self
             .send(
                 reqwest::Method::GET,
-                &format!("/rest/api/3/issue/{key}?fields=attachment"),
+                &format!("/rest/api/3/issue/{key}?fields=attachment,security"),
                 None,
             )
             .await?;
-        Ok(raw["fields"]["attachment"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a["id"].as_str().map(str::to_string))
-            .collect())
+        Ok(IssueAttachments {
+            key: raw["key"].as_str().unwrap_or(key).to_string(),
+            ids: raw["fields"]["attachment"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["id"].as_str().map(str::to_string))
+                .collect(),
+            restricted: !raw["fields"]["security"].is_null(),
+        })
     }
 
     /// Downloads an attachment's content (`GET /rest/api/3/attachment/content/{id}`),
@@ -231,8 +241,8 @@ impl JiraClient {
     ) -> Result<Value, ApiError> {
         let key = issue_key(key)?;
         let mut body = json!({"body": super::adf::markdown_to_adf(body)});
-        if let Some(visibility) = &restriction.visibility {
-            body["visibility"] = json!({"type": visibility["type"], "value": visibility["value"]});
+        if let Some(visibility) = restriction.visibility_body() {
+            body["visibility"] = visibility;
         }
         if restriction.internal {
             body["properties"] = json!([{"key": "sd.public.comment", "value": {"internal": true}}]);
@@ -252,7 +262,7 @@ impl JiraClient {
         max_results: u32,
         next_page_token: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let mut body = json!({"jql": jql, "maxResults": max_results, "fields": ["summary", "status", "assignee", "updated"]});
+        let mut body = json!({"jql": jql, "maxResults": max_results, "fields": ["summary", "status", "assignee", "updated", "security"]});
         if let Some(t) = next_page_token {
             body["nextPageToken"] = json!(t);
         }

@@ -84,8 +84,9 @@ pub struct JiraAttachmentArgs {
     /// Attachment id, as listed by jira_get_issue
     #[schemars(length(min = 1))]
     pub id: String,
-    /// Key of the issue the attachment is on, e.g. OPS-7 (checked; required when the agent's Jira projects are limited)
-    pub issue: Option<String>,
+    /// Key of the issue the attachment is on, e.g. OPS-7 (checked)
+    #[schemars(length(min = 1))]
+    pub issue: String,
     /// Name for the virtual file
     pub filename: Option<String>,
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::tool_args::*;
 use crate::integrations::ApiError;
 use crate::integrations::github::{GithubClient, PrRef};
-use crate::integrations::jira::JiraClient;
+use crate::integrations::jira::{JiraClient, Restriction};
 use crate::integrations::notion::NotionClient;
 use crate::integrations::slack::SlackClient;
 use crate::integrations::slack::entities::Entity;
@@ -432,6 +432,9 @@ async fn resolve_messages(client: &SlackClient, mut out: Value) -> Value {
 
 /// An agent that lists its Jira projects (`search.jira.projects`) reads only their
 /// issues, as its searches do; the check comes before any request.
+/// Most pages of 100 one `jira_search` call reads.
+const MAX_SEARCH_PAGES: usize = 10;
+
 fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
     let scope = &ctx.search.scope;
     if scope.reads_jira_issue(key) {
@@ -443,36 +446,29 @@ fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
     )))
 }
 
-/// An attachment id names no project, so an agent whose Jira projects are limited
-/// names the issue too, and the attachment must be on it; an issue named by any agent is
-/// checked the same way (a model that mixed up its ids learns so before a download).
+/// An attachment id names no project, so the tool names the issue too, and the
+/// attachment must be on it (a model that mixed up its ids learns so before a
+/// download); the issue Jira answers for that key (a moved issue's new key) must be in
+/// the agent's projects. Whether the issue has a security level.
 async fn attachment_in_scope(
     client: &JiraClient,
     ctx: &ToolCtx,
     a: &JiraAttachmentArgs,
-) -> Result<(), ToolError> {
-    let Some(issue) = a.issue.as_deref() else {
-        if ctx.search.scope.jira_projects.is_empty() {
-            return Ok(());
-        }
-        return Err(ToolError::Model(format!(
-            "name the issue attachment {} is on (issue): this agent reads only Jira projects {} (search.jira.projects)",
-            a.id,
-            ctx.search.scope.jira_projects.join(", ")
-        )));
-    };
+) -> Result<crate::integrations::jira::IssueAttachments, ToolError> {
+    let issue = a.issue.as_str();
     jira_in_scope(ctx, issue)?;
-    let ids = client.attachment_ids(issue).await.map_err(api_err)?;
-    if ids.contains(&a.id) {
-        return Ok(());
+    let found = client.attachment_ids(issue).await.map_err(api_err)?;
+    jira_in_scope(ctx, &found.key)?;
+    if found.ids.contains(&a.id) {
+        return Ok(found);
     }
     Err(ToolError::Model(format!(
         "attachment {} is not on {issue} (its attachments: {})",
         a.id,
-        if ids.is_empty() {
+        if found.ids.is_empty() {
             "none".to_string()
         } else {
-            ids.join(", ")
+            found.ids.join(", ")
         }
     )))
 }
@@ -480,6 +476,16 @@ async fn attachment_in_scope(
 /// An agent that lists its Notion roots (`search.notion.roots`) reads only pages and
 /// databases under them (a root, in a root database, or below a root page up to four
 /// levels), as its searches do; nothing of one outside reaches the model.
+/// [`notion_in_scope`] for a page named by id, read first only when the agent's Notion
+/// roots are limited: a write tool reaches only pages its agent may read.
+async fn notion_page_in_scope(client: &NotionClient, ctx: &ToolCtx, page_id: &str) -> Result<(), ToolError> {
+    if ctx.search.scope.notion_roots.is_empty() {
+        return Ok(());
+    }
+    let page = client.get_page(page_id).await.map_err(api_err)?;
+    notion_in_scope(client, ctx, &page).await
+}
+
 async fn notion_in_scope(client: &NotionClient, ctx: &ToolCtx, object: &Value) -> Result<(), ToolError> {
     if ctx.search.scope.notion_roots.is_empty()
         || super::search::sources::in_notion_scope(client, &ctx.search, object).await
@@ -507,30 +513,50 @@ impl Tool for Api {
                 let a: JiraIssueArgs = parse(args)?;
                 jira_in_scope(ctx, &a.key)?;
                 let raw = jira(c)?.get_issue(&a.key).await.map_err(api_err)?;
+                // Jira answers a moved issue's old key with the issue where it is now.
+                let key = raw["key"].as_str().unwrap_or(&a.key).to_string();
+                jira_in_scope(ctx, &key)?;
                 let f = &raw["fields"];
                 let text = super::adf_text::field_text;
-                let comments: Vec<Value> = f["comment"]["comments"].as_array().into_iter().flatten()
+                // On the issue the run answers on, a comment its answer's readers may not
+                // read (another role's, an internal note under a public answer) is left
+                // out: the answer goes back there under its trigger's restriction.
+                let answer = ctx
+                    .search
+                    .jira_home
+                    .as_ref()
+                    .filter(|(home, _)| home.eq_ignore_ascii_case(&key))
+                    .map(|(_, restriction)| restriction);
+                let (mut shown, mut omitted, mut restricted_comment) = (Vec::new(), 0, false);
+                for c in f["comment"]["comments"].as_array().into_iter().flatten() {
+                    let restriction = Restriction::of_comment(c);
+                    if answer.is_some_and(|a| !a.covers(&restriction)) {
+                        omitted += 1;
+                        continue;
+                    }
+                    restricted_comment |= !restriction.is_public();
+                    shown.push(c);
+                }
+                let comments: Vec<Value> = shown.iter()
                     .map(|c| json!({"author": c["author"]["displayName"], "created": c["created"], "body": text(&c["body"])})).collect();
                 // An issue with a security level, or a comment shown to a role or group
                 // or kept internal: the run holds restricted text (run::custody).
-                let restricted = !f["security"].is_null()
-                    || f["comment"]["comments"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["visibility"].is_object() || c["jsdPublic"] == false);
+                let restricted = !f["security"].is_null() || restricted_comment;
                 let attachments: Vec<Value> = f["attachment"].as_array().into_iter().flatten()
                     .map(|a| json!({"id": a["id"], "filename": a["filename"], "size": a["size"], "mime": a["mimeType"]})).collect();
-                Ok(ToolOutput::json(
-                    json!({"key": raw["key"], "summary": f["summary"], "status": f["status"]["name"],
+                let mut out = json!({"key": raw["key"], "summary": f["summary"], "status": f["status"]["name"],
                     "type": f["issuetype"]["name"], "reporter": f["reporter"]["displayName"], "assignee": f["assignee"]["displayName"],
                     "description": text(&f["description"]), "comments": comments, "attachments": attachments,
-                    "restricted": restricted}),
-                ))
+                    "restricted": restricted});
+                if omitted > 0 {
+                    // Said, so the model does not take the thread for the whole of it.
+                    out["comments_left_out"] = json!(omitted);
+                }
+                Ok(ToolOutput::json(out))
             }
             ApiKind::JiraAttachment(c) => {
                 let a: JiraAttachmentArgs = parse(args)?;
-                attachment_in_scope(jira(c)?, ctx, &a).await?;
+                let issue = attachment_in_scope(jira(c)?, ctx, &a).await?;
                 let content = jira(c)?
                     .attachment(&a.id, jira(c)?.attachment_cap())
                     .await
@@ -546,7 +572,13 @@ impl Tool for Api {
                     .add(file, crate::files::FileSource::Attachment, None)
                     .await
                     .map_err(|e| ToolError::Fatal(e.to_string()))?;
-                Ok(ToolOutput::text(format!("Downloaded into {}", meta.describe())))
+                let downloaded = format!("Downloaded into {}", meta.describe());
+                if issue.restricted {
+                    // Held as the issue's restricted text is (run::custody).
+                    return Ok(ToolOutput::json(json!({
+                        "downloaded": downloaded, "key": issue.key, "restricted": true})));
+                }
+                Ok(ToolOutput::text(downloaded))
             }
             ApiKind::NotionPage(c) => {
                 let a: NotionPageArgs = parse(args)?;
@@ -594,6 +626,7 @@ impl Tool for Api {
             }
             ApiKind::NotionComment(c) => {
                 let a: NotionCommentArgs = parse(args)?;
+                notion_page_in_scope(notion(c)?, ctx, &a.page_id).await?;
                 let raw = notion(c)?
                     .add_comment(&a.page_id, &a.text)
                     .await
@@ -602,6 +635,7 @@ impl Tool for Api {
             }
             ApiKind::NotionUpdate(c) => {
                 let a: NotionUpdateArgs = parse(args)?;
+                notion_page_in_scope(notion(c)?, ctx, &a.page_id).await?;
                 let raw = notion(c)?
                     .update_properties(&a.page_id, &Value::Object(a.properties))
                     .await
@@ -671,6 +705,14 @@ impl Tool for Api {
             ApiKind::JiraCreate(c) => {
                 let client = jira(c)?;
                 let a: JiraCreateArgs = parse(args)?;
+                // A project key names its own project in the scope's terms.
+                if !ctx.search.scope.reads_jira_issue(&a.project) {
+                    return Err(ToolError::Model(format!(
+                        "project {} is outside this agent's Jira projects ({}; search.jira.projects)",
+                        a.project,
+                        ctx.search.scope.jira_projects.join(", ")
+                    )));
+                }
                 let issue_type = a.issue_type.as_deref().unwrap_or("Task");
                 let description = a.description.unwrap_or_default();
                 let raw = client
@@ -682,7 +724,20 @@ impl Tool for Api {
             }
             ApiKind::JiraComment(c) => {
                 let a: JiraCommentArgs = parse(args)?;
-                let raw = jira(c)?.add_comment(&a.key, &a.body).await.map_err(api_err)?;
+                jira_in_scope(ctx, &a.key)?;
+                // On the issue the run answers on, a comment is restricted as the answer
+                // is (run::custody lets it through there without approval for that).
+                let restriction = ctx
+                    .search
+                    .jira_home
+                    .as_ref()
+                    .filter(|(home, _)| home.eq_ignore_ascii_case(&a.key))
+                    .map(|(_, restriction)| restriction.clone())
+                    .unwrap_or_default();
+                let raw = jira(c)?
+                    .add_comment_restricted(&a.key, &a.body, &restriction)
+                    .await
+                    .map_err(api_err)?;
                 Ok(ToolOutput::json(json!({"ok": true, "id": raw["id"]})))
             }
             ApiKind::JiraSearch(c) => {
@@ -691,7 +746,9 @@ impl Tool for Api {
                 let want = a.max_results.unwrap_or(50) as usize;
                 let mut issues = Vec::new();
                 let mut token: Option<String> = None;
-                loop {
+                // Hits out of the agent's projects are dropped here, not by Jira: a query
+                // whose hits are all elsewhere would otherwise page through everything.
+                for _ in 0..MAX_SEARCH_PAGES {
                     let page = client
                         .search_page(&a.jql, 100.min(want as u32), token.as_deref())
                         .await
@@ -700,6 +757,13 @@ impl Tool for Api {
                         let key = i["key"].as_str().unwrap_or_default();
                         // An agent that lists its Jira projects sees only those.
                         if !ctx.search.scope.reads_jira_issue(key) {
+                            continue;
+                        }
+                        if !i["fields"]["security"].is_null() {
+                            // Restricted text: named, not quoted (jira_get_issue reads it
+                            // and holds the run to it).
+                            issues
+                                .push(json!({"key": key, "restricted": true, "url": client.browse_url(key)}));
                             continue;
                         }
                         issues.push(json!({"key": key, "summary": i["fields"]["summary"], "status": i["fields"]["status"]["name"],

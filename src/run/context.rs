@@ -204,6 +204,21 @@ pub async fn prepare<'a>(
             crate::triggers::Origin::Slack { channel, .. } => Some(channel.clone()),
             _ => None,
         },
+        jira_home: match &trigger.origin {
+            crate::triggers::Origin::Jira {
+                issue_key,
+                visibility,
+                internal,
+                ..
+            } => Some((
+                issue_key.to_ascii_uppercase(),
+                crate::types::jira_restriction::Restriction {
+                    visibility: visibility.clone(),
+                    internal: *internal,
+                },
+            )),
+            _ => None,
+        },
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

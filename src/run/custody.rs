@@ -183,10 +183,11 @@ impl Custody {
     }
 
     /// Notes restricted text a call's result brought (a Jira issue with a security level
-    /// or a restricted comment: `restricted` in `jira_get_issue`'s result), held as a
-    /// private conversation's is; the source it is held under.
+    /// or a restricted comment: `restricted` and `key` in a Jira tool's result, as
+    /// `jira_get_issue` and `jira_get_attachment` give them), held as a private
+    /// conversation's is; the source it is held under.
     pub fn saw_restricted(&self, name: &str, value: &Value) -> Option<String> {
-        if name != "jira_get_issue" || value["restricted"] != true {
+        if !name.starts_with("jira_") || value["restricted"] != true || !value["key"].is_string() {
             return None;
         }
         let source = jira_source(value["key"].as_str().unwrap_or_default());
@@ -373,8 +374,9 @@ impl Custody {
                 .iter()
                 .all(|s| Some(s.as_str()) == self.home.as_deref())
         {
-            // A comment on the very issue the restricted text came from (the answer
-            // steward posts itself keeps the triggering comment's restriction).
+            // A comment on the very issue the restricted text came from: it is posted
+            // under the triggering comment's restriction, as the answer is, and the
+            // run read of that issue only what the restriction's readers may read.
             return None;
         } else if sends_query_outside(name, args) {
             // A search query is text the run chose: it can carry what the run read

@@ -27,6 +27,10 @@ pub struct SearchGrant {
     pub conversation: Option<String>,
     /// The event log, for `event_outcome` ("why didn't you answer?").
     pub events: Option<EventLogHandle>,
+    /// The Jira issue the run answers on (its key, upper case) and the restriction its
+    /// answer is posted under: that issue's comments restricted otherwise stay out of
+    /// what the run reads, and a comment the run adds there is restricted the same way.
+    pub jira_home: Option<(String, crate::types::jira_restriction::Restriction)>,
 }
 
 /// The store's event log, as a search source.

@@ -4,6 +4,7 @@
 pub mod action_token;
 pub mod duration;
 pub mod event_outcome;
+pub mod jira_restriction;
 pub mod model_ref;
 pub mod outcome;
 pub mod private;

@@ -385,6 +385,20 @@ pub async fn jira(
         .flatten()
         .filter_map(|i| {
             let key = i["key"].as_str()?;
+            if !i["fields"]["security"].is_null() {
+                // An issue with a security level is restricted text: linked, never quoted
+                // (jira_get_issue reads it and holds the run to it).
+                return scope.jira_issue(key).then(|| Hit {
+                    source: "jira",
+                    id: key.to_string(),
+                    title: key.to_string(),
+                    url: client.browse_url(key),
+                    snippet: "(an issue with a security level: not quoted here; read it with jira_get_issue)"
+                        .into(),
+                    when: i["fields"]["updated"].as_str().map(str::to_string),
+                    private: true,
+                });
+            }
             scope.jira_issue(key).then(|| Hit {
                 source: "jira",
                 id: key.to_string(),

@@ -95,10 +95,21 @@ impl Source for JiraSource {
 
     /// For a comment: the issue's comments, steward's own as its turns.
     async fn thread(&self, trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
-        let Origin::Jira { issue_key, .. } = &trigger.origin else {
+        let Origin::Jira {
+            issue_key,
+            visibility,
+            internal,
+            ..
+        } = &trigger.origin
+        else {
             return None;
         };
         trigger.conversation_key()?;
+        // The answer is posted under the triggering comment's restriction.
+        let answer = crate::integrations::jira::Restriction {
+            visibility: visibility.clone(),
+            internal: *internal,
+        };
         let client = self.client.as_ref()?;
         let this = trigger.payload["comment"]["id"].as_str();
         Some(
@@ -112,9 +123,8 @@ impl Source for JiraSource {
                 let mut after = false;
                 for c in comments {
                     // A comment shown to a role or group, or a service desk's internal
-                    // note, stays out of a run others than those may read.
-                    let restricted = c["visibility"].is_object() || c["jsdPublic"] == false;
-                    if restricted && !trigger.private {
+                    // note, stays out of a run whose answer others than those read.
+                    if !answer.covers(&crate::integrations::jira::Restriction::of_comment(&c)) {
                         thread.omitted += 1;
                         continue;
                     }
