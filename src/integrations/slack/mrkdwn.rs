@@ -196,10 +196,14 @@ pub fn defuse_broadcasts(text: &str) -> std::borrow::Cow<'_, str> {
     while let Some(at) = rest.find("<!") {
         out.push_str(&rest[..at]);
         let form = &rest[at..];
-        let Some(end) = form.find('>') else {
-            out.push_str(form);
-            rest = "";
-            break;
+        let end = form.find('>');
+        let Some(end) = end.filter(|&end| !form[2..end].contains('<')) else {
+            // No form here: an unclosed `<!` (a stream sends text in pieces, and Slack
+            // joins `<!here|…` with a later piece's `>`), or one with another form
+            // inside (`<!<!here>`). Escaped, so no later text completes it.
+            out.push_str("&lt;!");
+            rest = &form[2..];
+            continue;
         };
         let inner = &form[2..end];
         let (name, label) = inner.split_once('|').unwrap_or((inner, ""));
@@ -444,7 +448,15 @@ mod tests {
             defuse_broadcasts("ask <@U123> in <#C0GEN|general> on <!date^1392734382^{date}|Feb 18>; a < b"),
             "ask <@U123> in <#C0GEN|general> on <!date^1392734382^{date}|Feb 18>; a < b"
         );
-        assert_eq!(defuse_broadcasts("cut <!here"), "cut <!here");
+        // Unclosed: escaped, so a later piece of a stream cannot close it.
+        assert_eq!(defuse_broadcasts("cut <!here"), "cut &lt;!here");
+        let label = "x".repeat(300);
+        let (first, second) = (format!("hi <!here|{label}"), format!("{label}> there"));
+        let joined = format!("{}{}", defuse_broadcasts(&first), defuse_broadcasts(&second));
+        assert!(!joined.contains("<!"), "{joined}");
+        // A form inside another: the inner one is made plain too.
+        assert_eq!(defuse_broadcasts("<!<!here>"), "&lt;!@here");
+        assert_eq!(defuse_broadcasts("<!x <!channel> y>"), "&lt;!x @channel y>");
         assert_eq!(to_mrkdwn(&defuse_broadcasts("**Hi** <!here>")), "*Hi* @here");
         // Forms a conversion would make: a link to `!channel`, a heading's stars.
         let converted = |md: &str| defuse_broadcasts(&to_mrkdwn(md)).into_owned();
