@@ -378,10 +378,13 @@ fn folded(text: &str) -> (String, bool) {
 
 /// Every argument of a call, destination fields first, one section each; long values
 /// folded. The flag says whether anything was folded or left out.
+///
+/// An approver reads these to decide: a value that closed its code block (three
+/// backticks) could show a line of its own making as if it were another argument.
 fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(arguments) else {
         let (text, cut) = folded(&mrkdwn::escape(arguments));
-        return (vec![section(format!("```\n{text}\n```"))], cut);
+        return (vec![section(format!("```\n{}\n```", in_code_block(&text)))], cut);
     };
     let mut keys: Vec<&String> = map.keys().collect();
     keys.sort_by_key(|k| {
@@ -401,8 +404,21 @@ fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
         // `&` is five characters).
         let (text, cut) = folded(&mrkdwn::escape(&value));
         any_cut |= cut;
-        let name: String = key.chars().take(100).collect();
-        blocks.push(section(format!("*{}*\n```\n{text}\n```", mrkdwn::escape(&name))));
+        // A name with markup or a line break of its own could pass for another argument.
+        let name: String = key
+            .chars()
+            .take(100)
+            .map(|c| match c {
+                '*' | '_' | '~' | '`' => ' ',
+                c if c.is_control() => ' ',
+                c => c,
+            })
+            .collect();
+        blocks.push(section(format!(
+            "*{}*\n```\n{}\n```",
+            mrkdwn::escape(&name),
+            in_code_block(&text)
+        )));
     }
     if keys.len() > MAX_ARGUMENT_BLOCKS {
         any_cut = true;
@@ -500,9 +516,49 @@ pub fn to_json(content: &SlackMessageContent) -> Value {
     serde_json::to_value(content).unwrap_or(Value::Null)
 }
 
+/// `text` with a zero-width space between any two backticks in a row, so it cannot
+/// close the code block it is shown in.
+fn in_code_block(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut previous = None;
+    for c in text.chars() {
+        if c == '`' && previous == Some('`') {
+            out.push('\u{200B}');
+        }
+        out.push(c);
+        previous = Some(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_argument_cannot_close_its_code_block_or_pass_for_another() {
+        let forged =
+            r#"{"url": "https://evil.example/x\n```\n*url*\n```\nhttps://intranet.corp/safe", "a*\n*b": 1}"#;
+        let (blocks, _) = argument_sections(forged);
+        let texts: Vec<String> = blocks
+            .iter()
+            .map(|b| {
+                serde_json::to_value(b).unwrap()["text"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        for text in &texts {
+            // Each section: a bold name, then one code block that holds the whole value.
+            assert_eq!(text.matches("```").count(), 2, "{text}");
+            assert!(text.ends_with("```"), "{text}");
+        }
+        // A name's own markup and line break are gone.
+        assert!(texts.iter().any(|t| t.starts_with("*a   b*\n```")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("intranet.corp/safe")));
+        assert_eq!(in_code_block("a```b``"), "a`\u{200B}`\u{200B}`b`\u{200B}`");
+    }
 
     #[test]
     fn a_short_answer_is_one_message_with_its_footer() {
