@@ -637,6 +637,54 @@ async fn a_denied_or_unanswered_call_reaches_the_model_as_an_error() {
 /// An approval past its deadline is never approved, whether or not the sweep that times
 /// it out has run yet (in a process just started, or one stopping): the click is
 /// refused, the tool never runs, and the request ends timed out.
+/// Two gated calls of one round with the same id (an OpenAI-compatible server that
+/// repeats ids): each is asked about and decided on its own, so approving the one shown
+/// never lets the other through.
+#[tokio::test]
+async fn calls_sharing_an_id_are_each_approved_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, calls) = fake_slack().await;
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let messages = body["messages"].as_array().unwrap();
+        match messages.iter().rev().find(|m| m["role"] == "tool") {
+            Some(_) => Reply::ok(openai_text("Done.")),
+            None => Reply::ok(openai_tools(&[
+                ("call_1", "deploy", r#"{"service":"billing"}"#),
+                ("call_1", "deploy", r#"{"service":"payroll"}"#),
+            ])),
+        }
+    });
+    let deploys = Arc::new(AtomicU32::new(0));
+    let mut s = start(dir.path(), &fake, &slack, &deploys, &ops("24h")).await;
+    assert_eq!(s.mention("EvSAMEID1").await, StatusCode::OK);
+    let waiting = s.wait_status(RunStatus::Waiting).await;
+    let requests = || {
+        posted(&calls, "chat.postMessage")
+            .into_iter()
+            .filter(|b| b["blocks"].to_string().contains("steward_approve"))
+            .collect::<Vec<_>>()
+    };
+    let value = button_value(&calls).await;
+    assert!(requests()[0]["blocks"].to_string().contains("billing"));
+    assert_eq!(s.click(ASKER, "steward_approve", &value).await, StatusCode::OK);
+    // The second call waits for its own decision; only the approved one ran.
+    eventually("a request for the second call", || {
+        requests()
+            .iter()
+            .any(|b| b["blocks"].to_string().contains("payroll"))
+    })
+    .await;
+    assert_eq!(
+        deploys.load(Ordering::SeqCst),
+        0,
+        "nothing runs before the round is decided"
+    );
+    let run = s.store.get_run(&waiting.id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Waiting);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_request_past_its_deadline_cannot_be_approved() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! The LLM coordinator: model ⇄ tools until the model answers without tool calls or a
 //! cap ends the run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -188,6 +188,14 @@ impl LlmRun<'_> {
         }
         // Time spent waiting for a person does not count against the run's timeout.
         let deadline = started + limits.timeout.saturating_sub(spent);
+        let mut call_ids: HashSet<String> = conv
+            .messages()
+            .iter()
+            .flat_map(|m| match m {
+                Message::Assistant { tool_calls, .. } => tool_calls.iter().map(|c| c.id.clone()).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
         loop {
             if let Some((calls, refusals)) = held.take() {
                 if let Some((t, e)) = self
@@ -228,7 +236,8 @@ impl LlmRun<'_> {
             };
             out.turns += 1;
             let cost = outcome.cost_usd();
-            let response = outcome.response;
+            let mut response = outcome.response;
+            fresh_call_ids(&mut response.tool_calls, &mut call_ids);
             conv.observe_input(response.usage.input_tokens);
             out.usage.add(&response.usage);
             match cost {
@@ -705,4 +714,27 @@ fn finish(mut out: RunOutcome, termination: Termination, error: Option<String>) 
     out.termination = termination;
     out.error = error;
     out
+}
+
+/// Gives each of a round's calls an id no other call of the run has had: approvals,
+/// custody's approved calls and the round's results key on ids, and an
+/// OpenAI-compatible server may send none or repeat one (a person approving the one
+/// call they were shown would otherwise let through another with its id). A provider's
+/// own ids are kept when they are new; the conversation sent back carries the same ids.
+fn fresh_call_ids(calls: &mut [ToolCall], seen: &mut HashSet<String>) {
+    for call in calls {
+        if !call.id.is_empty() && seen.insert(call.id.clone()) {
+            continue;
+        }
+        let mut n = seen.len();
+        loop {
+            let id = format!("call_steward_{n}");
+            if seen.insert(id.clone()) {
+                tracing::debug!(given = %call.id, id = %id, "a tool call's id was empty or used before; renamed");
+                call.id = id;
+                break;
+            }
+            n += 1;
+        }
+    }
 }
