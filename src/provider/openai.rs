@@ -187,6 +187,9 @@ struct Streamed {
     usage: Option<Value>,
 }
 
+/// Most tool calls one streamed answer may hold.
+const MAX_STREAMED_CALLS: usize = 1024;
+
 impl Streamed {
     fn take(&mut self, data: &str, deltas: &dyn super::Deltas) -> Result<(), ProviderError> {
         let chunk = super::wire::stream_event(NAME, data)?;
@@ -212,6 +215,15 @@ impl Streamed {
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
             let index = call["index"].as_u64().unwrap_or(0) as usize;
+            // A server's index sizes the list: one past any real round is an error, not
+            // a billion empty slots.
+            if index >= MAX_STREAMED_CALLS {
+                return Err(ProviderError::new(
+                    NAME,
+                    ErrorKind::Decode,
+                    format!("a streamed tool call's index {index} is past {MAX_STREAMED_CALLS}"),
+                ));
+            }
             if self.calls.len() <= index {
                 self.calls.resize(index + 1, Default::default());
             }
@@ -564,6 +576,28 @@ fn decode_response(response: WireResponse) -> Result<ChatResponse, ProviderError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Quiet;
+    impl crate::provider::Deltas for Quiet {
+        fn text(&self, _: &str) {}
+        fn restart(&self) {}
+        fn settled(&self) {}
+    }
+
+    #[test]
+    fn a_streamed_call_index_past_any_round_is_an_error() {
+        let mut s = Streamed::default();
+        let chunk = |i: u64| {
+            format!(
+                r#"{{"id":"c","model":"m","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},"id":"call_1","function":{{"name":"f","arguments":"{{}}"}}}}]}}}}]}}"#
+            )
+        };
+        assert!(s.take(&chunk(1), &Quiet).is_ok());
+        let err = s.take(&chunk(4_000_000_000), &Quiet).unwrap_err();
+        assert!(err.to_string().contains("index 4000000000"), "{err}");
+        assert_eq!(s.calls.len(), 2);
+    }
     use crate::provider::types::ToolDef;
 
     #[test]
