@@ -353,9 +353,10 @@ pub fn html_to_text(html: &str) -> String {
             .collect::<String>()
             .to_ascii_lowercase();
         if !closing && (name == "script" || name == "style") {
+            // Searched in place, not in a lowercased copy of the rest: a copy per tag
+            // made a page of many `<script>` tags quadratic.
             let end = format!("</{name}");
-            let lower = rest.to_ascii_lowercase();
-            rest = lower.find(&end).map_or("", |i| &rest[i..]);
+            rest = find_ignoring_case(rest, &end).map_or("", |i| &rest[i..]);
             continue;
         }
         if BLOCK_TAGS.contains(&name.as_str()) {
@@ -389,6 +390,15 @@ pub fn html_to_text(html: &str) -> String {
     clean.trim_end().to_string() + "\n"
 }
 
+/// Where ASCII `needle` first occurs in `hay`, ignoring ASCII case (a char boundary:
+/// `needle` starts with `<`).
+fn find_ignoring_case(hay: &str, needle: &str) -> Option<usize> {
+    let needle = needle.as_bytes();
+    hay.as_bytes()
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +426,19 @@ mod tests {
             html_to_text(html),
             "T\nHello & welcome\nFirst para\n- one\n- two ✓\n"
         );
+    }
+
+    #[test]
+    fn script_and_style_end_in_any_case_and_many_are_cheap() {
+        assert_eq!(
+            html_to_text("<SCRIPT>x = '<p>'</sCrIpT><p>kept</p><Style>p{}</STYLE>"),
+            "kept\n"
+        );
+        assert_eq!(html_to_text("<p>a</p><script>never closed <p>b</p>"), "a\n");
+        // 200,000 tags: each end is found from where its tag is, not in a copy of the
+        // rest of the page.
+        let many = "<script></script>".repeat(200_000) + "<p>end</p>";
+        assert_eq!(html_to_text(&many), "end\n");
     }
 
     #[test]

@@ -724,9 +724,11 @@ fn base_args() -> Vec<OsString> {
             "--setenv",
             "PATH",
             "/usr/local/bin:/usr/bin:/bin",
+            // Not the work folder: an input named `.curlrc` or `.gitconfig` (a
+            // person's attachment) would configure the programs a script runs.
             "--setenv",
             "HOME",
-            "/work",
+            "/tmp",
             "--setenv",
             "TMPDIR",
             "/tmp",

@@ -341,11 +341,16 @@ fn interpreter_for(rel: &str, head: &str) -> Option<String> {
 }
 
 /// A work-folder name for a run file: its base name, or with the id in front when two
-/// inputs share one.
+/// inputs share one. A leading dot becomes `_`: a person's attachment named `.npmrc` or
+/// `.gitconfig` in the folder a script runs in would configure the programs it runs.
 fn input_name(name: &str, id: &str, taken: &[WorkFile]) -> String {
     let base = name.rsplit('/').next().unwrap_or(name);
+    let undotted;
     let base = if base.is_empty() || base == "." || base == ".." {
         id
+    } else if let Some(rest) = base.strip_prefix('.') {
+        undotted = format!("_{rest}");
+        &undotted
     } else {
         base
     };
@@ -540,5 +545,23 @@ async fn run_process(
             }
             Err(ToolError::Model(message))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inputs_name_is_its_base_name_without_a_leading_dot() {
+        let taken = vec![WorkFile {
+            name: "report.csv".into(),
+            content: Arc::new(Vec::new()),
+        }];
+        assert_eq!(input_name("a/b/notes.txt", "f_1", &taken), "notes.txt");
+        assert_eq!(input_name(".gitconfig", "f_2", &taken), "_gitconfig");
+        assert_eq!(input_name("x/.curlrc", "f_3", &taken), "_curlrc");
+        assert_eq!(input_name("report.csv", "f_4", &taken), "f_4-report.csv");
+        assert_eq!(input_name("..", "f_5", &taken), "f_5");
     }
 }
