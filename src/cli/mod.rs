@@ -482,6 +482,13 @@ fn load_dotenv(path: &Path) -> Result<(), String> {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // Processes of the same user (an MCP server run with `sandbox: false`, anything
+    // else on the host) cannot read steward's memory or /proc/<pid>/environ, nor the
+    // extraction worker's, which holds a private document and its text.
+    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     // The extraction worker starts from an empty environment and must stay without
     // one: it reads no `.env` (which would load steward's secrets into it).
     let mut raw = std::env::args();
@@ -489,12 +496,6 @@ pub fn main() -> ExitCode {
         && sub == "extract-worker"
     {
         return crate::files::extractor::worker_main(&kind);
-    }
-    // Processes of the same user (an MCP server run with `sandbox: false`, anything
-    // else on the host) cannot read steward's memory or /proc/<pid>/environ.
-    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and touches no memory.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
     crate::http::install_crypto_provider();
     // Before parsing: flags such as --root and --database-url default from it.

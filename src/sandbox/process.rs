@@ -827,6 +827,7 @@ impl BwrapArgs {
     /// `dup2` overwrites the other's source.
     fn dup_into_child(args: libc::c_int, seccomp: libc::c_int) -> std::io::Result<()> {
         close_on_exec_from(SECCOMP_FD + 1);
+        die_first_on_oom();
         // SAFETY: dup2 and fcntl are async-signal-safe and touch only descriptors;
         // dup2 leaves the new descriptor open across exec.
         unsafe {
@@ -895,6 +896,33 @@ fn close_on_exec_from(first: libc::c_int) {
     }
 }
 
+/// Makes the calling process (and what it starts) the kernel's first choice when memory
+/// runs out: `oom_score_adj` 1000, which any process may raise. A script, server or
+/// document worker that takes the host's (or the pod's) memory then dies, not steward
+/// with every run it holds. Only system calls: safe between fork and exec.
+///
+/// The child inherits steward's "not dumpable", which gives its /proc files to root, so
+/// a steward not running as root could not write the value: the child is made dumpable
+/// first. That is what `exec`, a moment later, does anyway; until then its memory is
+/// steward's copy, open to a same-user process that wins a race of microseconds, and
+/// only where ptrace is allowed between such processes (Yama's default forbids it).
+fn die_first_on_oom() {
+    // SAFETY: prctl takes plain integers; a valid C string path; the buffer is four
+    // valid bytes; the descriptor is this call's own. Best effort: without /proc nothing
+    // changes.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast(), 4);
+            libc::close(fd);
+        }
+    }
+}
+
 /// Has a child command start with only descriptors 0 to 2 (and whatever the command
 /// itself passes on): see [`close_on_exec_from`].
 pub fn inherit_only_stdio(command: &mut tokio::process::Command) {
@@ -902,6 +930,7 @@ pub fn inherit_only_stdio(command: &mut tokio::process::Command) {
     unsafe {
         command.pre_exec(|| {
             close_on_exec_from(3);
+            die_first_on_oom();
             Ok(())
         });
     }
@@ -1276,5 +1305,16 @@ mod tests {
         let why = over_written(work.path(), &limits).expect("over");
         assert!(why.contains("unreadable"), "{why}");
         assert!(written_files(work.path(), &[], 100, 1 << 20).unwrap().is_err());
+    }
+
+    /// A child started the way scripts, servers and the document worker are is the
+    /// kernel's first choice when memory runs out.
+    #[tokio::test]
+    async fn children_are_killed_before_steward_when_memory_runs_out() {
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command.args(["-c", "cat /proc/self/oom_score_adj"]);
+        inherit_only_stdio(&mut command);
+        let out = command.output().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000");
     }
 }
