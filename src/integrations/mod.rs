@@ -151,9 +151,33 @@ pub(crate) async fn send_json(
         .map_err(transport)?;
     let status = resp.status();
     let headers = resp.headers().clone();
-    let bytes = resp.bytes().await.map_err(transport)?;
+    let mut resp = resp;
+    let bytes = body_capped(&mut resp, MAX_API_ANSWER)
+        .await
+        .map_err(|message| ApiError::Transport {
+            service,
+            method: what.to_string(),
+            message: message.unwrap_or_else(|| format!("the answer is larger than {MAX_API_ANSWER} bytes")),
+        })?;
     let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
     Ok((status, headers, value))
+}
+
+/// Most bytes of one API answer (a page of messages, issues or blocks is far less): a
+/// misbehaving server or proxy cannot fill steward's memory within the timeout.
+pub const MAX_API_ANSWER: u64 = 32 * 1024 * 1024;
+
+/// `resp`'s body, read a chunk at a time and refused past `cap` bytes: `Err(None)`
+/// past the cap, `Err(Some(reason))` when reading failed.
+async fn body_capped(resp: &mut reqwest::Response, cap: u64) -> Result<Vec<u8>, Option<String>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| Some(e.to_string()))? {
+        if (body.len() + chunk.len()) as u64 > cap {
+            return Err(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Maps a non-2xx answer: a rate limit becomes [`ApiError::RateLimited`] (waiting the
@@ -212,21 +236,36 @@ pub(crate) async fn download_capped(
             message: format!("HTTP {}", resp.status()),
         });
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| err(e.to_string()))? {
-        if (body.len() + chunk.len()) as u64 > cap {
-            return Err(err(format!(
-                "the file is larger than the {cap}-byte attachment cap"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    body_capped(&mut resp, cap).await.map_err(|reason| {
+        err(reason.unwrap_or_else(|| format!("the file is larger than the {cap}-byte attachment cap")))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_answer_past_its_cap_is_refused_as_it_streams() {
+        let app = axum::Router::new().route("/big", axum::routing::get(|| async { "x".repeat(100_000) }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let get = || async {
+            crate::http::client()
+                .unwrap()
+                .get(format!("http://{addr}/big"))
+                .send()
+                .await
+                .unwrap()
+        };
+        assert_eq!(body_capped(&mut get().await, 10_000).await, Err(None));
+        assert_eq!(
+            body_capped(&mut get().await, 100_000).await.unwrap().len(),
+            100_000
+        );
+        server.abort();
+    }
 
     #[test]
     fn path_ids_are_single_segments() {
