@@ -408,9 +408,25 @@ async fn run_process(
             "{label} needs the interpreter '{interpreter}', which is not installed on this host"
         )));
     };
+    // Inputs are written to the work folder before the script's limits watch it: held
+    // to the same limits here, and each file once.
+    let limits = skills.script_limits();
     let mut inputs: Vec<WorkFile> = Vec::new();
+    let mut given: Vec<&str> = Vec::new();
+    let mut bytes: u64 = 0;
     for id in &file_ids {
+        if given.contains(&id.as_str()) {
+            continue;
+        }
+        given.push(id);
         let (meta, content) = ctx.files.get(id).map_err(|e| ToolError::Model(e.to_string()))?;
+        bytes += content.len() as u64;
+        if inputs.len() >= limits.max_files || bytes > limits.max_written_bytes {
+            return Err(ToolError::Model(format!(
+                "{label}: its input files are more than a script's work folder holds ({} files, {} bytes)",
+                limits.max_files, limits.max_written_bytes
+            )));
+        }
         let name = input_name(&meta.name, id, &inputs);
         inputs.push(WorkFile { name, content });
     }
@@ -420,7 +436,6 @@ async fn run_process(
             "{label} cannot run: its skill's requirements did not install: {e}"
         ))
     })?;
-    let limits = skills.script_limits();
     let span = tracing::info_span!(
         parent: crate::telemetry::parent(),
         "skill_script",
