@@ -427,26 +427,33 @@ fn tools_from(
 ) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
     let mut warnings = Vec::new();
     let usable = listed.into_iter().filter(|t| {
-        // No leading `_`: `a` + `__` + `_x` would read as server `a_`'s tool `x`.
+        // No leading `_`: `a` + `__` + `_x` would read as server `a_`'s tool `x`. At
+        // most 64 characters with the server's name (the providers' limit).
+        let full = server.name.len() + SEPARATOR.len() + t.name.len();
         let name_ok = !t.name.is_empty()
             && !t.name.starts_with('_')
+            && full <= MAX_TOOL_NAME
             && t.name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         let schema_ok = t.input_schema.get("type").and_then(Value::as_str) == Some("object");
-        if !(name_ok && schema_ok) {
-            warnings.push(format!(
-                "MCP server '{}': tool '{}' has {}; skipped",
-                server.name,
-                t.name,
-                if name_ok {
-                    "an input schema that is not an object schema"
-                } else {
-                    "a name the model cannot call"
-                }
-            ));
+        // Sent with every model request of every agent granted the server.
+        let schema_small = serde_json::to_vec(&*t.input_schema).map_or(0, |b| b.len()) <= MAX_SCHEMA_BYTES;
+        let why = if !name_ok {
+            Some(format!("a name the model cannot call (letters, digits, `_` and `-`, at most {MAX_TOOL_NAME} characters with the server's name)"))
+        } else if !schema_ok {
+            Some("an input schema that is not an object schema".to_string())
+        } else if !schema_small {
+            Some(format!("an input schema over {MAX_SCHEMA_BYTES} bytes"))
+        } else {
+            None
+        };
+        if let Some(why) = &why {
+            // The name as the server gave it, cut and quoted: it is the server's text.
+            let shown: String = t.name.chars().take(80).collect();
+            warnings.push(format!("MCP server '{}': tool {shown:?} has {why}; skipped", server.name));
         }
-        name_ok && schema_ok
+        why.is_none()
     });
     let tools = usable
         .map(|t| {
@@ -455,7 +462,7 @@ fn tools_from(
             Arc::new(McpTool {
                 spec: ToolSpec {
                     name: format!("{}{SEPARATOR}{remote}", server.name),
-                    description: t.description.as_deref().unwrap_or_default().to_string(),
+                    description: cut_description(t.description.as_deref().unwrap_or_default()),
                     parameters: Value::Object((*t.input_schema).clone()),
                     // A server's word that a tool only reads is taken; anything else may
                     // change something.
@@ -475,6 +482,22 @@ fn tools_from(
         })
         .collect();
     (tools, warnings)
+}
+
+/// Longest tool name the model providers take (OpenAI: 64), the server's name included.
+const MAX_TOOL_NAME: usize = 64;
+/// Largest input schema a server's tool may have.
+const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// Longest description kept of a server's tool (the rest is cut, marked).
+const MAX_DESCRIPTION_CHARS: usize = 2_000;
+
+/// A server's tool description, cut to [`MAX_DESCRIPTION_CHARS`]: it goes with every
+/// model request of every agent granted the server.
+fn cut_description(text: &str) -> String {
+    match text.char_indices().nth(MAX_DESCRIPTION_CHARS) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}… (cut)", &text[..at]),
+    }
 }
 
 /// Connects to every server, lists its tools, and returns them as one [`McpHub`] (kept
@@ -567,4 +590,52 @@ pub fn replay_all(
         warnings.extend(hub.replace(&server.name, tools));
     }
     (hub, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[test]
+    fn a_servers_tools_are_held_to_what_a_model_request_can_carry() {
+        let server = McpServer {
+            name: "wiki".into(),
+            transport: crate::config::mcp::McpTransport::Http {
+                url: "http://127.0.0.1:1/mcp".into(),
+                bearer_env: None,
+                headers_env: Default::default(),
+            },
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+        };
+        let object = |extra: usize| {
+            let mut schema = serde_json::Map::new();
+            schema.insert("type".into(), json!("object"));
+            schema.insert("description".into(), json!("x".repeat(extra)));
+            Arc::new(schema)
+        };
+        let listed = vec![
+            rmcp::model::Tool::new("search", "d".repeat(5_000), object(0)),
+            rmcp::model::Tool::new("a".repeat(60), "too long a name", object(0)),
+            rmcp::model::Tool::new("huge", "a huge schema", object(20_000)),
+        ];
+        let binding = Binding {
+            cassette: None,
+            recording: Recording::Replay,
+            network: Default::default(),
+        };
+        let (tools, warnings) = tools_from(&server, listed, None, &binding);
+        let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
+        assert_eq!(names, ["wiki__search"]);
+        let description = &tools[0].spec().description;
+        assert!(description.ends_with("… (cut)") && description.chars().count() < 2_100);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("at most 64 characters"), "{warnings:?}");
+        assert!(
+            warnings[1].contains("input schema over 16384 bytes"),
+            "{warnings:?}"
+        );
+    }
 }
