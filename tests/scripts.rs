@@ -310,6 +310,60 @@ async fn the_script_api_surface() {
     );
 }
 
+/// A script agent's `max_cost_usd` holds: its subagents (its model calls) spend it, and
+/// once it is spent the script stops before its next call.
+#[tokio::test]
+async fn a_scripts_cost_cap_stops_it_once_its_subagents_spent_it() {
+    let s = setup(
+        Vec::new(),
+        &[
+            (
+                "scripts/costly.rhai",
+                "let a = subagent(\"router\", \"one\", []);\nlet b = subagent(\"router\", \"two\", []);\nreply(`${a} ${b}`);\n",
+            ),
+            ("prompts/router.md", "You are the router subagent."),
+            ("subagents/router.yaml", "description: Routes.\nmodel: openai/gpt-4.1\nprompt: prompts/router.md\n"),
+            (
+                "agents/costly.yaml",
+                "coordinator: script\nscript: scripts/costly.rhai\nsubagents: [router]\nlimits: { max_cost_usd: 0.002 }\n",
+            ),
+        ],
+    )
+    .await;
+    let agent = s.config.agent("costly").unwrap();
+    let out = s
+        .runner
+        .run(
+            &agent,
+            &TriggerEvent::from_cli(json!({"text": "go"})),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.termination, Termination::MaxCost, "{:?}", out.error);
+    assert!(
+        out.error.as_deref().unwrap().contains("over max_cost_usd $0.002"),
+        "{:?}",
+        out.error
+    );
+    assert!(
+        out.cost_usd > 0.002,
+        "the first subagent's cost counts: {}",
+        out.cost_usd
+    );
+    let routers = s
+        .runner
+        .store
+        .list_runs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.agent == "router")
+        .count();
+    assert_eq!(routers, 1, "the second subagent never ran");
+}
+
 #[tokio::test]
 async fn a_script_cannot_call_a_tool_outside_its_agents_grant() {
     // The name is built at run time, so validation cannot see it: the gateway must refuse.

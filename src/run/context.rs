@@ -186,6 +186,7 @@ pub async fn prepare<'a>(
             max_depth: lineage.max_depth,
             semaphore: tokio::sync::Semaphore::new(agent.limits.subagent_concurrency.max(1) as usize),
             totals: child_totals.clone(),
+            max_cost_usd: agent.limits.max_cost_usd,
         }) as Arc<dyn SubagentLauncher>
     });
     let system = system_prompt(runner, agent, &skills, can_delegate);

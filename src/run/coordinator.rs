@@ -121,7 +121,17 @@ pub struct ScriptCoordinator {
 #[async_trait]
 impl Coordinator for ScriptCoordinator {
     async fn coordinate(&self, cx: &RunContext<'_>) -> Result<RunOutcome, RunError> {
-        let host = script::new_host(cx.gateway.clone(), cx.cancel.clone(), cx.agent.limits.timeout);
+        let cost_cap = cx
+            .agent
+            .limits
+            .max_cost_usd
+            .map(|cap| (cap, cx.child_totals.clone()));
+        let host = script::new_host(
+            cx.gateway.clone(),
+            cx.cancel.clone(),
+            cx.agent.limits.timeout,
+            cost_cap,
+        );
         let mut out = script::run(
             &self.path,
             &self.source,

@@ -17,23 +17,37 @@ use crate::triggers::event::one_line;
 use crate::types::ModelRef;
 
 /// Usage and cost of finished subagent runs, not yet added to the parent run's totals
-/// (the parent's coordinator drains it, so children count toward its cost cap).
+/// (the parent's coordinator drains it, so children count toward its cost cap), and
+/// what all of them cost together.
 #[derive(Debug, Default)]
-pub struct ChildTotals(Mutex<(Usage, f64, bool)>);
+pub struct ChildTotals(Mutex<Totals>);
+
+#[derive(Debug, Default)]
+struct Totals {
+    pending: (Usage, f64, bool),
+    /// Every finished child's cost, never drained.
+    spent: f64,
+}
 
 impl ChildTotals {
     /// Adds a finished child's usage and cost (`cost_unknown`: some of its calls had
     /// no price).
     pub fn add(&self, usage: &Usage, cost_usd: f64, cost_unknown: bool) {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        t.0.add(usage);
-        t.1 += cost_usd;
-        t.2 |= cost_unknown;
+        t.pending.0.add(usage);
+        t.pending.1 += cost_usd;
+        t.pending.2 |= cost_unknown;
+        t.spent += cost_usd;
     }
 
     /// Takes what accumulated since the last call: usage, cost, whether any was unknown.
     pub fn take(&self) -> (Usage, f64, bool) {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).pending)
+    }
+
+    /// What the run's finished children cost together, drained or not.
+    pub fn spent(&self) -> f64 {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).spent
     }
 }
 
@@ -63,6 +77,9 @@ pub struct Launcher {
     pub semaphore: Semaphore,
     /// Children's usage and cost, drained into the parent's totals.
     pub totals: Arc<ChildTotals>,
+    /// The parent's `max_cost_usd`: a child may spend at most what its finished
+    /// siblings left of it (its own cap when lower), and none starts once it is spent.
+    pub max_cost_usd: Option<f64>,
 }
 
 #[async_trait]
@@ -87,6 +104,25 @@ impl SubagentLauncher for Launcher {
             .then(|| self.runner.subagents.get(name).cloned())
             .flatten()
             .ok_or_else(|| SubagentError::Unknown(name.to_string()))?;
+        let agent = match self.max_cost_usd {
+            None => agent,
+            Some(cap) => {
+                let left = cap - self.totals.spent();
+                if left <= 0.0 {
+                    return Err(SubagentError::NotRun {
+                        name: name.to_string(),
+                        reason: format!("this run's subagents spent its max_cost_usd (${cap})"),
+                    });
+                }
+                if agent.limits.max_cost_usd.is_some_and(|own| own <= left) {
+                    agent
+                } else {
+                    let mut capped = (*agent).clone();
+                    capped.limits.max_cost_usd = Some(left);
+                    Arc::new(capped)
+                }
+            }
+        };
         for id in files {
             self.parent_files
                 .get(id)

@@ -30,6 +30,7 @@ fn fail<T>(message: impl Into<String>) -> RhaiResult<T> {
 pub enum HostStop {
     MaxToolCalls,
     FatalTool,
+    MaxCost,
 }
 
 /// Default cap on `log()` lines per run.
@@ -70,6 +71,9 @@ pub struct Host {
     pub log: Mutex<LogBudget>,
     pub stop: Mutex<Option<(HostStop, String)>>,
     pub replied: Mutex<Option<String>>,
+    /// The agent's `max_cost_usd` and what the script's subagents (its only model
+    /// calls) have spent: checked before each call, so a script stops once it is spent.
+    pub cost_cap: Option<(f64, Arc<crate::run::subagents::ChildTotals>)>,
 }
 
 impl Host {
@@ -87,6 +91,14 @@ impl Host {
 
     /// Calls a tool through the gateway under the run's deadline.
     pub fn call_tool(&self, name: &str, args: Value) -> RhaiResult<Dynamic> {
+        if let Some((cap, spent)) = &self.cost_cap
+            && spent.spent() >= *cap
+        {
+            return Err(self.stop_with(
+                HostStop::MaxCost,
+                format!("spent ${:.4}, over max_cost_usd ${cap}", spent.spent()),
+            ));
+        }
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let call_id = format!("script_{n}");
         let arguments = args.to_string();

@@ -86,6 +86,7 @@ pub async fn run(
             let (termination, message) = match stop {
                 Some((HostStop::MaxToolCalls, m)) => (Termination::MaxToolCalls, m),
                 Some((HostStop::FatalTool, m)) => (Termination::ToolError, m),
+                Some((HostStop::MaxCost, m)) => (Termination::MaxCost, m),
                 _ if stopped_by.as_deref() == Some(sandbox::DEADLINE) => (
                     Termination::Timeout,
                     format!(
@@ -120,8 +121,10 @@ pub fn new_host(
     gateway: Arc<crate::run::gateway::Gateway>,
     cancel: tokio_util::sync::CancellationToken,
     timeout: std::time::Duration,
+    cost_cap: Option<(f64, Arc<crate::run::subagents::ChildTotals>)>,
 ) -> Arc<Host> {
     Arc::new(Host {
+        cost_cap,
         rt: tokio::runtime::Handle::current(),
         gateway,
         cancel,
