@@ -206,16 +206,22 @@ fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
 fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
 
 /// Refuses a document whose compressed content inflates past `max`. For PDFs, every
-/// Flate stream is inflated into a counter (nothing is kept); DOCX and PPTX parts are
-/// already read with caps by the extractor itself.
+/// stream is inflated into a counter (nothing is kept) the ways lopdf would decode it:
+/// Flate, Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
+/// LZW. DOCX and PPTX parts are read with caps by the extractor itself.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
     if kind != DocKind::Pdf {
         return Ok(());
     }
+    let too_large = || ExtractError::TooLarge {
+        kind: "PDF",
+        limit: max,
+    };
     let mut total: u64 = 0;
     let mut at = 0;
     while let Some(found) = find(&bytes[at..], b"stream") {
-        let mut start = at + found + b"stream".len();
+        let keyword = at + found;
+        let mut start = keyword + b"stream".len();
         at = start;
         // `endstream` also contains `stream`; only a keyword followed by EOL starts data.
         match bytes.get(start..start + 2) {
@@ -223,25 +229,100 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
             Some([b'\n', _]) | Some([b'\n']) => start += 1,
             _ => continue,
         }
-        let mut decoder = flate2::read::ZlibDecoder::new(&bytes[start..]);
-        let mut sink = [0u8; 64 * 1024];
-        loop {
-            match decoder.read(&mut sink) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    total += n as u64;
-                    if total > max {
-                        return Err(ExtractError::TooLarge {
-                            kind: "PDF",
-                            limit: max,
-                        });
-                    }
+        let data = &bytes[start..];
+        // The stream's dictionary: what lies between the last `<<` before the keyword
+        // and it (at most 4 KB back).
+        let dictionary = &bytes[keyword.saturating_sub(4096)..keyword];
+        let dictionary = rfind(dictionary, b"<<").map_or(dictionary, |i| &dictionary[i..]);
+        let used = if find(dictionary, b"LZWDecode").is_some() {
+            let end = find(data, b"endstream").unwrap_or(data.len());
+            total += lzw_inflated(&data[..end], max.saturating_sub(total) + 1);
+            end
+        } else {
+            let (out, used) = inflated(
+                flate2::read::ZlibDecoder::new(data),
+                max.saturating_sub(total) + 1,
+            );
+            if out == 0 && data.len() > 2 {
+                // What lopdf does with a stream whose zlib header does not read.
+                let (raw, used) = inflated(
+                    flate2::read::DeflateDecoder::new(&data[2..]),
+                    max.saturating_sub(total) + 1,
+                );
+                total += raw;
+                used + 2
+            } else {
+                total += out;
+                used
+            }
+        };
+        if total > max {
+            return Err(too_large());
+        }
+        at = start + used;
+    }
+    Ok(())
+}
+
+/// How many bytes `decoder` inflates to, stopping past `cap`, and how many it read.
+fn inflated<R: Read + CountsInput>(mut decoder: R, cap: u64) -> (u64, usize) {
+    let mut sink = [0u8; 64 * 1024];
+    let mut out: u64 = 0;
+    loop {
+        match decoder.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                out += n as u64;
+                if out > cap {
+                    break;
                 }
             }
         }
-        at = start + decoder.total_in() as usize;
     }
-    Ok(())
+    (out, decoder.read_in())
+}
+
+/// How many bytes an LZW stream (PDF's bit order and default `EarlyChange`, as lopdf
+/// decodes it) inflates to, stopping past `cap`.
+fn lzw_inflated(data: &[u8], cap: u64) -> u64 {
+    struct Counter(u64, u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            if self.0 > self.1 {
+                return Err(std::io::Error::other("past the cap"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0, cap);
+    let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
+    let _ = decoder.into_stream(&mut counter).decode_all(data);
+    counter.0
+}
+
+/// A decoder that says how much of its input it consumed.
+trait CountsInput {
+    fn read_in(&self) -> usize;
+}
+
+impl CountsInput for flate2::read::ZlibDecoder<&[u8]> {
+    fn read_in(&self) -> usize {
+        self.total_in() as usize
+    }
+}
+
+impl CountsInput for flate2::read::DeflateDecoder<&[u8]> {
+    fn read_in(&self) -> usize {
+        self.total_in() as usize
+    }
+}
+
+fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -325,5 +406,40 @@ mod tests {
         );
         assert_eq!(check_inflation(DocKind::Pdf, &bomb, 128 << 20), Ok(()));
         assert_eq!(check_inflation(DocKind::Pdf, b"%PDF-1.4 no streams", 10), Ok(()));
+    }
+
+    fn too_large(limit: u64) -> Result<(), ExtractError> {
+        Err(ExtractError::TooLarge { kind: "PDF", limit })
+    }
+
+    /// lopdf reads a Flate stream whose zlib header is damaged as raw deflate, and
+    /// decodes LZW: the pre-scan counts both the same way.
+    #[test]
+    fn a_damaged_header_or_lzw_does_not_hide_a_bomb() {
+        let mut damaged = pdf_bomb(32 << 20);
+        let data = damaged.windows(7).position(|w| w == b"stream\n").unwrap() + 7;
+        damaged[data] = 0;
+        damaged[data + 1] = 0;
+        assert_eq!(
+            check_inflation(DocKind::Pdf, &damaged, 8 << 20),
+            too_large(8 << 20)
+        );
+
+        let mut encoder = weezl::encode::Encoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
+        let lzw = encoder.encode(&vec![0u8; 32 << 20]).unwrap();
+        let mut pdf = format!(
+            "%PDF-1.4\n1 0 obj\n<< /Length {} /Filter /LZWDecode >>\nstream\n",
+            lzw.len()
+        )
+        .into_bytes();
+        pdf.extend_from_slice(&lzw);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
+        assert!(
+            pdf.len() < 2 << 20,
+            "smaller than what it inflates to: {}",
+            pdf.len()
+        );
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, 64 << 20), Ok(()));
     }
 }
