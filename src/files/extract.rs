@@ -11,6 +11,8 @@ use std::time::Duration;
 pub const MAX_PART_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest total text pulled out of one archive.
 pub const MAX_TOTAL_BYTES: u64 = 128 * 1024 * 1024;
+/// Most XML one archive's parts inflate to together (the PDF pre-scan's cap).
+pub const MAX_INFLATED_TOTAL: u64 = 256 * 1024 * 1024;
 /// Default deadline for one extraction.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -170,6 +172,11 @@ fn docx(bytes: &[u8]) -> Result<String, ExtractError> {
 }
 
 fn pptx(bytes: &[u8]) -> Result<String, ExtractError> {
+    pptx_within(bytes, MAX_INFLATED_TOTAL)
+}
+
+/// [`pptx`] with the slides inflating to at most `max_inflated` bytes together.
+fn pptx_within(bytes: &[u8], max_inflated: u64) -> Result<String, ExtractError> {
     let mut zip = open_zip(bytes, "PPTX")?;
     let mut slides: Vec<(u32, String)> = zip
         .file_names()
@@ -185,8 +192,18 @@ fn pptx(bytes: &[u8]) -> Result<String, ExtractError> {
         .collect();
     slides.sort();
     let mut out = String::new();
+    // What the slides inflate to together, not only each: hundreds of slides of
+    // whitespace would otherwise each inflate to the part cap.
+    let mut inflated: u64 = 0;
     for (num, name) in slides {
         let xml = read_part(&mut zip, &name, "PPTX")?;
+        inflated += xml.len() as u64;
+        if inflated > max_inflated {
+            return Err(ExtractError::TooLarge {
+                kind: "PPTX",
+                limit: max_inflated,
+            });
+        }
         out.push_str(&format!("--- slide {num} ---\n"));
         out.push_str(office_text(&xml, "a").trim());
         out.push_str("\n\n");
@@ -426,6 +443,33 @@ mod tests {
             html_to_text(html),
             "T\nHello & welcome\nFirst para\n- one\n- two ✓\n"
         );
+    }
+
+    #[test]
+    fn a_decks_slides_are_capped_together() {
+        use std::io::Write as _;
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options =
+            zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        for n in 1..=3 {
+            zip.start_file(format!("ppt/slides/slide{n}.xml"), options)
+                .unwrap();
+            let slide = format!(
+                "<p:sld><a:p><a:r><a:t>slide {n}</a:t></a:r></a:p>{}</p:sld>",
+                " ".repeat(600)
+            );
+            zip.write_all(slide.as_bytes()).unwrap();
+        }
+        let deck = zip.finish().unwrap().into_inner();
+        assert_eq!(
+            pptx_within(&deck, 1_000),
+            Err(ExtractError::TooLarge {
+                kind: "PPTX",
+                limit: 1_000
+            })
+        );
+        let text = pptx_within(&deck, 10_000).unwrap();
+        assert!(text.contains("--- slide 3 ---\nslide 3"), "{text}");
     }
 
     #[test]
