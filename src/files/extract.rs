@@ -72,16 +72,20 @@ pub enum ExtractError {
     Timeout(Duration),
     #[error("the extractor crashed on this file: {0}")]
     Crashed(String),
+    #[error("every extraction slot stayed busy for {0:?} (other documents are being read); try again later")]
+    Busy(Duration),
 }
 
 impl ExtractError {
-    /// A short name for the failure (`malformed`, `too_large`, `timeout`, `crashed`).
+    /// A short name for the failure (`malformed`, `too_large`, `timeout`, `crashed`,
+    /// `busy`).
     pub fn kind(&self) -> &'static str {
         match self {
             ExtractError::Malformed { .. } => "malformed",
             ExtractError::TooLarge { .. } => "too_large",
             ExtractError::Timeout(_) => "timeout",
             ExtractError::Crashed(_) => "crashed",
+            ExtractError::Busy(_) => "busy",
         }
     }
 }

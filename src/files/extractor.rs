@@ -89,8 +89,13 @@ impl Extractor {
     }
 
     async fn extract_bounded(&self, kind: DocKind, bytes: Arc<Vec<u8>>) -> Result<String, ExtractError> {
-        // Never closed, so acquiring fails only if it were; then extract unbounded.
-        let _slot = self.slots.acquire().await.ok();
+        // A burst of documents waits its turn, for as long as one may take: past that
+        // the call fails with the reason rather than wait without end. Never closed,
+        // so acquiring fails only if it were; then extract unbounded.
+        let _slot = match tokio::time::timeout(self.timeout, self.slots.acquire()).await {
+            Ok(slot) => slot.ok(),
+            Err(_) => return Err(ExtractError::Busy(self.timeout)),
+        };
         let max_inflated = self.max_inflated;
         let scan_bytes = bytes.clone();
         let scanned = tokio::task::spawn_blocking(move || check_inflation(kind, &scan_bytes, max_inflated));
@@ -406,6 +411,23 @@ mod tests {
         );
         assert_eq!(check_inflation(DocKind::Pdf, &bomb, 128 << 20), Ok(()));
         assert_eq!(check_inflation(DocKind::Pdf, b"%PDF-1.4 no streams", 10), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_document_waits_for_a_slot_no_longer_than_an_extraction_may_take() {
+        let extractor = Extractor {
+            timeout: Duration::from_millis(50),
+            slots: Arc::new(tokio::sync::Semaphore::new(1)),
+            ..Extractor::default()
+        };
+        let held = extractor.slots.clone().acquire_owned().await.unwrap();
+        let html = Arc::new(b"<p>hi</p>".to_vec());
+        assert_eq!(
+            extractor.extract(DocKind::Html, html.clone()).await,
+            Err(ExtractError::Busy(Duration::from_millis(50)))
+        );
+        drop(held);
+        assert_eq!(extractor.extract(DocKind::Html, html).await.unwrap(), "hi\n");
     }
 
     fn too_large(limit: u64) -> Result<(), ExtractError> {
