@@ -284,8 +284,24 @@ impl DepsCache {
             hash.update([0]);
             hash.update(r.as_bytes());
         }
+        // The name is hashed too, and only its plain characters name the folder: a
+        // name is only warned about when odd, and `../x` must not leave the cache.
+        hash.update([0]);
+        hash.update(skill.name.as_bytes());
         let digest = hex::encode(hash.finalize());
-        self.dir.join(format!("{}-{}", skill.name, &digest[..16]))
+        let plain: String = skill
+            .name
+            .chars()
+            .take(64)
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join(format!("{plain}-{}", &digest[..16]))
     }
 
     /// `skill`'s state for `interpreter`.
@@ -641,6 +657,40 @@ pub fn missing_module_hint(stderr: &str, skill: &Skill) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skills_folder_in_the_cache_stays_in_the_cache() {
+        let cache = DepsCache::new(PathBuf::from("/cache"), Vec::new());
+        let skill = |name: &str| Skill {
+            name: name.into(),
+            description: String::new(),
+            license: None,
+            compatibility: None,
+            metadata: Default::default(),
+            allowed_tools: Vec::new(),
+            body: String::new(),
+            dir: PathBuf::from("/skills/x"),
+            file: PathBuf::from("skills/x/SKILL.md"),
+            files: Vec::new(),
+        };
+        let declared = Declared {
+            files: vec!["requirements.txt".into()],
+            requirements: vec!["pypdf>=4".into()],
+        };
+        let python = Path::new("/usr/bin/python3");
+        let odd = cache.folder(&skill("../../srv/steward/x"), &declared, python);
+        assert_eq!(odd.parent(), Some(Path::new("/cache")), "{odd:?}");
+        let plain = cache.folder(&skill("pdf-forms"), &declared, python);
+        assert!(
+            plain
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("pdf-forms-")
+        );
+        assert_ne!(odd, plain);
+    }
 
     #[test]
     fn only_released_packages_from_the_index_are_installed() {
