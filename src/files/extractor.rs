@@ -211,22 +211,19 @@ fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
 fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
 
 /// Refuses a document whose compressed content inflates past `max`. For PDFs, every
-/// stream is inflated into a counter (nothing is kept) the ways lopdf would decode it:
+/// stream is inflated into a counter (nothing is kept) the ways lopdf could decode it,
+/// whatever its dictionary says (a filter can be written many ways): Flate, Flate inside
 /// Flate, Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
-/// LZW. DOCX and PPTX parts are read with caps by the extractor itself.
+/// LZW. DOCX and PPTX parts are read with caps by the extractor itself. Other chains
+/// (ASCII85 before Flate, say) are left to the worker's address-space limit.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
     if kind != DocKind::Pdf {
         return Ok(());
     }
-    let too_large = || ExtractError::TooLarge {
-        kind: "PDF",
-        limit: max,
-    };
     let mut total: u64 = 0;
     let mut at = 0;
     while let Some(found) = find(&bytes[at..], b"stream") {
-        let keyword = at + found;
-        let mut start = keyword + b"stream".len();
+        let mut start = at + found + b"stream".len();
         at = start;
         // `endstream` also contains `stream`; only a keyword followed by EOL starts data.
         match bytes.get(start..start + 2) {
@@ -234,61 +231,67 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
             Some([b'\n', _]) | Some([b'\n']) => start += 1,
             _ => continue,
         }
-        let data = &bytes[start..];
-        // The stream's dictionary: what lies between the last `<<` before the keyword
-        // and it (at most 4 KB back).
-        let dictionary = &bytes[keyword.saturating_sub(4096)..keyword];
-        let dictionary = rfind(dictionary, b"<<").map_or(dictionary, |i| &dictionary[i..]);
-        let used = if find(dictionary, b"LZWDecode").is_some() {
-            let end = find(data, b"endstream").unwrap_or(data.len());
-            total += lzw_inflated(&data[..end], max.saturating_sub(total) + 1);
-            end
-        } else {
-            let (out, used) = inflated(
-                flate2::read::ZlibDecoder::new(data),
-                max.saturating_sub(total) + 1,
-            );
-            if out == 0 && data.len() > 2 {
-                // What lopdf does with a stream whose zlib header does not read.
-                let (raw, used) = inflated(
-                    flate2::read::DeflateDecoder::new(&data[2..]),
-                    max.saturating_sub(total) + 1,
-                );
-                total += raw;
-                used + 2
-            } else {
-                total += out;
-                used
-            }
-        };
+        let (out, used) = stream_inflated(&bytes[start..], max.saturating_sub(total).saturating_add(1));
+        total = total.saturating_add(out);
         if total > max {
-            return Err(too_large());
+            return Err(ExtractError::TooLarge {
+                kind: "PDF",
+                limit: max,
+            });
         }
         at = start + used;
     }
     Ok(())
 }
 
-/// How many bytes `decoder` inflates to, stopping past `cap`, and how many it read.
-fn inflated<R: Read + CountsInput>(mut decoder: R, cap: u64) -> (u64, usize) {
+/// What the stream starting at `data` inflates to (stopping past `cap`), and how many
+/// bytes of `data` it took.
+fn stream_inflated(data: &[u8], cap: u64) -> (u64, usize) {
+    use flate2::read::{DeflateDecoder, ZlibDecoder};
+    let mut zlib = ZlibDecoder::new(data);
+    let out = counted(&mut zlib, cap);
+    let used = zlib.total_in() as usize;
+    if out > 0 {
+        // Flate inside Flate: the outer layer can be small and the inner one huge.
+        let mut head = [0u8; 2];
+        let nested = ZlibDecoder::new(data).read_exact(&mut head).is_ok()
+            && head[0] & 0x0f == 8
+            && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+        if nested {
+            let inner = counted(&mut ZlibDecoder::new(ZlibDecoder::new(data)), cap);
+            return (out.max(inner), used);
+        }
+        return (out, used);
+    }
+    // Not Flate: raw deflate (what lopdf does with a stream whose zlib header does not
+    // read) or LZW, whichever gives more; bytes of one often decode a little as the other.
+    let end = find(data, b"endstream").unwrap_or(data.len());
+    let raw = match data.get(2..end) {
+        Some(rest) => counted(&mut DeflateDecoder::new(rest), cap),
+        None => 0,
+    };
+    (raw.max(lzw_inflated(&data[..end], cap)), end)
+}
+
+/// How many bytes `decoder` gives before it ends, fails or passes `cap`.
+fn counted(decoder: &mut impl Read, cap: u64) -> u64 {
     let mut sink = [0u8; 64 * 1024];
     let mut out: u64 = 0;
     loop {
         match decoder.read(&mut sink) {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => return out,
             Ok(n) => {
                 out += n as u64;
                 if out > cap {
-                    break;
+                    return out;
                 }
             }
         }
     }
-    (out, decoder.read_in())
 }
 
 /// How many bytes an LZW stream (PDF's bit order and default `EarlyChange`, as lopdf
-/// decodes it) inflates to, stopping past `cap`.
+/// decodes it) inflates to, stopping past `cap`. Data that is not LZW gives little.
 fn lzw_inflated(data: &[u8], cap: u64) -> u64 {
     struct Counter(u64, u64);
     impl std::io::Write for Counter {
@@ -307,27 +310,6 @@ fn lzw_inflated(data: &[u8], cap: u64) -> u64 {
     let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
     let _ = decoder.into_stream(&mut counter).decode_all(data);
     counter.0
-}
-
-/// A decoder that says how much of its input it consumed.
-trait CountsInput {
-    fn read_in(&self) -> usize;
-}
-
-impl CountsInput for flate2::read::ZlibDecoder<&[u8]> {
-    fn read_in(&self) -> usize {
-        self.total_in() as usize
-    }
-}
-
-impl CountsInput for flate2::read::DeflateDecoder<&[u8]> {
-    fn read_in(&self) -> usize {
-        self.total_in() as usize
-    }
-}
-
-fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -463,5 +445,19 @@ mod tests {
         );
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, 64 << 20), Ok(()));
+
+        // Flate inside Flate: the outer layer inflates to little, the inner to much.
+        let bomb = pdf_bomb(32 << 20);
+        let data_at = bomb.windows(7).position(|w| w == b"stream\n").unwrap() + 7;
+        let end = bomb.windows(10).position(|w| w == b"\nendstream").unwrap();
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&bomb[data_at..end]).unwrap();
+        let twice = z.finish().unwrap();
+        let mut pdf = b"%PDF-1.4\n1 0 obj\n<< /Filter [/FlateDecode /FlateDecode] >>\nstream\n".to_vec();
+        pdf.extend_from_slice(&twice);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
+        // Opened wide, the cap's arithmetic does not overflow.
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, u64::MAX), Ok(()));
     }
 }
