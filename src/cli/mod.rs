@@ -482,6 +482,16 @@ fn load_dotenv(path: &Path) -> Result<(), String> {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    let mut raw = std::env::args();
+    let worker = match (raw.next(), raw.next(), raw.next(), raw.next()) {
+        (Some(_), Some(sub), Some(kind), None) if sub == "extract-worker" => Some(kind),
+        _ => None,
+    };
+    if worker.is_some() {
+        // Still dumpable (as exec left it), so its /proc file is its own to write;
+        // nothing private is in memory yet (no document read, no environment).
+        crate::sandbox::process::die_first_on_oom();
+    }
     // Processes of the same user (an MCP server run with `sandbox: false`, anything
     // else on the host) cannot read steward's memory or /proc/<pid>/environ, nor the
     // extraction worker's, which holds a private document and its text.
@@ -491,10 +501,7 @@ pub fn main() -> ExitCode {
     }
     // The extraction worker starts from an empty environment and must stay without
     // one: it reads no `.env` (which would load steward's secrets into it).
-    let mut raw = std::env::args();
-    if let (Some(_), Some(sub), Some(kind), None) = (raw.next(), raw.next(), raw.next(), raw.next())
-        && sub == "extract-worker"
-    {
+    if let Some(kind) = worker {
         return crate::files::extractor::worker_main(&kind);
     }
     crate::http::install_crypto_provider();

@@ -897,21 +897,19 @@ fn close_on_exec_from(first: libc::c_int) {
 }
 
 /// Makes the calling process (and what it starts) the kernel's first choice when memory
-/// runs out: `oom_score_adj` 1000, which any process may raise. A script, server or
-/// document worker that takes the host's (or the pod's) memory then dies, not steward
-/// with every run it holds. Only system calls: safe between fork and exec.
+/// runs out: `oom_score_adj` 1000, which any process may raise for itself. A script,
+/// server or document worker that takes the host's (or the pod's) memory then dies,
+/// not steward with every run it holds. Only system calls: safe between fork and exec.
 ///
-/// The child inherits steward's "not dumpable", which gives its /proc files to root, so
-/// a steward not running as root could not write the value: the child is made dumpable
-/// first. That is what `exec`, a moment later, does anyway; until then its memory is
-/// steward's copy, open to a same-user process that wins a race of microseconds, and
-/// only where ptrace is allowed between such processes (Yama's default forbids it).
-fn die_first_on_oom() {
-    // SAFETY: prctl takes plain integers; a valid C string path; the buffer is four
-    // valid bytes; the descriptor is this call's own. Best effort: without /proc nothing
-    // changes.
+/// A child between fork and exec inherits steward's "not dumpable", which gives its
+/// /proc files to root: there the write works only when steward runs as root. Making
+/// the child dumpable first would open steward's memory and environment (the child's
+/// copy) to same-user processes until exec, so it is not done; the document worker
+/// calls this itself once it runs (`cli::main`).
+pub fn die_first_on_oom() {
+    // SAFETY: a valid C string path; the buffer is four valid bytes; the descriptor is
+    // this call's own. Best effort: without /proc, or without the right, nothing changes.
     unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
         let fd = libc::open(
             c"/proc/self/oom_score_adj".as_ptr(),
             libc::O_WRONLY | libc::O_CLOEXEC,
