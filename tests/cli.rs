@@ -708,6 +708,57 @@ async fn a_database_from_a_newer_steward_is_a_one_line_error() {
     );
 }
 
+/// `steward reseal` binds a queued private event sealed the old way (no associated
+/// data) to its row, once; without the key it says what it needs.
+#[tokio::test]
+async fn reseal_binds_values_sealed_before_binding_once() {
+    use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+    use steward::store::{EventQueue, EventRow, SqliteStore};
+    let key_text = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("steward.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let bytes: Vec<u8> = (0u8..32).collect();
+    let sealing = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &bytes).unwrap());
+    let mut data = b"{}".to_vec();
+    sealing
+        .seal_in_place_append_tag(Nonce::assume_unique_for_key([9; 12]), Aad::empty(), &mut data)
+        .unwrap();
+    let row = EventRow {
+        id: "ev-1".into(),
+        source: "slack".into(),
+        kind: "message".into(),
+        dedupe_key: "k1".into(),
+        received_at: chrono::Utc::now(),
+        private: true,
+        body: serde_json::json!({}),
+        sealed: Some([vec![9; 12], data].concat()),
+        outcome: None,
+    };
+    store.insert_events(&[row]).await.unwrap();
+    drop(store);
+    let o = steward_async(repo(), &db, &["reseal"], &[("STEWARD_DATA_KEY", "")]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("needs STEWARD_DATA_KEY"), "{}", stderr(&o));
+    for bound in ["bound 1 sealed values", "bound 0 sealed values"] {
+        let o = steward_async(repo(), &db, &["reseal"], &[("STEWARD_DATA_KEY", key_text)]).await;
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).starts_with(bound),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    let store = SqliteStore::open(&db).await.unwrap();
+    let sealed = store.get_event("ev-1").await.unwrap().unwrap().sealed.unwrap();
+    let key = steward::types::seal::DataKey::parse(key_text).unwrap();
+    assert_eq!(
+        key.open_at(&steward::server::ingest::sealed_event_place("ev-1"), &sealed)
+            .unwrap(),
+        b"{}"
+    );
+}
+
 /// `steward events list|show` read the event log: filters, the one-line reason, each
 /// agent's reason on `show`, and clear errors for an unknown id or outcome.
 #[tokio::test]

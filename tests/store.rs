@@ -749,9 +749,10 @@ fn sealed_unbound(plain: &[u8]) -> Vec<u8> {
     [nonce.to_vec(), data].concat()
 }
 
-/// The start-up pass: a value sealed before binding is sealed again bound to its row
+/// `steward reseal`: a value sealed before binding is sealed again bound to its row
 /// (and then opens only there); a bound one, a plain checkpoint and one under another
-/// key are left as they are; a routed event nothing will read loses its sealed text.
+/// key are left as they are. `serve`'s start binds nothing; it erases the sealed text of
+/// a routed event nothing will read.
 async fn unbound_sealed_values_are_bound_to_their_rows(s: Arc<dyn Store>) {
     use steward::run::approval::checkpoint_place;
     use steward::server::ingest::sealed_event_place;
@@ -833,6 +834,13 @@ async fn unbound_sealed_values_are_bound_to_their_rows(s: Arc<dyn Store>) {
         );
     }
 
+    // `serve`'s start binds nothing (a planted old value would be bound where it was
+    // put); it only erases what nothing reads.
+    steward::server::reseal::at_start(s.as_ref(), &key).await;
+    let still = s.get_event("ev-old").await.unwrap().unwrap().sealed.unwrap();
+    assert_eq!(key.open_unbound(&still).unwrap(), b"the merger closes friday");
+    assert_eq!(s.get_event("ev-done").await.unwrap().unwrap().sealed, None);
+    // `steward reseal`, the operator's one-off:
     let first = bind_unbound(s.as_ref(), &key).await.unwrap();
     assert_eq!(
         first,

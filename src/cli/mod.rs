@@ -176,6 +176,10 @@ enum Command {
     /// memory-capped child process).
     #[command(hide = true)]
     ExtractWorker { kind: String },
+    /// Once, after upgrading from a steward of before 2026-11-27: seal again, bound to
+    /// its row, every value sealed before values were bound (queued private events,
+    /// parked runs' checkpoints). Needs STEWARD_DATA_KEY. `serve` opens none of them.
+    Reseal,
     /// Tokens, prompt-cache hits and cost per agent over a recent period.
     Stats {
         /// How far back (runs created since then), e.g. 24h, 7d.
@@ -696,6 +700,18 @@ async fn dispatch(cli: Cli, env: Settings, metrics: Arc<Metrics>) -> anyhow::Res
         Command::NotionToken { listen, window } => {
             let store = open_store(&cli.database_url).await?;
             notion_token(store.as_ref(), listen, window).await
+        }
+        Command::Reseal => {
+            let Some(key) = &env.data_key else {
+                anyhow::bail!("steward reseal needs STEWARD_DATA_KEY: values are sealed and bound under it");
+            };
+            let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;
+            let done = crate::server::reseal::bind_unbound(store.as_ref(), key).await?;
+            println!(
+                "bound {} sealed values to their rows; {} open under no binding and no key here (sealed under another key, or damaged)",
+                done.bound, done.unreadable
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Stats { since, json } => {
             let store = open_existing_store(&cli.database_url, cli.database_url_from).await?;

@@ -1,8 +1,10 @@
-//! Sealed values at start-up, before the dispatcher opens any: a value sealed before
-//! values were bound to their row (before 2026-11-27) opened in whichever row a database
-//! writer moved it to, so it is sealed again bound to the row it is in; and the sealed
-//! content of events nothing will read again (a process stopped between a run's end
-//! and its erasing) is erased. Nothing opens an unbound value after this pass.
+//! Sealed values from before values were bound to their row (before 2026-11-27): they
+//! opened in whichever row a database writer moved them to. `steward reseal`, run once
+//! by the operator after upgrading, seals each again bound to the row it is in
+//! ([`bind_unbound`]). `serve` never binds (a writer who kept an old value could plant it
+//! in any row and have the next start bind it there); at start-up it only counts what
+//! would not open, says so, and erases the sealed content of events nothing will read
+//! again ([`at_start`]).
 
 use crate::store::{SealedKind, SealedValue, Store, StoreError};
 use crate::types::seal::DataKey;
@@ -25,22 +27,16 @@ fn place_of(value: &SealedValue) -> String {
     }
 }
 
-/// Binds every unbound sealed value in `store` to its row (see the module's
-/// documentation). A value its row changed under meanwhile (a run ended and erased
-/// it) is left to that change.
+/// Binds every unbound sealed value in `store` to its row (`steward reseal`; see the
+/// module's documentation). A value its row changed under meanwhile (a run ended and
+/// erased it) is left to that change.
 pub async fn bind_unbound(store: &dyn Store, key: &DataKey) -> Result<Resealed, StoreError> {
     let mut done = Resealed::default();
     for value in store.sealed_values().await? {
-        // A checkpoint of a run that held nothing private is plain JSON.
-        if value.kind == SealedKind::Checkpoint
-            && serde_json::from_slice::<serde::de::IgnoredAny>(&value.bytes).is_ok()
-        {
+        if opens_where_it_is(&value, key) {
             continue;
         }
         let place = place_of(&value);
-        if key.open_at(&place, &value.bytes).is_ok() {
-            continue;
-        }
         let Ok(plain) = key.open_unbound(&value.bytes) else {
             done.unreadable += 1;
             continue;
@@ -59,24 +55,42 @@ pub async fn bind_unbound(store: &dyn Store, key: &DataKey) -> Result<Resealed, 
     Ok(done)
 }
 
-/// [`bind_unbound`], logged: at start-up, errors are reported, not fatal (a value left
-/// unbound only fails to open).
+/// At `serve`'s start: erases the sealed content nothing will read again and counts
+/// the values that do not open where they are (unbound ones among them), warning with
+/// what to do. Errors are reported, not fatal.
 pub async fn at_start(store: &dyn Store, key: &DataKey) {
-    match bind_unbound(store, key).await {
-        Ok(Resealed { bound, unreadable }) => {
-            if bound > 0 {
-                tracing::info!(
-                    values = bound,
-                    "bound sealed values from before 2026-11-27 to their rows"
-                );
-            }
-            if unreadable > 0 {
-                tracing::warn!(
-                    values = unreadable,
-                    "sealed values do not open under STEWARD_DATA_KEY (sealed under another key, or damaged)"
-                );
-            }
+    let values = match store.sealed_values().await {
+        Ok(values) => values,
+        Err(e) => return tracing::error!(error = %e, "cannot check sealed values at start-up"),
+    };
+    let (mut unbound, mut unreadable) = (0, 0);
+    for value in &values {
+        if opens_where_it_is(value, key) {
+            continue;
         }
-        Err(e) => tracing::error!(error = %e, "cannot check sealed values at start-up"),
+        match key.open_unbound(&value.bytes) {
+            Ok(_) => unbound += 1,
+            Err(_) => unreadable += 1,
+        }
     }
+    if unbound > 0 {
+        tracing::warn!(
+            values = unbound,
+            "sealed values from before 2026-11-27 are not bound to their rows and will not open; run `steward reseal` once"
+        );
+    }
+    if unreadable > 0 {
+        tracing::warn!(
+            values = unreadable,
+            "sealed values do not open under STEWARD_DATA_KEY (sealed under another key, or damaged)"
+        );
+    }
+}
+
+/// Whether `value` opens at its row, or is a plain checkpoint (not sealed at all).
+fn opens_where_it_is(value: &SealedValue, key: &DataKey) -> bool {
+    // A checkpoint of a run that held nothing private is plain JSON.
+    (value.kind == SealedKind::Checkpoint
+        && serde_json::from_slice::<serde::de::IgnoredAny>(&value.bytes).is_ok())
+        || key.open_at(&place_of(value), &value.bytes).is_ok()
 }
