@@ -697,6 +697,7 @@ async fn a_moved_issue_is_checked_where_it_is_now() {
     for (tool, args) in [
         ("jira_get_issue", r#"{"key": "OPS-9"}"#),
         ("jira_get_attachment", r#"{"id": "10091", "issue": "OPS-9"}"#),
+        ("jira_add_comment", r#"{"key": "OPS-9", "body": "Approved."}"#),
     ] {
         let (result, _) = run_search(world.clone(), tool, args).await;
         assert!(

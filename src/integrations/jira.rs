@@ -166,6 +166,20 @@ impl JiraClient {
             .await
     }
 
+    /// The key Jira answers for issue `key` now (a moved issue's new key), with
+    /// `GET /rest/api/3/issue/{key}?fields=none`.
+    pub async fn current_key(&self, key: &str) -> Result<String, ApiError> {
+        let key = issue_key(key)?;
+        let raw = self
+            .send(
+                reqwest::Method::GET,
+                &format!("/rest/api/3/issue/{key}?fields=none"),
+                None,
+            )
+            .await?;
+        Ok(raw["key"].as_str().unwrap_or(key).to_string())
+    }
+
     /// The attachments on issue `key` (`GET /rest/api/3/issue/{key}?fields=attachment,security`):
     /// the issue's own key (Jira answers a moved issue's old key too), the attachments'
     /// ids, and whether the issue has a security level.

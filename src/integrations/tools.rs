@@ -430,11 +430,11 @@ async fn resolve_messages(client: &SlackClient, mut out: Value) -> Value {
     out
 }
 
-/// An agent that lists its Jira projects (`search.jira.projects`) reads only their
-/// issues, as its searches do; the check comes before any request.
 /// Most pages of 100 one `jira_search` call reads.
 const MAX_SEARCH_PAGES: usize = 10;
 
+/// An agent that lists its Jira projects (`search.jira.projects`) reads only their
+/// issues, as its searches do; the check comes before any request.
 fn jira_in_scope(ctx: &ToolCtx, key: &str) -> Result<(), ToolError> {
     let scope = &ctx.search.scope;
     if scope.reads_jira_issue(key) {
@@ -473,9 +473,6 @@ async fn attachment_in_scope(
     )))
 }
 
-/// An agent that lists its Notion roots (`search.notion.roots`) reads only pages and
-/// databases under them (a root, in a root database, or below a root page up to four
-/// levels), as its searches do; nothing of one outside reaches the model.
 /// [`notion_in_scope`] for a page named by id, read first only when the agent's Notion
 /// roots are limited: a write tool reaches only pages its agent may read.
 async fn notion_page_in_scope(client: &NotionClient, ctx: &ToolCtx, page_id: &str) -> Result<(), ToolError> {
@@ -486,6 +483,9 @@ async fn notion_page_in_scope(client: &NotionClient, ctx: &ToolCtx, page_id: &st
     notion_in_scope(client, ctx, &page).await
 }
 
+/// An agent that lists its Notion roots (`search.notion.roots`) reads only pages and
+/// databases under them (a root, in a root database, or below a root page up to four
+/// levels), as its searches do; nothing of one outside reaches the model.
 async fn notion_in_scope(client: &NotionClient, ctx: &ToolCtx, object: &Value) -> Result<(), ToolError> {
     if ctx.search.scope.notion_roots.is_empty()
         || super::search::sources::in_notion_scope(client, &ctx.search, object).await
@@ -544,7 +544,7 @@ impl Tool for Api {
                 let restricted = !f["security"].is_null() || restricted_comment;
                 let attachments: Vec<Value> = f["attachment"].as_array().into_iter().flatten()
                     .map(|a| json!({"id": a["id"], "filename": a["filename"], "size": a["size"], "mime": a["mimeType"]})).collect();
-                let mut out = json!({"key": raw["key"], "summary": f["summary"], "status": f["status"]["name"],
+                let mut out = json!({"key": key, "summary": f["summary"], "status": f["status"]["name"],
                     "type": f["issuetype"]["name"], "reporter": f["reporter"]["displayName"], "assignee": f["assignee"]["displayName"],
                     "description": text(&f["description"]), "comments": comments, "attachments": attachments,
                     "restricted": restricted});
@@ -725,6 +725,12 @@ impl Tool for Api {
             ApiKind::JiraComment(c) => {
                 let a: JiraCommentArgs = parse(args)?;
                 jira_in_scope(ctx, &a.key)?;
+                // Jira posts to a moved issue by its old key: where it is now must be in
+                // scope too (asked only when the agent's projects are limited).
+                if !ctx.search.scope.jira_projects.is_empty() {
+                    let now = jira(c)?.current_key(&a.key).await.map_err(api_err)?;
+                    jira_in_scope(ctx, &now)?;
+                }
                 // On the issue the run answers on, a comment is restricted as the answer
                 // is (run::custody lets it through there without approval for that).
                 let restriction = ctx

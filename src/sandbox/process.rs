@@ -1013,8 +1013,15 @@ fn walk(dir: &Path, max_entries: usize) -> Result<(Vec<(String, u64)>, usize), S
     while let Some(d) = stack.pop() {
         let read = match std::fs::read_dir(&d) {
             Ok(read) => read,
-            // Removed by the script since it was listed.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // Removed by the script since it was listed (or swapped for a file).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                continue;
+            }
             Err(e) => return Err(unreadable(e)),
         };
         for e in read {

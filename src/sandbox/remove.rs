@@ -95,11 +95,28 @@ fn open_dir(parent: RawFd, name: &CStr) -> io::Result<OwnedFd> {
     }
 }
 
-/// Makes the folder `name` under `parent` steward's user's to read, write and enter.
+/// Makes the folder `name` under `parent` steward's user's to read, write and enter,
+/// never following a link: it is opened as a path only (`O_PATH`, which needs no
+/// permission on it, with `O_NOFOLLOW` and `O_DIRECTORY`), and that very folder is
+/// changed through `/proc/self/fd` (`fchmodat` would follow a link a script swapped in).
 fn give_back(parent: RawFd, name: &CStr) {
-    // SAFETY: `name` is a valid C string. Best effort: an open or move after it fails
-    // with the reason when this did not help.
-    unsafe { libc::fchmodat(parent, name.as_ptr(), 0o700, 0) };
+    // SAFETY: `name` is a valid C string; the descriptor is this call's own and closed
+    // here. Best effort: an open or move after it fails with the reason when this did
+    // not help (no /proc, say).
+    unsafe {
+        let fd = libc::openat(
+            parent,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        if let Ok(path) = CString::new(format!("/proc/self/fd/{fd}")) {
+            libc::chmod(path.as_ptr(), 0o700);
+        }
+        libc::close(fd);
+    }
 }
 
 /// Removes `name` under `dir` (`flags`: 0 or `AT_REMOVEDIR`); gone already is fine.
@@ -114,13 +131,13 @@ fn unlink_at(dir: &OwnedFd, name: &CStr, flags: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Moves `name` from `from` into `to` under a fresh name. A name the script took there
-/// already is passed over (replacing a file there would do no harm, but a folder
-/// cannot replace a non-empty one).
+/// Moves `name` from `from` into `to` under a fresh name, one no script could have
+/// made ahead (a random part: with only a counter, a script that made those names as
+/// non-empty folders kept every move from landing). A name taken anyway is passed over.
 fn move_up(from: &OwnedFd, name: &CStr, to: &OwnedFd, fresh: &mut u64) -> io::Result<()> {
     for _ in 0..1000 {
         *fresh += 1;
-        let target = CString::new(format!(".steward-rm-{fresh}"))?;
+        let target = CString::new(format!(".steward-rm-{}-{fresh}", uuid::Uuid::now_v7().simple()))?;
         // SAFETY: both names are valid C strings and both descriptors open folders.
         let moved =
             unsafe { libc::renameat(from.as_raw_fd(), name.as_ptr(), to.as_raw_fd(), target.as_ptr()) };
@@ -250,9 +267,10 @@ mod tests {
         std::fs::write(base.path().join("keep/inner.txt"), "kept").unwrap();
         std::os::unix::fs::symlink(&outside, work.join("link")).unwrap();
         std::os::unix::fs::symlink(base.path().join("keep"), work.join("dirlink")).unwrap();
-        // Names the moves would pick, taken already.
-        std::fs::create_dir_all(work.join(".steward-rm-1/x")).unwrap();
-        std::fs::write(work.join(".steward-rm-2"), "taken").unwrap();
+        // Names a counter alone would pick, made ahead as non-empty folders.
+        for n in 1..=1_100 {
+            std::fs::create_dir_all(work.join(format!(".steward-rm-{n}/x"))).unwrap();
+        }
         // A folder closed to its owner.
         std::fs::create_dir_all(work.join("closed/inside")).unwrap();
         std::fs::write(work.join("closed/inside/secret.txt"), "private input").unwrap();

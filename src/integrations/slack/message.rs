@@ -408,10 +408,14 @@ fn argument_sections(arguments: &str) -> (Vec<SlackBlock>, bool) {
         let name: String = key
             .chars()
             .take(100)
-            .map(|c| match c {
-                '*' | '_' | '~' | '`' => ' ',
-                c if c.is_control() => ' ',
-                c => c,
+            // Letters, digits and a few marks only: no markup, line or paragraph
+            // separator, or direction control of the key's own.
+            .map(|c| {
+                if c.is_alphanumeric() || matches!(c, '-' | '.' | ' ') {
+                    c
+                } else {
+                    ' '
+                }
             })
             .collect();
         blocks.push(section(format!(
