@@ -27,6 +27,8 @@ struct Totals {
     pending: (Usage, f64, bool),
     /// Every finished child's cost, never drained.
     spent: f64,
+    /// What children still running may spend (their caps), under a parent's cap.
+    reserved: f64,
 }
 
 impl ChildTotals {
@@ -48,6 +50,36 @@ impl ChildTotals {
     /// What the run's finished children cost together, drained or not.
     pub fn spent(&self) -> f64 {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).spent
+    }
+
+    /// Sets aside for one child what is left of `cap` after finished children's costs
+    /// and running children's reservations (`own`, the child's own cap, when lower);
+    /// `None` when nothing is left. Give it back with [`ChildTotals::release`] when the
+    /// child ends: children at once share the cap instead of each having all of it.
+    pub fn reserve(&self, cap: f64, own: Option<f64>) -> Option<f64> {
+        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let left = cap - t.spent - t.reserved;
+        if left <= 0.0 {
+            return None;
+        }
+        let granted = own.map_or(left, |own| own.min(left));
+        t.reserved += granted;
+        Some(granted)
+    }
+
+    /// Gives back a reservation once its child ended (its cost is in `spent`).
+    pub fn release(&self, granted: f64) {
+        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        t.reserved = (t.reserved - granted).max(0.0);
+    }
+}
+
+/// A child's share of its parent's cap, given back when dropped (however it ended).
+struct Reservation<'a>(&'a ChildTotals, f64);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.0.release(self.1);
     }
 }
 
@@ -104,23 +136,20 @@ impl SubagentLauncher for Launcher {
             .then(|| self.runner.subagents.get(name).cloned())
             .flatten()
             .ok_or_else(|| SubagentError::Unknown(name.to_string()))?;
-        let agent = match self.max_cost_usd {
-            None => agent,
+        let (agent, _reservation) = match self.max_cost_usd {
+            None => (agent, None),
             Some(cap) => {
-                let left = cap - self.totals.spent();
-                if left <= 0.0 {
+                let Some(granted) = self.totals.reserve(cap, agent.limits.max_cost_usd) else {
                     return Err(SubagentError::NotRun {
                         name: name.to_string(),
-                        reason: format!("this run's subagents spent its max_cost_usd (${cap})"),
+                        reason: format!(
+                            "this run's subagents spent or hold all of its max_cost_usd (${cap})"
+                        ),
                     });
-                }
-                if agent.limits.max_cost_usd.is_some_and(|own| own <= left) {
-                    agent
-                } else {
-                    let mut capped = (*agent).clone();
-                    capped.limits.max_cost_usd = Some(left);
-                    Arc::new(capped)
-                }
+                };
+                let mut capped = (*agent).clone();
+                capped.limits.max_cost_usd = Some(granted);
+                (Arc::new(capped), Some(Reservation(&self.totals, granted)))
             }
         };
         for id in files {
@@ -195,5 +224,25 @@ impl SubagentLauncher for Launcher {
                 error: outcome.error.unwrap_or_else(|| "no details".into()),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn children_at_once_share_the_parents_cap() {
+        let totals = ChildTotals::default();
+        // Two at once: the first holds what is left, the second gets nothing.
+        assert_eq!(totals.reserve(1.0, None), Some(1.0));
+        assert_eq!(totals.reserve(1.0, None), None);
+        totals.add(&Usage::default(), 0.25, false);
+        totals.release(1.0);
+        // A child's own lower cap is what it holds.
+        assert_eq!(totals.reserve(1.0, Some(0.5)), Some(0.5));
+        assert_eq!(totals.reserve(1.0, None), Some(0.25));
+        assert_eq!(totals.reserve(1.0, None), None);
+        assert_eq!(totals.spent(), 0.25);
     }
 }
