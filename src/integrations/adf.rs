@@ -116,7 +116,13 @@ impl Builder {
         };
         self.close_implicit();
         let mut node = Node::new(node);
-        node.flat = self.stack.len() >= MAX_DEPTH;
+        // Only containers flatten: a paragraph, heading or code block holds inline
+        // content, one level, wherever it is.
+        node.flat = self.stack.len() >= MAX_DEPTH
+            && matches!(
+                node.kind(),
+                "blockquote" | "bulletList" | "orderedList" | "listItem"
+            );
         self.stack.push(node);
     }
 
@@ -145,7 +151,16 @@ impl Builder {
             && let Some(parent) = self.stack.last_mut()
         {
             if node.flat {
-                parent.content.extend(node.content);
+                // What a flattened block held is leaf blocks (every deeper container is
+                // flat too); a list takes them as items of their own.
+                let in_list = !parent.flat && matches!(parent.kind(), "bulletList" | "orderedList");
+                parent.content.extend(node.content.into_iter().map(|child| {
+                    if in_list && child["type"] != "listItem" {
+                        json!({"type": "listItem", "content": [child]})
+                    } else {
+                        child
+                    }
+                }));
             } else {
                 parent.content.push(node.finish());
             }
@@ -296,6 +311,29 @@ mod tests {
         deepest
     }
 
+    /// What ADF's schema allows where: a list holds items only, inline text sits in
+    /// paragraphs, headings and code blocks only.
+    fn assert_valid(doc: &Value) {
+        let mut todo = vec![doc];
+        while let Some(node) = todo.pop() {
+            let kind = node["type"].as_str().unwrap_or_default();
+            for child in node["content"].as_array().into_iter().flatten() {
+                let child_kind = child["type"].as_str().unwrap_or_default();
+                match kind {
+                    "bulletList" | "orderedList" => {
+                        assert_eq!(child_kind, "listItem", "{kind} holds {child}")
+                    }
+                    "paragraph" | "heading" | "codeBlock" => {}
+                    _ => assert!(
+                        !matches!(child_kind, "text" | "hardBreak" | "listItem"),
+                        "{kind} holds {child_kind}"
+                    ),
+                }
+                todo.push(child);
+            }
+        }
+    }
+
     #[test]
     fn deep_nesting_is_flattened_and_its_text_kept() {
         for md in [
@@ -305,6 +343,7 @@ mod tests {
         ] {
             let doc = markdown_to_adf(&md);
             assert!(depth(&doc) <= MAX_DEPTH + 3, "depth {}", depth(&doc));
+            assert_valid(&doc);
             // Serializing and dropping it on this (2 MiB) test thread does not overflow.
             assert!(serde_json::to_string(&doc).unwrap().contains("deep"));
         }
