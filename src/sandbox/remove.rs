@@ -275,7 +275,7 @@ mod tests {
         std::fs::create_dir_all(work.join("closed/inside")).unwrap();
         std::fs::write(work.join("closed/inside/secret.txt"), "private input").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(work.join("closed"), std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(work.join("closed"), std::fs::Permissions::from_mode(0o0)).unwrap();
         // 256 KiB: std's remove_dir_all overflows it well before 30,000 levels.
         let removed = std::thread::Builder::new()
             .stack_size(256 * 1024)
