@@ -258,6 +258,21 @@ fn issue() -> Value {
 }
 
 /// A `comment_created` webhook as Jira Cloud sends it.
+/// A comment body (ADF) that mentions steward, then says `text`.
+fn asking(text: &str) -> Value {
+    json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
+        {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
+        {"type": "text", "text": text}]}]})
+}
+
+/// The issue is created and its triage run ends.
+async fn issue_created(s: &Steward) {
+    let created = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_created",
+                         "user": {"displayName": "Ana"}, "issue": issue()});
+    assert_eq!(s.send(jira_request(&created)).await, StatusCode::OK);
+    s.runs(1).await;
+}
+
 fn comment_created(id: &str, author: (&str, &str), body: Value) -> Value {
     json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "comment_created",
            "comment": {"id": id, "author": {"accountId": author.0, "displayName": author.1}, "body": body,
@@ -303,10 +318,7 @@ async fn a_jira_comment_mentioning_the_bot_continues_on_that_issue() {
     assert_eq!(s.store.list_runs(10).await.unwrap().len(), 1);
 
     // A mention of the bot continues with the triage agent, the comments as context.
-    let body = json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
-        {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
-        {"type": "text", "text": " why P2 and not P1?"}]}]});
-    let ask = comment_created("10201", ("acct-ana", "Ana Lee"), body);
+    let ask = comment_created("10201", ("acct-ana", "Ana Lee"), asking(" why P2 and not P1?"));
     jira.push(ask["comment"].clone());
     assert_eq!(s.send(jira_request(&ask)).await, StatusCode::OK);
     let runs = s.runs(2).await;
@@ -355,15 +367,7 @@ async fn an_answer_to_restricted_jira_text_is_restricted_the_same_way() {
     fake.push(Reply::ok(openai_text("For developers only.")));
     fake.push(Reply::ok(openai_text("An internal note.")));
     let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
-    let created = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_created",
-                         "user": {"displayName": "Ana"}, "issue": issue()});
-    assert_eq!(s.send(jira_request(&created)).await, StatusCode::OK);
-    s.runs(1).await;
-    let asking = |text: &str| {
-        json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
-            {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
-            {"type": "text", "text": text}]}]})
-    };
+    issue_created(&s).await;
     let mut restricted = comment_created(
         "10300",
         ("acct-ana", "Ana Lee"),
@@ -421,15 +425,7 @@ async fn an_internal_note_is_never_handed_to_a_public_comments_run() {
     fake.push(Reply::ok(openai_text("Public answer.")).delay(Duration::from_millis(800)));
     fake.push(Reply::ok(openai_text("Internal answer.")));
     let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
-    let created = json!({"timestamp": chrono::Utc::now().timestamp_millis(), "webhookEvent": "jira:issue_created",
-                         "user": {"displayName": "Ana"}, "issue": issue()});
-    assert_eq!(s.send(jira_request(&created)).await, StatusCode::OK);
-    s.runs(1).await;
-    let asking = |text: &str| {
-        json!({"type": "doc", "version": 1, "content": [{"type": "paragraph", "content": [
-            {"type": "mention", "attrs": {"id": BOT_ACCOUNT, "text": "@Steward", "accessLevel": ""}},
-            {"type": "text", "text": text}]}]})
-    };
+    issue_created(&s).await;
     let public = comment_created("10400", ("acct-cus", "Customer"), asking(" is it fixed yet?"));
     jira.push(public["comment"].clone());
     assert_eq!(s.send(jira_request(&public)).await, StatusCode::OK);
