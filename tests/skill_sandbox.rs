@@ -418,6 +418,47 @@ print(json.dumps(out))
     assert_eq!(seen["uid"], 65534);
 }
 
+/// Scripts at once are bounded across the process: one past the slots waits, for at
+/// most its own wall time, then fails with the reason.
+#[tokio::test]
+async fn scripts_past_the_processs_slots_wait_then_fail_as_busy() {
+    let base = std::env::temp_dir().join(format!("steward-sandbox-slots-{}", std::process::id()));
+    let sandbox = Arc::new(ProcessSandbox::detect(base).with_slots(1));
+    let dir = skill_dir(&[("s.sh", "sleep 1\necho done\n")]);
+    let long = ProcessLimits {
+        wall: Duration::from_secs(10),
+        ..ProcessLimits::default()
+    };
+    let short = ProcessLimits {
+        wall: Duration::from_millis(200),
+        ..ProcessLimits::default()
+    };
+    let program = find_program("sh").unwrap();
+    let job = Job {
+        skill_dir: dir.path(),
+        script: "s.sh",
+        interpreter: &program,
+        args: &[],
+        stdin: None,
+        inputs: &[],
+        deps: None,
+        proxy: None,
+    };
+    let (first, second) = tokio::join!(sandbox.run(&job, &long), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sandbox.run(&job, &short).await
+    });
+    assert_eq!(text(&first.unwrap().stdout), "done\n");
+    let err = second.unwrap_err().to_string();
+    assert!(
+        err.contains("every script slot of this process stayed busy"),
+        "{err}"
+    );
+    // Once the slot is free, the next one runs.
+    let third = sandbox.run(&job, &long).await.unwrap();
+    assert_eq!(text(&third.stdout), "done\n");
+}
+
 #[tokio::test]
 async fn runaway_scripts_are_stopped_at_their_limits() {
     let sandbox = sandbox();

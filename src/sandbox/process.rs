@@ -219,6 +219,10 @@ pub enum SandboxError {
     Unavailable(String),
     #[error("cannot prepare the script sandbox: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "every script slot of this process stayed busy for {0:?} (other scripts are running); try again later"
+    )]
+    Busy(Duration),
 }
 
 /// How the process limit is enforced.
@@ -245,6 +249,15 @@ pub struct ProcessSandbox {
     /// The steward executable, mounted into sandboxes with egress to run the
     /// forwarder (`steward __forward`).
     forwarder: Option<PathBuf>,
+    /// Scripts at once across the process ([`script_slots`]): each may take its
+    /// limits' memory, processes and `/tmp`, so a burst (one model turn asks for eight)
+    /// waits its turn rather than take the machine.
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// Scripts one process runs at once: two per core, at least four.
+pub fn script_slots() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| (n.get() * 2).max(4))
 }
 
 impl Default for ProcessSandbox {
@@ -271,6 +284,7 @@ impl ProcessSandbox {
             own: None,
             unavailable: None,
             forwarder: None,
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(script_slots())),
         };
         match find_program("bwrap") {
             Some(bwrap) => sandbox.bwrap = bwrap,
@@ -351,7 +365,14 @@ impl ProcessSandbox {
             own: None,
             unavailable: Some(reason.into()),
             forwarder: None,
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(script_slots())),
         }
+    }
+
+    /// At most `n` scripts at once in this process (default [`script_slots`]).
+    pub fn with_slots(mut self, n: usize) -> ProcessSandbox {
+        self.slots = std::sync::Arc::new(tokio::sync::Semaphore::new(n));
+        self
     }
 
     /// Sandboxes with egress run `forwarder` (the steward executable) as the relay to
@@ -429,6 +450,12 @@ impl ProcessSandbox {
         if let Some(why) = &self.unavailable {
             return Err(SandboxError::Unavailable(why.clone()));
         }
+        // Waits at most a script's own wall time for a slot. Never closed, so acquiring
+        // fails only if it were; then the script runs without one.
+        let _slot = match tokio::time::timeout(limits.wall, self.slots.acquire()).await {
+            Ok(slot) => slot.ok(),
+            Err(_) => return Err(SandboxError::Busy(limits.wall)),
+        };
         let started = Instant::now();
         let id = uuid::Uuid::now_v7().simple().to_string();
         let work = Scratch::create(self.runs_folder().join(&id))?;
