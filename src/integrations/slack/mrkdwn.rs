@@ -291,7 +291,15 @@ fn inline(text: &str) -> String {
             },
             b'<' => match slack_form(rest) {
                 Some(len) => {
-                    out.push_str(&rest[..len]);
+                    // A link written in Slack's own form is shown as written, unless its
+                    // label names another site than it goes to.
+                    let form = &rest[..len];
+                    match form[1..len - 1].split_once('|') {
+                        Some((url, label)) if url.starts_with("http") => {
+                            out.push_str(&format!("<{url}|{}>", shown_label(url, label)))
+                        }
+                        _ => out.push_str(form),
+                    }
                     i += len;
                 }
                 None => {
@@ -378,7 +386,49 @@ fn slack_link(url: &str, label: &str) -> String {
     if label.is_empty() || label == url {
         format!("<{}>", url.replace('>', "%3E").replace('|', "%7C"))
     } else {
-        format!("<{}|{label}>", url.replace('>', "%3E").replace('|', "%7C"))
+        format!(
+            "<{}|{}>",
+            url.replace('>', "%3E").replace('|', "%7C"),
+            shown_label(url, &label)
+        )
+    }
+}
+
+/// A link's label as shown: as written, unless it reads as an address on another host
+/// than the link goes to (`[https://sso.corp/login](https://evil.example)`), when the
+/// real host follows it in brackets, so a reader sees where a click goes.
+fn shown_label(url: &str, label: &str) -> String {
+    let host_of = |text: &str| {
+        url::Url::parse(text)
+            .ok()?
+            .host_str()
+            .map(str::to_ascii_lowercase)
+    };
+    let Some(target) = host_of(url) else {
+        return label.to_string();
+    };
+    let written = label.trim();
+    let named = if written.contains("://") {
+        host_of(written)
+    } else {
+        // A bare host name, with or without a path: `sso.corp/login`.
+        let host = written.split('/').next().unwrap_or_default();
+        let plain = !host.is_empty()
+            && host.contains('.')
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
+            && host
+                .rsplit('.')
+                .next()
+                .is_some_and(|tld| tld.len() >= 2 && tld.bytes().all(|b| b.is_ascii_alphabetic()));
+        plain.then(|| host.to_ascii_lowercase())
+    };
+    match named {
+        Some(named) if named != target && !target.ends_with(&format!(".{named}")) => {
+            format!("{label} ({target})")
+        }
+        _ => label.to_string(),
     }
 }
 
@@ -474,6 +524,22 @@ mod tests {
             "<https://example.com|site>"
         );
         assert_eq!(defuse_broadcasts("see [team](!here)"), "see [team] (!here)");
+        // A label that names another site than the link's says where the link goes.
+        assert_eq!(
+            to_mrkdwn("[https://sso.corp/login](https://evil.example/x)"),
+            "<https://evil.example/x|https://sso.corp/login (evil.example)>"
+        );
+        assert_eq!(
+            to_mrkdwn("see <https://evil.example/x|sso.corp/login>"),
+            "see <https://evil.example/x|sso.corp/login (evil.example)>"
+        );
+        // A label on the same site, or a subdomain of it, or plain words, stays.
+        assert_eq!(
+            to_mrkdwn("[github.com](https://www.github.com/a)"),
+            "<https://www.github.com/a|github.com>"
+        );
+        assert_eq!(to_mrkdwn("[the doc](https://d.io/a)"), "<https://d.io/a|the doc>");
+        assert_eq!(to_mrkdwn("[v1.2](https://d.io/r)"), "<https://d.io/r|v1.2>");
     }
 
     #[test]
