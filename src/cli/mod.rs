@@ -178,7 +178,7 @@ enum Command {
     ExtractWorker { kind: String },
     /// Once, after upgrading from a steward of before 2026-11-27: seal again, bound to
     /// its row, every value sealed before values were bound (queued private events,
-    /// parked runs' checkpoints). Needs STEWARD_DATA_KEY. `serve` opens none of them.
+    /// parked runs' checkpoints). Needs STEWARD_DATA_KEY. `serve` never binds them.
     Reseal,
     /// Tokens, prompt-cache hits and cost per agent over a recent period.
     Stats {

@@ -212,8 +212,8 @@ fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
 
 /// Refuses a document whose compressed content inflates past `max`. For PDFs, every
 /// stream is inflated into a counter (nothing is kept) the ways lopdf could decode it,
-/// whatever its dictionary says (a filter can be written many ways): Flate, Flate inside
-/// Flate, Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
+/// whatever its dictionary says (a filter can be written many ways): Flate (up to three
+/// layers), Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
 /// LZW. DOCX and PPTX parts are read with caps by the extractor itself. Other chains
 /// (ASCII85 before Flate, say) are left to the worker's address-space limit.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
@@ -223,54 +223,53 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
     let mut total: u64 = 0;
     let mut at = 0;
     while let Some(found) = find(&bytes[at..], b"stream") {
-        let mut start = at + found + b"stream".len();
+        let keyword = at + found;
+        let mut start = keyword + b"stream".len();
         at = start;
-        // `endstream` also contains `stream`; only a keyword followed by EOL starts data.
+        // `endstream` also contains `stream`, and only a keyword followed by EOL starts
+        // data. Each decoder stops where its data ends, so the search goes on from
+        // the data's start: nothing a stream says about its extent is believed.
+        if keyword >= 3 && &bytes[keyword - 3..keyword] == b"end" {
+            continue;
+        }
         match bytes.get(start..start + 2) {
             Some([b'\r', b'\n']) => start += 2,
             Some([b'\n', _]) | Some([b'\n']) => start += 1,
             _ => continue,
         }
-        let (out, used) = stream_inflated(&bytes[start..], max.saturating_sub(total).saturating_add(1));
-        total = total.saturating_add(out);
+        total = total.saturating_add(stream_inflated(
+            &bytes[start..],
+            max.saturating_sub(total).saturating_add(1),
+        ));
         if total > max {
             return Err(ExtractError::TooLarge {
                 kind: "PDF",
                 limit: max,
             });
         }
-        at = start + used;
     }
     Ok(())
 }
 
-/// What the stream starting at `data` inflates to (stopping past `cap`), and how many
-/// bytes of `data` it took.
-fn stream_inflated(data: &[u8], cap: u64) -> (u64, usize) {
+/// What the stream starting at `data` inflates to, the most of every decoding lopdf
+/// could use (stopping past `cap`): Flate, up to three times over; raw deflate (what
+/// lopdf does with a stream whose zlib header does not read); LZW. Data that is none of
+/// them fails each within a few bytes.
+fn stream_inflated(data: &[u8], cap: u64) -> u64 {
     use flate2::read::{DeflateDecoder, ZlibDecoder};
-    let mut zlib = ZlibDecoder::new(data);
-    let out = counted(&mut zlib, cap);
-    let used = zlib.total_in() as usize;
-    if out > 0 {
-        // Flate inside Flate: the outer layer can be small and the inner one huge.
-        let mut head = [0u8; 2];
-        let nested = ZlibDecoder::new(data).read_exact(&mut head).is_ok()
-            && head[0] & 0x0f == 8
-            && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
-        if nested {
-            let inner = counted(&mut ZlibDecoder::new(ZlibDecoder::new(data)), cap);
-            return (out.max(inner), used);
-        }
-        return (out, used);
-    }
-    // Not Flate: raw deflate (what lopdf does with a stream whose zlib header does not
-    // read) or LZW, whichever gives more; bytes of one often decode a little as the other.
-    let end = find(data, b"endstream").unwrap_or(data.len());
-    let raw = match data.get(2..end) {
-        Some(rest) => counted(&mut DeflateDecoder::new(rest), cap),
-        None => 0,
-    };
-    (raw.max(lzw_inflated(&data[..end], cap)), end)
+    let once = counted(&mut ZlibDecoder::new(data), cap);
+    let twice = counted(&mut ZlibDecoder::new(ZlibDecoder::new(data)), cap);
+    let thrice = counted(
+        &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(data))),
+        cap,
+    );
+    let raw = data
+        .get(2..)
+        .map_or(0, |rest| counted(&mut DeflateDecoder::new(rest), cap));
+    [once, twice, thrice, raw, lzw_inflated(data, cap)]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
 }
 
 /// How many bytes `decoder` gives before it ends, fails or passes `cap`.
@@ -457,6 +456,18 @@ mod tests {
         pdf.extend_from_slice(&twice);
         pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
+        // A harmless stream first, the bomb second: every stream is counted.
+        let harmless = {
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(b"BT (hello) Tj ET").unwrap();
+            z.finish().unwrap()
+        };
+        let mut two = b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode >>\nstream\n".to_vec();
+        two.extend_from_slice(&harmless);
+        two.extend_from_slice(b"\nendstream\nendobj\n2 0 obj\n<< /Filter /LZWDecode >>\nstream\n");
+        two.extend_from_slice(&lzw);
+        two.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
+        assert_eq!(check_inflation(DocKind::Pdf, &two, 8 << 20), too_large(8 << 20));
         // Opened wide, the cap's arithmetic does not overflow.
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, u64::MAX), Ok(()));
     }

@@ -153,14 +153,25 @@ impl Builder {
             if node.flat {
                 // What a flattened block held is leaf blocks (every deeper container is
                 // flat too); a list takes them as items of their own.
+                // Quotes and list items take paragraphs, lists and code blocks: a heading
+                // becomes a paragraph and a rule is left out.
                 let in_list = !parent.flat && matches!(parent.kind(), "bulletList" | "orderedList");
-                parent.content.extend(node.content.into_iter().map(|child| {
-                    if in_list && child["type"] != "listItem" {
-                        json!({"type": "listItem", "content": [child]})
-                    } else {
-                        child
-                    }
-                }));
+                parent
+                    .content
+                    .extend(node.content.into_iter().filter_map(|mut child| {
+                        match child["type"].as_str() {
+                            Some("rule") => return None,
+                            Some("heading") => {
+                                child = json!({"type": "paragraph", "content": child["content"].take()});
+                            }
+                            _ => {}
+                        }
+                        Some(if in_list && child["type"] != "listItem" {
+                            json!({"type": "listItem", "content": [child]})
+                        } else {
+                            child
+                        })
+                    }));
             } else {
                 parent.content.push(node.finish());
             }
@@ -323,6 +334,15 @@ mod tests {
                     "bulletList" | "orderedList" => {
                         assert_eq!(child_kind, "listItem", "{kind} holds {child}")
                     }
+                    // No heading or rule from a flattened block (a quote in a quote is the
+                    // converter's own, as Markdown wrote it).
+                    "listItem" | "blockquote" => assert!(
+                        matches!(
+                            child_kind,
+                            "paragraph" | "bulletList" | "orderedList" | "codeBlock" | "blockquote"
+                        ),
+                        "{kind} holds {child_kind}"
+                    ),
                     "paragraph" | "heading" | "codeBlock" => {}
                     _ => assert!(
                         !matches!(child_kind, "text" | "hardBreak" | "listItem"),
@@ -340,6 +360,8 @@ mod tests {
             format!("{}deep", ">".repeat(100_000)),
             format!("{}deep", "- ".repeat(50_000)),
             format!("{}deep", "> - ".repeat(20_000)),
+            format!("{}# title\n\n---\n\ndeep", "- ".repeat(40)),
+            format!("{}# title\n\n---\n\ndeep", "> ".repeat(40)),
         ] {
             let doc = markdown_to_adf(&md);
             assert!(depth(&doc) <= MAX_DEPTH + 3, "depth {}", depth(&doc));

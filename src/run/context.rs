@@ -187,6 +187,7 @@ pub async fn prepare<'a>(
             semaphore: tokio::sync::Semaphore::new(agent.limits.subagent_concurrency.max(1) as usize),
             totals: child_totals.clone(),
             max_cost_usd: agent.limits.max_cost_usd,
+            concurrency: agent.limits.subagent_concurrency.max(1) as usize,
         }) as Arc<dyn SubagentLauncher>
     });
     let system = system_prompt(runner, agent, &skills, can_delegate);

@@ -52,17 +52,19 @@ impl ChildTotals {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).spent
     }
 
-    /// Sets aside for one child what is left of `cap` after finished children's costs
-    /// and running children's reservations (`own`, the child's own cap, when lower);
-    /// `None` when nothing is left. Give it back with [`ChildTotals::release`] when the
-    /// child ends: children at once share the cap instead of each having all of it.
-    pub fn reserve(&self, cap: f64, own: Option<f64>) -> Option<f64> {
+    /// Sets aside for one child a share (one of `shares`, the children that may run at
+    /// once) of what is left of `cap` after finished children's costs and running
+    /// children's reservations (`own`, the child's own cap, when lower); `None` when
+    /// nothing is left. Give it back with [`ChildTotals::release`] when the child ends:
+    /// children at once share the cap instead of the first holding all of it.
+    pub fn reserve(&self, cap: f64, own: Option<f64>, shares: usize) -> Option<f64> {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let left = cap - t.spent - t.reserved;
         if left <= 0.0 {
             return None;
         }
-        let granted = own.map_or(left, |own| own.min(left));
+        let share = left / shares.max(1) as f64;
+        let granted = own.map_or(share, |own| own.min(share));
         t.reserved += granted;
         Some(granted)
     }
@@ -109,9 +111,12 @@ pub struct Launcher {
     pub semaphore: Semaphore,
     /// Children's usage and cost, drained into the parent's totals.
     pub totals: Arc<ChildTotals>,
-    /// The parent's `max_cost_usd`: a child may spend at most what its finished
-    /// siblings left of it (its own cap when lower), and none starts once it is spent.
+    /// The parent's `max_cost_usd`: a child starting holds at most an equal share (one
+    /// of `concurrency`) of what finished children spent and running ones hold left of
+    /// it (its own cap when lower), and none starts once nothing is left.
     pub max_cost_usd: Option<f64>,
+    /// Children at once (`subagent_concurrency`), for that share.
+    pub concurrency: usize,
 }
 
 #[async_trait]
@@ -136,22 +141,6 @@ impl SubagentLauncher for Launcher {
             .then(|| self.runner.subagents.get(name).cloned())
             .flatten()
             .ok_or_else(|| SubagentError::Unknown(name.to_string()))?;
-        let (agent, _reservation) = match self.max_cost_usd {
-            None => (agent, None),
-            Some(cap) => {
-                let Some(granted) = self.totals.reserve(cap, agent.limits.max_cost_usd) else {
-                    return Err(SubagentError::NotRun {
-                        name: name.to_string(),
-                        reason: format!(
-                            "this run's subagents spent or hold all of its max_cost_usd (${cap})"
-                        ),
-                    });
-                };
-                let mut capped = (*agent).clone();
-                capped.limits.max_cost_usd = Some(granted);
-                (Arc::new(capped), Some(Reservation(&self.totals, granted)))
-            }
-        };
         for id in files {
             self.parent_files
                 .get(id)
@@ -166,6 +155,26 @@ impl SubagentLauncher for Launcher {
             .acquire()
             .await
             .map_err(|e| not_run(e.to_string()))?;
+        // Reserved once it may run, not while it waits its turn.
+        let (agent, _reservation) = match self.max_cost_usd {
+            None => (agent, None),
+            Some(cap) => {
+                let Some(granted) = self
+                    .totals
+                    .reserve(cap, agent.limits.max_cost_usd, self.concurrency)
+                else {
+                    return Err(SubagentError::NotRun {
+                        name: name.to_string(),
+                        reason: format!(
+                            "this run's subagents spent or hold all of its max_cost_usd (${cap})"
+                        ),
+                    });
+                };
+                let mut capped = (*agent).clone();
+                capped.limits.max_cost_usd = Some(granted);
+                (Arc::new(capped), Some(Reservation(&self.totals, granted)))
+            }
+        };
         let trigger = TriggerEvent {
             source: "subagent".into(),
             kind: name.to_string(),
@@ -234,15 +243,17 @@ mod budget_tests {
     #[test]
     fn children_at_once_share_the_parents_cap() {
         let totals = ChildTotals::default();
-        // Two at once: the first holds what is left, the second gets nothing.
-        assert_eq!(totals.reserve(1.0, None), Some(1.0));
-        assert_eq!(totals.reserve(1.0, None), None);
-        totals.add(&Usage::default(), 0.25, false);
-        totals.release(1.0);
+        // Two of two at once: each holds a share of what is left when it starts.
+        assert_eq!(totals.reserve(1.0, None, 2), Some(0.5));
+        assert_eq!(totals.reserve(1.0, None, 2), Some(0.25));
+        totals.add(&Usage::default(), 0.5, false);
+        totals.release(0.5);
+        totals.release(0.25);
         // A child's own lower cap is what it holds.
-        assert_eq!(totals.reserve(1.0, Some(0.5)), Some(0.5));
-        assert_eq!(totals.reserve(1.0, None), Some(0.25));
-        assert_eq!(totals.reserve(1.0, None), None);
-        assert_eq!(totals.spent(), 0.25);
+        assert_eq!(totals.reserve(1.0, Some(0.1), 1), Some(0.1));
+        assert_eq!(totals.reserve(1.0, None, 1), Some(0.4));
+        // Nothing left: none starts.
+        assert_eq!(totals.reserve(1.0, None, 1), None);
+        assert_eq!(totals.spent(), 0.5);
     }
 }

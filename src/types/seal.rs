@@ -61,8 +61,9 @@ impl DataKey {
     }
 
     /// The plaintext of a value sealed before values were bound to their place (before
-    /// 2026-11-27), which opens wherever it is kept. Only for binding such values at
-    /// start-up (`server::reseal`); nothing else opens them.
+    /// 2026-11-27), which opens wherever it is kept. Only for `steward reseal`, which
+    /// binds such values (`server::reseal`), and for `serve`'s start-up count of them
+    /// (which drops the plaintext); nothing else opens them.
     pub fn open_unbound(&self, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
         self.open_with(sealed, &[])
     }

@@ -394,9 +394,12 @@ fn slack_link(url: &str, label: &str) -> String {
     }
 }
 
-/// A link's label as shown: as written, unless it reads as an address on another host
-/// than the link goes to (`[https://sso.corp/login](https://evil.example)`), when the
-/// real host follows it in brackets, so a reader sees where a click goes.
+/// A link's label as shown: as written, unless a piece of it reads as an address on
+/// another site than the link goes to (`[https://sso.corp/login](https://evil.example)`),
+/// when the real host follows it in brackets, so a reader sees where a click goes. A
+/// piece reads as an address when it has a scheme or starts `www.` (a bare `README.md`
+/// or `Vue.js` is a name, not a site); markup around it does not hide it, and hosts are
+/// compared as Slack would show them (punycode for other scripts).
 fn shown_label(url: &str, label: &str) -> String {
     let host_of = |text: &str| {
         url::Url::parse(text)
@@ -407,28 +410,28 @@ fn shown_label(url: &str, label: &str) -> String {
     let Some(target) = host_of(url) else {
         return label.to_string();
     };
-    let written = label.trim();
-    let named = if written.contains("://") {
-        host_of(written)
-    } else {
-        // A bare host name, with or without a path: `sso.corp/login`.
-        let host = written.split('/').next().unwrap_or_default();
-        let plain = !host.is_empty()
-            && host.contains('.')
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
-            && host
-                .rsplit('.')
-                .next()
-                .is_some_and(|tld| tld.len() >= 2 && tld.bytes().all(|b| b.is_ascii_alphabetic()));
-        plain.then(|| host.to_ascii_lowercase())
+    let same_site = |named: &str| {
+        named == target || named.ends_with(&format!(".{target}")) || target.ends_with(&format!(".{named}"))
     };
-    match named {
-        Some(named) if named != target && !target.ends_with(&format!(".{named}")) => {
-            format!("{label} ({target})")
-        }
-        _ => label.to_string(),
+    let unmarked: String = label
+        .chars()
+        .map(|c| if "*_~`()[]<>\"'".contains(c) { ' ' } else { c })
+        .collect();
+    let foreign = unmarked.split_whitespace().any(|piece| {
+        let address = if piece.contains("://") {
+            Some(piece.to_string())
+        } else if piece.to_ascii_lowercase().starts_with("www.") {
+            Some(format!("http://{piece}"))
+        } else {
+            None
+        };
+        address
+            .and_then(|a| host_of(&a))
+            .is_some_and(|named| !same_site(&named))
+    });
+    match foreign {
+        true => format!("{label} ({target})"),
+        false => label.to_string(),
     }
 }
 
@@ -530,13 +533,26 @@ mod tests {
             "<https://evil.example/x|https://sso.corp/login (evil.example)>"
         );
         assert_eq!(
-            to_mrkdwn("see <https://evil.example/x|sso.corp/login>"),
-            "see <https://evil.example/x|sso.corp/login (evil.example)>"
+            to_mrkdwn("see <https://evil.example/x|www.sso.corp/login>"),
+            "see <https://evil.example/x|www.sso.corp/login (evil.example)>"
         );
-        // A label on the same site, or a subdomain of it, or plain words, stays.
+        // Markup, words around it, a port or a query do not hide it.
+        for label in [
+            "*https://sso.corp/login*",
+            "`https://sso.corp`",
+            "Login: https://sso.corp:443/login?x=1",
+        ] {
+            let out = to_mrkdwn(&format!("[{label}](https://evil.example/x)"));
+            assert!(out.ends_with(" (evil.example)>"), "{label}: {out}");
+        }
+        // A label on the same site (either way round), or names and plain words, stays.
         assert_eq!(
-            to_mrkdwn("[github.com](https://www.github.com/a)"),
-            "<https://www.github.com/a|github.com>"
+            to_mrkdwn("[www.github.com](https://github.com/a)"),
+            "<https://github.com/a|www.github.com>"
+        );
+        assert_eq!(
+            to_mrkdwn("[README.md](https://github.com/o/r/blob/main/README.md)"),
+            "<https://github.com/o/r/blob/main/README.md|README.md>"
         );
         assert_eq!(to_mrkdwn("[the doc](https://d.io/a)"), "<https://d.io/a|the doc>");
         assert_eq!(to_mrkdwn("[v1.2](https://d.io/r)"), "<https://d.io/r|v1.2>");
