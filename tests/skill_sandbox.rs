@@ -418,6 +418,24 @@ print(json.dumps(out))
     assert_eq!(seen["uid"], 65534);
 }
 
+/// Everything in a sandbox is the kernel's first choice when memory runs out, so a
+/// script past the host's memory dies before steward (set inside the sandbox, which
+/// works whoever steward runs as).
+#[tokio::test]
+async fn a_script_is_killed_before_steward_when_memory_runs_out() {
+    let dir = skill_dir(&[("s.sh", "cat /proc/self/oom_score_adj\n")]);
+    let out = run_script(
+        &sandbox(),
+        dir.path(),
+        "s.sh",
+        "sh",
+        &[],
+        &ProcessLimits::default(),
+    )
+    .await;
+    assert_eq!(text(&out.stdout), "1000\n");
+}
+
 /// Scripts at once are bounded across the process: one past the slots waits, for at
 /// most its own wall time, then fails with the reason.
 #[tokio::test]

@@ -133,6 +133,18 @@ const TRUST_VARS: [&str; 4] = [
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
 /// What a sandbox with egress runs first: the forwarder, then (after `--`) the program.
+/// The first command in every sandbox: it makes itself, and so everything the sandbox
+/// runs, the kernel's first choice when memory runs out (`oom_score_adj` 1000), then
+/// runs the rest. Inside the sandbox the process is dumpable and its /proc file its own,
+/// whoever steward runs as; outside, before exec, only root could write it
+/// ([`die_first_on_oom`]). A sandbox without the file goes on as it is.
+const OOM_FIRST: [&str; 4] = [
+    "/bin/sh",
+    "-c",
+    "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; exec \"$@\"",
+    "steward-sandbox",
+];
+
 const RELAY_COMMAND: [&str; 5] = [
     "/run/steward/forward",
     super::forward::SUBCOMMAND,
@@ -489,7 +501,7 @@ impl ProcessSandbox {
         let mut command = self.command(&fd);
         // The command itself stays on the command line (bubblewrap wants it there):
         // only paths inside the sandbox and the script's own arguments.
-        command.arg("--");
+        command.arg("--").args(OOM_FIRST);
         if relay.is_some() {
             command.args(RELAY_COMMAND);
         }
@@ -651,7 +663,7 @@ impl ProcessSandbox {
         all.extend(["--chdir", cwd, "--remount-ro", "/"].map(OsString::from));
         let fd = BwrapArgs::new(&all)?;
         let mut command = self.command(&fd);
-        command.arg("--");
+        command.arg("--").args(OOM_FIRST);
         if relay.is_some() {
             command.args(RELAY_COMMAND);
         }
@@ -932,7 +944,8 @@ fn close_on_exec_from(first: libc::c_int) {
 /// /proc files to root: there the write works only when steward runs as root. Making
 /// the child dumpable first would open steward's memory and environment (the child's
 /// copy) to same-user processes until exec, so it is not done; the document worker
-/// calls this itself once it runs (`cli::main`).
+/// calls this itself once it runs (`cli::main`), and sandboxes start with
+/// [`OOM_FIRST`].
 pub fn die_first_on_oom() {
     // SAFETY: a valid C string path; the buffer is four valid bytes; the descriptor is
     // this call's own. Best effort: without /proc, or without the right, nothing changes.
