@@ -225,6 +225,50 @@ async fn a_python_script_fills_a_form_from_input_files_and_its_output_becomes_a_
     );
 }
 
+/// A script's input files are written once each, and held to its work folder's byte
+/// limit before they are written: one file named twice fits, two that together pass
+/// the limit are refused with the reason.
+#[tokio::test]
+async fn input_files_are_given_once_and_held_to_the_work_folders_limit() {
+    // `max_written_mb: 1`, through the tree's interpreters line.
+    let (_root, config, skills) = form_tree("[python3, bash, sh]\n    max_written_mb: 1");
+    let skills = skills.with_sandbox(sandbox());
+    let file = |name: &str| steward::files::NewFile {
+        name: name.into(),
+        mime: "text/plain".into(),
+        content: vec![b'x'; 600 * 1024],
+    };
+    let (fake, _runner, out, _d) = filler_round(
+        skills,
+        &config,
+        &[
+            ("l1", "load_skills", r#"{"names": ["forms"]}"#),
+            (
+                "twice",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/greet.sh", "args": ["a", "b"], "stdin": "Ada\n", "files": ["f_1", "f_1"]}"#,
+            ),
+            (
+                "both",
+                "run_skill_script",
+                r#"{"skill": "forms", "script": "scripts/greet.sh", "args": ["a", "b"], "stdin": "Ada\n", "files": ["f_1", "f_2"]}"#,
+            ),
+        ],
+        vec![file("one.txt"), file("two.txt")],
+    )
+    .await;
+    assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
+    let results = tool_results(&fake);
+    assert!(results["twice"].contains("hello Ada"), "{}", results["twice"]);
+    assert!(
+        results["both"].contains(
+            "its input files are more than a script's work folder holds (100 files, 1048576 bytes)"
+        ),
+        "{}",
+        results["both"]
+    );
+}
+
 #[tokio::test]
 async fn failures_name_the_exit_code_the_scripts_and_the_interpreter() {
     let (_root, config, skills) = form_tree("[python3]");
