@@ -87,6 +87,22 @@ struct Setup {
     workspace: Workspace,
 }
 
+impl Setup {
+    /// Runs `agent` once on a CLI event saying "go".
+    async fn run(&self, agent: &str) -> steward::run::RunOutcome {
+        let agent = self.config.agent(agent).unwrap();
+        self.runner
+            .run(
+                &agent,
+                &TriggerEvent::from_cli(json!({"text": "go"})),
+                None,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+    }
+}
+
 async fn setup(messages: Vec<Value>, extra: &[(&str, &str)]) -> Setup {
     let workspace = Workspace::default();
     *workspace.messages.lock().unwrap() = messages;
@@ -330,17 +346,7 @@ async fn a_scripts_cost_cap_stops_it_once_its_subagents_spent_it() {
         ],
     )
     .await;
-    let agent = s.config.agent("costly").unwrap();
-    let out = s
-        .runner
-        .run(
-            &agent,
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let out = s.run("costly").await;
     assert_eq!(out.termination, Termination::MaxCost, "{:?}", out.error);
     assert!(
         out.error.as_deref().unwrap().contains("over max_cost_usd $0.002"),
@@ -387,17 +393,7 @@ async fn a_script_cannot_call_a_tool_outside_its_agents_grant() {
         ],
     )
     .await;
-    let agent = s.config.agent("sneaky").unwrap();
-    let out = s
-        .runner
-        .run(
-            &agent,
-            &TriggerEvent::from_cli(json!({"text": "go"})),
-            None,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let out = s.run("sneaky").await;
     assert_eq!(out.termination, Termination::Completed, "{:?}", out.error);
     let text = out.final_text.unwrap();
     assert!(

@@ -166,34 +166,32 @@ impl JiraClient {
             .await
     }
 
-    /// The key Jira answers for issue `key` now (a moved issue's new key), with
-    /// `GET /rest/api/3/issue/{key}?fields=none`.
-    pub async fn current_key(&self, key: &str) -> Result<String, ApiError> {
+    /// Issue `key` with only `fields` (`GET /rest/api/3/issue/{key}?fields=…`), and the
+    /// key Jira answers for it now (a moved issue's new key).
+    async fn issue_with(&self, key: &str, fields: &str) -> Result<(String, Value), ApiError> {
         let key = issue_key(key)?;
         let raw = self
             .send(
                 reqwest::Method::GET,
-                &format!("/rest/api/3/issue/{key}?fields=none"),
+                &format!("/rest/api/3/issue/{key}?fields={fields}"),
                 None,
             )
             .await?;
-        Ok(raw["key"].as_str().unwrap_or(key).to_string())
+        Ok((raw["key"].as_str().unwrap_or(key).to_string(), raw))
     }
 
-    /// The attachments on issue `key` (`GET /rest/api/3/issue/{key}?fields=attachment,security`):
-    /// the issue's own key (Jira answers a moved issue's old key too), the attachments'
-    /// ids, and whether the issue has a security level.
+    /// The key Jira answers for issue `key` now (a moved issue's new key).
+    pub async fn current_key(&self, key: &str) -> Result<String, ApiError> {
+        Ok(self.issue_with(key, "none").await?.0)
+    }
+
+    /// The attachments on issue `key` (`fields=attachment,security`): the issue's own
+    /// key (Jira answers a moved issue's old key too), the attachments' ids, and whether
+    /// the issue has a security level.
     pub async fn attachment_ids(&self, key: &str) -> Result<IssueAttachments, ApiError> {
-        let key = issue_key(key)?;
-        let raw = self
-            .send(
-                reqwest::Method::GET,
-                &format!("/rest/api/3/issue/{key}?fields=attachment,security"),
-                None,
-            )
-            .await?;
+        let (key, raw) = self.issue_with(key, "attachment,security").await?;
         Ok(IssueAttachments {
-            key: raw["key"].as_str().unwrap_or(key).to_string(),
+            key,
             ids: raw["fields"]["attachment"]
                 .as_array()
                 .into_iter()

@@ -521,12 +521,7 @@ impl Tool for Api {
                 // On the issue the run answers on, a comment its answer's readers may not
                 // read (another role's, an internal note under a public answer) is left
                 // out: the answer goes back there under its trigger's restriction.
-                let answer = ctx
-                    .search
-                    .jira_home
-                    .as_ref()
-                    .filter(|(home, _)| home.eq_ignore_ascii_case(&key))
-                    .map(|(_, restriction)| restriction);
+                let answer = ctx.search.restriction_on(&key);
                 let (mut shown, mut omitted, mut restricted_comment) = (Vec::new(), 0, false);
                 for c in f["comment"]["comments"].as_array().into_iter().flatten() {
                     let restriction = Restriction::of_comment(c);
@@ -733,13 +728,7 @@ impl Tool for Api {
                 }
                 // On the issue the run answers on, a comment is restricted as the answer
                 // is (run::custody lets it through there without approval for that).
-                let restriction = ctx
-                    .search
-                    .jira_home
-                    .as_ref()
-                    .filter(|(home, _)| home.eq_ignore_ascii_case(&a.key))
-                    .map(|(_, restriction)| restriction.clone())
-                    .unwrap_or_default();
+                let restriction = ctx.search.restriction_on(&a.key).cloned().unwrap_or_default();
                 let raw = jira(c)?
                     .add_comment_restricted(&a.key, &a.body, &restriction)
                     .await

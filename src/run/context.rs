@@ -206,21 +206,10 @@ pub async fn prepare<'a>(
             crate::triggers::Origin::Slack { channel, .. } => Some(channel.clone()),
             _ => None,
         },
-        jira_home: match &trigger.origin {
-            crate::triggers::Origin::Jira {
-                issue_key,
-                visibility,
-                internal,
-                ..
-            } => Some((
-                issue_key.to_ascii_uppercase(),
-                crate::types::jira_restriction::Restriction {
-                    visibility: visibility.clone(),
-                    internal: *internal,
-                },
-            )),
-            _ => None,
-        },
+        jira_home: trigger
+            .origin
+            .jira_answer()
+            .map(|(key, restriction)| (key.to_ascii_uppercase(), restriction)),
     });
     let capture_content = runner.capture_content && !trigger.private;
     let gateway = Gateway::new(GatewayParts {

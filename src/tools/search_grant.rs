@@ -33,6 +33,17 @@ pub struct SearchGrant {
     pub jira_home: Option<(String, crate::types::jira_restriction::Restriction)>,
 }
 
+impl SearchGrant {
+    /// The restriction an answer is posted under when `key` is the Jira issue the run
+    /// answers on; `None` for any other issue (or a run from elsewhere).
+    pub fn restriction_on(&self, key: &str) -> Option<&crate::types::jira_restriction::Restriction> {
+        self.jira_home
+            .as_ref()
+            .filter(|(home, _)| home.eq_ignore_ascii_case(key))
+            .map(|(_, restriction)| restriction)
+    }
+}
+
 /// The store's event log, as a search source.
 #[derive(Clone)]
 pub struct EventLogHandle(pub std::sync::Arc<dyn crate::store::EventLog>);

@@ -84,6 +84,26 @@ impl Origin {
         Some((channel, thread_ts.as_deref().or(ts.as_deref())))
     }
 
+    /// A Jira origin's issue and the restriction an answer there is posted under (the
+    /// triggering comment's visibility or internal flag; none for an issue event).
+    pub fn jira_answer(&self) -> Option<(&str, crate::types::jira_restriction::Restriction)> {
+        match self {
+            Origin::Jira {
+                issue_key,
+                visibility,
+                internal,
+                ..
+            } => Some((
+                issue_key.as_str(),
+                crate::types::jira_restriction::Restriction {
+                    visibility: visibility.clone(),
+                    internal: *internal,
+                },
+            )),
+            _ => None,
+        }
+    }
+
     /// Where a reply to this origin lands, as a conversation: a Slack thread
     /// (`channel:root ts`) or DM (`channel`), a Jira issue's comments (`jira:KEY`), a
     /// Notion page's comments (`notion:page`). `None` for the other sources.
@@ -204,16 +224,15 @@ impl TriggerEvent {
     /// starts its own run rather than going to a run that answers more.
     pub fn handoff_key(&self) -> Option<String> {
         let conversation = self.conversation_key()?;
-        let (visibility, internal) = match &self.origin {
-            Origin::Jira {
-                visibility, internal, ..
-            } => (visibility.as_ref().map(Value::to_string), *internal),
-            _ => (None, false),
-        };
+        let restriction = self.origin.jira_answer().map(|(_, r)| r).unwrap_or_default();
         Some(format!(
-            "{conversation}\u{1f}private={}\u{1f}visibility={}\u{1f}internal={internal}",
+            "{conversation}\u{1f}private={}\u{1f}visibility={}\u{1f}internal={}",
             self.private,
-            visibility.unwrap_or_default()
+            restriction
+                .visibility_body()
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            restriction.internal
         ))
     }
 

@@ -36,13 +36,7 @@ impl Source for JiraSource {
     }
 
     async fn post_reply(&self, origin: &Origin, reply: &Reply<'_>) -> Result<Value, ApiError> {
-        let Origin::Jira {
-            issue_key,
-            visibility,
-            internal,
-            ..
-        } = origin
-        else {
+        let Some((issue_key, restriction)) = origin.jira_answer() else {
             return Err(ApiError::NotConfigured("a Jira origin"));
         };
         let client = self
@@ -59,10 +53,6 @@ impl Source for JiraSource {
             body.push_str("\n\n");
             body.push_str(&links.join(" · "));
         }
-        let restriction = crate::integrations::jira::Restriction {
-            visibility: visibility.clone(),
-            internal: *internal,
-        };
         client
             .add_comment_restricted(issue_key, &body, &restriction)
             .await
@@ -95,21 +85,9 @@ impl Source for JiraSource {
 
     /// For a comment: the issue's comments, steward's own as its turns.
     async fn thread(&self, trigger: &TriggerEvent, _cap: u64) -> Option<Result<Thread, ApiError>> {
-        let Origin::Jira {
-            issue_key,
-            visibility,
-            internal,
-            ..
-        } = &trigger.origin
-        else {
-            return None;
-        };
-        trigger.conversation_key()?;
         // The answer is posted under the triggering comment's restriction.
-        let answer = crate::integrations::jira::Restriction {
-            visibility: visibility.clone(),
-            internal: *internal,
-        };
+        let (issue_key, answer) = trigger.origin.jira_answer()?;
+        trigger.conversation_key()?;
         let client = self.client.as_ref()?;
         let this = trigger.payload["comment"]["id"].as_str();
         Some(
