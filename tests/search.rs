@@ -671,8 +671,9 @@ async fn a_restricted_jira_issue_is_held_as_private() {
     let (result, out) = run_search(world.clone(), "jira_get_issue", r#"{"key": "OPS-12"}"#).await;
     assert!(result.contains("\"restricted\": false"), "{result}");
     assert!(out.private_sources.is_empty());
-    // Its attachments are restricted text too.
-    let (result, out) = run_search(
+    // Its attachments are restricted text too, and never stored: the file is held in
+    // memory from the start, as a private run's files are.
+    let (result, out, _, stored) = run_search_timed(
         world.clone(),
         "jira_get_attachment",
         r#"{"id": "10031", "issue": "OPS-13"}"#,
@@ -680,6 +681,10 @@ async fn a_restricted_jira_issue_is_held_as_private() {
     .await;
     assert!(result.contains("\"restricted\": true"), "{result}");
     assert_eq!(out.private_sources, ["jira:OPS-13"]);
+    assert!(
+        stored.is_empty(),
+        "no file row for a restricted attachment: {stored:?}"
+    );
     // Found by jira_search: named, never quoted.
     let (result, out) = run_search(world, "jira_search", r#"{"jql": "text ~ runbook"}"#).await;
     assert!(

@@ -1876,8 +1876,9 @@ async fn slack_connect_outsiders_clicks_are_refused() {
 /// is of another workspace (`user_team`, Slack's shape for shared channels) is
 /// acknowledged, counted and refused, even with `SLACK_TEAM_IDS` unset; the receiving
 /// workspace's own people are taken, a partner workspace once `SLACK_TEAM_IDS` lists
-/// it, and an author the payload does not place is looked up with `users.info`. What
-/// is taken is held as private (no text at rest).
+/// it, and an author the payload does not place is looked up with `users.info`. In a
+/// channel the partner made (the envelope's `team_id` is then the partner's) the same
+/// holds. What is taken is held as private (no text at rest).
 #[tokio::test]
 async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
     let (slack, _) = slack_connect_api().await;
@@ -1893,6 +1894,10 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
         body["is_ext_shared_channel"] = json!(true);
         body
     };
+    let partner_made = |mut body: Value| {
+        body["team_id"] = json!("T0PARTNER");
+        body
+    };
     for (listed, event, taken) in [
         (vec![], shared("EvCONN1", "U0PARTNER", Some("T0PARTNER")), false),
         (vec![], shared("EvCONN2", "U0INSIDER", Some("T123ABC456")), true),
@@ -1901,6 +1906,18 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
         (
             vec!["T123ABC456".to_string(), "T0PARTNER".to_string()],
             shared("EvCONN5", "U0PARTNER", Some("T0PARTNER")),
+            true,
+        ),
+        // A channel the partner made: the envelope's team_id is the partner's, the
+        // receiving workspace is the installation's (authorizations).
+        (
+            vec![],
+            partner_made(shared("EvCONN6", "U0PARTNER", Some("T0PARTNER"))),
+            false,
+        ),
+        (
+            vec!["T123ABC456".to_string()],
+            partner_made(shared("EvCONN7", "U0INSIDER", Some("T123ABC456"))),
             true,
         ),
     ] {

@@ -557,6 +557,12 @@ impl Tool for Api {
                     .await
                     .map_err(api_err)?;
                 let name = a.filename.unwrap_or_else(|| format!("jira-attachment-{}", a.id));
+                if issue.restricted {
+                    // Before the file is added: the gateway holds the run as private
+                    // only once this call returns, and a stored file would stay in
+                    // `run_files` in plaintext.
+                    ctx.files.keep_in_memory();
+                }
                 let file = crate::files::NewFile {
                     mime: crate::files::mime::from_name(&name).to_string(),
                     name,

@@ -170,7 +170,7 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
     };
     let event_id = callback.event_id.to_string();
     let dedupe_key = format!("slack:{event_id}");
-    let team = Some(callback.team_id.to_string());
+    let team = receiving_team(body);
     // The bot is the authorization Slack marks `is_bot`: the first entry may be a
     // person (a user token's installer), whose messages are then not "our own".
     let bot = bot_user.map(str::to_string).or_else(|| {
@@ -440,7 +440,11 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
         event.payload["viewing_channel"] = json!(viewing);
     }
     let event = Box::new(event);
-    Ok(match outside_author(body) {
+    let home = match &event.origin {
+        Origin::Slack { team, .. } => team.clone(),
+        _ => None,
+    };
+    Ok(match outside_author(body, home.as_deref()) {
         Some(team) => SlackPayload::Outsider {
             event,
             dedupe_key,
@@ -454,12 +458,12 @@ pub fn parse(body: &Value, bot_user: Option<&str>) -> Result<SlackPayload, Paylo
 /// envelope's `is_ext_shared_channel`), the author's workspace when it is not the one
 /// receiving the event: `event.user_team`, else `source_team`, else the profile's
 /// `team`, `Some(None)` when the payload names none. `None` for an event of the
-/// receiving workspace's own people, and for every event outside such channels.
-fn outside_author(body: &Value) -> Option<Option<String>> {
+/// receiving workspace's own people (`home`, see [`receiving_team`]), and for every
+/// event outside such channels. With no `home`, every author there is checked.
+fn outside_author(body: &Value, home: Option<&str>) -> Option<Option<String>> {
     if body["is_ext_shared_channel"] != true {
         return None;
     }
-    let home = body["team_id"].as_str();
     let e = &body["event"];
     let author = e["user_team"]
         .as_str()
@@ -468,6 +472,32 @@ fn outside_author(body: &Value) -> Option<Option<String>> {
     match author {
         Some(t) if Some(t) == home => None,
         other => Some(other.map(str::to_string)),
+    }
+}
+
+/// The workspace receiving an event (an org-wide install's body as [`org_wide`] left
+/// it). Outside channels shared with another organisation it is the top-level
+/// `team_id`. In such a channel that field names the workspace that made the channel,
+/// which may be the other organisation's (slackapi/java-slack-sdk#629): the receiving
+/// one is the installation's, the bot's entry in `authorizations`. An org-wide
+/// install's entry names only its enterprise: the top-level workspace is taken when the
+/// envelope places it in that enterprise, else none is, and every author in the
+/// channel is checked as a possible outsider (fail closed).
+fn receiving_team(body: &Value) -> Option<String> {
+    let top = body["team_id"].as_str();
+    if body["is_ext_shared_channel"] != true {
+        return top.map(str::to_string);
+    }
+    let auths = body["authorizations"].as_array()?;
+    let auth = auths.iter().find(|a| a["is_bot"] == true).or(auths.first())?;
+    let enterprise = auth["enterprise_id"].as_str().filter(|e| !e.is_empty());
+    match auth["team_id"].as_str().filter(|t| !t.is_empty()) {
+        Some(t) if Some(t) != enterprise => Some(t.to_string()),
+        _ => enterprise
+            .filter(|e| body["enterprise_id"].as_str() == Some(e))
+            .and(top)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string),
     }
 }
 
@@ -616,6 +646,53 @@ mod tests {
             "type": "event_callback", "event_id": "Ev0GRANTED", "event_time": 1700000001,
             "authorizations": [{"enterprise_id": "E0001", "team_id": null, "user_id": "U0BOT", "is_bot": true}]});
         assert!(matches!(parse(&granted, None).unwrap(), SlackPayload::Ignored(_)));
+    }
+
+    /// In a channel shared with another organisation, the top-level `team_id` names the
+    /// workspace that made the channel: in one the partner made, the partner's people
+    /// carry that id, and the receiving workspace is the installation's.
+    #[test]
+    fn a_channel_the_partner_made_does_not_make_the_partner_home() {
+        let shared = |user: &str, user_team: &str| {
+            let mut body = envelope(
+                json!({"type": "app_mention", "user": user, "user_team": user_team,
+                "text": "<@UBOT> what did #eng-oncall say?", "ts": "1700000000.000100",
+                "channel": "C0SHARED01", "event_ts": "1700000000.000100"}),
+            );
+            body["team_id"] = json!("T0PARTNER");
+            body["is_ext_shared_channel"] = json!(true);
+            body
+        };
+        match parse(&shared("U0PARTNER", "T0PARTNER"), None).unwrap() {
+            SlackPayload::Outsider { team, event, .. } => {
+                assert_eq!(team.as_deref(), Some("T0PARTNER"));
+                assert!(matches!(&event.origin, Origin::Slack { team: Some(t), .. } if t == "T123ABC456"));
+            }
+            _ => panic!("the partner's person in the partner's channel is an outsider"),
+        }
+        assert!(matches!(
+            parse(&shared("U0INSIDER", "T123ABC456"), None).unwrap(),
+            SlackPayload::Event { .. }
+        ));
+        // An org-wide install names only its enterprise: a channel made outside it
+        // places no one at home, whatever the author's workspace.
+        let mut org_wide = shared("U0PARTNER", "T0PARTNER");
+        org_wide["authorizations"] = json!([{"enterprise_id": "E0001", "team_id": null, "user_id": "UBOT",
+            "is_bot": true, "is_enterprise_install": true}]);
+        match parse(&org_wide, None).unwrap() {
+            SlackPayload::Outsider { event, .. } => {
+                assert!(matches!(&event.origin, Origin::Slack { team: None, .. }))
+            }
+            _ => panic!("an org-wide install checks every author of another's channel"),
+        }
+        // One made inside the enterprise keeps its workspace as home.
+        org_wide["enterprise_id"] = json!("E0001");
+        org_wide["team_id"] = json!("T0001");
+        org_wide["event"]["user_team"] = json!("T0001");
+        assert!(matches!(
+            parse(&org_wide, None).unwrap(),
+            SlackPayload::Event { .. }
+        ));
     }
 
     /// `authorizations[0]` may be a person: the bot is the entry marked `is_bot`.
