@@ -733,6 +733,48 @@ async fn cron_fires_each_slot_once_across_a_restart() {
     h2.stop().await;
 }
 
+/// A run whose lease lapsed while this process still works on it (its renewals failed
+/// for a while) is not taken by this process's own reconcile: one copy runs, and its
+/// renewals take the lease back.
+#[tokio::test]
+async fn a_run_this_process_holds_is_not_started_again_when_its_lease_lapses() {
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("done")).delay(Duration::from_secs(2)));
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake.clone(),
+        None,
+        Duration::from_secs(60),
+    )
+    .await;
+    let hook = Request::post("/hooks/zapier-intake")
+        .header("authorization", format!("Bearer {HOOK_TOKEN}"))
+        .body(Body::from(r#"{"lead": "Acme Corp"}"#))
+        .unwrap();
+    assert_eq!(h.send(hook).await.0, StatusCode::OK);
+    let mut running = None;
+    for _ in 0..200 {
+        if !h.fake.requests().is_empty() {
+            running = h.store.list_runs(10).await.unwrap().into_iter().next();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let run = running.expect("the run asked the model");
+    let d = h.service.as_ref().unwrap().dispatcher.clone();
+    let past = chrono::Utc::now() - chrono::Duration::seconds(5);
+    assert!(h.store.renew_lease(&run.id, past, d.lease_owner()).await.unwrap());
+    d.reconcile().await.unwrap();
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        h.fake.requests().len(),
+        1,
+        "one copy of the run asked the model once"
+    );
+    h.stop().await;
+}
+
 /// Starts a run like the dispatcher does, kills its task mid-run and stops the
 /// service, leaving the run `running` with an expired lease, as `kill -9` would.
 async fn crash_mid_run(h: &mut Harness, with_side_effect: bool) -> String {

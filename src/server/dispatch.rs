@@ -176,6 +176,8 @@ pub struct Dispatcher {
     stops: Arc<super::stops::Stops>,
     /// This process's name on the leases it holds (one per process, never reused).
     lease_owner: Arc<str>,
+    /// The runs this process is working on: never taken again by its own reconcile.
+    held: Arc<super::held::Held>,
 }
 
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
@@ -217,6 +219,7 @@ impl Dispatcher {
             handoffs: Arc::default(),
             stops: Arc::default(),
             lease_owner: uuid::Uuid::now_v7().to_string().into(),
+            held: Arc::default(),
             runner,
             config,
             notify,
@@ -228,6 +231,11 @@ impl Dispatcher {
             tracker,
             shutdown,
         }
+    }
+
+    /// This process's name on the leases it holds.
+    pub fn lease_owner(&self) -> &str {
+        &self.lease_owner
     }
 
     /// Routes events, fires cron slots and reconciles dead runs until shutdown.
@@ -686,9 +694,15 @@ impl Dispatcher {
             };
             let store = &self.runner.store;
             store.create_run(&run).await?;
-            store
+            // Between the two statements another replica's reconcile may have taken the
+            // run (it had no lease yet): then it is theirs to start.
+            if !store
                 .renew_lease(&run.id, lease_until(self.settings.lease), &self.lease_owner)
-                .await?;
+                .await?
+            {
+                tracing::info!(run = %run.id, agent = %agent.name, "another replica took the new run first");
+                continue;
+            }
             // The trigger is whole: it is the one just routed, still in memory.
             self.spawn(run.id, event_id.to_string(), agent, trigger.clone());
         }
@@ -763,7 +777,9 @@ impl Dispatcher {
         // Once the service stops, a run that has not started yet does not start.
         let shutdown = self.shutdown.clone();
         stops.add(&run_id, &trigger, stop.clone());
+        let held = self.held.hold(&run_id);
         self.tracker.spawn(async move {
+            let _held = held;
             let store = runner.store.clone();
             // Whether the store has it `running` (its turn came) before it executed.
             let marked = std::sync::atomic::AtomicBool::new(false);
@@ -952,10 +968,13 @@ impl Dispatcher {
         let now = Utc::now();
         for r in store.expired_runs(now).await? {
             // Every replica reconciles the same table: only the one that takes the lease
-            // acts on the run, so an expired run is never started twice.
-            if !store
-                .take_expired(&r.id, now, lease_until(self.settings.lease), &self.lease_owner)
-                .await?
+            // acts on the run, so an expired run is never started twice. A run this
+            // process still works on lapsed only because its renewals failed: it is
+            // not taken again here (its renewals take the lease back).
+            if self.held.holds(&r.id)
+                || !store
+                    .take_expired(&r.id, now, lease_until(self.settings.lease), &self.lease_owner)
+                    .await?
             {
                 continue;
             }

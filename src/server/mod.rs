@@ -12,6 +12,7 @@ mod escalation;
 pub mod follow_ups;
 pub mod handlers;
 pub mod handoff;
+mod held;
 mod hook_error;
 pub mod ingest;
 pub mod inspector;
