@@ -189,6 +189,74 @@ expect:
     assert!(!root.join("evals/cassettes/clock/from-a-dm.json").exists());
 }
 
+/// An eval has no Slack client to tell a private channel from a public one, so what a
+/// real Slack read brought is held as private: the case is not recorded, whatever the
+/// channel, and says why.
+#[tokio::test]
+async fn a_real_slack_read_is_not_recorded() {
+    let dir = tree();
+    let root = dir.path();
+    write(
+        root,
+        "agents/reader.yaml",
+        "model: openai/gpt-4.1\nprompt: prompts/clock.md\ntools: [slack_channel_history]\n",
+    );
+    write(
+        root,
+        "evals/reader/history.yaml",
+        r#"description: Reads a channel for real.
+trigger:
+  text: What did the deals channel say?
+mocks:
+  slack_channel_history: real
+expect:
+  reply: { contains: ["Friday"] }
+"#,
+    );
+    let slack = axum::Router::new().route(
+        "/conversations.history",
+        axum::routing::get(|| async {
+            axum::Json(json!({"ok": true, "has_more": false, "messages": [
+                {"type": "message", "user": "U0DEALS", "text": "The merger closes Friday.", "ts": "1767607200.000100"}]}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, slack).await.unwrap() });
+    let fake = FakeModel::start().await;
+    fake.handler(|body| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        if messages.iter().any(|m| m["role"] == "tool") {
+            Reply::ok(openai_text("It closes Friday."))
+        } else {
+            Reply::ok(openai_tools(&[(
+                "c1",
+                "slack_channel_history",
+                r#"{"channel": "C0DEALS01"}"#,
+            )]))
+        }
+    });
+    let base = format!("{}/v1", fake.url);
+    let live = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_API_URL", api.as_str()),
+    ];
+    let out = eval_async(root, &["--record", "reader/history"], &live).await;
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("not recorded: the run held private content") && text.contains("a real Slack read"),
+        "{text}"
+    );
+    assert!(
+        fake.requests().len() >= 2,
+        "the real read happened and its result reached the model"
+    );
+    assert!(!root.join("evals/cassettes/reader/history.json").exists());
+}
+
 #[tokio::test]
 async fn a_prompt_edit_misses_the_cassette_with_a_diff() {
     let dir = tree();

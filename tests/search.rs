@@ -110,7 +110,12 @@ async fn fakes(world: Arc<World>) -> String {
                          "channel_name": "incident-42", "message_ts": "1767600100.000100", "is_author_bot": false,
                          "content": "Secret: the payroll outage was caused by the vendor migration.",
                          "permalink": "https://acme.slack.com/archives/C0PRIV/p1767600100000100"}],
-                        "files": []},
+                        "files": if body["content_types"].as_str().is_some_and(|t| t.contains("files")) {
+                            json!([{"file_id": "F0TERMS", "title": "Acme acquisition terms.pdf",
+                                    "content": "Purchase price: 40M", "permalink": "https://acme.slack.com/files/U0LEE/F0TERMS/terms.pdf"}])
+                        } else {
+                            json!([])
+                        }},
                         "response_metadata": {"next_cursor": ""}}))
                     }
                     _ => Json(json!({"ok": true, "channel": body["channel"], "ts": "1767609999.000100"})),
@@ -376,7 +381,7 @@ async fn a_mention_searches_slack_as_the_asker_and_the_token_is_kept_nowhere() {
     write(
         root,
         "agents/finder.yaml",
-        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [slack_search]\nsearch: {slack: {channel_types: [public_channel, private_channel]}}\ntriggers:\n  - slack_mention: {}\n",
+        "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [slack_search]\nsearch: {slack: {channel_types: [public_channel, private_channel], files: true}}\ntriggers:\n  - slack_mention: {}\n",
     );
     let tools = registry(&clients);
     let config = Config::load(
@@ -451,6 +456,12 @@ async fn a_mention_searches_slack_as_the_asker_and_the_token_is_kept_nowhere() {
     assert!(
         !result.contains("incident-42") && !result.contains("Lee"),
         "a private conversation was named in a channel: {result}"
+    );
+    // A file hit names no conversation: linked, without its title or content.
+    assert!(result.contains("F0TERMS/terms.pdf"), "{result}");
+    assert!(
+        !result.contains("acquisition") && !result.contains("40M"),
+        "a file that may be private was named in a channel: {result}"
     );
 
     // The token reached Slack and nothing else: not the model, the database or the logs.

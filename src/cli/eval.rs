@@ -164,7 +164,14 @@ pub(crate) async fn run_report(
         progress.inc(1);
     }
     progress.finish_and_clear();
-    if let Some(hub) = hub {
+    let private = results.iter().find(|r| r.results.iter().any(|t| t.held_private));
+    if let (Some(_), Some(case)) = (&hub, private) {
+        // One cassette per server serves every case: this run's calls are in it.
+        eprintln!(
+            "warning: MCP recordings not saved: case {} held private content; mock its tools, then record again",
+            case.id
+        );
+    } else if let Some(hub) = hub {
         for file in hub.save_recordings()? {
             eprintln!("recorded {}", file.strip_prefix(root).unwrap_or(&file).display());
         }

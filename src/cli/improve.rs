@@ -89,8 +89,10 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = std::env::temp_dir().join(format!("steward-improve-{}", uuid::Uuid::now_v7()));
-        std::fs::create_dir_all(&dir)?;
+        // Its own user's alone: the candidate's recordings and runs are in it.
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(Scratch(dir))
     }
 }

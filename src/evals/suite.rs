@@ -72,8 +72,8 @@ pub struct Trial {
     /// The case could not run (a cassette miss, a bad trigger).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The run held private content (a private trigger, or a private conversation it
-    /// read): a recording of it is not saved.
+    /// The run held private content (a private trigger, a private conversation it
+    /// read, or a real Slack read): a recording of it is not saved.
     #[serde(skip)]
     pub held_private: bool,
 }
@@ -252,11 +252,16 @@ impl Suite {
         // A cassette is committed with the cases: what a run read from a private
         // conversation must not go into the repository with it.
         if self.mode == EvalMode::Record && results.iter().any(|t| t.held_private) {
-            return broken(
+            let mut refused = broken(
                 &case.id,
                 &case.agent,
-                "not recorded: the run held private content (a private trigger, or a private conversation it read), and a cassette is committed with the cases; mock the tools that read it".into(),
+                "not recorded: the run held private content (a private trigger, a private conversation it read, or a real Slack read, whose channel an eval cannot check), and a cassette is committed with the cases; mock the tools that read it".into(),
             );
+            // So the caller keeps the MCP recordings of this run out too.
+            for t in &mut refused.results {
+                t.held_private = true;
+            }
+            return refused;
         }
         if self.mode == EvalMode::Record
             && let Err(e) = cassette.save()
@@ -306,8 +311,11 @@ impl Suite {
             Err(e) => return failed(e),
         };
         let providers = self.providers(cassette);
-        let scratch = Scratch::new();
-        let store = match SqliteStore::open(&scratch.0).await {
+        let scratch = match Scratch::new() {
+            Ok(s) => s,
+            Err(e) => return failed(format!("cannot make a scratch folder: {e}")),
+        };
+        let store = match SqliteStore::open(&scratch.db()).await {
             Ok(s) => Arc::new(s),
             Err(e) => return failed(format!("cannot open a scratch store: {e}")),
         };
@@ -331,6 +339,13 @@ impl Suite {
             .map(|f| f.len())
             .unwrap_or(0);
         let seen = Observed::from_events(&events, files);
+        // An eval has no Slack client to tell a private channel from a public one (its
+        // runs are not a service's), so whatever a real Slack read brought counts as
+        // private: a recording of it would carry a real workspace's messages.
+        let real_slack = seen.calls.iter().any(|(name, _)| {
+            crate::run::custody::is_slack_read(name)
+                && matches!(case.mocks.get(name), Some(super::case::Mock::Real))
+        });
         let checks = expect::check(&case.spec.expect, &outcome, &seen);
         let mut verdicts = Vec::new();
         if !case.spec.criteria.is_empty() {
@@ -373,7 +388,7 @@ impl Suite {
             cost_usd: outcome.cost_usd + judge_cost,
             latency_ms,
             error: miss,
-            held_private: trigger.private || !outcome.private_sources.is_empty(),
+            held_private: trigger.private || !outcome.private_sources.is_empty() || real_slack,
         }
     }
 }
@@ -403,20 +418,25 @@ fn unavailable(name: &'static str, why: String) -> Arc<dyn crate::provider::Prov
 
 /// A trial's own SQLite file in the system's temporary folder, deleted (with its WAL
 /// files) when the trial is done.
+/// A trial's database, in a folder of its own user's alone (what the run read is in
+/// it), removed with the folder when dropped.
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Scratch {
-        Scratch(std::env::temp_dir().join(format!("steward-eval-{}.db", uuid::Uuid::now_v7())))
+    fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("steward-eval-{}", uuid::Uuid::now_v7()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Scratch(dir))
+    }
+
+    fn db(&self) -> PathBuf {
+        self.0.join("eval.db")
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

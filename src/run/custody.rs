@@ -38,6 +38,12 @@ use crate::triggers::{Origin, TriggerEvent};
 
 /// Tools that read a Slack conversation's messages, with the argument naming it.
 const SLACK_READS: &[&str] = &["slack_channel_history", "slack_read_thread", "slack_channel_info"];
+
+/// Whether tool `name` reads a Slack conversation (its channel checked by
+/// [`Custody::check_read`]).
+pub fn is_slack_read(name: &str) -> bool {
+    SLACK_READS.contains(&name)
+}
 /// Tools that act in a Slack conversation, with the argument naming it.
 const SLACK_WRITES: &[&str] = &["slack_post_message", "slack_add_reaction"];
 /// The tool that sends a request to a URL of the model's choosing.

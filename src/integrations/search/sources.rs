@@ -142,18 +142,27 @@ pub async fn slack(
             }
         }
         // A file hit names no conversation: where the agent may search beyond public
-        // channels and others read the answer, it is linked, never quoted.
+        // channels and others read the answer, or the answer goes to a channel shared
+        // with another organisation, it is linked, never quoted or named (a title can
+        // be the secret).
         let unsure = grant.answers_in_public
-            && grant
+            && (grant
                 .scope
                 .slack_channel_types
                 .iter()
-                .any(|t| t != "public_channel");
+                .any(|t| t != "public_channel")
+                || match &grant.conversation {
+                    Some(here) => client.said_shared_outside(here).await,
+                    None => false,
+                });
         for f in page["results"]["files"].as_array().into_iter().flatten() {
             hits.push(Hit {
                 source: "slack",
                 id: f["file_id"].as_str().unwrap_or_default().to_string(),
-                title: f["title"].as_str().unwrap_or("(file)").to_string(),
+                title: match unsure {
+                    true => "a file not everyone here may be able to read".to_string(),
+                    false => f["title"].as_str().unwrap_or("(file)").to_string(),
+                },
                 url: f["permalink"].as_str().unwrap_or_default().to_string(),
                 snippet: match unsure {
                     true => "(a file that may be private: not quoted here; open the link)".to_string(),
