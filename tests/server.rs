@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use steward::config::{Config, Known};
 use steward::integrations::notion::NotionClient;
@@ -1774,12 +1775,21 @@ async fn slack_connect_api() -> (
         .route(
             "/users.info",
             axum::routing::get(|q: Query| async move {
+                if q["user"] == "U0LIMITED" {
+                    return (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "30")],
+                        axum::Json(json!({"ok": false, "error": "ratelimited"})),
+                    )
+                        .into_response();
+                }
                 let team = if q["user"] == "U0INSIDER" {
                     "T123ABC456"
                 } else {
                     "T0PARTNER"
                 };
                 axum::Json(json!({"ok": true, "user": {"id": q["user"], "team_id": team, "name": "x"}}))
+                    .into_response()
             }),
         )
         .route(
@@ -1999,6 +2009,49 @@ async fn slack_connect_outsiders_are_refused_and_insiders_taken() {
         }
         service.stop(Duration::from_secs(5)).await;
     }
+}
+
+/// A Slack Connect author Slack cannot place in time (`users.info` rate limited) is
+/// neither taken nor refused: the event is answered 503 so Slack delivers it again, and
+/// nothing is stored. At Slack's last delivery it is decided with what steward has: an
+/// author nobody could place is refused, and the refusal recorded.
+#[tokio::test]
+async fn a_slack_connect_author_slack_cannot_place_waits_for_the_next_delivery() {
+    let (slack, _) = slack_connect_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    let (service, store) = slack_service(dir.path(), &fake, vec![], Some(slack)).await;
+    let mut event = slack_event(
+        "EvLIMITED1",
+        json!({"type": "app_mention", "user": "U0LIMITED", "text": "<@UBOT> summarise #finance",
+            "ts": "1515449522.000016", "channel": "C0SHARED01", "event_ts": "1515449522.000016"}),
+    );
+    event["is_ext_shared_channel"] = json!(true);
+    for retry in [None, Some(1)] {
+        let resp = service
+            .router()
+            .oneshot(slack_request(&event, now(), SLACK_SECRET, retry))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE, "{retry:?}");
+    }
+    assert!(refused_events(store.as_ref(), 0).await.is_empty());
+    assert!(store.list_runs(10).await.unwrap().is_empty());
+    let resp = service
+        .router()
+        .oneshot(slack_request(&event, now(), SLACK_SECRET, Some(3)))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let refused = refused_events(store.as_ref(), 1).await;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].detail["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("the author is of workspace (not named)")),
+        "{refused:?}"
+    );
+    service.stop(Duration::from_secs(5)).await;
 }
 
 /// A channel made private (`channel_convert_to_private`) is private at once on the

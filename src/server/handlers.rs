@@ -87,12 +87,19 @@ async fn accept(
     response
 }
 
+/// Slack delivers an event at most this many times more after the first
+/// (`X-Slack-Retry-Num`, Socket Mode's `retry_attempt`): at the last one, steward
+/// decides with what it has rather than asking for another.
+pub const SLACK_LAST_RETRY: u64 = 3;
+
 /// Does what an authenticated request asks. `remote` is the sender's trace context
-/// (`traceparent`), which the ingest span, and so the run, continues.
+/// (`traceparent`), which the ingest span, and so the run, continues. `last_try`: the
+/// sender will not deliver this request again, so nothing waits for a later delivery.
 async fn act(
     state: &AppState,
     inbound: Inbound,
     remote: Option<opentelemetry::trace::SpanContext>,
+    last_try: bool,
 ) -> Result<Response, HookError> {
     match inbound {
         Inbound::Answer(body) => Ok((StatusCode::OK, Json(body)).into_response()),
@@ -110,7 +117,18 @@ async fn act(
             dedupe_key,
             team,
         } => {
-            let team = super::slack_teams::author_team(state, &event, team).await;
+            let team = match super::slack_teams::author_team(state, &event, team).await {
+                Ok(team) => team,
+                // Refused now, the event would be lost; Slack delivers it again.
+                Err(why) if !last_try => {
+                    tracing::warn!(reason = %why, kind = %event.kind, "a Slack Connect event waits for Slack's next delivery");
+                    return Err(HookError::Retry(why));
+                }
+                Err(why) => {
+                    tracing::warn!(reason = %why, "Slack's last delivery of a Slack Connect event: its author is checked as unknown");
+                    None
+                }
+            };
             if super::slack_teams::admitted(state, &event, team.as_deref()) {
                 return accept(state, event, &dedupe_key, remote).await;
             }
@@ -196,16 +214,24 @@ pub async fn slack_events(
     }) {
         return Ok(refused);
     }
-    act(&state, inbound, from_headers(&headers)).await
+    let last_try = crate::triggers::source::header(&headers, "x-slack-retry-num")
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|n| n >= SLACK_LAST_RETRY);
+    act(&state, inbound, from_headers(&headers), last_try).await
 }
 
-/// A Slack payload whose sender Socket Mode already authenticated.
-pub async fn handle_slack_payload(state: &AppState, value: &Value) -> Result<Response, HookError> {
+/// A Slack payload whose sender Socket Mode already authenticated; `last_try` when the
+/// envelope is Slack's last delivery of it.
+pub async fn handle_slack_payload(
+    state: &AppState,
+    value: &Value,
+    last_try: bool,
+) -> Result<Response, HookError> {
     let inbound = slack::receive_payload(value, state.secrets.slack_bot_user.as_deref())?;
     if let Some(refused) = other_workspace(state, &inbound, || Some(value.clone())) {
         return Ok(refused);
     }
-    act(state, inbound, None).await
+    act(state, inbound, None, last_try).await
 }
 
 /// The refusal of a join, a channel change or an ignored event sent by a workspace `SLACK_TEAM_IDS` does
@@ -238,7 +264,7 @@ pub async fn jira_webhook(
 ) -> Result<Response, HookError> {
     let now = chrono::Utc::now().timestamp();
     let inbound = jira::receive(&state.secrets.jira, &headers, &body, now)?;
-    act(&state, inbound, from_headers(&headers)).await
+    act(&state, inbound, from_headers(&headers), true).await
 }
 
 /// `POST /notion/webhook`: closed unless the operator enabled Notion or holds a setup
@@ -264,7 +290,7 @@ pub async fn notion_webhook(
             .is_some_and(|until| until > chrono::Utc::now());
     let now = chrono::Utc::now().timestamp();
     let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body, now)?;
-    act(&state, inbound, from_headers(&headers)).await
+    act(&state, inbound, from_headers(&headers), true).await
 }
 
 /// Most distinct tokens one setup window keeps (more means someone is flooding it).
@@ -304,5 +330,5 @@ pub async fn generic_hook(
     });
     let expected = state.secrets.hooks.get(&name).filter(|_| exists);
     let inbound = webhook::receive(&name, expected.map(String::as_str), &headers, &body)?;
-    act(&state, inbound, from_headers(&headers)).await
+    act(&state, inbound, from_headers(&headers), true).await
 }

@@ -20,6 +20,11 @@ pub enum HookError {
     NotFound,
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A service steward asks before it can decide did not answer: the sender should
+    /// deliver the request again (503; Slack retries, Socket Mode redelivers what is
+    /// not acknowledged). The reason is steward's own words.
+    #[error("try again: {0}")]
+    Retry(String),
 }
 
 impl IntoResponse for HookError {
@@ -31,7 +36,7 @@ impl IntoResponse for HookError {
             }
             HookError::BadRequest(_) => StatusCode::BAD_REQUEST,
             HookError::NotFound => StatusCode::NOT_FOUND,
-            HookError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HookError::Unavailable(_) | HookError::Retry(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         // The store's own words (a driver error can name the database user or host) go
         // to the log, not to whoever sent the request.

@@ -24,27 +24,29 @@ use crate::types::event_outcome::{EventOutcome, OutcomeKind};
 const LOOKUP_WAIT: Duration = Duration::from_millis(800);
 
 /// The workspace of a Slack Connect event's author: `named` when the payload says,
-/// else Slack's `users.info` for the author (`user.team_id`); `None` when neither can
-/// say (no client, no answer in time, no author).
+/// else Slack's `users.info` for the author (`user.team_id`); `Ok(None)` when neither
+/// can say (no client, no author, Slack's answer names none). `Err` when Slack did not
+/// answer (no answer in time, rate limited, unreachable): worth asking again later.
 pub(crate) async fn author_team(
     state: &AppState,
     event: &TriggerEvent,
     named: Option<String>,
-) -> Option<String> {
+) -> Result<Option<String>, String> {
     if named.is_some() {
-        return named;
+        return Ok(named);
     }
     let (Some(client), Origin::Slack { user: Some(user), .. }) = (&state.slack, &event.origin) else {
-        return None;
+        return Ok(None);
     };
     let query = [("user", user.clone())];
     match tokio::time::timeout(LOOKUP_WAIT, client.get("users.info", &query)).await {
-        Ok(Ok(v)) => v["user"]["team_id"].as_str().map(str::to_string),
-        Ok(Err(e)) => {
+        Ok(Ok(v)) => Ok(v["user"]["team_id"].as_str().map(str::to_string)),
+        Ok(Err(e @ crate::integrations::ApiError::Api { .. })) => {
             tracing::warn!(error = %e, "users.info could not name a Slack Connect author's workspace");
-            None
+            Ok(None)
         }
-        Err(_) => None,
+        Ok(Err(e)) => Err(format!("Slack could not name the author's workspace: {e}")),
+        Err(_) => Err("Slack did not name the author's workspace in time".into()),
     }
 }
 

@@ -153,9 +153,14 @@ async fn session(
             }
             Ok(Envelope::EventsApi) => {
                 // Persist first; acknowledge only what is stored (or refused for good).
-                if let Err(e) = handle_slack_payload(state, &envelope["payload"]).await {
+                let last =
+                    envelope["retry_attempt"].as_u64().unwrap_or(0) >= super::handlers::SLACK_LAST_RETRY;
+                if let Err(e) = handle_slack_payload(state, &envelope["payload"], last).await {
                     tracing::warn!(error = %e, "socket mode event not handled");
-                    if matches!(e, super::handlers::HookError::Unavailable(_)) {
+                    if matches!(
+                        e,
+                        super::handlers::HookError::Unavailable(_) | super::handlers::HookError::Retry(_)
+                    ) {
                         // Not acknowledged: Slack redelivers it.
                         continue;
                     }
