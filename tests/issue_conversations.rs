@@ -527,9 +527,11 @@ async fn steward_never_answers_its_own_comments_and_changes() {
     s.service.stop(Duration::from_secs(5)).await;
 }
 
-/// When Jira will not say which account steward is (here, no Jira answers), a comment
-/// cannot be told from steward's own: it starts nothing, and its outcome says why,
-/// rather than risk answering steward's own answers without end.
+/// When Jira will not say which account steward is, a comment cannot be told from
+/// steward's own. While Jira is down or rate limiting, the event waits (left claimed,
+/// routed again after a lease) rather than being lost; once Jira refuses for good (here
+/// a 401), it starts nothing, and its outcome says why, rather than risk answering
+/// steward's own answers without end.
 #[tokio::test]
 async fn a_comment_steward_cannot_place_starts_nothing_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
@@ -538,11 +540,37 @@ async fn a_comment_steward_cannot_place_starts_nothing_and_says_why() {
         "agents/watcher.yaml",
         "model: openai/gpt-4.1\nprompt: prompts/p.md\ntools: [current_time]\ntriggers:\n  - jira: {events: [comment_created]}\n",
     );
+    let refusing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let now_refusing = refusing.clone();
+    let jira = Router::new().route(
+        "/rest/api/3/myself",
+        get(move || {
+            let refusing = now_refusing.load(std::sync::atomic::Ordering::SeqCst);
+            async move {
+                if refusing {
+                    (StatusCode::UNAUTHORIZED, Json(json!({"errorMessages": ["Client must be authenticated to access this resource."]})))
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"errorMessages": ["Service unavailable"]})))
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jira_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, jira).await.unwrap() });
     let fake = FakeModel::start().await;
     fake.push(Reply::ok(openai_text("Noted.")));
-    let s = start(dir.path(), &fake, "http://127.0.0.1:9", "http://127.0.0.1:9").await;
+    let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
     let chatter = comment_created("10200", ("acct-ana", "Ana Lee"), adf("I see it too."));
     assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
+    // Jira answers 503: the event waits, neither run nor ignored.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(s.ignored().await.is_empty());
+    assert!(s.store.list_runs(10).await.unwrap().is_empty());
+    // Jira now refuses for good; the lease has run out (as if an hour went by).
+    refusing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    assert_eq!(s.store.requeue_orphan_events(later).await.unwrap(), 1);
     s.routed().await;
     assert!(s.store.list_runs(10).await.unwrap().is_empty());
     let ignored = s.ignored().await;

@@ -88,6 +88,7 @@ pub enum ApiError {
         method: String,
         retry_after_secs: u64,
     },
+    /// The service could not be reached, failed (a 5xx) or sent an unreadable answer.
     #[error("{service} {method}: {message}")]
     Transport {
         service: &'static str,
@@ -103,6 +104,14 @@ pub enum ApiError {
         what: &'static str,
         value: String,
     },
+}
+
+impl ApiError {
+    /// Whether asking again later may succeed: a rate limit, or a service that could not
+    /// be reached or failed. A refusal, a bad id or a missing setting stays as it is.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ApiError::RateLimited { .. } | ApiError::Transport { .. })
+    }
 }
 
 /// `value` when it can be one segment of an API path: ASCII letters, digits, `-`, `_`
@@ -181,8 +190,9 @@ async fn body_capped(resp: &mut reqwest::Response, cap: u64) -> Result<Vec<u8>, 
 }
 
 /// Maps a non-2xx answer: a rate limit becomes [`ApiError::RateLimited`] (waiting the
-/// server's `Retry-After`, else `default_wait` seconds); anything else becomes
-/// [`ApiError::Api`] with the service's own message, or the status.
+/// server's `Retry-After`, else `default_wait` seconds), a 5xx [`ApiError::Transport`];
+/// anything else becomes [`ApiError::Api`] with the service's own message, or the
+/// status.
 pub(crate) fn failure(
     service: &'static str,
     what: String,
@@ -200,10 +210,19 @@ pub(crate) fn failure(
             retry_after_secs: wait,
         };
     }
+    let message = message.unwrap_or_else(|| format!("HTTP {status}"));
+    // The service failed, not the request: asking again later may succeed.
+    if status.is_server_error() {
+        return ApiError::Transport {
+            service,
+            method: what,
+            message,
+        };
+    }
     ApiError::Api {
         service,
         method: what,
-        message: message.unwrap_or_else(|| format!("HTTP {status}")),
+        message,
     }
 }
 

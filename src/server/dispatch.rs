@@ -180,6 +180,10 @@ pub struct Dispatcher {
     held: Arc<super::held::Held>,
 }
 
+/// How long an event waits for Jira or Notion to say which account steward acts as
+/// (rate limited or down): routed again after each lease, then ignored with the error.
+const OWN_CHECK_PATIENCE: Duration = Duration::from_secs(30 * 60);
+
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
 const SLOT_POLL: Duration = Duration::from_millis(200);
 
@@ -494,6 +498,29 @@ impl Dispatcher {
             let why = match source.is_our_own(&trigger).await {
                 Ok(false) => None,
                 Ok(true) => Some("steward's own comment or change".to_string()),
+                // Jira or Notion is rate limiting or down for a moment: the event is left
+                // claimed, so it is routed again after a lease (the orphan requeue),
+                // until it is `OWN_CHECK_PATIENCE` old.
+                Err(error)
+                    if error.is_transient()
+                        && Utc::now() - e.received_at
+                            < chrono::Duration::from_std(OWN_CHECK_PATIENCE).unwrap_or_default() =>
+                {
+                    tracing::warn!(event = %e.id, %error, "cannot tell yet whether an event is steward's own; it is routed again after a lease");
+                    if whole && e.private {
+                        // Its text lived only in this process's memory until this claim.
+                        let held = super::ingest::Held {
+                            at: std::time::Instant::now(),
+                            sealed: e.sealed.is_some(),
+                            event: trigger,
+                        };
+                        self.private
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(e.id.clone(), held);
+                    }
+                    return Ok(None);
+                }
                 // Acting could answer steward's own comment, and that answer, without
                 // end: an event it cannot place starts nothing, and says why.
                 Err(error) => {

@@ -41,11 +41,11 @@ pub(crate) async fn author_team(
     let query = [("user", user.clone())];
     match tokio::time::timeout(LOOKUP_WAIT, client.get("users.info", &query)).await {
         Ok(Ok(v)) => Ok(v["user"]["team_id"].as_str().map(str::to_string)),
-        Ok(Err(e @ crate::integrations::ApiError::Api { .. })) => {
+        Ok(Err(e)) if e.is_transient() => Err(format!("Slack could not name the author's workspace: {e}")),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "users.info could not name a Slack Connect author's workspace");
             Ok(None)
         }
-        Ok(Err(e)) => Err(format!("Slack could not name the author's workspace: {e}")),
         Err(_) => Err("Slack did not name the author's workspace in time".into()),
     }
 }
