@@ -501,6 +501,73 @@ async fn post_handshake_in_window(h: &Harness, token: &str) {
     panic!("the handshake was never accepted during the window");
 }
 
+/// A Notion rule with a property condition needs the page: while Notion answers 503 the
+/// event waits (left claimed, routed again after a lease) rather than being settled as
+/// matching no agent; once Notion answers, it starts its run.
+#[tokio::test]
+async fn a_notion_event_waits_while_notion_cannot_show_its_page() {
+    let up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let now_up = up.clone();
+    let app = axum::Router::new().route(
+        "/v1/pages/{id}",
+        axum::routing::get(move |axum::extract::Path(id): axum::extract::Path<String>| {
+            let up = now_up.load(std::sync::atomic::Ordering::SeqCst);
+            async move {
+                if !up {
+                    return (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        axum::Json(json!({"object": "error", "status": 503, "code": "service_unavailable",
+                            "message": "Notion is unavailable, please try again later."})),
+                    )
+                        .into_response();
+                }
+                axum::Json(json!({"object": "page", "id": id, "properties": {
+                    "Status": {"id": "XGe%40", "type": "status", "status": {"id": "s1", "name": "Ready for review", "color": "green"}}}}))
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let notion_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("reviewed")));
+    let client = NotionClient::new(steward::http::client().unwrap(), &notion_url, "secret_notion");
+    let mut h = start(
+        tempfile::tempdir().unwrap(),
+        fake,
+        Some(client),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        h.send(notion_request(&notion_event("e-down"), Some(NOTION_TOKEN)))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(h.store.list_runs(10).await.unwrap().is_empty());
+    let settled = h
+        .store
+        .list_events(&steward::store::EventFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        settled.iter().all(|e| e.outcome.is_none()),
+        "the event is not settled while Notion is down: {settled:?}"
+    );
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    assert_eq!(h.store.requeue_orphan_events(later).await.unwrap(), 1);
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].agent, "notion-review");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn notion_handshake_then_signed_events_and_status_rules() {
     let notion_url = fake_notion("Ready for review").await;

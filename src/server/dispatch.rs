@@ -180,9 +180,10 @@ pub struct Dispatcher {
     held: Arc<super::held::Held>,
 }
 
-/// How long an event waits for Jira or Notion to say which account steward acts as
-/// (rate limited or down): routed again after each lease, then ignored with the error.
-const OWN_CHECK_PATIENCE: Duration = Duration::from_secs(30 * 60);
+/// How long an event waits for a service routing needs (Jira or Notion saying which
+/// account steward acts as, a Notion rule's page) while it is rate limiting, failing or
+/// unreachable: routed again after each lease, then decided without it.
+const SERVICE_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
 const SLOT_POLL: Duration = Duration::from_millis(200);
@@ -427,6 +428,29 @@ impl Dispatcher {
             .map(|t| (t, !e.private))
     }
 
+    /// Whether event `e` may still wait for a service that could not answer for now
+    /// (it arrived less than [`SERVICE_PATIENCE`] ago).
+    fn may_wait(&self, e: &EventRow) -> bool {
+        Utc::now() - e.received_at < chrono::Duration::from_std(SERVICE_PATIENCE).unwrap_or_default()
+    }
+
+    /// Leaves claimed event `e` unsettled, so the orphan requeue routes it again after a
+    /// lease; its private text, which lived only in this process's memory until this
+    /// claim, goes back there.
+    fn wait(&self, e: &EventRow, trigger: TriggerEvent, whole: bool) {
+        if whole && e.private && e.sealed.is_none() {
+            let held = super::ingest::Held {
+                at: std::time::Instant::now(),
+                sealed: false,
+                event: trigger,
+            };
+            self.private
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(e.id.clone(), held);
+        }
+    }
+
     /// A 👍 (`+1`) or 👎 (`-1`) reaction on a message steward posted as a run's reply
     /// becomes a human score on that run.
     async fn record_feedback(&self, trigger: &TriggerEvent) -> Result<(), StoreError> {
@@ -500,25 +524,10 @@ impl Dispatcher {
                 Ok(true) => Some("steward's own comment or change".to_string()),
                 // Jira or Notion is rate limiting or down for a moment: the event is left
                 // claimed, so it is routed again after a lease (the orphan requeue),
-                // until it is `OWN_CHECK_PATIENCE` old.
-                Err(error)
-                    if error.is_transient()
-                        && Utc::now() - e.received_at
-                            < chrono::Duration::from_std(OWN_CHECK_PATIENCE).unwrap_or_default() =>
-                {
+                // until it is `SERVICE_PATIENCE` old.
+                Err(error) if error.is_transient() && self.may_wait(&e) => {
                     tracing::warn!(event = %e.id, %error, "cannot tell yet whether an event is steward's own; it is routed again after a lease");
-                    if whole && e.private {
-                        // Its text lived only in this process's memory until this claim.
-                        let held = super::ingest::Held {
-                            at: std::time::Instant::now(),
-                            sealed: e.sealed.is_some(),
-                            event: trigger,
-                        };
-                        self.private
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(e.id.clone(), held);
-                    }
+                    self.wait(&e, trigger, whole);
                     return Ok(None);
                 }
                 // Acting could answer steward's own comment, and that answer, without
@@ -554,6 +563,13 @@ impl Dispatcher {
             }
         }
         let routed = router::route(&self.config, &trigger, self.notion.as_ref()).await;
+        if let Some(error) = &routed.unavailable
+            && self.may_wait(&e)
+        {
+            tracing::warn!(event = %e.id, %error, "cannot read the Notion page a rule asks about yet; the event is routed again after a lease");
+            self.wait(&e, trigger, whole);
+            return Ok(None);
+        }
         let mut matched = routed.agents;
         let mut follow_up = false;
         if matched.is_empty()

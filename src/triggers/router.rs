@@ -37,6 +37,9 @@ pub struct Routed {
     /// Agents whose rule matched a Slack message another agent took by precedence:
     /// `(agent, the agent that took it)`.
     pub outranked: Vec<(String, String)>,
+    /// A Notion rule's page could not be fetched for now (rate limited, failing,
+    /// unreachable): what was decided without it may change once it can be.
+    pub unavailable: Option<String>,
 }
 
 /// Why a `when:` filter did not take an event.
@@ -153,5 +156,6 @@ pub async fn route(config: &Config, event: &TriggerEvent, notion: Option<&Notion
             routed.outranked.push((agent.name.clone(), w.name.clone()));
         }
     }
+    routed.unavailable = page.unavailable().map(str::to_string);
     routed
 }

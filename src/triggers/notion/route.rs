@@ -28,9 +28,17 @@ pub fn matches(rule: &TriggerSpec, event: &TriggerEvent) -> Option<bool> {
     )
 }
 
-/// The page an event is about, fetched at most once while routing it.
+/// The page an event is about, fetched at most once while routing it, and why it could
+/// not be, when Notion was rate limiting, failing or unreachable.
 #[derive(Default)]
-pub struct PageCache(Option<Option<Value>>);
+pub struct PageCache(Option<Option<Value>>, Option<String>);
+
+impl PageCache {
+    /// Why the page could not be fetched for now (asking again later may succeed).
+    pub fn unavailable(&self) -> Option<&str> {
+        self.1.as_deref()
+    }
+}
 
 /// Whether `rule`'s property condition holds (true when it has none). The page is
 /// fetched once per event; without a Notion client such a rule does not match.
@@ -60,13 +68,16 @@ pub async fn condition_holds(
         return false;
     };
     if cache.0.is_none() {
-        cache.0 = Some(
-            client
-                .get_page(id)
-                .await
-                .map_err(|e| tracing::warn!(error = %e, "cannot fetch the Notion page"))
-                .ok(),
-        );
+        cache.0 = Some(match client.get_page(id).await {
+            Ok(page) => Some(page),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot fetch the Notion page");
+                if e.is_transient() {
+                    cache.1 = Some(e.to_string());
+                }
+                None
+            }
+        });
     }
     let value = cache
         .0
