@@ -178,6 +178,9 @@ pub struct Dispatcher {
     lease_owner: Arc<str>,
     /// The runs this process is working on: never taken again by its own reconcile.
     held: Arc<super::held::Held>,
+    /// Told when a run of this process ends: runs waiting for a slot or for their
+    /// conversation look again at once.
+    freed: Arc<Notify>,
 }
 
 /// How long an event waits for a service routing needs (Jira or Notion saying which
@@ -185,8 +188,13 @@ pub struct Dispatcher {
 /// unreachable: routed again after each lease, then decided without it.
 const SERVICE_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
-/// How often a run held back by its agent's `limits.concurrency` looks for a free slot.
+/// How soon a run held back by its agent's `limits.concurrency` or its conversation's
+/// earlier run first looks again for its turn; each later look waits twice as long, up
+/// to [`SLOT_POLL_MAX`]. A run of this process that ends wakes them at once (`freed`),
+/// so the polls only find turns freed by other replicas: a burst of queued runs costs
+/// the database a few looks a second, not five per run.
 const SLOT_POLL: Duration = Duration::from_millis(200);
+const SLOT_POLL_MAX: Duration = Duration::from_secs(2);
 
 fn lease_until(lease: Duration) -> DateTime<Utc> {
     Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60))
@@ -225,6 +233,7 @@ impl Dispatcher {
             stops: Arc::default(),
             lease_owner: uuid::Uuid::now_v7().to_string().into(),
             held: Arc::default(),
+            freed: Arc::default(),
             runner,
             config,
             notify,
@@ -821,6 +830,7 @@ impl Dispatcher {
         let shutdown = self.shutdown.clone();
         stops.add(&run_id, &trigger, stop.clone());
         let held = self.held.hold(&run_id);
+        let freed = self.freed.clone();
         self.tracker.spawn(async move {
             let _held = held;
             let store = runner.store.clone();
@@ -833,14 +843,23 @@ impl Dispatcher {
                 if agent.limits.concurrency.is_some() || thread.is_some() {
                     let max = agent.limits.concurrency;
                     let mut waited = false;
-                    while !store.start_within(&run_id, &agent.name, max, thread.as_deref()).await? {
+                    let mut poll = SLOT_POLL;
+                    loop {
+                        // Asked for before looking, so an end between the look and the
+                        // wait is not missed.
+                        let freed = freed.notified();
+                        if store.start_within(&run_id, &agent.name, max, thread.as_deref()).await? {
+                            break;
+                        }
                         waited = true;
                         tokio::select! {
-                            _ = tokio::time::sleep(SLOT_POLL) => {}
+                            _ = tokio::time::sleep(poll) => {}
+                            _ = freed => {}
                             // Still waiting when the service stops: the run stays queued
                             // for the next process.
                             _ = shutdown.cancelled() => return Ok(None),
                         }
+                        poll = (poll * 2).min(SLOT_POLL_MAX);
                     }
                     marked.store(true, std::sync::atomic::Ordering::Relaxed);
                     // A run that waited its turn starts once the conversation is quiet,
@@ -930,6 +949,7 @@ impl Dispatcher {
                 handoffs.close(conversation, &agent.name, inbox);
             }
             stops.remove(&run_id, &trigger);
+            freed.notify_waiters();
             // A private event's sealed text goes once no run of it is left to read it.
             if trigger.private
                 && let Err(e) = store.erase_sealed(&event_id).await
