@@ -475,12 +475,18 @@ fn serving_the_slow_agent(
         "description: Slow.\nmodel: openai/gpt-4.1\nprompt: prompts/slow.md\ntriggers:\n  - webhook: { name: slow }\noutput: { reply: false }\n",
     );
     let db = root.path().join("steward.db");
+    let (addr, child) = serve_slow(root.path(), &db, fake, args);
+    (root, db, addr, child)
+}
+
+/// `steward serve` (with `args`) over the slow agent's tree at `root` and database `db`.
+fn serve_slow(root: &Path, db: &Path, fake: &FakeModel, args: &[&str]) -> (String, std::process::Child) {
     let addr = free_local_addr();
     let base = format!("{}/v1", fake.url);
     let child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .args(["serve", "--addr", &addr])
         .args(args)
-        .env("STEWARD_ROOT", root.path())
+        .env("STEWARD_ROOT", root)
         .env("DATABASE_URL", format!("sqlite://{}", db.display()))
         .env("OPENAI_BASE_URL", &base)
         .env("OPENAI_API_KEY", "sk-test")
@@ -488,7 +494,7 @@ fn serving_the_slow_agent(
         .env("RUST_LOG", "error")
         .spawn()
         .unwrap();
-    (root, db, addr, child)
+    (addr, child)
 }
 
 /// Sends `signal` (`-INT`, `-TERM`) to `child`.
@@ -566,7 +572,7 @@ async fn a_second_signal_during_the_drain_interrupts_at_once() {
 
 /// `steward serve` with `args` and a run waiting on a model that takes 60 s: after the
 /// `first` signal it keeps going; a second (SIGINT) ends it within seconds, the run
-/// recorded `interrupted`.
+/// (which made no side effect) left `running` for the next start.
 async fn a_second_signal_interrupts(args: &[&str], first: &str) {
     let (fake, root, db, mut child) = serving_a_slow_run(args).await;
     for _ in 0..200 {
@@ -593,11 +599,14 @@ async fn a_second_signal_interrupts(args: &[&str], first: &str) {
     assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
     let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
     let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    assert_eq!(runs[0]["status"], "running", "{runs}");
 }
 
+/// SIGTERM with a run that outlasts the grace period and has made no side effect: the
+/// run is left `running` with its lease released, and the next start runs it again (the
+/// same run, from the beginning) rather than asking the person to ask again.
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
+async fn sigterm_leaves_a_run_without_side_effects_to_the_next_start() {
     // The model takes 60 s to answer; the service gets SIGTERM with --grace 1s.
     let (fake, root, db, mut child) = serving_a_slow_run(&["--grace", "1s"]).await;
     // The run is waiting on the model.
@@ -618,12 +627,32 @@ async fn sigterm_interrupts_a_run_that_outlasts_the_grace_period() {
     // Grace (1 s) plus the time to record the interruption; far less than the model's 60 s.
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
 
-    let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(runs[0]["agent"], "slow");
-    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
-    assert_eq!(runs[0]["termination"], "interrupted", "{runs}");
+    let runs = || {
+        let o = steward(root.path(), &db, &["runs", "list", "--json"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let left = runs();
+    assert_eq!(left[0]["agent"], "slow");
+    assert_eq!(left[0]["status"], "running", "{left}");
+
+    // The next start takes it at once (its lease was released) and runs it again.
+    fake.always(Reply::ok(openai_text("done now")));
+    let (_addr, mut again) = serve_slow(root.path(), &db, &fake, &[]);
+    let mut now = runs();
+    for _ in 0..200 {
+        if now[0]["status"] == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        now = runs();
+    }
+    again.kill().unwrap();
+    let _ = again.wait();
+    assert_eq!(now.as_array().map(Vec::len), Some(1), "{now}");
+    assert_eq!(now[0]["id"], left[0]["id"], "{now}");
+    assert_eq!(now[0]["status"], "succeeded", "{now}");
+    assert_eq!(fake.requests().len(), 2, "asked again from the beginning");
 }
 
 #[test]

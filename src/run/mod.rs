@@ -130,6 +130,11 @@ pub struct Lineage {
     /// and the hosts it wrote. The subagent's prompt is the parent model's writing, so
     /// its own URLs are not received.
     pub custody: custody::Remembered,
+    /// A run the server's dispatcher started, whose row the next start's reconcile
+    /// retries: when steward stops before it ends and it made no side effect, it is
+    /// left for that retry ([`RunError::LeftForNextStart`]) rather than ended
+    /// `interrupted`.
+    pub retry_interrupted: bool,
 }
 
 impl Lineage {
@@ -152,6 +157,7 @@ impl Lineage {
             acting_for: None,
             acting_team: None,
             custody: Default::default(),
+            retry_interrupted: false,
         }
     }
 }
@@ -166,6 +172,10 @@ pub enum RunError {
     /// A parked run's checkpoint could not be written, sealed or read back.
     #[error("approval checkpoint: {0}")]
     Checkpoint(String),
+    /// steward stopped before the run ended and it made no side effect: its row stays
+    /// `running` for the next start to retry (see [`Lineage::retry_interrupted`]).
+    #[error("left for the next start: steward stopped before the run ended, and it made no side effect")]
+    LeftForNextStart,
 }
 
 impl Runner {
@@ -342,11 +352,28 @@ impl Runner {
         span: tracing::Span,
     ) -> Result<RunOutcome, RunError> {
         let stop = lineage.stop.clone();
+        let retry_interrupted = lineage.retry_interrupted;
         // Entered while preparing (once per run): attachment extraction spans are its.
         let cx = context::prepare(self, agent, trigger, run_id, lineage, cancel, span.clone())
             .instrument(span)
             .await?;
         let mut result = coordinator::for_agent(agent).coordinate(&cx).await?;
+        if result.termination == Termination::Cancelled
+            && self.interrupt.is_cancelled()
+            && retry_interrupted
+            && !self.store.has_side_effects(&cx.run_id).await?
+        {
+            // Nothing it did needs undoing: the next start runs it again from the
+            // beginning (reconcile's retry), rather than asking the person to ask again.
+            if let Some(live) = &cx.live {
+                live.abandon().await;
+            }
+            cx.recorder.record(RunEvent::Interrupted {
+                reason: "steward stopped before this run finished; the next start runs it again",
+            });
+            cx.recorder.flush().await?;
+            return Err(RunError::LeftForNextStart);
+        }
         if result.termination == Termination::Cancelled && self.interrupt.is_cancelled() {
             result.termination = Termination::Interrupted;
             result.error = Some("steward stopped before this run finished (the grace period ran out)".into());

@@ -206,6 +206,7 @@ impl SubagentLauncher for Launcher {
             acting_for: self.parent_custody.asker().map(str::to_string),
             acting_team: self.parent_custody.team().map(str::to_string),
             custody: self.parent_custody.remembered(),
+            retry_interrupted: false,
         };
         let outcome = self
             .runner

@@ -899,6 +899,7 @@ impl Dispatcher {
                 lineage.existing_run = Some(run_id.clone());
                 lineage.inbox = inbox.as_ref().map(|(_, i)| i.clone());
                 lineage.stop = Some(stop.clone());
+                lineage.retry_interrupted = true;
                 runner.run_in(&agent, &trigger, lineage, stop.token()).await.map(Some)
             };
             let renew = async {
@@ -937,6 +938,15 @@ impl Dispatcher {
                     Ok(Some(o)) => {
                         tracing::info!(run = %o.run_id, agent = %agent.name, status = o.status().as_str(), termination = o.termination.as_str(), "run finished");
                         Some(o)
+                    }
+                    Err(crate::run::RunError::LeftForNextStart) => {
+                        // Its lease ends now, so the next start retries it at once.
+                        let lapsed = Utc::now() - chrono::Duration::seconds(1);
+                        if let Err(e) = store.renew_lease(&run_id, lapsed, &owner).await {
+                            tracing::warn!(run = %run_id, error = %e, "cannot release an interrupted run's lease");
+                        }
+                        tracing::info!(run = %run_id, agent = %agent.name, "run interrupted before any side effect; the next start runs it again");
+                        None
                     }
                     Err(e) => {
                         tracing::warn!(run = %run_id, agent = %agent.name, error = %e, "run did not execute");
