@@ -6,6 +6,7 @@ mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode};
@@ -47,6 +48,61 @@ async fn call(reg: &ToolRegistry, name: &str, args: Value) -> Result<Value, Tool
     reg.invoke(&allowed, name, &args.to_string(), &ctx(), false)
         .await
         .map(|o| o.value)
+}
+
+/// Slack limits a method for a while after a 429: every call of that method waits
+/// out the `Retry-After`, not only the one refused, so a second call made meanwhile does
+/// not spend its own retries against the same limit.
+#[tokio::test]
+async fn a_slack_rate_limit_holds_every_call_of_the_method() {
+    let hits = Arc::new(AtomicU32::new(0));
+    let first = Arc::new(Mutex::new(None::<std::time::Instant>));
+    let (h, f) = (hits.clone(), first.clone());
+    let app = Router::new().route(
+        "/users.info",
+        get(move || {
+            let (h, f) = (h.clone(), f.clone());
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                // Like Slack: limited for a second from the first call.
+                let limited = {
+                    let mut f = f.lock().unwrap();
+                    let start = *f.get_or_insert_with(std::time::Instant::now);
+                    start.elapsed() < Duration::from_millis(900)
+                };
+                if limited {
+                    return (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1")],
+                        Json(json!({"ok": false, "error": "ratelimited"})),
+                    )
+                        .into_response();
+                }
+                Json(json!({"ok": true, "user": {"id": "U0ANA", "name": "ana"}})).into_response()
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let slack = SlackClient::new(steward::http::client().unwrap(), &url, "xoxb-test");
+    let ask =
+        |slack: SlackClient| async move { slack.get("users.info", &[("user", "U0ANA".to_string())]).await };
+    let a = tokio::spawn(ask(slack.clone()));
+    // The second call starts once the first was refused.
+    for _ in 0..100 {
+        if hits.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = tokio::spawn(ask(slack.clone()));
+    assert!(a.await.unwrap().is_ok());
+    assert!(b.await.unwrap().is_ok());
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        3,
+        "the refused call, its retry, and the second call after the wait"
+    );
 }
 
 #[tokio::test]

@@ -183,6 +183,10 @@ pub struct Dispatcher {
     freed: Arc<Notify>,
 }
 
+/// Most claims of 64 events one `drain` routes before the dispatcher's other work
+/// (cron slots, approval timeouts, reconcile) gets its turn.
+const DRAIN_CLAIMS: usize = 8;
+
 /// How long an event waits for a service routing needs (Jira or Notion saying which
 /// account steward acts as, a Notion rule's page) while it is rate limiting, failing or
 /// unreachable: routed again after each lease, then decided without it.
@@ -343,15 +347,19 @@ impl Dispatcher {
             n += 1;
             if let Some(row) = store.get_approval(&id).await? {
                 tracing::info!(run = %row.run_id, tool = %row.tool, "approval timed out; the call is denied");
-                let outcome = "No decision in time: denied.";
-                super::interactivity::update_request(store.as_ref(), self.slack.as_ref(), &row, outcome)
-                    .await;
+                // On a task of its own: Slack's answer must not hold up the dispatcher.
+                let (store, slack) = (store.clone(), self.slack.clone());
+                self.tracker.spawn(async move {
+                    let outcome = "No decision in time: denied.";
+                    super::interactivity::update_request(store.as_ref(), slack.as_ref(), &row, outcome).await;
+                });
             }
         }
         Ok(n)
     }
 
-    /// Routes every queued event. A claimed batch is decided event by event and written
+    /// Routes queued events ([`DRAIN_CLAIMS`] claims at most; the dispatcher comes back
+    /// at once for the rest). A claimed batch is decided event by event and written
     /// in one transaction ([`EventQueue::route_events`]): on SQLite's single writer,
     /// one commit per event queued behind every running run's writes made routing
     /// the slowest part of a burst. An event whose conversation or person already has
@@ -361,7 +369,7 @@ impl Dispatcher {
     /// [`EventQueue::route_events`]: crate::store::EventQueue::route_events
     pub async fn drain(&self) -> Result<usize, StoreError> {
         let mut n = 0;
-        loop {
+        for _ in 0..DRAIN_CLAIMS {
             let events = self.runner.store.claim_events(64).await?;
             if events.is_empty() {
                 return Ok(n);
@@ -403,6 +411,10 @@ impl Dispatcher {
             }
             n += self.commit(batch).await?;
         }
+        // More may be queued: routed on the next pass, once cron, approvals and
+        // reconcile have had theirs (a storm of events must not hold them back).
+        self.notify.notify_one();
+        Ok(n)
     }
 
     /// The event's trigger, and whether it is whole: a private event's text lives only
@@ -989,7 +1001,7 @@ impl Dispatcher {
     async fn end_reconciled(
         &self,
         r: &crate::store::ExpiredRun,
-        agent: Option<&AgentConfig>,
+        agent: Option<&Arc<AgentConfig>>,
         termination: Termination,
         error: &str,
     ) -> Result<bool, StoreError> {
@@ -1015,15 +1027,20 @@ impl Dispatcher {
             return Ok(true);
         };
         if let (Some(agent), Some((trigger, _))) = (agent, self.trigger_of(&event)) {
-            let sources = &self.runner.sources;
-            crate::run::presence::show_end(
-                sources,
-                agent,
-                &trigger,
-                crate::run::status::progress_of(&outcome),
-            )
-            .await;
-            crate::run::status::ended(sources, agent, &trigger, &outcome).await;
+            // Told on a task of its own: a rate-limited Slack (each call may wait out
+            // several `Retry-After`s) must not hold up routing, cron and reconcile, and
+            // a replica taking over many runs tells each person.
+            let (sources, agent) = (self.runner.sources.clone(), agent.clone());
+            self.tracker.spawn(async move {
+                crate::run::presence::show_end(
+                    &sources,
+                    &agent,
+                    &trigger,
+                    crate::run::status::progress_of(&outcome),
+                )
+                .await;
+                crate::run::status::ended(&sources, &agent, &trigger, &outcome).await;
+            });
         }
         if event.private
             && let Err(e) = store.erase_sealed(&event.id).await

@@ -281,13 +281,10 @@ pub async fn notion_webhook(
         .any(|w| w == b"verification_token");
     let window_open = (handshake || state.secrets.notion.is_none())
         && state
-            .runner
-            .store
-            .get_setting(NOTION_SETUP_UNTIL_KEY)
+            .notion_window
+            .open(state.runner.store.as_ref(), NOTION_SETUP_UNTIL_KEY)
             .await
-            .map_err(|e| HookError::Unavailable(e.to_string()))?
-            .and_then(|v| chrono::DateTime::parse_from_rfc3339(&v).ok())
-            .is_some_and(|until| until > chrono::Utc::now());
+            .map_err(|e| HookError::Unavailable(e.to_string()))?;
     let now = chrono::Utc::now().timestamp();
     let inbound = notion::receive(state.secrets.notion.as_deref(), window_open, &headers, &body, now)?;
     act(&state, inbound, from_headers(&headers), true).await

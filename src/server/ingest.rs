@@ -33,14 +33,26 @@ pub struct Held {
 
 /// How long a private event's text waits in memory for this process to claim it, when
 /// a sealed copy is stored too: another replica may claim it from the sealed copy, and
-/// this one would otherwise keep the text for ever. Content with no sealed copy (a
-/// person's search grant is never sealed) waits for its claim however long it queues.
+/// this one would otherwise keep the text for ever.
 const PRIVATE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// Drops from `cache` the private events whose sealed copy has waited past
-/// [`PRIVATE_CACHE_TTL`] at `now`; events with no sealed copy stay until claimed.
+/// How long content with no sealed copy (no `STEWARD_DATA_KEY`, or a person's search
+/// grant, which is never sealed) waits for this process's claim. Past it, another
+/// replica has claimed the event (and run it without the content), or the queue is an
+/// hour behind: kept longer, such content would stay in memory for good, and a run
+/// that claims it later starts without it and says so.
+const UNSEALED_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Drops from `cache` the private events that have waited past their time at `now`
+/// ([`PRIVATE_CACHE_TTL`] with a sealed copy, [`UNSEALED_CACHE_TTL`] without).
 fn forget_expired(cache: &mut HashMap<String, Held>, now: std::time::Instant) {
-    cache.retain(|_, held| !held.sealed || now.saturating_duration_since(held.at) < PRIVATE_CACHE_TTL);
+    cache.retain(|_, held| {
+        let ttl = match held.sealed {
+            true => PRIVATE_CACHE_TTL,
+            false => UNSEALED_CACHE_TTL,
+        };
+        now.saturating_duration_since(held.at) < ttl
+    });
 }
 
 struct Submission {
@@ -188,6 +200,13 @@ impl Ingest {
                     }
                     Err(e) => {
                         tracing::error!(error = %e, events = rows.len(), "cannot persist events");
+                        // Nothing was stored: the sender delivers again, and that
+                        // delivery brings its content anew.
+                        let mut cache = private.lock().unwrap_or_else(|e| e.into_inner());
+                        for s in &batch {
+                            cache.remove(&s.row.id);
+                        }
+                        drop(cache);
                         for s in batch {
                             let _ = s.reply.send(Err(e.to_string()));
                         }
@@ -262,7 +281,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_sealed_private_events_expire_from_memory() {
+    fn private_events_expire_from_memory_unsealed_ones_later() {
         let start = std::time::Instant::now();
         let held = |sealed| Held {
             at: start,
@@ -283,7 +302,14 @@ mod tests {
             ["grant"],
             "the sealed one goes; another replica claims it from the store"
         );
-        forget_expired(&mut cache, start + PRIVATE_CACHE_TTL * 100);
-        assert_eq!(cache.len(), 1, "one with no sealed copy waits for its claim");
+        let almost = UNSEALED_CACHE_TTL - std::time::Duration::from_secs(1);
+        forget_expired(&mut cache, start + almost);
+        assert_eq!(
+            cache.len(),
+            1,
+            "one with no sealed copy waits longer for its claim"
+        );
+        forget_expired(&mut cache, start + UNSEALED_CACHE_TTL);
+        assert!(cache.is_empty(), "but not for good");
     }
 }

@@ -20,6 +20,7 @@ pub mod interactivity;
 pub mod limits;
 pub mod mcp;
 pub mod model_watch;
+mod notion_window;
 pub mod outcomes;
 pub mod refusals;
 pub mod reseal;
@@ -188,6 +189,8 @@ pub struct AppState {
     pub refusals: Arc<refusals::RefusalBudget>,
     /// `steward improve` for digests' buttons (`steward serve` gives the config tree's).
     pub improver: Option<digest::Improver>,
+    /// Whether a Notion setup window is open, a closed one remembered briefly.
+    pub notion_window: Arc<notion_window::SetupWindow>,
 }
 
 /// The router with every route steward serves.
@@ -398,6 +401,7 @@ impl Service {
             tasks: tracker.clone(),
             refusals: Arc::default(),
             improver: improver.clone(),
+            notion_window: Arc::default(),
         };
         Service {
             state,

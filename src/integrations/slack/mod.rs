@@ -59,6 +59,10 @@ pub struct SlackClient {
     /// Channels Slack said were shared with another organisation while this process
     /// ran: shared whatever `conversations.info` says after.
     made_shared: Marked,
+    /// Methods Slack answered 429, with when they may be called again: every call of
+    /// the method waits for it, not only the one that was refused (a burst of runs
+    /// would otherwise spend their retries against the same limit).
+    paused: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>>,
 }
 
 /// Channel ids an event said something of, shared by the clones of a client.
@@ -133,6 +137,7 @@ impl SlackClient {
             members: Arc::default(),
             made_private: Marked::default(),
             made_shared: Marked::default(),
+            paused: Arc::default(),
         }
     }
 
@@ -143,6 +148,8 @@ impl SlackClient {
             token: token.to_string(),
             search_enabled: Arc::default(),
             own: Arc::default(),
+            // Slack limits each token on its own.
+            paused: Arc::default(),
             ..self.clone()
         }
     }
@@ -422,6 +429,31 @@ impl SlackClient {
         })
     }
 
+    /// How long calls of `method` must still wait after Slack's last 429 for it.
+    fn paused_for(&self, method: &str) -> Duration {
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        let now = tokio::time::Instant::now();
+        match paused.get(method) {
+            Some(until) if *until > now => *until - now,
+            Some(_) => {
+                paused.remove(method);
+                Duration::ZERO
+            }
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Holds calls of `method` for `wait` (Slack's `Retry-After`), never shortening a
+    /// longer hold.
+    fn pause(&self, method: &str, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait;
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        let at = paused.entry(method.to_string()).or_insert(until);
+        if *at < until {
+            *at = until;
+        }
+    }
+
     /// Sends (and on 429 re-sends after `Retry-After`) the request `build` makes;
     /// Slack's `ok: false` becomes an [`ApiError::Api`].
     async fn exchange(
@@ -431,10 +463,22 @@ impl SlackClient {
     ) -> Result<Value, ApiError> {
         let mut attempt = 0;
         loop {
+            let paused = self.paused_for(method);
+            if paused > self.max_wait {
+                return Err(ApiError::RateLimited {
+                    service: SERVICE,
+                    method: method.into(),
+                    retry_after_secs: paused.as_secs().max(1),
+                });
+            }
+            if !paused.is_zero() {
+                tokio::time::sleep(paused).await;
+            }
             let request = build().bearer_auth(&self.token).timeout(Duration::from_secs(30));
             let (status, headers, value) = super::send_json(SERVICE, method, request).await?;
             if status.as_u16() == 429 {
                 let wait = crate::http::retry_after_secs(&headers, 1);
+                self.pause(method, Duration::from_secs(wait));
                 if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
                     return Err(ApiError::RateLimited {
                         service: SERVICE,
@@ -443,7 +487,6 @@ impl SlackClient {
                     });
                 }
                 attempt += 1;
-                tokio::time::sleep(Duration::from_secs(wait)).await;
                 continue;
             }
             if value["ok"].as_bool() == Some(true) {
