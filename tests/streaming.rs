@@ -344,3 +344,78 @@ async fn anthropic_thinking_streams_with_its_signature() {
     let items: Vec<&Value> = streamed.reasoning.iter().map(|r| &r.item).collect();
     assert_eq!(items, [&thinking, &redacted]);
 }
+
+/// A server sending `events` as SSE with `gaps[i]` before event `i`.
+async fn paced_server(events: Vec<String>, gaps: Vec<Duration>) -> String {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let paced: Vec<(String, Duration)> = events.iter().cloned().zip(gaps.iter().copied()).collect();
+            async move {
+                let stream = futures_util::stream::unfold(paced.into_iter(), |mut rest| async move {
+                    let (event, gap) = rest.next()?;
+                    tokio::time::sleep(gap).await;
+                    Some((Ok::<_, std::io::Error>(Bytes::from(event)), rest))
+                });
+                Response::builder()
+                    .status(200)
+                    .header(CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    );
+    serve(app).await
+}
+
+/// The request timeout bounds the wait for the answer's start and for each next piece
+/// of a stream, not the whole stream: a model that keeps sending (long reasoning, a
+/// long answer) is not cut, and one that goes silent is, with a timeout.
+#[tokio::test]
+async fn a_stream_is_timed_per_gap_not_as_a_whole() {
+    let chunk = |content: &str| {
+        data(
+            json!({"id": "chatcmpl-9", "object": "chat.completion.chunk", "created": 1694268190, "model": "gpt-5.1",
+                   "choices": [{"index": 0, "delta": {"content": content}, "logprobs": null, "finish_reason": null}]}),
+        )
+    };
+    let done = data(
+        json!({"id": "chatcmpl-9", "object": "chat.completion.chunk", "created": 1694268190, "model": "gpt-5.1",
+               "choices": [{"index": 0, "delta": {}, "logprobs": null, "finish_reason": "stop"}]}),
+    );
+    let events: Vec<String> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|c| chunk(c))
+        .chain([done])
+        .collect();
+    let openai = |url: &str| {
+        OpenAi::new(
+            steward::http::client().unwrap(),
+            Endpoint {
+                base_url: format!("{url}/v1"),
+                api_key: Some("sk-test".into()),
+            },
+            Duration::from_millis(800),
+        )
+    };
+    let messages = [Message::user("think it through")];
+    // Six pieces 300 ms apart: 1.8 s in all, past the 0.8 s timeout, never silent that long.
+    let steady = paced_server(events.clone(), vec![Duration::from_millis(300); 6]).await;
+    let recorded = Recorded::default();
+    let answer = openai(&steady)
+        .chat(&request(&messages, &recorded))
+        .await
+        .unwrap();
+    assert_eq!(answer.text.as_deref(), Some("abcde"));
+    // Silent for 2 s after the second piece.
+    let mut gaps = vec![Duration::from_millis(50); 6];
+    gaps[2] = Duration::from_secs(2);
+    let stalled = paced_server(events, gaps).await;
+    let recorded = Recorded::default();
+    let err = openai(&stalled)
+        .chat(&request(&messages, &recorded))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    assert!(err.message.contains("no more of the stream within"), "{err}");
+}

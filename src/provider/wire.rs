@@ -73,39 +73,72 @@ pub async fn get_json<T: DeserializeOwned>(
     })
 }
 
+/// Longest a whole stream may take: a model that keeps sending (a long reasoning
+/// effort, a long answer) is not cut at the request timeout, which bounds the wait for
+/// the answer's start and each gap in it instead. The run's own deadline still holds.
+pub const STREAM_TOTAL: Duration = Duration::from_secs(30 * 60);
+
 /// Posts `body` asking for server-sent events and hands each event's `data` (JSON, the
 /// `[DONE]` marker left out) to `on_data` as it arrives, and answers how long the
 /// rate-limit budget is spent for; a non-2xx answer becomes a classified
-/// [`ProviderError`], as for [`post_json`].
+/// [`ProviderError`], as for [`post_json`]. `timeout` bounds the wait for the answer's
+/// head and each wait for more of it; the whole stream gets [`STREAM_TOTAL`].
 pub async fn post_sse(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    body: Vec<u8>,
+    timeout: Duration,
+    on_data: impl FnMut(&str) -> Result<(), ProviderError>,
+) -> Result<Option<Duration>, ProviderError> {
+    let stream = read_sse(provider, request, body, timeout, on_data);
+    tokio::time::timeout(STREAM_TOTAL, stream)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ProviderError::new(
+                provider,
+                ErrorKind::Timeout,
+                format!("the stream went on for more than {} s", STREAM_TOTAL.as_secs()),
+            ))
+        })
+}
+
+async fn read_sse(
     provider: &'static str,
     request: reqwest::RequestBuilder,
     body: Vec<u8>,
     timeout: Duration,
     mut on_data: impl FnMut(&str) -> Result<(), ProviderError>,
 ) -> Result<Option<Duration>, ProviderError> {
-    let mut response = crate::telemetry::propagation::outgoing(request)
+    let waited = |what: &str| {
+        ProviderError::new(
+            provider,
+            ErrorKind::Timeout,
+            format!("no {what} within {} s", timeout.as_secs()),
+        )
+    };
+    let sent = crate::telemetry::propagation::outgoing(request)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .timeout(timeout)
         .body(body)
-        .send()
+        .send();
+    let mut response = tokio::time::timeout(timeout, sent)
         .await
+        .map_err(|_| waited("answer"))?
         .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
     let status = response.status();
     let spent = spent_for(response.headers());
     if !status.is_success() {
         let wait = retry_after(response.headers()).or(spent);
-        let bytes = response
-            .bytes()
+        let bytes = tokio::time::timeout(timeout, response.bytes())
             .await
+            .map_err(|_| waited("error body"))?
             .map_err(|e| ProviderError::from_reqwest(provider, &e))?;
         return Err(failure(provider, status, wait, &bytes));
     }
     let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+    while let Some(chunk) = tokio::time::timeout(timeout, response.chunk())
         .await
+        .map_err(|_| waited("more of the stream"))?
         .map_err(|e| ProviderError::from_reqwest(provider, &e))?
     {
         pending.extend_from_slice(&chunk);
