@@ -48,7 +48,7 @@ impl Provider for Anthropic {
         }
         let Some(deltas) = request.stream else {
             let (response, spent): (WireResponse, _) =
-                wire::post_json(NAME, http, body, self.timeout).await?;
+                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
             return Ok(decode_response(response, request.model).spent(spent));
         };
         let mut stream = Streamed::default();

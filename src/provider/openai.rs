@@ -78,7 +78,7 @@ impl OpenAi {
         }
         let Some(deltas) = request.stream else {
             let (response, spent): (WireResponse, _) =
-                wire::post_json(NAME, http, body, self.timeout).await?;
+                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
             return decode_response(response).map(|r| r.spent(spent));
         };
         let mut stream = Streamed::default();
@@ -100,7 +100,8 @@ impl OpenAi {
             http = http.bearer_auth(key);
         }
         let Some(deltas) = request.stream else {
-            let (response, spent): (Value, _) = wire::post_json(NAME, http, body, self.timeout).await?;
+            let (response, spent): (Value, _) =
+                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
             return responses::decode_response(response, request.model).map(|r| r.spent(spent));
         };
         let mut stream = responses::Streamed::default();
