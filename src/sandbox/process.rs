@@ -961,6 +961,46 @@ pub fn die_first_on_oom() {
     }
 }
 
+/// A command running `program` with `args` outside any sandbox that is the kernel's
+/// first choice when memory runs out whoever steward runs as: through [`OOM_FIRST`]
+/// when `/bin/sh` is there (before exec only root can set it, see
+/// [`die_first_on_oom`]). The program is looked up on `path` first, so a missing one is
+/// this call's error, not a shell's exit status.
+pub fn dying_first(
+    program: &str,
+    args: &[String],
+    path: Option<&std::ffi::OsStr>,
+) -> std::io::Result<tokio::process::Command> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| runnable(p))
+    } else {
+        path.into_iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(program))
+            .find(|p| runnable(p))
+    };
+    let Some(found) = found else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{program} is not an executable file here or on PATH"),
+        ));
+    };
+    let shell = Path::new(OOM_FIRST[0]);
+    let mut command = match runnable(shell) {
+        true => {
+            let mut c = tokio::process::Command::new(shell);
+            c.args(&OOM_FIRST[1..]).arg(&found);
+            c
+        }
+        false => tokio::process::Command::new(&found),
+    };
+    command.args(args);
+    Ok(command)
+}
+
 /// Has a child command start with only descriptors 0 to 2 (and whatever the command
 /// itself passes on): see [`close_on_exec_from`].
 pub fn inherit_only_stdio(command: &mut tokio::process::Command) {
@@ -1361,5 +1401,21 @@ mod tests {
         inherit_only_stdio(&mut command);
         let out = command.output().await.unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000");
+    }
+
+    /// A program run outside a sandbox (an MCP server with `sandbox: false`) sets its
+    /// own score through the shell, whoever runs it; a missing program is an error of
+    /// the call, not the shell's exit status.
+    #[tokio::test]
+    async fn a_program_outside_the_sandbox_dies_first_and_a_missing_one_is_named() {
+        let path = std::ffi::OsString::from("/usr/bin:/bin");
+        let args = ["/proc/self/oom_score_adj".to_string()];
+        let mut command = dying_first("cat", &args, Some(&path)).unwrap();
+        let out = command.output().await.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000");
+        let err = dying_first("no-such-server-xyz", &[], Some(&path)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert!(err.to_string().contains("no-such-server-xyz"), "{err}");
     }
 }

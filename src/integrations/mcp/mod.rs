@@ -347,12 +347,15 @@ pub async fn connect(
                         (cmd, Some(guard), proxy)
                     }
                     None => {
-                        let mut cmd = tokio::process::Command::new(command);
+                        let path = std::env::var_os("PATH");
+                        // It and what it starts die first when memory runs out.
+                        let mut cmd = crate::sandbox::process::dying_first(command, args, path.as_deref())
+                            .map_err(|e| fail(server, format!("cannot start {command}: {e}")))?;
                         // The child sees only what its file names, nothing else of
                         // steward's (it runs as steward's user: `sandbox: false` is a
                         // choice to trust it).
-                        cmd.args(args).env_clear().envs(&values);
-                        if let Some(path) = std::env::var_os("PATH") {
+                        cmd.env_clear().envs(&values);
+                        if let Some(path) = path {
                             cmd.env("PATH", path);
                         }
                         crate::sandbox::process::inherit_only_stdio(&mut cmd);
