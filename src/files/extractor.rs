@@ -214,14 +214,17 @@ fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
 /// stream is inflated into a counter (nothing is kept) the ways lopdf could decode it,
 /// whatever its dictionary says (a filter can be written many ways): Flate (up to three
 /// layers), Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
-/// LZW. DOCX and PPTX parts are read with caps by the extractor itself. Other chains
-/// (ASCII85 before Flate, say) are left to the worker's address-space limit.
+/// LZW, each also behind ASCII85. DOCX and PPTX parts are read with caps by the
+/// extractor itself. Other chains are left to the worker's address-space limit.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
     if kind != DocKind::Pdf {
         return Ok(());
     }
     let mut total: u64 = 0;
     let mut at = 0;
+    // ASCII85 text is read up to its stream's `endstream`; streams can be made to
+    // overlap, so all of it together reads at most twice the document.
+    let mut text_left = bytes.len().saturating_mul(2);
     while let Some(found) = find(&bytes[at..], b"stream") {
         let keyword = at + found;
         let mut start = keyword + b"stream".len();
@@ -237,8 +240,17 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
             Some([b'\n', _]) | Some([b'\n']) => start += 1,
             _ => continue,
         }
+        let end = find(&bytes[start..], b"endstream").map_or(bytes.len(), |e| start + e);
+        let text = match text_left.checked_sub(end - start) {
+            Some(left) => {
+                text_left = left;
+                Some(&bytes[start..end])
+            }
+            None => None,
+        };
         total = total.saturating_add(stream_inflated(
             &bytes[start..],
+            text,
             max.saturating_sub(total).saturating_add(1),
         ));
         if total > max {
@@ -253,23 +265,54 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
 
 /// What the stream starting at `data` inflates to, the most of every decoding lopdf
 /// could use (stopping past `cap`): Flate, up to three times over; raw deflate (what
-/// lopdf does with a stream whose zlib header does not read); LZW. Data that is none of
-/// them fails each within a few bytes.
-fn stream_inflated(data: &[u8], cap: u64) -> u64 {
+/// lopdf does with a stream whose zlib header does not read); LZW; and each of those
+/// behind ASCII85 (`[/ASCII85Decode /FlateDecode]`) when `text`, the stream up to its
+/// `endstream`, is given and reads as ASCII85. Data that is none of them fails each
+/// within a few bytes.
+fn stream_inflated(data: &[u8], text: Option<&[u8]>, cap: u64) -> u64 {
+    let plain = decoded_most(|| data, cap);
+    // ASCII85 text starts with one of its own characters (after any whitespace).
+    let Some(text) = text.filter(|t| {
+        t.iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| (b'!'..=b'u').contains(b) || *b == b'z')
+    }) else {
+        return plain;
+    };
+    if plain > cap {
+        return plain;
+    }
+    plain.max(decoded_most(|| super::ascii85::Ascii85::new(text), cap))
+}
+
+/// The most of Flate (one to three times), raw deflate and LZW over what `open` reads
+/// (each decoding opens it anew).
+fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
     use flate2::read::{DeflateDecoder, ZlibDecoder};
-    let once = counted(&mut ZlibDecoder::new(data), cap);
-    let twice = counted(&mut ZlibDecoder::new(ZlibDecoder::new(data)), cap);
+    let once = counted(&mut ZlibDecoder::new(open()), cap);
+    let twice = counted(&mut ZlibDecoder::new(ZlibDecoder::new(open())), cap);
     let thrice = counted(
-        &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(data))),
+        &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(open()))),
         cap,
     );
-    let raw = data
-        .get(2..)
-        .map_or(0, |rest| counted(&mut DeflateDecoder::new(rest), cap));
-    [once, twice, thrice, raw, lzw_inflated(data, cap)]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+    let raw = {
+        let mut rest = open();
+        let mut header = [0u8; 2];
+        match rest.read_exact(&mut header) {
+            Ok(()) => counted(&mut DeflateDecoder::new(rest), cap),
+            Err(_) => 0,
+        }
+    };
+    [
+        once,
+        twice,
+        thrice,
+        raw,
+        lzw_inflated(std::io::BufReader::new(open()), cap),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
 }
 
 /// How many bytes `decoder` gives before it ends, fails or passes `cap`.
@@ -291,7 +334,7 @@ fn counted(decoder: &mut impl Read, cap: u64) -> u64 {
 
 /// How many bytes an LZW stream (PDF's bit order and default `EarlyChange`, as lopdf
 /// decodes it) inflates to, stopping past `cap`. Data that is not LZW gives little.
-fn lzw_inflated(data: &[u8], cap: u64) -> u64 {
+fn lzw_inflated(data: impl std::io::BufRead, cap: u64) -> u64 {
     struct Counter(u64, u64);
     impl std::io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -470,5 +513,47 @@ mod tests {
         assert_eq!(check_inflation(DocKind::Pdf, &two, 8 << 20), too_large(8 << 20));
         // Opened wide, the cap's arithmetic does not overflow.
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, u64::MAX), Ok(()));
+    }
+
+    /// ASCII85 text as PDF writers make it (groups of five, `~>` at the end).
+    fn ascii85(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in data.chunks(4) {
+            let mut group = [0u8; 4];
+            group[..chunk.len()].copy_from_slice(chunk);
+            let mut value = u32::from_be_bytes(group);
+            let mut digits = [0u8; 5];
+            for d in digits.iter_mut().rev() {
+                *d = (value % 85) as u8 + b'!';
+                value /= 85;
+            }
+            out.extend_from_slice(&digits[..chunk.len() + 1]);
+        }
+        out.extend_from_slice(b"~>");
+        out
+    }
+
+    /// lopdf decodes ASCII85 before the filters after it: a Flate bomb written as
+    /// ASCII85 text is counted as the bomb it is.
+    #[test]
+    fn ascii85_does_not_hide_a_bomb() {
+        let bomb = pdf_bomb(32 << 20);
+        let data_at = bomb.windows(7).position(|w| w == b"stream\n").unwrap() + 7;
+        let end = bomb.windows(10).position(|w| w == b"\nendstream").unwrap();
+        let text = ascii85(&bomb[data_at..end]);
+        let mut decoded = Vec::new();
+        super::super::ascii85::Ascii85::new(&text)
+            .read_to_end(&mut decoded)
+            .unwrap();
+        assert_eq!(decoded, &bomb[data_at..end], "the reader undoes the encoding");
+        let mut pdf = b"%PDF-1.4\n1 0 obj\n<< /Filter [/ASCII85Decode /FlateDecode] >>\nstream\n".to_vec();
+        pdf.extend_from_slice(&text);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
+        assert_eq!(check_inflation(DocKind::Pdf, &pdf, 64 << 20), Ok(()));
+        // Plain text streams (not ASCII85, or ASCII85 of something small) pass.
+        let mut page = b"%PDF-1.4\n1 0 obj\n<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 712 Td (Hello world) Tj ET\nendstream\nendobj\n".to_vec();
+        page.extend_from_slice(b"%%EOF\n");
+        assert_eq!(check_inflation(DocKind::Pdf, &page, 1 << 20), Ok(()));
     }
 }

@@ -2,6 +2,7 @@
 //! transcript of a run is a file with an id (`f_1`, `f_2`, ...). The model sees only
 //! metadata and reads what it needs through the file tools.
 
+mod ascii85;
 pub mod extract;
 pub mod extractor;
 pub mod mime;
