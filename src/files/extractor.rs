@@ -210,21 +210,25 @@ fn limit_memory(command: &mut tokio::process::Command, limit: u64) {
 #[cfg(not(unix))]
 fn limit_memory(_command: &mut tokio::process::Command, _limit: u64) {}
 
+/// Most streams a PDF may hold (a 10,000-page document holds far fewer).
+const MAX_PDF_STREAMS: usize = 100_000;
+
 /// Refuses a document whose compressed content inflates past `max`. For PDFs, every
 /// stream is inflated into a counter (nothing is kept) the ways lopdf could decode it,
 /// whatever its dictionary says (a filter can be written many ways): Flate (up to three
 /// layers), Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
-/// LZW, each also behind ASCII85. DOCX and PPTX parts are read with caps by the
-/// extractor itself. Other chains are left to the worker's address-space limit.
+/// LZW, each also behind ASCII85 (its text read up to the stream's `endstream` or the
+/// next stream's keyword, so the whole scan stays linear in the document). DOCX and
+/// PPTX parts are read with caps by the extractor itself. Other chains are left to the
+/// worker's address-space limit.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
     if kind != DocKind::Pdf {
         return Ok(());
     }
-    let mut total: u64 = 0;
+    // Where stream data starts (after `stream` and its end of line) and where each
+    // `stream` keyword stands.
+    let mut streams: Vec<(usize, usize)> = Vec::new();
     let mut at = 0;
-    // ASCII85 text is read up to its stream's `endstream`; streams can be made to
-    // overlap, so all of it together reads at most twice the document.
-    let mut text_left = bytes.len().saturating_mul(2);
     while let Some(found) = find(&bytes[at..], b"stream") {
         let keyword = at + found;
         let mut start = keyword + b"stream".len();
@@ -240,17 +244,25 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
             Some([b'\n', _]) | Some([b'\n']) => start += 1,
             _ => continue,
         }
-        let end = find(&bytes[start..], b"endstream").map_or(bytes.len(), |e| start + e);
-        let text = match text_left.checked_sub(end - start) {
-            Some(left) => {
-                text_left = left;
-                Some(&bytes[start..end])
-            }
-            None => None,
-        };
+        streams.push((keyword, start));
+        // Each stream costs a few decoders' state however small it is: a document made
+        // of nothing but stream keywords would keep a thread busy for minutes.
+        if streams.len() > MAX_PDF_STREAMS {
+            return Err(ExtractError::Malformed {
+                kind: "PDF",
+                reason: format!("more than {MAX_PDF_STREAMS} streams (steward reads at most that many)"),
+            });
+        }
+    }
+    let mut total: u64 = 0;
+    for (i, &(_, start)) in streams.iter().enumerate() {
+        // ASCII85 text is read up to the next `stream` keyword (an `endstream`, or
+        // the next stream's): the texts never overlap, so reading them all is linear.
+        let next = streams.get(i + 1).map_or(bytes.len(), |&(keyword, _)| keyword);
+        let end = find(&bytes[start..next], b"endstream").map_or(next, |e| start + e);
         total = total.saturating_add(stream_inflated(
             &bytes[start..],
-            text,
+            &bytes[start..end],
             max.saturating_sub(total).saturating_add(1),
         ));
         if total > max {
@@ -267,19 +279,16 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
 /// could use (stopping past `cap`): Flate, up to three times over; raw deflate (what
 /// lopdf does with a stream whose zlib header does not read); LZW; and each of those
 /// behind ASCII85 (`[/ASCII85Decode /FlateDecode]`) when `text`, the stream up to its
-/// `endstream`, is given and reads as ASCII85. Data that is none of them fails each
-/// within a few bytes.
-fn stream_inflated(data: &[u8], text: Option<&[u8]>, cap: u64) -> u64 {
+/// `endstream` (or the next stream's keyword), reads as ASCII85. Data that is none of
+/// them fails each within a few bytes.
+fn stream_inflated(data: &[u8], text: &[u8], cap: u64) -> u64 {
     let plain = decoded_most(|| data, cap);
     // ASCII85 text starts with one of its own characters (after any whitespace).
-    let Some(text) = text.filter(|t| {
-        t.iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|b| (b'!'..=b'u').contains(b) || *b == b'z')
-    }) else {
-        return plain;
-    };
-    if plain > cap {
+    let ascii85 = text
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| (b'!'..=b'u').contains(b) || *b == b'z');
+    if !ascii85 || plain > cap {
         return plain;
     }
     plain.max(decoded_most(|| super::ascii85::Ascii85::new(text), cap))
@@ -289,12 +298,24 @@ fn stream_inflated(data: &[u8], text: Option<&[u8]>, cap: u64) -> u64 {
 /// (each decoding opens it anew).
 fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
     use flate2::read::{DeflateDecoder, ZlibDecoder};
-    let once = counted(&mut ZlibDecoder::new(open()), cap);
-    let twice = counted(&mut ZlibDecoder::new(ZlibDecoder::new(open())), cap);
-    let thrice = counted(
-        &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(open()))),
-        cap,
-    );
+    // Each Flate layer starts with a zlib header (deflate, its check a multiple of 31):
+    // without one, none of the three decoders is made (a document of many small
+    // streams would otherwise make three decoders' state for each).
+    let mut head = [0u8; 2];
+    let zlib = open().read_exact(&mut head).is_ok()
+        && head[0] & 0x0f == 8
+        && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+    let (once, twice, thrice) = match zlib {
+        true => (
+            counted(&mut ZlibDecoder::new(open()), cap),
+            counted(&mut ZlibDecoder::new(ZlibDecoder::new(open())), cap),
+            counted(
+                &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(open()))),
+                cap,
+            ),
+        ),
+        false => (0, 0, 0),
+    };
     let raw = {
         let mut rest = open();
         let mut header = [0u8; 2];
@@ -308,7 +329,7 @@ fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
         twice,
         thrice,
         raw,
-        lzw_inflated(std::io::BufReader::new(open()), cap),
+        lzw_inflated(std::io::BufReader::with_capacity(1024, open()), cap),
     ]
     .into_iter()
     .max()
@@ -317,7 +338,8 @@ fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
 
 /// How many bytes `decoder` gives before it ends, fails or passes `cap`.
 fn counted(decoder: &mut impl Read, cap: u64) -> u64 {
-    let mut sink = [0u8; 64 * 1024];
+    // Small: most streams a document holds fail within a few bytes.
+    let mut sink = [0u8; 4 * 1024];
     let mut out: u64 = 0;
     loop {
         match decoder.read(&mut sink) {
@@ -551,6 +573,19 @@ mod tests {
         pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, 8 << 20), too_large(8 << 20));
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, 64 << 20), Ok(()));
+        // Many stream keywords with no end: each text stops at the next keyword, so
+        // the scan stays linear.
+        let many = b"%PDF-1.4\n"
+            .iter()
+            .chain(b"stream\n\xff".repeat(20_000).iter())
+            .copied()
+            .collect::<Vec<u8>>();
+        assert_eq!(check_inflation(DocKind::Pdf, &many, 1 << 20), Ok(()));
+        let too_many = b"stream\n\xff".repeat(MAX_PDF_STREAMS + 1);
+        assert!(matches!(
+            check_inflation(DocKind::Pdf, &too_many, 1 << 20),
+            Err(ExtractError::Malformed { .. })
+        ));
         // Plain text streams (not ASCII85, or ASCII85 of something small) pass.
         let mut page = b"%PDF-1.4\n1 0 obj\n<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 712 Td (Hello world) Tj ET\nendstream\nendobj\n".to_vec();
         page.extend_from_slice(b"%%EOF\n");

@@ -52,7 +52,14 @@ impl Provider for Anthropic {
             return Ok(decode_response(response, request.model).spent(spent));
         };
         let mut stream = Streamed::default();
-        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        let spent = wire::post_sse(
+            NAME,
+            http,
+            body,
+            request.reasoning.answer_timeout(self.timeout),
+            |data| stream.take(data, deltas),
+        )
+        .await?;
         Ok(decode_response(stream.response()?, request.model).spent(spent))
     }
 }

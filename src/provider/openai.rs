@@ -82,7 +82,14 @@ impl OpenAi {
             return decode_response(response).map(|r| r.spent(spent));
         };
         let mut stream = Streamed::default();
-        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        let spent = wire::post_sse(
+            NAME,
+            http,
+            body,
+            request.reasoning.answer_timeout(self.timeout),
+            |data| stream.take(data, deltas),
+        )
+        .await?;
         decode_response(stream.response()?).map(|r| r.spent(spent))
     }
 
@@ -105,7 +112,14 @@ impl OpenAi {
             return responses::decode_response(response, request.model).map(|r| r.spent(spent));
         };
         let mut stream = responses::Streamed::default();
-        let spent = wire::post_sse(NAME, http, body, self.timeout, |data| stream.take(data, deltas)).await?;
+        let spent = wire::post_sse(
+            NAME,
+            http,
+            body,
+            request.reasoning.answer_timeout(self.timeout),
+            |data| stream.take(data, deltas),
+        )
+        .await?;
         stream.response(request.model).map(|r| r.spent(spent))
     }
 }

@@ -361,7 +361,7 @@ impl Runner {
         if result.termination == Termination::Cancelled
             && self.interrupt.is_cancelled()
             && retry_interrupted
-            && !self.store.has_side_effects(&cx.run_id).await?
+            && self.retry_is_safe(&cx).await?
         {
             // Nothing it did needs undoing: the next start runs it again from the
             // beginning (reconcile's retry), rather than asking the person to ask again.
@@ -384,6 +384,19 @@ impl Runner {
             result.error = Some(format!("stopped by {by}"));
         }
         self.finish(cx, result).await
+    }
+
+    /// Whether run `cx`, stopped by steward, may run again from the beginning without
+    /// anyone seeing or getting anything twice: no side-effecting call of its own, no
+    /// part of its reply shown, and no subagent or skill script called (what those did
+    /// is not in this run's events: a subagent posting with inherited tools, a script
+    /// calling an API).
+    async fn retry_is_safe(&self, cx: &context::RunContext<'_>) -> Result<bool, RunError> {
+        if cx.live.as_ref().is_some_and(|l| l.shown()) {
+            return Ok(false);
+        }
+        cx.recorder.flush().await?;
+        Ok(repeats_nothing(self.store.as_ref(), &cx.run_id).await?)
     }
 
     /// Posts the answer of a completed top-level run where its trigger came from,
@@ -544,6 +557,25 @@ impl Runner {
             .await?;
         Ok(result)
     }
+}
+
+/// Whether run `run_id`, run again from the beginning, repeats nothing anyone would
+/// see twice, as far as its stored events tell: no side-effecting call or posted reply,
+/// and no subagent or skill script called (what those did is not in this run's events:
+/// a subagent posting with inherited tools, a script calling an API). Crash recovery
+/// and a stop's retry both ask.
+pub async fn repeats_nothing(store: &dyn Store, run_id: &str) -> Result<bool, StoreError> {
+    if store.has_side_effects(run_id).await? {
+        return Ok(false);
+    }
+    let opaque = [
+        crate::tools::subagent::SUBAGENT_TOOL,
+        crate::tools::skill_script::SKILL_SCRIPT_TOOL,
+    ];
+    let events = store.run_events(run_id).await?;
+    Ok(!events
+        .iter()
+        .any(|e| e.kind == "tool_call" && opaque.contains(&e.data["name"].as_str().unwrap_or_default())))
 }
 
 /// The summary stored for a run: never message content from a private trigger.

@@ -178,9 +178,9 @@ pub struct Dispatcher {
     lease_owner: Arc<str>,
     /// The runs this process is working on: never taken again by its own reconcile.
     held: Arc<super::held::Held>,
-    /// Told when a run of this process ends: runs waiting for a slot or for their
-    /// conversation look again at once.
-    freed: Arc<Notify>,
+    /// Per agent, told when one of its runs in this process ends: the longest-waiting
+    /// of its runs waiting for a slot or a turn looks again at once.
+    freed: BTreeMap<String, Arc<Notify>>,
 }
 
 /// Most claims of 64 events one `drain` routes before the dispatcher's other work
@@ -194,9 +194,11 @@ const SERVICE_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// How soon a run held back by its agent's `limits.concurrency` or its conversation's
 /// earlier run first looks again for its turn; each later look waits twice as long, up
-/// to [`SLOT_POLL_MAX`]. A run of this process that ends wakes them at once (`freed`),
-/// so the polls only find turns freed by other replicas: a burst of queued runs costs
-/// the database a few looks a second, not five per run.
+/// to [`SLOT_POLL_MAX`]. A run of this process that ends wakes its agent's
+/// longest-waiting run at once (`freed`); the polls find the rest (turns freed by other
+/// replicas, a conversation's next run): a burst of queued runs costs the database one
+/// look per run end and one per waiting run every 2 s, not five per waiting run a
+/// second.
 const SLOT_POLL: Duration = Duration::from_millis(200);
 const SLOT_POLL_MAX: Duration = Duration::from_secs(2);
 
@@ -237,7 +239,11 @@ impl Dispatcher {
             stops: Arc::default(),
             lease_owner: uuid::Uuid::now_v7().to_string().into(),
             held: Arc::default(),
-            freed: Arc::default(),
+            freed: config
+                .agents
+                .keys()
+                .map(|a| (a.clone(), Arc::default()))
+                .collect(),
             runner,
             config,
             notify,
@@ -842,7 +848,7 @@ impl Dispatcher {
         let shutdown = self.shutdown.clone();
         stops.add(&run_id, &trigger, stop.clone());
         let held = self.held.hold(&run_id);
-        let freed = self.freed.clone();
+        let freed = self.freed.get(&agent.name).cloned().unwrap_or_default();
         self.tracker.spawn(async move {
             let _held = held;
             let store = runner.store.clone();
@@ -971,7 +977,7 @@ impl Dispatcher {
                 handoffs.close(conversation, &agent.name, inbox);
             }
             stops.remove(&run_id, &trigger);
-            freed.notify_waiters();
+            freed.notify_one();
             // A private event's sealed text goes once no run of it is left to read it.
             if trigger.private
                 && let Err(e) = store.erase_sealed(&event_id).await
@@ -1080,8 +1086,8 @@ impl Dispatcher {
                 }
                 continue;
             };
-            if r.status == RunStatus::Running && store.has_side_effects(&r.id).await? {
-                let reason = "process stopped after a side-effecting tool call; not retried";
+            if r.status == RunStatus::Running && !crate::run::repeats_nothing(store.as_ref(), &r.id).await? {
+                let reason = "process stopped after a side-effecting tool call (or a subagent or skill script, whose effects it cannot tell); not retried";
                 append_now(store.as_ref(), &r.id, RunEvent::Interrupted { reason }).await?;
                 let error = "steward stopped during this run after a side-effecting tool call; it was not re-run to avoid repeating the side effect";
                 if self

@@ -251,7 +251,7 @@ fn other_workspace(
     if state.secrets.slack_team_allowed(None) {
         return None;
     }
-    let team = payload().and_then(|v| v["team_id"].as_str().map(str::to_string));
+    let team = payload().and_then(|v| slack::receiving_team(&v));
     (!state.secrets.slack_team_allowed(team.as_deref()))
         .then(|| super::slack_teams::refuse_workspace(state, kind, team.as_deref()))
 }

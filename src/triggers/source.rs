@@ -225,6 +225,9 @@ pub trait Live: crate::provider::Deltas {
     async fn finish(&self, reply: &Reply<'_>) -> Finished;
     /// The run ended without an answer: closes a started stream as it is.
     async fn abandon(&self);
+    /// Whether people may already see part of the reply (the stream started, or is
+    /// being started).
+    fn shown(&self) -> bool;
 }
 
 /// Files fetched for a trigger, and one note for each file that could not be.

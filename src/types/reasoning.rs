@@ -36,8 +36,8 @@ impl ReasoningSpec {
         self != &ReasoningSpec::NONE
     }
 
-    /// How long to wait for a whole answer that is not streamed, given the usual
-    /// `timeout`: a high effort (`high` and above, or any level past `medium` a
+    /// How long to wait for a whole answer that is not streamed, or for a streamed
+    /// one's start and each gap in it, given the usual `timeout`: a high effort (`high` and above, or any level past `medium` a
     /// provider adds) or a thinking budget of 16,000 tokens or more may think for
     /// minutes before it answers, so it gets at least [`LONG_THINKING`].
     pub fn answer_timeout(&self, timeout: std::time::Duration) -> std::time::Duration {

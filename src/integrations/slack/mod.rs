@@ -59,9 +59,9 @@ pub struct SlackClient {
     /// Channels Slack said were shared with another organisation while this process
     /// ran: shared whatever `conversations.info` says after.
     made_shared: Marked,
-    /// Methods Slack answered 429, with when they may be called again: every call of
-    /// the method waits for it, not only the one that was refused (a burst of runs
-    /// would otherwise spend their retries against the same limit).
+    /// Methods (message posts: per channel) Slack answered 429, with when they may be
+    /// called again: every such call waits for it, not only the one that was refused
+    /// (a burst of runs would otherwise spend their retries against the same limit).
     paused: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>>,
 }
 
@@ -148,8 +148,6 @@ impl SlackClient {
             token: token.to_string(),
             search_enabled: Arc::default(),
             own: Arc::default(),
-            // Slack limits each token on its own.
-            paused: Arc::default(),
             ..self.clone()
         }
     }
@@ -390,7 +388,7 @@ impl SlackClient {
 
     /// Calls `method` with a JSON body; returns the response object when `ok: true`.
     pub async fn call(&self, method: &str, body: &Value) -> Result<Value, ApiError> {
-        self.exchange(method, || {
+        self.exchange(method, body["channel"].as_str(), || {
             self.http.post(format!("{}/{method}", self.base_url)).json(body)
         })
         .await
@@ -408,7 +406,11 @@ impl SlackClient {
 
     /// Calls a read method with query parameters (GET), e.g. `conversations.history`.
     pub async fn get(&self, method: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
-        self.exchange(method, || {
+        let channel = params
+            .iter()
+            .find(|(k, _)| *k == "channel")
+            .map(|(_, v)| v.as_str());
+        self.exchange(method, channel, || {
             self.http.get(format!("{}/{method}", self.base_url)).query(params)
         })
         .await
@@ -429,26 +431,41 @@ impl SlackClient {
         })
     }
 
-    /// How long calls of `method` must still wait after Slack's last 429 for it.
-    fn paused_for(&self, method: &str) -> Duration {
+    /// What one 429 holds back: a method, and for message posts and updates (which
+    /// Slack limits per channel) only those to the same channel.
+    /// Slack limits each token on its own: the clients made for other tokens
+    /// ([`Self::with_token`]) share the map under their token's tag.
+    fn limit_key(&self, method: &str, channel: Option<&str>) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut tag = std::collections::hash_map::DefaultHasher::new();
+        self.token.hash(&mut tag);
+        let tag = tag.finish();
+        match channel {
+            Some(c) if method.starts_with("chat.") => format!("{tag:x} {method} {c}"),
+            _ => format!("{tag:x} {method}"),
+        }
+    }
+
+    /// How long calls under `key` must still wait after Slack's last 429 for them.
+    fn paused_for(&self, key: &str) -> Duration {
         let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
         let now = tokio::time::Instant::now();
-        match paused.get(method) {
+        match paused.get(key) {
             Some(until) if *until > now => *until - now,
             Some(_) => {
-                paused.remove(method);
+                paused.remove(key);
                 Duration::ZERO
             }
             None => Duration::ZERO,
         }
     }
 
-    /// Holds calls of `method` for `wait` (Slack's `Retry-After`), never shortening a
+    /// Holds calls under `key` for `wait` (Slack's `Retry-After`), never shortening a
     /// longer hold.
-    fn pause(&self, method: &str, wait: Duration) {
+    fn pause(&self, key: &str, wait: Duration) {
         let until = tokio::time::Instant::now() + wait;
         let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
-        let at = paused.entry(method.to_string()).or_insert(until);
+        let at = paused.entry(key.to_string()).or_insert(until);
         if *at < until {
             *at = until;
         }
@@ -459,18 +476,14 @@ impl SlackClient {
     async fn exchange(
         &self,
         method: &str,
+        channel: Option<&str>,
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<Value, ApiError> {
+        let key = self.limit_key(method, channel);
         let mut attempt = 0;
         loop {
-            let paused = self.paused_for(method);
-            if paused > self.max_wait {
-                return Err(ApiError::RateLimited {
-                    service: SERVICE,
-                    method: method.into(),
-                    retry_after_secs: paused.as_secs().max(1),
-                });
-            }
+            // Another call's 429 holds this one too (at most `max_wait`, then it tries).
+            let paused = self.paused_for(&key).min(self.max_wait);
             if !paused.is_zero() {
                 tokio::time::sleep(paused).await;
             }
@@ -478,7 +491,7 @@ impl SlackClient {
             let (status, headers, value) = super::send_json(SERVICE, method, request).await?;
             if status.as_u16() == 429 {
                 let wait = crate::http::retry_after_secs(&headers, 1);
-                self.pause(method, Duration::from_secs(wait));
+                self.pause(&key, Duration::from_secs(wait));
                 if attempt >= MAX_RATE_LIMIT_RETRIES || Duration::from_secs(wait) > self.max_wait {
                     return Err(ApiError::RateLimited {
                         service: SERVICE,

@@ -483,7 +483,7 @@ fn outside_author(body: &Value, home: Option<&str>) -> Option<Option<String>> {
 /// install's entry names only its enterprise: the top-level workspace is taken when the
 /// envelope places it in that enterprise, else none is, and every author in the
 /// channel is checked as a possible outsider (fail closed).
-fn receiving_team(body: &Value) -> Option<String> {
+pub fn receiving_team(body: &Value) -> Option<String> {
     let top = body["team_id"].as_str();
     if body["is_ext_shared_channel"] != true {
         return top.map(str::to_string);

@@ -318,6 +318,11 @@ const WAITING_TASK: &str = "provider-wait";
 
 #[async_trait]
 impl Live for SlackStream {
+    fn shown(&self) -> bool {
+        let state = lock(&self.target.state);
+        state.ts.is_some() || state.sending > 0 || state.last.is_some()
+    }
+
     fn task(&self, id: &str, title: &str, state: TaskState, output: Option<&str>) {
         let status = match state {
             TaskState::Running => SlackTaskCardStatus::InProgress,
