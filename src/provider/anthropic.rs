@@ -46,20 +46,14 @@ impl Provider for Anthropic {
         if let Some(key) = &self.endpoint.api_key {
             http = http.header("x-api-key", key);
         }
+        // A model asked to think hard may send nothing for minutes.
+        let timeout = request.reasoning.answer_timeout(self.timeout);
         let Some(deltas) = request.stream else {
-            let (response, spent): (WireResponse, _) =
-                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
+            let (response, spent): (WireResponse, _) = wire::post_json(NAME, http, body, timeout).await?;
             return Ok(decode_response(response, request.model).spent(spent));
         };
         let mut stream = Streamed::default();
-        let spent = wire::post_sse(
-            NAME,
-            http,
-            body,
-            request.reasoning.answer_timeout(self.timeout),
-            |data| stream.take(data, deltas),
-        )
-        .await?;
+        let spent = wire::post_sse(NAME, http, body, timeout, |data| stream.take(data, deltas)).await?;
         Ok(decode_response(stream.response()?, request.model).spent(spent))
     }
 }

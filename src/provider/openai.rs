@@ -76,20 +76,14 @@ impl OpenAi {
         if let Some(key) = &self.endpoint.api_key {
             http = http.bearer_auth(key);
         }
+        // A model asked to think hard may send nothing for minutes.
+        let timeout = request.reasoning.answer_timeout(self.timeout);
         let Some(deltas) = request.stream else {
-            let (response, spent): (WireResponse, _) =
-                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
+            let (response, spent): (WireResponse, _) = wire::post_json(NAME, http, body, timeout).await?;
             return decode_response(response).map(|r| r.spent(spent));
         };
         let mut stream = Streamed::default();
-        let spent = wire::post_sse(
-            NAME,
-            http,
-            body,
-            request.reasoning.answer_timeout(self.timeout),
-            |data| stream.take(data, deltas),
-        )
-        .await?;
+        let spent = wire::post_sse(NAME, http, body, timeout, |data| stream.take(data, deltas)).await?;
         decode_response(stream.response()?).map(|r| r.spent(spent))
     }
 
@@ -106,20 +100,14 @@ impl OpenAi {
         if let Some(key) = &self.endpoint.api_key {
             http = http.bearer_auth(key);
         }
+        // A model asked to think hard may send nothing for minutes.
+        let timeout = request.reasoning.answer_timeout(self.timeout);
         let Some(deltas) = request.stream else {
-            let (response, spent): (Value, _) =
-                wire::post_json(NAME, http, body, request.reasoning.answer_timeout(self.timeout)).await?;
+            let (response, spent): (Value, _) = wire::post_json(NAME, http, body, timeout).await?;
             return responses::decode_response(response, request.model).map(|r| r.spent(spent));
         };
         let mut stream = responses::Streamed::default();
-        let spent = wire::post_sse(
-            NAME,
-            http,
-            body,
-            request.reasoning.answer_timeout(self.timeout),
-            |data| stream.take(data, deltas),
-        )
-        .await?;
+        let spent = wire::post_sse(NAME, http, body, timeout, |data| stream.take(data, deltas)).await?;
         stream.response(request.model).map(|r| r.spent(spent))
     }
 }
