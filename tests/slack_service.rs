@@ -1076,6 +1076,30 @@ async fn the_daily_budget_stops_runs_with_a_reply_naming_the_owner() {
     let over = outcomes(&s.store, steward::types::event_outcome::OutcomeKind::OverBudget).await;
     assert_eq!(over.len(), 1, "{over:?}");
     assert!(over[0].contains("daily budget"), "{over:?}");
+    // Asked again in the same thread: refused, and not told a second time that day.
+    let again = event_callback(
+        "EvBUDGET3",
+        json!({"type": "app_mention", "user": "U0OTHER", "text": "<@UBOT> please?",
+               "ts": "1700000000.000400", "thread_ts": "1700000000.000300",
+               "channel": "C123ABC456", "event_ts": "1700000000.000400"}),
+    );
+    s.send(slack_signed(
+        "/slack/events",
+        "application/json",
+        again.to_string(),
+        SECRET,
+    ))
+    .await;
+    routed(&s).await;
+    let over = outcomes(&s.store, steward::types::event_outcome::OutcomeKind::OverBudget).await;
+    assert_eq!(over.len(), 2, "{over:?}");
+    // Time for a second reply to go out, were one due.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let told = posted(&calls, "chat.postMessage")
+        .iter()
+        .filter(|b| b["text"].as_str().unwrap().contains("daily budget"))
+        .count();
+    assert_eq!(told, 1, "one budget reply a day in a conversation");
     s.stop().await;
 }
 

@@ -45,6 +45,9 @@ pub async fn admit(
         let spent = store.cost_since(&agent.name, midnight).await?;
         if spent >= budget {
             tracing::warn!(agent = %agent.name, spent, budget, "daily budget spent; run refused");
+            if !budget_notice_due(store, agent, trigger, now).await? {
+                return Ok(Admit::OverBudget(None));
+            }
             return Ok(Admit::OverBudget(Some(format!(
                 "Sorry, *{}* has used its daily budget ({}) and takes new requests again at 00:00 UTC. \
                  To raise it, contact {}.",
@@ -78,6 +81,43 @@ pub async fn admit(
         }
     }
     Ok(Admit::Yes)
+}
+
+/// Most conversations told of a spent budget per agent and day: a storm of events (a
+/// Jira bulk edit, a channel's burst) gets a bounded number of replies.
+const BUDGET_NOTICES: usize = 20;
+
+/// Whether the refusal of `trigger` for `agent`'s spent budget is told: once a day in
+/// each conversation (its thread, issue or page; else the person, else the source), for
+/// at most [`BUDGET_NOTICES`] conversations. Kept as one setting per agent: the day,
+/// then a short hash of each conversation told (no ids or text at rest).
+async fn budget_notice_due(
+    store: &dyn Store,
+    agent: &AgentConfig,
+    trigger: &TriggerEvent,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    use std::hash::{Hash, Hasher};
+    let key = format!("budget_notice.{}", agent.name);
+    let day = now.date_naive().to_string();
+    let place = trigger
+        .conversation_key()
+        .or_else(|| trigger.actor())
+        .unwrap_or_else(|| trigger.source.clone());
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    place.hash(&mut hasher);
+    let tag = format!("{:x}", hasher.finish());
+    let kept = store.get_setting(&key).await?.unwrap_or_default();
+    let mut told: Vec<&str> = kept.split(' ').collect();
+    if told.first() != Some(&day.as_str()) {
+        told = vec![&day];
+    }
+    if told.contains(&tag.as_str()) || told.len() > BUDGET_NOTICES {
+        return Ok(false);
+    }
+    told.push(&tag);
+    store.set_setting(&key, &told.join(" ")).await?;
+    Ok(true)
 }
 
 /// Dollars as people write them: `$20.00`, `$0.002`.
