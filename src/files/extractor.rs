@@ -216,11 +216,11 @@ const MAX_PDF_STREAMS: usize = 100_000;
 /// Refuses a document whose compressed content inflates past `max`. For PDFs, every
 /// stream is inflated into a counter (nothing is kept) the ways lopdf could decode it,
 /// whatever its dictionary says (a filter can be written many ways): Flate (up to three
-/// layers), Flate with its zlib header damaged (lopdf then reads it as raw deflate), and
-/// LZW, each also behind ASCII85 (its text read up to the stream's `endstream` or the
-/// next stream's keyword, so the whole scan stays linear in the document). DOCX and
-/// PPTX parts are read with caps by the extractor itself. Other chains are left to the
-/// worker's address-space limit.
+/// layers, each read as raw deflate when its zlib header does not read, as lopdf does)
+/// and LZW, each also behind ASCII85 (all the text read together at most twice the
+/// document; more is refused). A PDF of more than [`MAX_PDF_STREAMS`] streams is
+/// refused. DOCX and PPTX parts are read with caps by the extractor itself. Other chains
+/// are left to the worker's address-space limit.
 pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), ExtractError> {
     if kind != DocKind::Pdf {
         return Ok(());
@@ -233,16 +233,22 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
         let keyword = at + found;
         let mut start = keyword + b"stream".len();
         at = start;
-        // `endstream` also contains `stream`, and only a keyword followed by EOL starts
-        // data. Each decoder stops where its data ends, so the search goes on from
-        // the data's start: nothing a stream says about its extent is believed.
+        // `endstream` also contains `stream`, and only a keyword followed by an end of
+        // line starts data: as lopdf reads it, spaces or tabs, then `\r\n`, `\n` or
+        // `\r`. Each decoder stops where its data ends, so the search goes on from the
+        // data's start: nothing a stream says about its extent is believed.
         if keyword >= 3 && &bytes[keyword - 3..keyword] == b"end" {
             continue;
         }
-        match bytes.get(start..start + 2) {
-            Some([b'\r', b'\n']) => start += 2,
-            Some([b'\n', _]) | Some([b'\n']) => start += 1,
-            _ => continue,
+        while matches!(bytes.get(start), Some(b' ' | b'\t')) {
+            start += 1;
+        }
+        if bytes.get(start..start + 2) == Some(b"\r\n") {
+            start += 2;
+        } else if matches!(bytes.get(start), Some(b'\n' | b'\r')) {
+            start += 1;
+        } else {
+            continue;
         }
         streams.push((keyword, start));
         // Each stream costs a few decoders' state however small it is: a document made
@@ -255,14 +261,24 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
         }
     }
     let mut total: u64 = 0;
-    for (i, &(_, start)) in streams.iter().enumerate() {
-        // ASCII85 text is read up to the next `stream` keyword (an `endstream`, or
-        // the next stream's): the texts never overlap, so reading them all is linear.
-        let next = streams.get(i + 1).map_or(bytes.len(), |&(keyword, _)| keyword);
-        let end = find(&bytes[start..next], b"endstream").map_or(next, |e| start + e);
+    // ASCII85 text is read as lopdf reads it, to its end (`~`, or a byte outside its
+    // alphabet), whatever keywords it holds. Streams can be made to overlap, so all
+    // the text read together may be at most twice the document; a document that
+    // needs more is refused rather than let through unread.
+    let mut text_left = bytes.len().saturating_mul(2);
+    for &(_, start) in &streams {
+        let text = &bytes[start..start + ascii85_extent(&bytes[start..])];
+        if !text.is_empty() {
+            text_left = text_left
+                .checked_sub(text.len())
+                .ok_or_else(|| ExtractError::Malformed {
+                    kind: "PDF",
+                    reason: "more ASCII85 text than steward reads to check it".into(),
+                })?;
+        }
         total = total.saturating_add(stream_inflated(
             &bytes[start..],
-            &bytes[start..end],
+            text,
             max.saturating_sub(total).saturating_add(1),
         ));
         if total > max {
@@ -275,20 +291,29 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
     Ok(())
 }
 
+/// How much of `data` is ASCII85 text as lopdf reads it: none unless it starts (after
+/// whitespace) with one of its characters, else up to `~` or the first byte outside
+/// its alphabet.
+fn ascii85_extent(data: &[u8]) -> usize {
+    let letter = |b: &u8| (b'!'..=b'u').contains(b) || *b == b'z';
+    match data.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b) if letter(b) => data
+            .iter()
+            .position(|b| !(b.is_ascii_whitespace() || letter(b)))
+            .unwrap_or(data.len()),
+        _ => 0,
+    }
+}
+
 /// What the stream starting at `data` inflates to, the most of every decoding lopdf
-/// could use (stopping past `cap`): Flate, up to three times over; raw deflate (what
-/// lopdf does with a stream whose zlib header does not read); LZW; and each of those
-/// behind ASCII85 (`[/ASCII85Decode /FlateDecode]`) when `text`, the stream up to its
-/// `endstream` (or the next stream's keyword), reads as ASCII85. Data that is none of
-/// them fails each within a few bytes.
+/// could use (stopping past `cap`): Flate, up to three layers, each falling back to raw
+/// deflate as lopdf's does ([`flate_layer`]); LZW; and each of those behind ASCII85
+/// (`[/ASCII85Decode /FlateDecode]`) over `text`, the ASCII85 text the stream starts
+/// with (empty when it starts with none). Data that is none of them fails each within a
+/// few bytes.
 fn stream_inflated(data: &[u8], text: &[u8], cap: u64) -> u64 {
     let plain = decoded_most(|| data, cap);
-    // ASCII85 text starts with one of its own characters (after any whitespace).
-    let ascii85 = text
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|b| (b'!'..=b'u').contains(b) || *b == b'z');
-    if !ascii85 || plain > cap {
+    if text.is_empty() || plain > cap {
         return plain;
     }
     plain.max(decoded_most(|| super::ascii85::Ascii85::new(text), cap))
@@ -297,43 +322,47 @@ fn stream_inflated(data: &[u8], text: &[u8], cap: u64) -> u64 {
 /// The most of Flate (one to three times), raw deflate and LZW over what `open` reads
 /// (each decoding opens it anew).
 fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
-    use flate2::read::{DeflateDecoder, ZlibDecoder};
-    // Each Flate layer starts with a zlib header (deflate, its check a multiple of 31):
-    // without one, none of the three decoders is made (a document of many small
-    // streams would otherwise make three decoders' state for each).
-    let mut head = [0u8; 2];
-    let zlib = open().read_exact(&mut head).is_ok()
-        && head[0] & 0x0f == 8
-        && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
-    let (once, twice, thrice) = match zlib {
-        true => (
-            counted(&mut ZlibDecoder::new(open()), cap),
-            counted(&mut ZlibDecoder::new(ZlibDecoder::new(open())), cap),
-            counted(
-                &mut ZlibDecoder::new(ZlibDecoder::new(ZlibDecoder::new(open()))),
-                cap,
-            ),
-        ),
-        false => (0, 0, 0),
+    // Each layer of Flate the way lopdf reads it; a deeper layer reads what the one
+    // before gave, so when one gives nothing the deeper ones are not made.
+    let once = counted(&mut flate_layer(open()), cap);
+    let twice = match once {
+        0 => 0,
+        _ => counted(&mut flate_layer(flate_layer(open())), cap),
     };
-    let raw = {
-        let mut rest = open();
-        let mut header = [0u8; 2];
-        match rest.read_exact(&mut header) {
-            Ok(()) => counted(&mut DeflateDecoder::new(rest), cap),
-            Err(_) => 0,
-        }
+    let thrice = match twice {
+        0 => 0,
+        _ => counted(&mut flate_layer(flate_layer(flate_layer(open()))), cap),
     };
     [
         once,
         twice,
         thrice,
-        raw,
         lzw_inflated(std::io::BufReader::with_capacity(1024, open()), cap),
     ]
     .into_iter()
     .max()
     .unwrap_or(0)
+}
+
+/// One Flate layer over `input` as lopdf decodes it: zlib under a zlib header (deflate,
+/// a window lopdf's decoder takes, no preset dictionary, its check a multiple of 31),
+/// else raw deflate after the two bytes that were not one (lopdf's fallback when zlib
+/// gives nothing: a damaged header, an encrypted PDF's checksum). Nested, each layer
+/// falls back on its own, as lopdf's do.
+fn flate_layer<'a>(mut input: impl Read + 'a) -> Box<dyn Read + 'a> {
+    use flate2::read::{DeflateDecoder, ZlibDecoder};
+    let mut head = [0u8; 2];
+    if input.read_exact(&mut head).is_err() {
+        return Box::new(std::io::empty());
+    }
+    let zlib = head[0] & 0x0f == 8
+        && head[0] >> 4 <= 7
+        && head[1] & 0x20 == 0
+        && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+    match zlib {
+        true => Box::new(ZlibDecoder::new(std::io::Cursor::new(head).chain(input))),
+        false => Box::new(DeflateDecoder::new(input)),
+    }
 }
 
 /// How many bytes `decoder` gives before it ends, fails or passes `cap`.
@@ -537,6 +566,38 @@ mod tests {
         assert_eq!(check_inflation(DocKind::Pdf, &pdf, u64::MAX), Ok(()));
     }
 
+    /// lopdf starts a stream's data after spaces or tabs and a lone `\r` too, and falls
+    /// back to raw deflate layer by layer: a raw outer layer over a zlib bomb counts.
+    #[test]
+    fn every_end_of_line_and_each_layers_fallback_count() {
+        let bomb = pdf_bomb(32 << 20);
+        let data_at = bomb.windows(7).position(|w| w == b"stream\n").unwrap() + 7;
+        let end = bomb.windows(10).position(|w| w == b"\nendstream").unwrap();
+        let zlib = &bomb[data_at..end];
+        let pdf = |eol: &[u8], data: &[u8]| {
+            let mut pdf = b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode >>\nstream".to_vec();
+            pdf.extend_from_slice(eol);
+            pdf.extend_from_slice(data);
+            pdf.extend_from_slice(b"\nendstream\nendobj\n%%EOF\n");
+            pdf
+        };
+        for eol in [&b" \r"[..], b"\t\r\n", b"\r"] {
+            assert_eq!(
+                check_inflation(DocKind::Pdf, &pdf(eol, zlib), 8 << 20),
+                too_large(8 << 20),
+                "{eol:?}"
+            );
+        }
+        let mut raw = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        raw.write_all(zlib).unwrap();
+        let mut layered = b"\0\0".to_vec();
+        layered.extend_from_slice(&raw.finish().unwrap());
+        assert_eq!(
+            check_inflation(DocKind::Pdf, &pdf(b"\n", &layered), 8 << 20),
+            too_large(8 << 20)
+        );
+    }
+
     /// ASCII85 text as PDF writers make it (groups of five, `~>` at the end).
     fn ascii85(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -581,6 +642,13 @@ mod tests {
             .copied()
             .collect::<Vec<u8>>();
         assert_eq!(check_inflation(DocKind::Pdf, &many, 1 << 20), Ok(()));
+        // ASCII85 text full of stream keywords would be read again from each: past
+        // twice the document, it is refused rather than let through unread.
+        let overlapping = b"stream\n".repeat(1000);
+        assert!(matches!(
+            check_inflation(DocKind::Pdf, &overlapping, 1 << 20),
+            Err(ExtractError::Malformed { .. })
+        ));
         let too_many = b"stream\n\xff".repeat(MAX_PDF_STREAMS + 1);
         assert!(matches!(
             check_inflation(DocKind::Pdf, &too_many, 1 << 20),

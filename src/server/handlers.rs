@@ -251,7 +251,7 @@ fn other_workspace(
     if state.secrets.slack_team_allowed(None) {
         return None;
     }
-    let team = payload().and_then(|v| slack::receiving_team(&v));
+    let team = payload().and_then(|v| slack::receiving_team(&slack::org_wide(&v)));
     (!state.secrets.slack_team_allowed(team.as_deref()))
         .then(|| super::slack_teams::refuse_workspace(state, kind, team.as_deref()))
 }

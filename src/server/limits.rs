@@ -90,23 +90,24 @@ const BUDGET_NOTICES: usize = 20;
 /// Whether the refusal of `trigger` for `agent`'s spent budget is told: once a day in
 /// each conversation (its thread, issue or page; else the person, else the source), for
 /// at most [`BUDGET_NOTICES`] conversations. Kept as one setting per agent: the day,
-/// then a short hash of each conversation told (no ids or text at rest).
+/// then a short SHA-256 of each conversation told. Replicas admitting at the same
+/// moment may each tell one conversation (a read, then a write).
 async fn budget_notice_due(
     store: &dyn Store,
     agent: &AgentConfig,
     trigger: &TriggerEvent,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    use std::hash::{Hash, Hasher};
     let key = format!("budget_notice.{}", agent.name);
     let day = now.date_naive().to_string();
     let place = trigger
         .conversation_key()
         .or_else(|| trigger.actor())
         .unwrap_or_else(|| trigger.source.clone());
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    place.hash(&mut hasher);
-    let tag = format!("{:x}", hasher.finish());
+    // The same on every replica and every build (std's hasher promises neither).
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("budget_notice {place}").as_bytes());
+    let tag: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let kept = store.get_setting(&key).await?.unwrap_or_default();
     let mut told: Vec<&str> = kept.split(' ').collect();
     if told.first() != Some(&day.as_str()) {

@@ -54,7 +54,8 @@ impl ReasoningSpec {
     }
 }
 
-/// The least time a non-streamed answer with a high reasoning effort is given.
+/// The least time an answer with a high reasoning effort is given (for a streamed
+/// one: its start and each gap in it).
 pub const LONG_THINKING: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub struct SlackClient {
     /// Channels Slack said were shared with another organisation while this process
     /// ran: shared whatever `conversations.info` says after.
     made_shared: Marked,
-    /// Methods (message posts: per channel) Slack answered 429, with when they may be
+    /// Methods (`chat.postMessage`: per channel) Slack answered 429, with when they may be
     /// called again: every such call waits for it, not only the one that was refused
     /// (a burst of runs would otherwise spend their retries against the same limit).
     paused: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>>,
@@ -431,17 +431,17 @@ impl SlackClient {
         })
     }
 
-    /// What one 429 holds back: a method, and for message posts and updates (which
-    /// Slack limits per channel) only those to the same channel.
-    /// Slack limits each token on its own: the clients made for other tokens
-    /// ([`Self::with_token`]) share the map under their token's tag.
+    /// What one 429 holds back: a method, and for `chat.postMessage` (which Slack
+    /// limits per channel) only posts to the same channel. Slack limits each token on
+    /// its own: the clients made for other tokens ([`Self::with_token`]) share the map
+    /// under their token's tag.
     fn limit_key(&self, method: &str, channel: Option<&str>) -> String {
         use std::hash::{Hash, Hasher};
         let mut tag = std::collections::hash_map::DefaultHasher::new();
         self.token.hash(&mut tag);
         let tag = tag.finish();
         match channel {
-            Some(c) if method.starts_with("chat.") => format!("{tag:x} {method} {c}"),
+            Some(c) if method == "chat.postMessage" => format!("{tag:x} {method} {c}"),
             _ => format!("{tag:x} {method}"),
         }
     }

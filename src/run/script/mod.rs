@@ -62,8 +62,11 @@ pub async fn run(
     // still ends the run a moment later (its thread is left to finish).
     let overdue = tokio::time::Instant::from_std(deadline) + std::time::Duration::from_secs(5);
     let result = tokio::select! {
-        r = task => r,
+        // A stop wins over what the script made of it: its tool calls fail once the run
+        // is stopped, and the script may end on that failure at the same moment.
+        biased;
         _ = cancel.cancelled() => return failed(Termination::Cancelled, "cancelled".into(), &host),
+        r = task => r,
         _ = tokio::time::sleep_until(overdue) => return failed(
             Termination::Timeout,
             format!(
@@ -73,6 +76,9 @@ pub async fn run(
             &host,
         ),
     };
+    if cancel.is_cancelled() {
+        return failed(Termination::Cancelled, "cancelled".into(), &host);
+    }
     let mut out = RunOutcome::new(host.recorder().run_id());
     out.tool_calls = host.gateway.calls();
     let stop = host.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();

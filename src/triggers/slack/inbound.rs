@@ -69,7 +69,7 @@ const SLACKBOT: &str = "USLACKBOT";
 /// null filled in, so the typed models read it: `authorizations[].team_id` is null
 /// for an org-wide install (the enterprise id stands in), and the top-level `team_id`
 /// of org-level events such as `team_access_granted`. Other bodies pass unchanged.
-fn org_wide(body: &Value) -> std::borrow::Cow<'_, Value> {
+pub fn org_wide(body: &Value) -> std::borrow::Cow<'_, Value> {
     let null_auth = body["authorizations"]
         .as_array()
         .is_some_and(|a| a.iter().any(|a| a["team_id"].is_null()));

@@ -319,8 +319,14 @@ const WAITING_TASK: &str = "provider-wait";
 #[async_trait]
 impl Live for SlackStream {
     fn shown(&self) -> bool {
+        // Anything given to the stream may be on its way to Slack: the flusher runs on
+        // its own and may be starting the stream now.
         let state = lock(&self.target.state);
-        state.ts.is_some() || state.sending > 0 || state.last.is_some()
+        state.ts.is_some()
+            || state.sending > 0
+            || state.last.is_some()
+            || !state.all.is_empty()
+            || !state.chunks.is_empty()
     }
 
     fn task(&self, id: &str, title: &str, state: TaskState, output: Option<&str>) {
