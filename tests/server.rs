@@ -465,6 +465,20 @@ async fn fake_notion(status: &'static str) -> String {
     url
 }
 
+/// The service with a Notion client for `notion_url`, its model always answering.
+async fn notion_harness(notion_url: &str) -> Harness {
+    let fake = FakeModel::start().await;
+    fake.always(Reply::ok(openai_text("reviewed")));
+    let client = NotionClient::new(steward::http::client().unwrap(), notion_url, "secret_notion");
+    start(
+        tempfile::tempdir().unwrap(),
+        fake,
+        Some(client),
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 fn notion_event(id: &str) -> Value {
     // Stamped now: a signed event older than the replay window is refused.
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
@@ -530,16 +544,7 @@ async fn a_notion_event_waits_while_notion_cannot_show_its_page() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let notion_url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let fake = FakeModel::start().await;
-    fake.always(Reply::ok(openai_text("reviewed")));
-    let client = NotionClient::new(steward::http::client().unwrap(), &notion_url, "secret_notion");
-    let mut h = start(
-        tempfile::tempdir().unwrap(),
-        fake,
-        Some(client),
-        Duration::from_secs(60),
-    )
-    .await;
+    let mut h = notion_harness(&notion_url).await;
     assert_eq!(
         h.send(notion_request(&notion_event("e-down"), Some(NOTION_TOKEN)))
             .await
@@ -571,16 +576,7 @@ async fn a_notion_event_waits_while_notion_cannot_show_its_page() {
 #[tokio::test]
 async fn notion_handshake_then_signed_events_and_status_rules() {
     let notion_url = fake_notion("Ready for review").await;
-    let fake = FakeModel::start().await;
-    fake.always(Reply::ok(openai_text("reviewed")));
-    let client = NotionClient::new(steward::http::client().unwrap(), &notion_url, "secret_notion");
-    let mut h = start(
-        tempfile::tempdir().unwrap(),
-        fake,
-        Some(client),
-        Duration::from_secs(60),
-    )
-    .await;
+    let mut h = notion_harness(&notion_url).await;
     let token = NOTION_TOKEN;
     // Events are verified against NOTION_WEBHOOK_TOKEN only.
     for sig in [None, Some("guess")] {
