@@ -563,8 +563,9 @@ async fn a_comment_steward_cannot_place_starts_nothing_and_says_why() {
     let s = start(dir.path(), &fake, &jira_url, "http://127.0.0.1:9").await;
     let chatter = comment_created("10200", ("acct-ana", "Ana Lee"), adf("I see it too."));
     assert_eq!(s.send(jira_request(&chatter)).await, StatusCode::OK);
-    // Jira answers 503: the event waits, neither run nor ignored.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Jira answers 503: the event waits, neither run nor ignored (past the 2 s for
+    // which the failed lookup answers for the next ones).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(s.ignored().await.is_empty());
     assert!(s.store.list_runs(10).await.unwrap().is_empty());
     // Jira now refuses for good; the lease has run out (as if an hour went by).

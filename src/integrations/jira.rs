@@ -23,7 +23,7 @@ pub struct JiraClient {
     /// Largest attachment `jira_get_attachment` downloads.
     attachment_cap: u64,
     /// The account these credentials belong to (the bot's), looked up once.
-    account: std::sync::Arc<tokio::sync::OnceCell<String>>,
+    account: super::own_id::OwnId,
 }
 
 /// Who may read a comment steward writes: the restriction of the one it answers.
@@ -126,7 +126,7 @@ impl JiraClient {
     /// The `accountId` steward comments as (`GET /rest/api/3/myself`), looked up once.
     pub async fn account_id(&self) -> Result<String, ApiError> {
         self.account
-            .get_or_try_init(|| async {
+            .get(|| async {
                 let me = self
                     .send(reqwest::Method::GET, "/rest/api/3/myself", None)
                     .await?;
@@ -140,7 +140,6 @@ impl JiraClient {
                     })
             })
             .await
-            .cloned()
     }
 
     /// The newest `max` comments of an issue, oldest first, and how many older ones

@@ -8,6 +8,7 @@ pub mod github;
 pub mod jira;
 pub mod mcp;
 pub mod notion;
+pub mod own_id;
 pub mod search;
 pub mod slack;
 pub mod tool_args;

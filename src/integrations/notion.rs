@@ -24,7 +24,7 @@ pub struct NotionClient {
     base_url: String,
     token: String,
     /// The integration's bot user, looked up once.
-    bot_user: std::sync::Arc<tokio::sync::OnceCell<String>>,
+    bot_user: super::own_id::OwnId,
 }
 
 impl NotionClient {
@@ -203,7 +203,7 @@ impl NotionClient {
     /// The integration's bot user id (`GET /v1/users/me`), looked up once.
     pub async fn bot_user_id(&self) -> Result<String, ApiError> {
         self.bot_user
-            .get_or_try_init(|| async {
+            .get(|| async {
                 let me = self.send(reqwest::Method::GET, "/v1/users/me", None).await?;
                 me["id"]
                     .as_str()
@@ -215,7 +215,6 @@ impl NotionClient {
                     })
             })
             .await
-            .cloned()
     }
 
     /// The open comments on a page or block, oldest first, at most `max`
