@@ -416,8 +416,6 @@ fn unavailable(name: &'static str, why: String) -> Arc<dyn crate::provider::Prov
     Arc::new(Missing(name, why))
 }
 
-/// A trial's own SQLite file in the system's temporary folder, deleted (with its WAL
-/// files) when the trial is done.
 /// A trial's database, in a folder of its own user's alone (what the run read is in
 /// it), removed with the folder when dropped.
 struct Scratch(PathBuf);

@@ -225,9 +225,8 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
     if kind != DocKind::Pdf {
         return Ok(());
     }
-    // Where stream data starts (after `stream` and its end of line) and where each
-    // `stream` keyword stands.
-    let mut streams: Vec<(usize, usize)> = Vec::new();
+    // Where stream data starts (after `stream` and its end of line).
+    let mut streams: Vec<usize> = Vec::new();
     let mut at = 0;
     while let Some(found) = find(&bytes[at..], b"stream") {
         let keyword = at + found;
@@ -250,7 +249,7 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
         } else {
             continue;
         }
-        streams.push((keyword, start));
+        streams.push(start);
         // Each stream costs a few decoders' state however small it is: a document made
         // of nothing but stream keywords would keep a thread busy for minutes.
         if streams.len() > MAX_PDF_STREAMS {
@@ -266,7 +265,7 @@ pub fn check_inflation(kind: DocKind, bytes: &[u8], max: u64) -> Result<(), Extr
     // the text read together may be at most twice the document; a document that
     // needs more is refused rather than let through unread.
     let mut text_left = bytes.len().saturating_mul(2);
-    for &(_, start) in &streams {
+    for &start in &streams {
         let text = &bytes[start..start + ascii85_extent(&bytes[start..])];
         if !text.is_empty() {
             text_left = text_left
@@ -319,8 +318,8 @@ fn stream_inflated(data: &[u8], text: &[u8], cap: u64) -> u64 {
     plain.max(decoded_most(|| super::ascii85::Ascii85::new(text), cap))
 }
 
-/// The most of Flate (one to three times), raw deflate and LZW over what `open` reads
-/// (each decoding opens it anew).
+/// The most of Flate (one to three layers, each as [`flate_layer`] reads it) and LZW
+/// over what `open` reads (each decoding opens it anew).
 fn decoded_most<R: Read>(open: impl Fn() -> R, cap: u64) -> u64 {
     // Each layer of Flate the way lopdf reads it; a deeper layer reads what the one
     // before gave, so when one gives nothing the deeper ones are not made.

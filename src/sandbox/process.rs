@@ -695,10 +695,16 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     if name.is_empty() || name.contains('/') {
         return None;
     }
-    PROGRAM_DIRS.iter().map(|d| Path::new(d).join(name)).find(|p| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    PROGRAM_DIRS
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| runnable(p))
+}
+
+/// Whether `path` is a file someone may execute.
+fn runnable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The bubblewrap arguments every run shares: namespaces, the read-only system, an
@@ -971,9 +977,6 @@ pub fn dying_first(
     args: &[String],
     path: Option<&std::ffi::OsStr>,
 ) -> std::io::Result<tokio::process::Command> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable =
-        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     let found = if program.contains('/') {
         Some(PathBuf::from(program)).filter(|p| runnable(p))
     } else {

@@ -202,6 +202,15 @@ const SERVICE_PATIENCE: Duration = Duration::from_secs(30 * 60);
 const SLOT_POLL: Duration = Duration::from_millis(200);
 const SLOT_POLL_MAX: Duration = Duration::from_secs(2);
 
+/// Ends run `run_id`'s lease now (it stays `owner`'s until another takes it), so the
+/// next reconcile, here or on another replica, takes the run at once.
+async fn release_lease(store: &dyn crate::store::Store, run_id: &str, owner: &str) {
+    let lapsed = Utc::now() - chrono::Duration::seconds(1);
+    if let Err(e) = store.renew_lease(run_id, lapsed, owner).await {
+        tracing::warn!(run = %run_id, error = %e, "cannot release a run's lease");
+    }
+}
+
 fn lease_until(lease: Duration) -> DateTime<Utc> {
     Utc::now() + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(60))
 }
@@ -946,10 +955,7 @@ impl Dispatcher {
                         }
                         // Its lease ends now, so a restarted process takes it at once
                         // instead of when the lease would have run out.
-                        let lapsed = Utc::now() - chrono::Duration::seconds(1);
-                        if let Err(e) = store.renew_lease(&run_id, lapsed, &owner).await {
-                            tracing::warn!(run = %run_id, error = %e, "cannot release a queued run's lease");
-                        }
+                        release_lease(store.as_ref(), &run_id, &owner).await;
                         tracing::info!(run = %run_id, agent = %agent.name, "run left queued at shutdown, for the next start");
                         None
                     }
@@ -959,10 +965,7 @@ impl Dispatcher {
                     }
                     Err(crate::run::RunError::LeftForNextStart) => {
                         // Its lease ends now, so the next start retries it at once.
-                        let lapsed = Utc::now() - chrono::Duration::seconds(1);
-                        if let Err(e) = store.renew_lease(&run_id, lapsed, &owner).await {
-                            tracing::warn!(run = %run_id, error = %e, "cannot release an interrupted run's lease");
-                        }
+                        release_lease(store.as_ref(), &run_id, &owner).await;
                         tracing::info!(run = %run_id, agent = %agent.name, "run interrupted before any side effect; the next start runs it again");
                         None
                     }

@@ -107,7 +107,7 @@ async fn budget_notice_due(
     // The same on every replica and every build (std's hasher promises neither).
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(format!("budget_notice {place}").as_bytes());
-    let tag: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let tag = hex::encode(&digest[..8]);
     let kept = store.get_setting(&key).await?.unwrap_or_default();
     let mut told: Vec<&str> = kept.split(' ').collect();
     if told.first() != Some(&day.as_str()) {
